@@ -1,0 +1,78 @@
+"""Model zoo: list, download, verify, load and publish pretrained checkpoints.
+
+Python API::
+
+    from solo_bayesncl import zoo
+    zoo.list_models()                                 # entries of the manifest(s)
+    path = zoo.download("NAME")                       # verified file in the cache
+    model = zoo.load_model("NAME", device="cuda")     # solo-learn method, eval mode
+    backbone = zoo.load_model("NAME", as_="backbone") # bare backbone
+    zoo.export_checkpoint("run.ckpt", name="my-model", fp16=True, urls=["https://..."])
+
+Command line: ``python -m solo_bayesncl.zoo {list,download,export,verify,check}``.
+Environment: ``SOLO_BAYESNCL_CACHE`` (cache folder), ``SOLO_BAYESNCL_MANIFEST`` (extra
+manifests, ``os.pathsep``-separated), ``SOLO_BAYESNCL_OFFLINE=1`` (never use the network).
+"""
+
+from __future__ import annotations
+
+from .artifact import ARTIFACT_FORMAT, Artifact, is_artifact, open_artifact, read_artifact
+from .cache import cache_dir, cached_path, sha256_file
+from .errors import (
+    ArtifactError,
+    ChecksumError,
+    DownloadError,
+    ManifestError,
+    UnknownModelError,
+    ZooError,
+)
+from .export import ExportResult, export_checkpoint, export_state_dict
+from .fetch import download, remove_cached
+from .load import load_artifact, load_model
+from .manifest import (
+    MANIFEST_FORMAT,
+    ZOO_METHODS,
+    ZooEntry,
+    find_entry,
+    load_manifests,
+    read_manifest,
+    validate_entry,
+)
+
+
+def list_models() -> list[ZooEntry]:
+    """Every entry of the project's manifest and of ``$SOLO_BAYESNCL_MANIFEST``'s files."""
+    return load_manifests()
+
+
+__all__ = [
+    "ARTIFACT_FORMAT",
+    "MANIFEST_FORMAT",
+    "ZOO_METHODS",
+    "Artifact",
+    "ArtifactError",
+    "ChecksumError",
+    "DownloadError",
+    "ExportResult",
+    "ManifestError",
+    "UnknownModelError",
+    "ZooEntry",
+    "ZooError",
+    "cache_dir",
+    "cached_path",
+    "download",
+    "export_checkpoint",
+    "export_state_dict",
+    "find_entry",
+    "is_artifact",
+    "list_models",
+    "load_artifact",
+    "load_manifests",
+    "load_model",
+    "open_artifact",
+    "read_artifact",
+    "read_manifest",
+    "remove_cached",
+    "sha256_file",
+    "validate_entry",
+]

@@ -1,0 +1,5 @@
+"""Entry point of ``python -m solo_bayesncl.zoo``."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""Exceptions raised by the model zoo.
+
+Every error names what it is about (the entry, the file, the URL) so that a user reading a
+traceback knows which download or which manifest line to look at.
+"""
+
+from __future__ import annotations
+
+
+class ZooError(Exception):
+    """Base class of every model-zoo error."""
+
+
+class ManifestError(ZooError, ValueError):
+    """A manifest (or one of its entries) does not follow the schema."""
+
+
+class UnknownModelError(ZooError, LookupError):
+    """A model name that no manifest lists."""
+
+    def __init__(self, name: str, available: list[str]):
+        self.name = name
+        self.available = available
+        listed = ", ".join(available) if available else "none: the manifest is empty"
+        super().__init__(f"no zoo entry named {name!r}; available: {listed}")
+
+    def __str__(self) -> str:  # LookupError would otherwise quote the message
+        return self.args[0]
+
+
+class ChecksumError(ZooError, ValueError):
+    """Downloaded (or cached) bytes whose sha256 differs from the manifest's."""
+
+    def __init__(self, name: str, expected: str, actual: str, source: str):
+        self.name = name
+        self.expected = expected
+        self.actual = actual
+        self.source = source
+        super().__init__(
+            f"sha256 mismatch for zoo entry {name!r} from {source}: "
+            f"expected {expected}, got {actual}; the file was discarded"
+        )
+
+
+class DownloadError(ZooError, OSError):
+    """No URL of an entry gave verified bytes."""
+
+    def __init__(self, name: str, failures: list[tuple[str, str]]):
+        self.name = name
+        self.failures = failures
+        lines = "\n".join(f"  {url}: {reason}" for url, reason in failures)
+        super().__init__(f"could not download zoo entry {name!r}:\n{lines}")
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class ArtifactError(ZooError, ValueError):
+    """A file that is not a readable zoo artifact."""

@@ -1,0 +1,238 @@
+"""Turn a trained checkpoint into a zoo artifact, its sha256 and its manifest entry.
+
+``export_checkpoint`` reads a solo-learn ``.ckpt`` (or one of the official BayesNCL / NCL codes,
+through :func:`solo_bayesncl.checkpoints.load_checkpoint`) and calls :func:`export_state_dict`,
+which needs nothing but torch: it keeps the module weights only (no optimizer or scheduler
+state), optionally in float16, drops MoCo's momentum copies and queue unless asked to keep
+them, and writes three files into ``out_dir``::
+
+    <name>.pt          the artifact (format in :mod:`.artifact`)
+    <name>.pt.sha256   "<hex>  <name>.pt", checkable with ``sha256sum -c``
+    <name>.entry.json  the manifest entry to add to a manifest once the file is uploaded
+
+The entry's ``sha256`` and ``size`` are computed from the bytes just written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .artifact import Artifact, cast_floating, write_artifact
+from .cache import sha256_file
+from .errors import ArtifactError, ManifestError
+from .manifest import ZOO_METHODS, ZooEntry, validate_entry
+
+#: Top-level state-dict modules that are training state only (MoCo's negative queue).
+TRAINING_ONLY_STATE = ("queue", "queue_ptr")
+#: File looked for beside a checkpoint when no metrics are given.
+METRICS_FILE = "metrics.json"
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What :func:`export_state_dict` wrote."""
+
+    path: Path
+    sha256: str
+    size: int
+    entry: dict[str, Any]
+    sha256_path: Path
+    entry_path: Path
+
+
+def _is_momentum_state(key: str) -> bool:
+    top = key.split(".", 1)[0]
+    return top.startswith("momentum_") or top in TRAINING_ONLY_STATE
+
+
+def _plain_config(cfg: Any) -> dict[str, Any]:
+    """A JSON-serialisable plain dict from a DictConfig or a mapping."""
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(cfg, DictConfig):
+            cfg = OmegaConf.to_container(cfg, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf comes with solo-learn
+        pass
+    if not isinstance(cfg, Mapping):
+        raise ArtifactError(f"cfg must be a mapping or a DictConfig, got {type(cfg).__name__}")
+    plain = json.loads(json.dumps(cfg, default=lambda o: "<not serializable>"))
+    for path in (("backbone", "name"), ("data", "dataset")):
+        node: Any = plain
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if not isinstance(node, str) or not node:
+            raise ArtifactError(f"cfg lacks {'.'.join(path)}, which the manifest entry needs")
+    return plain
+
+
+def _plain_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
+    """Flat ``{name: number}``; nested mappings are flattened with '/' (``{"knn": {"top1": x}}``
+    gives ``knn/top1``)."""
+    flat: dict[str, float] = {}
+
+    def walk(prefix: str, node: Mapping[str, Any]) -> None:
+        for key, value in node.items():
+            name = f"{prefix}{key}"
+            if isinstance(value, Mapping):
+                walk(f"{name}/", value)
+            elif isinstance(value, bool) or not isinstance(value, int | float):
+                raise ArtifactError(f"metric {name!r} must be a number, got {value!r}")
+            else:
+                flat[name] = value
+
+    walk("", metrics or {})
+    return flat
+
+
+def _expand_urls(urls: Iterable[str], filename: str) -> list[str]:
+    """A URL ending in '/' is a folder: the artifact's file name is appended."""
+    return [u + filename if u.endswith("/") else u for u in urls]
+
+
+def export_state_dict(
+    state_dict: Mapping[str, torch.Tensor],
+    cfg: Any,
+    name: str,
+    out_dir: str | os.PathLike[str] = ".",
+    *,
+    method: str | None = None,
+    fp16: bool = False,
+    metrics: Mapping[str, Any] | None = None,
+    urls: Iterable[str] = (),
+    keep_momentum: bool = False,
+    description: str | None = None,
+) -> ExportResult:
+    """Write the zoo artifact of a model's weights, its sha256 file and its manifest entry.
+
+    Args:
+        state_dict: the module state (``LightningModule.state_dict()`` or a checkpoint's
+            ``"state_dict"``); non-tensor values are rejected.
+        cfg: the training config (DictConfig or mapping, solo-learn's args.json content).
+        name: the entry name (lowercase letters, digits, '.', '_', '-').
+        out_dir: folder for the three files.
+        method: method name; default ``cfg["method"]``. Written into the stored config.
+        fp16: store floating tensors as float16 (half the size; loading casts back).
+        metrics: evaluation figures; nested mappings are flattened with '/'.
+        urls: where the file will be uploaded (https); a URL ending in '/' gets the file name.
+            Without URLs the entry's ``urls`` is empty and must be filled before publishing.
+        keep_momentum: keep ``momentum_*`` copies and MoCo's queue (training state).
+        description: optional one-line description.
+    """
+    plain_cfg = _plain_config(cfg)
+    method = method or plain_cfg.get("method")
+    if method not in ZOO_METHODS:
+        raise ArtifactError(f"method {method!r} is not one of the zoo's methods {ZOO_METHODS}")
+    plain_cfg["method"] = method
+    bad = [k for k, v in state_dict.items() if not isinstance(v, torch.Tensor)]
+    if bad:
+        raise ArtifactError(f"state_dict values must be tensors; not tensors: {bad[:5]}")
+
+    kept = {k: v for k, v in state_dict.items() if keep_momentum or not _is_momentum_state(k)}
+    omitted = {
+        k: {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")}
+        for k, v in state_dict.items()
+        if k not in kept
+    }
+    dtype = "float16" if fp16 else "float32"
+    artifact = Artifact(
+        method=method,
+        cfg=plain_cfg,
+        state_dict=cast_floating(kept, torch.float16 if fp16 else torch.float32),
+        metrics=_plain_metrics(metrics),
+        dtype=dtype,
+        omitted=omitted,
+    )
+    out_dir = Path(out_dir)
+    filename = f"{name}.pt"
+    entry = {
+        "name": name,
+        "method": method,
+        "dataset": plain_cfg["data"]["dataset"],
+        "backbone": plain_cfg["backbone"]["name"],
+        "urls": _expand_urls(urls, filename),
+        "sha256": "0" * 64,  # placeholder while validating the rest before writing
+        "size": 1,
+        "config": plain_cfg,
+        "metrics": artifact.metrics,
+        "file": filename,
+        "dtype": dtype,
+    }
+    if description:
+        entry["description"] = description
+    _validate_before_upload(entry)
+
+    path = write_artifact(artifact, out_dir / filename)
+    entry["sha256"] = sha256_file(path)
+    entry["size"] = path.stat().st_size
+    sha_path = out_dir / f"{filename}.sha256"
+    sha_path.write_text(f"{entry['sha256']}  {filename}\n")
+    entry_path = out_dir / f"{name}.entry.json"
+    entry_path.write_text(json.dumps(entry, indent=2) + "\n")
+    return ExportResult(path, entry["sha256"], entry["size"], entry, sha_path, entry_path)
+
+
+def _validate_before_upload(entry: dict[str, Any]) -> None:
+    """Schema check of everything but the URLs when none are known yet."""
+    probe = dict(entry)
+    if not probe["urls"]:
+        probe["urls"] = ["https://example.invalid/" + entry["file"]]
+    validate_entry(probe, source="export")
+
+
+def export_checkpoint(
+    ckpt: str | os.PathLike[str],
+    name: str,
+    out_dir: str | os.PathLike[str] = ".",
+    *,
+    fp16: bool = False,
+    metrics: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    urls: Iterable[str] = (),
+    keep_momentum: bool = False,
+    description: str | None = None,
+) -> ExportResult:
+    """Export a trained checkpoint of bayesncl, ncl, simclr or mocov2plus (see
+    :func:`export_state_dict`).
+
+    ``ckpt`` is a Lightning ``.ckpt`` with solo-learn's ``args.json`` beside it, in solo-learn's
+    layout or the official BayesNCL / NCL codes' (read by
+    :func:`solo_bayesncl.checkpoints.load_checkpoint`). ``metrics`` is a mapping or a JSON file;
+    by default ``metrics.json`` beside the checkpoint is used when it exists.
+    """
+    from solo_bayesncl.checkpoints import load_checkpoint
+
+    ckpt = Path(ckpt)
+    loaded = load_checkpoint(ckpt)
+    if metrics is None and (ckpt.parent / METRICS_FILE).is_file():
+        metrics = ckpt.parent / METRICS_FILE
+    if isinstance(metrics, str | os.PathLike):
+        try:
+            metrics = json.loads(Path(metrics).read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise ArtifactError(f"cannot read metrics file {metrics}: {err}") from None
+    return export_state_dict(
+        loaded.state_dict,
+        loaded.cfg,
+        name,
+        out_dir,
+        method=loaded.method,
+        fp16=fp16,
+        metrics=metrics,
+        urls=urls,
+        keep_momentum=keep_momentum,
+        description=description,
+    )
+
+
+def entry_from_export(result: ExportResult) -> ZooEntry:
+    """The exported entry as a validated :class:`ZooEntry` (needs its https URLs)."""
+    if not result.entry["urls"]:
+        raise ManifestError(f"entry {result.entry['name']!r} has no URLs yet: upload it first")
+    return ZooEntry.from_dict(result.entry, source=str(result.entry_path))

@@ -1,0 +1,132 @@
+"""Download a zoo entry by name: verified, cached, with mirrors.
+
+HTTP is pooch's (``pooch.HTTPDownloader``: requests with a tqdm progress bar); what this module
+adds is the safety policy of the zoo:
+
+- a verified file already in the cache is returned without any network request;
+- bytes go to a hidden temporary ``.part`` file in the cache folder, are checked (size, then
+  sha256) and only then renamed atomically to the final name, so an interrupted transfer or a
+  wrong checksum never leaves a file that looks complete;
+- the entry's URLs are tried in order until one gives the right bytes;
+- a wrong checksum raises :class:`~.errors.ChecksumError` naming the entry and both hashes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from .cache import cached_path, is_offline, is_verified, sha256_file
+from .errors import ChecksumError, DownloadError
+from .manifest import ZooEntry, find_entry
+
+log = logging.getLogger(__name__)
+
+#: Seconds without data before a transfer is abandoned (and the next URL tried).
+DEFAULT_TIMEOUT = 60
+
+
+def _downloader(url: str, progress: bool, timeout: float):
+    """pooch's downloader for ``url``'s protocol (HTTP(S), FTP, SFTP, DOI)."""
+    import pooch
+
+    if url.startswith(("http://", "https://")):
+        return pooch.HTTPDownloader(progressbar=progress, timeout=timeout)
+    return pooch.downloaders.choose_downloader(url, progressbar=progress)
+
+
+def _fetch_to(url: str, dest: Path, progress: bool, timeout: float) -> None:
+    _downloader(url, progress, timeout)(url, str(dest), None)
+
+
+def download(
+    entry: str | ZooEntry,
+    cache: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Path:
+    """Path of the verified artifact of ``entry`` (a name or a :class:`ZooEntry`).
+
+    Args:
+        entry: a manifest name (looked up with :func:`~.manifest.find_entry`) or an entry.
+        cache: cache folder; default ``$SOLO_BAYESNCL_CACHE`` or ``~/.cache/solo-bayesncl``.
+        progress: show a tqdm progress bar on stderr.
+        timeout: seconds without data before a URL is given up.
+
+    Raises:
+        ChecksumError: a URL completed its transfer but the bytes have another sha256, and no
+            other URL served the right ones. Nothing is left in the cache.
+        DownloadError: every URL failed (HTTP error, refused connection, truncated transfer),
+            or ``$SOLO_BAYESNCL_OFFLINE`` is set and the file is not cached.
+    """
+    entry = find_entry(entry) if isinstance(entry, str) else entry
+    target = cached_path(entry, cache)
+    if target.exists():
+        if is_verified(target, entry):
+            log.info("zoo: using cached %s", target)
+            return target
+        log.warning("zoo: cached %s does not match its sha256; downloading it again", target)
+        target.unlink()
+    if is_offline():
+        raise DownloadError(entry.name, [("(offline)", f"not in the cache at {target}")])
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    failures: list[tuple[str, str]] = []
+    mismatches: list[tuple[str, str]] = []  # (url, actual sha256)
+    for url in entry.urls:
+        failure = _try_url(entry, url, target, progress, timeout)
+        if failure is None:
+            return target
+        reason, actual = failure
+        failures.append((url, reason))
+        if actual is not None:
+            mismatches.append((url, actual))
+        log.warning("zoo: %s failed (%s)", url, reason)
+    if mismatches:
+        url, actual = mismatches[0]
+        raise ChecksumError(entry.name, entry.sha256, actual, url)
+    raise DownloadError(entry.name, failures)
+
+
+def _try_url(
+    entry: ZooEntry, url: str, target: Path, progress: bool, timeout: float
+) -> tuple[str, str | None] | None:
+    """Fetch ``url`` into ``target`` through a temporary file.
+
+    Returns None on success, else ``(reason, actual_sha256)`` where the hash is given only when
+    the transfer completed but its bytes are not the entry's.
+    """
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        try:
+            _fetch_to(url, tmp, progress, timeout)
+        except Exception as err:  # requests, urllib3, ftplib...: any failure means "next URL"
+            return f"{type(err).__name__}: {err}", None
+        actual = sha256_file(tmp)
+        if actual != entry.sha256:
+            size = tmp.stat().st_size
+            return (
+                f"sha256 mismatch: expected {entry.sha256}, got {actual} "
+                f"({size} bytes, expected {entry.size})",
+                actual,
+            )
+        os.replace(tmp, target)
+        return None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def remove_cached(entry: str | ZooEntry, cache: str | os.PathLike[str] | None = None) -> bool:
+    """Delete the cached artifact of ``entry``; True when there was one."""
+    entry = find_entry(entry) if isinstance(entry, str) else entry
+    path = cached_path(entry, cache)
+    if path.exists():
+        path.unlink()
+        return True
+    return False

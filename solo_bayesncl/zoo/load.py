@@ -1,0 +1,66 @@
+"""Load zoo weights as a ready solo-learn method or as a bare backbone.
+
+The model is built by :func:`solo_bayesncl.checkpoints.build_method` /
+:func:`~solo_bayesncl.checkpoints.build_backbone` from the config stored in the artifact, so a
+zoo model is constructed exactly like a checkpoint of the same run; this module only feeds
+them the artifact's content.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+import torch
+
+from .artifact import open_artifact
+from .fetch import DEFAULT_TIMEOUT, download
+from .manifest import ZooEntry
+
+LoadAs = Literal["method", "backbone"]
+_LOAD_AS = ("method", "backbone")
+
+
+def load_artifact(
+    path: str | os.PathLike[str],
+    device: str | torch.device = "cpu",
+    as_: LoadAs = "method",
+) -> torch.nn.Module:
+    """Build the model stored in a local zoo artifact, in eval mode on ``device``.
+
+    ``as_="method"`` gives the solo-learn LightningModule (``METHODS[cfg.method](cfg)`` with the
+    weights loaded strictly); ``as_="backbone"`` gives the bare backbone (no fc), with the stem
+    the config implies.
+    """
+    if as_ not in _LOAD_AS:
+        raise ValueError(f"as_ must be one of {_LOAD_AS}, got {as_!r}")
+    from omegaconf import OmegaConf
+
+    from solo_bayesncl.checkpoints import LoadedCheckpoint, build_backbone, build_method
+
+    art = open_artifact(path)
+    loaded = LoadedCheckpoint(
+        cfg=OmegaConf.create(art.cfg), state_dict=art.state_dict, method=art.method
+    )
+    build = build_method if as_ == "method" else build_backbone
+    return build(loaded, device=device)
+
+
+def load_model(
+    name: str | ZooEntry,
+    device: str | torch.device = "cpu",
+    as_: LoadAs = "method",
+    cache: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Any:
+    """Download (or take from the cache) the zoo entry ``name`` and build it.
+
+    Example::
+
+        from solo_bayesncl.zoo import load_model
+        backbone = load_model("bayesncl-resnet18-cifar100", device="cuda", as_="backbone")
+        feats = backbone(images)  # (B, 512)
+    """
+    path = download(name, cache=cache, progress=progress, timeout=timeout)
+    return load_artifact(path, device=device, as_=as_)
