@@ -1,0 +1,1 @@
+"""Entry points: pretraining, offline linear evaluation and kNN evaluation."""

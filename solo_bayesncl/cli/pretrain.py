@@ -1,0 +1,231 @@
+"""Self-supervised pretraining through solo-learn's pipeline, for any method in its registry.
+
+``python main_pretrain.py --config-name bayesncl.yaml`` runs :func:`pretrain` on a Hydra config.
+solo-learn provides the backbones, augmentations, data loading (DALI included), LARS, schedulers,
+the online linear and kNN evaluation, checkpointing and auto-resume; this module adds what its own
+script lacks here: configs that follow the machine (:mod:`solo_bayesncl.runtime`), the offline
+``fashion-mnist`` dataset and early data checks (:mod:`solo_bayesncl.data.datasets`), a CSV log of
+every run beside its checkpoints, and wandb that never asks for a login unless switched on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import secrets
+from pathlib import Path
+
+import omegaconf
+from omegaconf import OmegaConf
+
+from solo_bayesncl.cli.solo_required import require_solo_learn
+
+__all__ = ["build_loggers", "pretrain", "prepare_pretrain_cfg"]
+
+
+def prepare_pretrain_cfg(
+    cfg: omegaconf.DictConfig, check_data: bool = True
+) -> omegaconf.DictConfig:
+    """Every check and default that must hold before a model is built.
+
+    Resolves accelerator/devices/precision, the dataset (``fashion-mnist`` included), runs
+    solo-learn's ``parse_cfg`` and the method's own ``add_and_assert_specific_cfg``, so that a bad
+    key fails here with a message naming it.
+    """
+    require_solo_learn("main_pretrain.py")
+    from solo.args.pretrain import parse_cfg
+    from solo.methods import METHODS
+
+    import solo_bayesncl  # noqa: F401  (registers bayesncl and ncl)
+    from solo_bayesncl.data.datasets import (
+        OFFLINE_DATASETS,
+        check_dataset_available,
+        resolve_dataset_cfg,
+    )
+    from solo_bayesncl.runtime import resolve_runtime
+
+    OmegaConf.set_struct(cfg, False)
+    method = OmegaConf.select(cfg, "method", default=None)
+    if method not in METHODS:
+        raise ValueError(
+            f"method={method!r} is not a solo-learn method; allowed values: {', '.join(sorted(METHODS))}"
+        )
+    cfg = resolve_runtime(cfg)
+    cfg = resolve_dataset_cfg(cfg)
+    if check_data:
+        check_dataset_available(cfg)
+    cfg = parse_cfg(cfg)
+    offline = OmegaConf.select(cfg, "data.offline_dataset", default=None)
+    if offline in OFFLINE_DATASETS:
+        cfg.data.num_classes = OFFLINE_DATASETS[offline]
+    cfg = METHODS[method].add_and_assert_specific_cfg(cfg)
+    cfg.interpretability = OmegaConf.select(cfg, "interpretability", default=None) or {}
+    return cfg
+
+
+def _wandb_login_available() -> bool:
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE") in {"offline", "disabled"}:
+        return True
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    return netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore")
+
+
+def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, wandb_run_id: str | None) -> list:
+    """wandb (when ``wandb.enabled``) first, then a CSV logger writing ``metrics.csv`` into the
+    run's checkpoint folder. Without stored wandb credentials, wandb logs offline instead of
+    prompting for a login."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    loggers: list = []
+    if cfg.wandb.enabled:
+        from lightning.pytorch.loggers.wandb import WandbLogger
+
+        offline = bool(cfg.wandb.offline)
+        if not offline and not _wandb_login_available():
+            print("wandb: no stored login (WANDB_API_KEY or ~/.netrc); logging offline instead.")
+            offline = True
+        wandb_logger = WandbLogger(
+            name=cfg.name,
+            project=cfg.wandb.project,
+            entity=cfg.wandb.entity,
+            offline=offline,
+            resume="allow" if wandb_run_id else None,
+            id=wandb_run_id,
+        )
+        wandb_logger.log_hyperparams(OmegaConf.to_container(cfg))
+        loggers.append(wandb_logger)
+        version = str(wandb_logger.version)
+    else:
+        version = "offline-" + secrets.token_hex(4)
+    loggers.append(CSVLogger(save_dir=str(run_dir_root), name="", version=version))
+    return loggers
+
+
+def pretrain(cfg: omegaconf.DictConfig):
+    """Trains ``cfg.method`` as solo-learn's pretraining script would; returns the Trainer."""
+    cfg = prepare_pretrain_cfg(cfg)
+
+    import torch
+    from lightning.pytorch import Trainer, seed_everything
+    from lightning.pytorch.callbacks import LearningRateMonitor
+    from solo.data.pretrain_dataloader import (
+        FullTransformPipeline,
+        NCropAugmentation,
+        build_transform_pipeline,
+        prepare_dataloader,
+    )
+    from solo.methods import METHODS
+    from solo.utils.auto_resumer import AutoResumer
+    from solo.utils.checkpointer import Checkpointer
+    from solo.utils.misc import make_contiguous
+
+    from solo_bayesncl.backbone_stem import apply_small_stem, wants_small_stem
+    from solo_bayesncl.data.datasets import build_train_dataset, build_val_loader
+    from solo_bayesncl.evaluation.callback import build_interpretability_callback
+
+    seed_everything(cfg.seed)
+    model = METHODS[cfg.method](cfg)
+    if wants_small_stem(cfg):
+        apply_small_stem(model.backbone)
+        if hasattr(model, "momentum_backbone"):
+            apply_small_stem(model.momentum_backbone)
+            model.momentum_backbone.load_state_dict(model.backbone.state_dict())
+    make_contiguous(model)
+    if not cfg.performance.disable_channel_last:
+        model = model.to(memory_format=torch.channels_last)
+
+    val_loader = build_val_loader(cfg)
+    if cfg.data.format == "dali":
+        from solo.data.dali_dataloader import PretrainDALIDataModule, build_transform_pipeline_dali
+
+        transform = FullTransformPipeline(
+            [
+                NCropAugmentation(
+                    build_transform_pipeline_dali(
+                        cfg.data.dataset, aug, dali_device=cfg.dali.device
+                    ),
+                    aug.num_crops,
+                )
+                for aug in cfg.augmentations
+            ]
+        )
+        datamodule = PretrainDALIDataModule(
+            dataset=cfg.data.dataset,
+            train_data_path=cfg.data.train_path,
+            transforms=transform,
+            num_large_crops=cfg.data.num_large_crops,
+            num_small_crops=cfg.data.num_small_crops,
+            num_workers=cfg.data.num_workers,
+            batch_size=cfg.optimizer.batch_size,
+            no_labels=cfg.data.no_labels,
+            data_fraction=cfg.data.fraction,
+            dali_device=cfg.dali.device,
+            encode_indexes_into_labels=cfg.dali.encode_indexes_into_labels,
+        )
+        datamodule.val_dataloader = lambda: val_loader
+        fit_data = {"datamodule": datamodule}
+    else:
+        transform = FullTransformPipeline(
+            [
+                NCropAugmentation(build_transform_pipeline(cfg.data.dataset, aug), aug.num_crops)
+                for aug in cfg.augmentations
+            ]
+        )
+        train_dataset = build_train_dataset(cfg, transform)
+        train_loader = prepare_dataloader(
+            train_dataset, batch_size=cfg.optimizer.batch_size, num_workers=cfg.data.num_workers
+        )
+        fit_data = {"train_dataloaders": train_loader, "val_dataloaders": val_loader}
+
+    run_root = Path(cfg.checkpoint.dir) / cfg.method
+    ckpt_path, wandb_run_id = None, None
+    if cfg.resume_from_checkpoint is not None:
+        ckpt_path = cfg.resume_from_checkpoint
+        del cfg.resume_from_checkpoint
+    elif cfg.auto_resume.enabled:
+        resumer = AutoResumer(checkpoint_dir=str(run_root), max_hours=cfg.auto_resume.max_hours)
+        ckpt_path, wandb_run_id = resumer.find_checkpoint(cfg)
+        if ckpt_path is not None:
+            print(f"Resuming from the checkpoint with the same settings: {ckpt_path}")
+
+    loggers = build_loggers(cfg, run_root, wandb_run_id)
+    callbacks: list = []
+    if cfg.checkpoint.enabled:
+        callbacks.append(
+            Checkpointer(
+                cfg,
+                logdir=run_root,
+                frequency=cfg.checkpoint.frequency,
+                keep_prev=cfg.checkpoint.keep_prev,
+            )
+        )
+    interpretability = build_interpretability_callback(cfg, val_loader)
+    if interpretability is not None:
+        callbacks.append(interpretability)
+    callbacks.append(LearningRateMonitor(logging_interval="step"))
+
+    trainer_kwargs = OmegaConf.to_container(cfg)
+    valid = inspect.signature(Trainer.__init__).parameters
+    trainer_kwargs = {k: v for k, v in trainer_kwargs.items() if k in valid}
+    from solo_bayesncl.runtime import trainer_devices
+
+    trainer_kwargs.update(
+        {
+            "devices": trainer_devices(cfg),
+            "logger": loggers,
+            "callbacks": callbacks,
+            "enable_checkpointing": False,
+            "strategy": _strategy(cfg.strategy),
+        }
+    )
+    trainer = Trainer(**trainer_kwargs)
+    trainer.fit(model, ckpt_path=ckpt_path, **fit_data)
+    return trainer
+
+
+def _strategy(name):
+    if name == "ddp":
+        from lightning.pytorch.strategies.ddp import DDPStrategy
+
+        return DDPStrategy(find_unused_parameters=False)
+    return name

@@ -1,0 +1,255 @@
+"""Dataset resolution for the entry points: the offline ``fashion-mnist`` switch, the checks that
+run before any model is built, and validation data at the training resolution.
+
+solo-learn knows ``cifar10``, ``cifar100``, ``stl10``, ``imagenet``, ``imagenet100`` and
+``custom`` (an image folder). This module adds ``fashion-mnist`` (offline, from Debian's
+package) by presenting it to solo-learn as ``custom`` and remembering the real name in
+``data.offline_dataset``. For ``custom`` data, solo-learn validates at 224 px after a 256 px
+resize whatever the training crop; here validation uses the training crop size instead.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import omegaconf
+import torch
+from omegaconf import OmegaConf
+from torch.utils.data import DataLoader, Dataset, Subset
+from torchvision import transforms
+
+from solo_bayesncl.data.fashion_mnist import MEAN_STD, FashionMNIST, fashion_mnist_root
+
+__all__ = [
+    "DatasetUnavailableError",
+    "OFFLINE_DATASETS",
+    "SOLO_DATASETS",
+    "build_train_dataset",
+    "build_val_loader",
+    "check_dataset_available",
+    "resolve_dataset_cfg",
+    "validation_transform",
+]
+
+SOLO_DATASETS: tuple[str, ...] = (
+    "cifar10",
+    "cifar100",
+    "stl10",
+    "imagenet",
+    "imagenet100",
+    "custom",
+)
+OFFLINE_DATASETS: dict[str, int] = {"fashion-mnist": 10}
+"""Datasets added by the plugin, with their number of classes."""
+_ALIASES = {
+    "fashion_mnist": "fashion-mnist",
+    "fashionmnist": "fashion-mnist",
+    "fmnist": "fashion-mnist",
+}
+SMALL_IMAGE_DATASETS = ("cifar10", "cifar100")
+"""Datasets that get the small-image stem by default (solo-learn does it for CIFAR). Fashion-MNIST
+keeps the ImageNet stem unless ``backbone.small_stem=True``: at 32 px the CIFAR stem costs ~14x the
+FLOPs, which decides whether a CPU run takes minutes or hours."""
+
+
+class DatasetUnavailableError(RuntimeError):
+    """The configured dataset is not on disk and cannot be fetched."""
+
+
+def _dataset_name(cfg: omegaconf.DictConfig) -> str:
+    return str(OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset)
+
+
+def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
+    """Validates ``data.dataset`` and maps the plugin's datasets onto solo-learn's ``custom``.
+
+    Must run before solo-learn's ``parse_cfg``. Sets ``backbone.small_stem`` (3x3 stride-1 first
+    convolution, no max-pool, as solo-learn does for CIFAR) for small-image datasets unless given.
+    """
+    name = str(OmegaConf.select(cfg, "data.dataset", default=""))
+    name = _ALIASES.get(name.lower(), name)
+    allowed = (*SOLO_DATASETS, *OFFLINE_DATASETS)
+    if name not in allowed:
+        raise ValueError(
+            f"data.dataset={name!r} is not supported; allowed values: {', '.join(allowed)}"
+        )
+    small = OmegaConf.select(cfg, "backbone.small_stem", default=None)
+    OmegaConf.update(
+        cfg,
+        "backbone.small_stem",
+        name in SMALL_IMAGE_DATASETS if small is None else bool(small),
+        force_add=True,
+    )
+    if name not in OFFLINE_DATASETS:
+        return cfg
+    if OmegaConf.select(cfg, "data.format", default="image_folder") == "dali":
+        raise ValueError(
+            f"data.format=dali is not supported for data.dataset={name}; use image_folder"
+        )
+    root = fashion_mnist_root()
+    OmegaConf.update(cfg, "data.offline_dataset", name, force_add=True)
+    cfg.data.dataset = "custom"
+    cfg.data.format = "image_folder"
+    cfg.data.train_path = str(root)
+    cfg.data.val_path = str(root)
+    mean, std = MEAN_STD
+    for pipeline in cfg.augmentations:
+        pipeline.mean = list(mean)
+        pipeline.std = list(std)
+    return cfg
+
+
+def _check_folder(cfg: omegaconf.DictConfig, key: str) -> None:
+    path = OmegaConf.select(cfg, key, default=None)
+    if path is not None and not Path(str(path)).is_dir():
+        raise DatasetUnavailableError(f"{key}={path!r} is not a folder")
+
+
+def check_dataset_available(cfg: omegaconf.DictConfig, download_timeout: float = 30.0) -> None:
+    """Fails early, with a message naming the key or file, when the data is not usable.
+
+    CIFAR is downloaded into ``data.train_path`` when missing (as solo-learn does); if that is not
+    possible the error says so and points at the offline ``data.dataset=fashion-mnist`` option.
+    """
+    name = _dataset_name(cfg)
+    if name in OFFLINE_DATASETS:
+        FashionMNIST("train", root=cfg.data.train_path)  # raises a clear FileNotFoundError
+        return
+    if name in ("cifar10", "cifar100"):
+        from torchvision import datasets
+
+        cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
+        root = str(cfg.data.train_path)
+        previous = socket.getdefaulttimeout()
+        socket.setdefaulttimeout(download_timeout)
+        try:
+            cls(root, train=True, download=True)
+            cls(
+                str(OmegaConf.select(cfg, "data.val_path", default=None) or root),
+                train=False,
+                download=True,
+            )
+        except Exception as err:  # no network, proxy, disk: all end the same way for the user
+            raise DatasetUnavailableError(
+                f"{name.upper()} is not in data.train_path={root!r} and could not be downloaded "
+                f"({type(err).__name__}: {err}). Download it where there is internet and copy it "
+                "there, or train offline with data.dataset=fashion-mnist."
+            ) from err
+        finally:
+            socket.setdefaulttimeout(previous)
+        return
+    if (
+        OmegaConf.select(cfg, "data.format", default="image_folder") == "dali"
+        and not torch.cuda.is_available()
+    ):
+        raise DatasetUnavailableError(
+            "data.format=dali needs a CUDA GPU; use data.format=image_folder on CPU"
+        )
+    _check_folder(cfg, "data.train_path")
+    _check_folder(cfg, "data.val_path")
+
+
+def _stratified_subset(dataset: Dataset, targets, fraction: float, seed: int = 42) -> Dataset:
+    if not 0 < fraction < 1:
+        return dataset
+    from sklearn.model_selection import train_test_split
+
+    indices = list(range(len(targets)))
+    kept, _ = train_test_split(
+        indices, train_size=fraction, stratify=list(targets), random_state=seed
+    )
+    return Subset(dataset, sorted(kept))
+
+
+def build_train_dataset(cfg: omegaconf.DictConfig, transform) -> Dataset:
+    """The pretraining dataset, yielding ``(index, views, target)`` as solo-learn expects."""
+    from solo.data.pretrain_dataloader import dataset_with_index, prepare_datasets
+
+    if _dataset_name(cfg) in OFFLINE_DATASETS:
+        dataset = dataset_with_index(FashionMNIST)(
+            "train", transform=transform, root=cfg.data.train_path
+        )
+        return _stratified_subset(dataset, dataset.targets, float(cfg.data.fraction))
+    return prepare_datasets(
+        cfg.data.dataset,
+        transform,
+        train_data_path=cfg.data.train_path,
+        data_format=cfg.data.format,
+        no_labels=cfg.data.no_labels,
+        data_fraction=cfg.data.fraction,
+    )
+
+
+def validation_transform(cfg: omegaconf.DictConfig) -> transforms.Compose:
+    """Resize and centre-crop to the training crop size, normalised like the training views.
+
+    Small images (crop <= 64 px) are resized straight to the crop size, larger ones to
+    ``crop / 0.875`` first (224 px crops read a 256 px resize, as in solo-learn).
+    """
+    aug = cfg.augmentations[0]
+    crop = int(aug.crop_size)
+    resize = crop if crop <= 64 else int(round(crop / 0.875))
+    mean = list(aug.get("mean", (0.485, 0.456, 0.406)))
+    std = list(aug.get("std", (0.229, 0.224, 0.225)))
+    return transforms.Compose(
+        [
+            transforms.Resize(resize, interpolation=transforms.InterpolationMode.BICUBIC),
+            transforms.CenterCrop(crop),
+            transforms.ToTensor(),
+            transforms.Normalize(mean, std),
+        ]
+    )
+
+
+def build_val_dataset(cfg: omegaconf.DictConfig, transform=None) -> Dataset | None:
+    """The labelled validation dataset, or None when the config has none."""
+    name = _dataset_name(cfg)
+    transform = transform or validation_transform(cfg)
+    if name in OFFLINE_DATASETS:
+        dataset = FashionMNIST("val", transform=transform, root=cfg.data.val_path)
+        fraction = float(OmegaConf.select(cfg, "data.val_fraction", default=-1) or -1)
+        return _stratified_subset(dataset, dataset.targets, fraction)
+    if cfg.data.val_path is None or (name == "custom" and cfg.data.no_labels):
+        return None
+    if name == "custom":
+        from torchvision.datasets import ImageFolder
+
+        return ImageFolder(str(cfg.data.val_path), transform)
+    from solo.data.classification_dataloader import prepare_datasets
+
+    _, val = prepare_datasets(
+        name, transform, transform, cfg.data.train_path, cfg.data.val_path, download=False
+    )
+    return val
+
+
+def build_val_loader(cfg: omegaconf.DictConfig, batch_size: int | None = None) -> DataLoader | None:
+    """Validation loader in solo-learn's ``(X, y)`` format, None when there is no labelled data."""
+    name = _dataset_name(cfg)
+    if name in ("imagenet", "imagenet100", "cifar10", "cifar100", "stl10"):
+        from solo.data.classification_dataloader import prepare_data
+
+        if cfg.data.val_path is None:
+            return None
+        fmt = "image_folder" if cfg.data.format == "dali" else cfg.data.format
+        _, loader = prepare_data(
+            name,
+            train_data_path=cfg.data.train_path,
+            val_data_path=cfg.data.val_path,
+            data_format=fmt,
+            batch_size=batch_size or cfg.optimizer.batch_size,
+            num_workers=cfg.data.num_workers,
+        )
+        return loader
+    dataset = build_val_dataset(cfg)
+    if dataset is None:
+        return None
+    return DataLoader(
+        dataset,
+        batch_size=batch_size or cfg.optimizer.batch_size,
+        shuffle=False,
+        num_workers=cfg.data.num_workers,
+        pin_memory=torch.cuda.is_available(),
+        drop_last=False,
+    )

@@ -1,0 +1,113 @@
+"""Fashion-MNIST read offline from Debian's ``dataset-fashion-mnist`` package.
+
+The package ships the original IDX files (70,000 real 28x28 grayscale images, 10 classes, MIT
+licence) under ``/usr/share/datasets/fashion-mnist/``; ``SOLO_BAYESNCL_FASHION_MNIST`` points
+elsewhere. Images are served as RGB PIL images so every torchvision/solo-learn transform applies.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+from torch.utils.data import Dataset
+
+__all__ = [
+    "CLASS_NAMES",
+    "DEFAULT_ROOT",
+    "FashionMNIST",
+    "fashion_mnist_root",
+    "read_idx",
+]
+
+DEFAULT_ROOT = Path("/usr/share/datasets/fashion-mnist")
+CLASS_NAMES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
+MEAN_STD = ((0.2860, 0.2860, 0.2860), (0.3530, 0.3530, 0.3530))
+
+_FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "val": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+
+
+def fashion_mnist_root() -> Path:
+    """The folder holding the IDX files (``SOLO_BAYESNCL_FASHION_MNIST`` or Debian's path)."""
+    return Path(os.environ.get("SOLO_BAYESNCL_FASHION_MNIST", DEFAULT_ROOT))
+
+
+def _find(root: Path, stem: str) -> Path:
+    for name in (f"{stem}.gz", stem):
+        if (root / name).is_file():
+            return root / name
+    raise FileNotFoundError(
+        f"Fashion-MNIST file {stem}(.gz) not found in {root}. Install Debian's package "
+        "(apt-get install dataset-fashion-mnist) or set SOLO_BAYESNCL_FASHION_MNIST to the "
+        "folder holding the IDX files."
+    )
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Reads an IDX file (optionally gzipped): the format of the MNIST family."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise ValueError(f"{path} is not an IDX file of unsigned bytes")
+    ndim = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+class FashionMNIST(Dataset):
+    """Fashion-MNIST split ``train`` (60,000) or ``val`` (the 10,000 test images).
+
+    Args:
+        split: ``train`` or ``val``.
+        transform: applied to the RGB PIL image.
+        root: folder of the IDX files; :func:`fashion_mnist_root` by default.
+        limit: keep only the first ``limit`` images (quick runs); None keeps all.
+    """
+
+    classes = list(CLASS_NAMES)
+
+    def __init__(
+        self,
+        split: str = "train",
+        transform: Callable | None = None,
+        root: str | Path | None = None,
+        limit: int | None = None,
+    ) -> None:
+        if split not in _FILES:
+            raise ValueError(f"split={split!r} is not supported; allowed values: train, val")
+        root = Path(root) if root is not None else fashion_mnist_root()
+        images, labels = (_find(root, stem) for stem in _FILES[split])
+        self.images = read_idx(images)
+        self.targets = read_idx(labels).astype(np.int64)
+        if limit is not None and limit > 0:
+            self.images, self.targets = self.images[:limit], self.targets[:limit]
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, index: int) -> tuple[Any, int]:
+        image = Image.fromarray(self.images[index], mode="L").convert("RGB")
+        if self.transform is not None:
+            image = self.transform(image)
+        return image, int(self.targets[index])

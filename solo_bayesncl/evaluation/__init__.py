@@ -1,0 +1,1 @@
+"""Interpretability evaluation: the training-time callback and the report command."""

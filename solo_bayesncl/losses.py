@@ -1,0 +1,93 @@
+"""Contrastive losses on (gated) non-negative features (DESIGN section 2, steps 5, 6 and 8).
+
+BayesNCL (Cui, Zhang & Hu, arXiv 2605.28441) trains with InfoNCE (SimCLR's NT-Xent, Chen et al.
+2020) on the gated representation ``v = normalize(normalize(phi(z)) * m)`` plus ``lambda`` times
+the Bernoulli KL of :mod:`solo_bayesncl.gates`; NCL (Wang et al., arXiv 2403.12459) is InfoNCE on
+``normalize(phi(z))``.
+
+Example::
+
+    v = gated_representation(z, mask, non_neg="rep_relu")
+    loss = info_nce_loss(v, indexes, temperature=0.2)
+    total = loss + 3e-5 * bernoulli_kl(gate_probs, prior=0.8)
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from solo_bayesncl.distributed import gather_no_grad, gather_with_grad, rank
+from solo_bayesncl.nonneg import non_negative
+
+__all__ = [
+    "gated_representation",
+    "info_nce_loss",
+    "keep_top_k",
+    "non_negative_representation",
+]
+
+
+def non_negative_representation(z: torch.Tensor, non_neg: str = "relu") -> torch.Tensor:
+    """``u = phi(z) / ||phi(z)||`` in float32; a row whose ``phi(z)`` is all zero stays zero."""
+    return F.normalize(non_negative(z.float(), non_neg), dim=-1)
+
+
+def gated_representation(
+    z: torch.Tensor, mask: torch.Tensor, non_neg: str = "relu"
+) -> torch.Tensor:
+    """``v = normalize(u * m)`` with ``u = normalize(phi(z))`` (DESIGN 2.5).
+
+    ``mask`` is the gate (hard with straight-through, or soft ``alpha``). A sample whose gates are
+    all closed gives ``v = 0`` with finite gradients.
+    """
+    u = non_negative_representation(z, non_neg)
+    return F.normalize(u * mask.float(), dim=-1)
+
+
+def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
+    """Keeps the ``k`` largest entries of every row and zeroes the others (NCL+TopK baseline)."""
+    if k >= z.shape[-1]:
+        return z
+    kth = torch.topk(z, k, dim=-1).values[..., -1:]
+    return z * (z >= kth).to(z.dtype)
+
+
+def info_nce_loss(
+    v: torch.Tensor,
+    indexes: torch.Tensor,
+    temperature: float = 0.2,
+    gather_distributed: bool = True,
+) -> torch.Tensor:
+    """InfoNCE / NT-Xent over all views of the (global) batch, in log-sum-exp form.
+
+    For every row ``i``: ``-log( sum_{j in P(i)} e^{s_ij / T} / sum_{j != i} e^{s_ij / T} )`` with
+    ``s_ij = v_i . v_j``, ``P(i)`` the other views of the same image (same value in ``indexes``)
+    and the denominator over every other row of the gathered batch; the loss is the mean over rows.
+    With one positive per row this is SimCLR's loss. Computed in float32 with autocast disabled,
+    so it is exact under fp16/bf16 mixed precision; rows of zeros give finite values.
+
+    Args:
+        v: ``(n, d)`` features, expected already L2-normalised (zero rows allowed).
+        indexes: ``(n,)`` image identifiers; rows with the same identifier are positives. Every
+            row needs at least one positive (two or more views per image).
+        temperature: ``T`` > 0.
+        gather_distributed: compare against the rows of every process (DDP), with gradients.
+    """
+    with torch.autocast(device_type=v.device.type, enabled=False):
+        v = v.float()
+        all_v = gather_with_grad(v) if gather_distributed else v
+        all_idx = gather_no_grad(indexes) if gather_distributed else indexes
+
+        logits = v @ all_v.T / temperature
+        n = v.shape[0]
+        offset = n * rank() if gather_distributed else 0
+        self_mask = torch.zeros_like(logits, dtype=torch.bool)
+        rows = torch.arange(n, device=v.device)
+        self_mask[rows, rows + offset] = True
+
+        pos_mask = (indexes[:, None] == all_idx[None, :]) & ~self_mask
+        neg_inf = torch.finfo(logits.dtype).min
+        log_denominator = torch.logsumexp(logits.masked_fill(self_mask, neg_inf), dim=1)
+        log_numerator = torch.logsumexp(logits.masked_fill(~pos_mask, neg_inf), dim=1)
+        return (log_denominator - log_numerator).mean()

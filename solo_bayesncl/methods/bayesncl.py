@@ -1,0 +1,179 @@
+"""BayesNCL: Bayesian Gated Non-Negative Contrastive Learning (Cui, Zhang & Hu, ICML 2026,
+arXiv 2605.28441) for solo-learn.
+
+On top of NCL, a gating head ``q`` reads the stop-gradient backbone features and opens or closes
+every feature dimension per sample with a hard Bernoulli gate (straight-through gradient); a
+Bernoulli(``rho``) prior on the gates enters the loss through a KL term (DESIGN section 2):
+
+    L = InfoNCE(normalize(u * m)) + lambda * KL(alpha || rho) + L_online_classifier
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import omegaconf
+import torch
+from solo.utils.misc import omegaconf_select
+
+from solo_bayesncl.gates import BernoulliGate, GateOutput, bernoulli_kl, resolve_gate_type
+from solo_bayesncl.losses import info_nce_loss
+from solo_bayesncl.methods.config_checks import ConfigError, require_range
+from solo_bayesncl.methods.ncl import NCL, batch_feature_stats, make_mlp
+
+__all__ = ["BayesNCL"]
+
+EVAL_GATES: tuple[str, ...] = ("hard", "soft")
+
+
+class BayesNCL(NCL):
+    """Bayesian Gated Non-Negative Contrastive Learning (arXiv 2605.28441).
+
+    Extra cfg settings (``method_kwargs``), defaults from the official CIFAR-100 run:
+        proj_hidden_dim, proj_output_dim, temperature, non_neg, use_topk, topk_k: as in NCL.
+        gate_type (str): ``ste`` (straight-through hard gate, the paper's main variant) or
+            ``gumbel_sigmoid`` (binary-concrete sample, then the same threshold). ``STE`` accepted.
+        bayesian_prior_prob (float): ``rho`` in (0, 1), the prior open probability. 0.8.
+        gate_threshold (float): ``t`` in (0, 1). 0.5.
+        sigmoid_temperature (float): ``tau_g`` > 0. 1.0.
+        bayesian_kl_lambda (float): ``lambda`` >= 0, weight of the KL. 3e-5.
+        use_bayes (bool): add the KL term (official flag); False trains the gate by InfoNCE only.
+        kl_eps (float): clamp of ``alpha`` and ``rho`` in the KL, in (0, 0.5). 0.01.
+        gating_head_hidden_dim (int): hidden width of the gating head; the projector's by default.
+        eval_gate (str): representation read at evaluation, ``hard`` (``v``) or ``soft``
+            (``normalize(u * alpha)``; zeroes nothing, so threshold metrics equal no gate).
+    ``optimizer.gating_head_lr`` (float > 0): learning rate of the gating head's own parameter
+    group (0.1), not rescaled by batch size.
+    """
+
+    def __init__(self, cfg: omegaconf.DictConfig):
+        super().__init__(cfg)
+        kwargs = cfg.method_kwargs
+        self.kl_lambda: float = kwargs.bayesian_kl_lambda if kwargs.use_bayes else 0.0
+        self.prior: float = kwargs.bayesian_prior_prob
+        self.kl_eps: float = kwargs.kl_eps
+        self.eval_gate: str = kwargs.eval_gate
+        self.gating_head_lr: float = cfg.optimizer.gating_head_lr
+        self.gating_head = make_mlp(
+            self.features_dim, kwargs.gating_head_hidden_dim, kwargs.proj_output_dim
+        )
+        self.gate = BernoulliGate(
+            gate_type=kwargs.gate_type,
+            threshold=kwargs.gate_threshold,
+            temperature=kwargs.sigmoid_temperature,
+        )
+
+    @staticmethod
+    def add_and_assert_specific_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
+        """Adds BayesNCL's defaults and checks its keys (see the class docstring)."""
+        cfg = super(BayesNCL, BayesNCL).add_and_assert_specific_cfg(cfg)
+        kw = "method_kwargs"
+        kwargs = cfg.method_kwargs
+        kwargs.gate_type = resolve_gate_type(
+            omegaconf_select(cfg, f"{kw}.gate_type", "ste"), key=f"{kw}.gate_type"
+        )
+        kwargs.bayesian_prior_prob = require_range(
+            f"{kw}.bayesian_prior_prob",
+            omegaconf_select(cfg, f"{kw}.bayesian_prior_prob", 0.8),
+            low=0.0,
+            high=1.0,
+        )
+        kwargs.gate_threshold = require_range(
+            f"{kw}.gate_threshold", omegaconf_select(cfg, f"{kw}.gate_threshold", 0.5), 0.0, 1.0
+        )
+        kwargs.sigmoid_temperature = require_range(
+            f"{kw}.sigmoid_temperature",
+            omegaconf_select(cfg, f"{kw}.sigmoid_temperature", 1.0),
+            low=0.0,
+        )
+        kwargs.bayesian_kl_lambda = require_range(
+            f"{kw}.bayesian_kl_lambda",
+            omegaconf_select(cfg, f"{kw}.bayesian_kl_lambda", 3e-5),
+            low=0.0,
+            low_inclusive=True,
+        )
+        kwargs.kl_eps = require_range(
+            f"{kw}.kl_eps", omegaconf_select(cfg, f"{kw}.kl_eps", 0.01), 0.0, 0.5
+        )
+        kwargs.use_bayes = bool(omegaconf_select(cfg, f"{kw}.use_bayes", True))
+        kwargs.gating_head_hidden_dim = omegaconf_select(
+            cfg, f"{kw}.gating_head_hidden_dim", kwargs.proj_hidden_dim
+        )
+        eval_gate = str(omegaconf_select(cfg, f"{kw}.eval_gate", "hard")).lower()
+        if eval_gate not in EVAL_GATES:
+            raise ConfigError(
+                f"{kw}.eval_gate={eval_gate!r} is not supported; allowed values: hard, soft"
+            )
+        kwargs.eval_gate = eval_gate
+        cfg.optimizer.gating_head_lr = require_range(
+            "optimizer.gating_head_lr",
+            omegaconf_select(cfg, "optimizer.gating_head_lr", 0.1),
+            low=0.0,
+        )
+        return cfg
+
+    @property
+    def learnable_params(self) -> list[dict[str, Any]]:
+        """The parent's groups plus the gating head with its own learning rate."""
+        return super().learnable_params + [
+            {
+                "name": "gating_head",
+                "params": self.gating_head.parameters(),
+                "lr": self.gating_head_lr,
+            }
+        ]
+
+    def _add_gate_logits(self, out: dict[str, Any]) -> dict[str, Any]:
+        # gradient isolation: the gate (and so the KL) never pushes on the backbone
+        out["gate_logits"] = self.gating_head(out["feats"].detach())
+        return out
+
+    def forward(self, X: torch.Tensor) -> dict[str, Any]:
+        """Adds ``z`` (projector) and ``gate_logits`` (gating head on ``sg(feats)``)."""
+        return self._add_gate_logits(super().forward(X))
+
+    def multicrop_forward(self, X: torch.Tensor) -> dict[str, Any]:
+        """Adds ``z`` and ``gate_logits`` for the small crops."""
+        return self._add_gate_logits(super().multicrop_forward(X))
+
+    def gate_output(self, gate_logits: torch.Tensor, gate: str = "hard") -> GateOutput:
+        """The gate mask and probabilities for ``gate`` = ``hard`` or ``soft``."""
+        return self.gate(gate_logits, mode=gate)
+
+    def representation(self, out: dict[str, Any], gate: str | None = None) -> torch.Tensor:
+        """``v = normalize(u * m)`` (hard gate) or ``normalize(u * alpha)`` (soft gate).
+
+        ``gate`` defaults to ``method_kwargs.eval_gate``.
+        """
+        mask = self.gate_output(out["gate_logits"], gate or self.eval_gate).mask
+        return self._gated(out["z"], mask)
+
+    def _gated(self, z: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        u = NCL.representation(self, {"z": z})
+        return torch.nn.functional.normalize(u * mask, dim=-1)
+
+    def training_step(self, batch: Sequence[Any], batch_idx: int) -> torch.Tensor:
+        """InfoNCE on the gated representation + lambda * KL + the online classifier loss."""
+        indexes = batch[0]
+        out = super(NCL, self).training_step(batch, batch_idx)
+        class_loss = out["loss"]
+        z = torch.cat(out["z"])
+        gate = self.gate_output(torch.cat(out["gate_logits"]), "hard")
+        v = self._gated(z, gate.mask)
+        indexes = indexes.repeat(self.num_large_crops + self.num_small_crops)
+
+        nce_loss = info_nce_loss(v, indexes, temperature=self.temperature)
+        kl = bernoulli_kl(gate.probs, self.prior, eps=self.kl_eps)
+        loss = nce_loss + self.kl_lambda * kl + class_loss
+        with torch.no_grad():
+            stats = {
+                "train_nce_loss": nce_loss,
+                "train_kl_loss": kl,
+                "train_loss": loss,
+                "train_gate_open_ratio": gate.open_ratio,
+                "train_gate_prob_mean": gate.probs.mean(),
+                **batch_feature_stats(v),
+            }
+        self.log_dict(stats, on_epoch=True, sync_dist=True)
+        return loss

@@ -1,0 +1,149 @@
+"""NCL: Non-negative Contrastive Learning (Wang et al., ICLR 2024, arXiv 2403.12459) for solo-learn.
+
+InfoNCE on ``normalize(phi(z))``: SimCLR with a non-negativity map on the projector output. The
+paper's NCL+TopK baseline keeps only the ``topk_k`` largest activations per sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import omegaconf
+import torch
+from solo.methods.base import BaseMethod
+from solo.utils.misc import omegaconf_select
+from torch import nn
+
+from solo_bayesncl.losses import info_nce_loss, keep_top_k, non_negative_representation
+from solo_bayesncl.methods.config_checks import ConfigError, require_positive_int, require_range
+from solo_bayesncl.nonneg import non_negative, resolve_non_neg
+
+__all__ = ["NCL", "batch_feature_stats", "make_mlp"]
+
+ACTIVE_EPS = 1e-5
+"""An entry counts as active when its magnitude exceeds this (DESIGN section 3)."""
+
+
+def batch_feature_stats(v: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-step feature statistics of a representation batch: active dimensions and sparsity."""
+    active = v.detach().abs() > ACTIVE_EPS
+    return {
+        "train_active_dims": active.any(dim=0).sum().float(),
+        "train_sparsity": 1.0 - active.float().mean(),
+    }
+
+
+def make_mlp(in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:
+    """``Linear -> ReLU -> Linear``, the shape of SimCLR's projector (and BayesNCL's gating head)."""
+    return nn.Sequential(
+        nn.Linear(in_dim, hidden_dim),
+        nn.ReLU(),
+        nn.Linear(hidden_dim, out_dim),
+    )
+
+
+class NCL(BaseMethod):
+    """Non-negative Contrastive Learning (arXiv 2403.12459).
+
+    Extra cfg settings (``method_kwargs``):
+        proj_hidden_dim (int): hidden width of the projector (required).
+        proj_output_dim (int): number of features ``k`` (required).
+        temperature (float): InfoNCE temperature ``T`` > 0. Defaults to 0.2.
+        non_neg (str): non-negativity map, one of ``solo_bayesncl.nonneg.NON_NEGATIVITY_MAPS``
+            (the official code's ``leakyrelu`` and ``null`` are accepted). Defaults to ``rep_relu``.
+        use_topk (bool): keep only the ``topk_k`` largest activations per sample (NCL+TopK
+            baseline of the BayesNCL paper). Defaults to False.
+        topk_k (int): how many activations to keep when ``use_topk``. Defaults to 32.
+    """
+
+    def __init__(self, cfg: omegaconf.DictConfig):
+        super().__init__(cfg)
+        kwargs = cfg.method_kwargs
+        self.temperature: float = kwargs.temperature
+        self.non_neg: str = kwargs.non_neg
+        self.use_topk: bool = kwargs.use_topk
+        self.topk_k: int = kwargs.topk_k
+        self.projector = make_mlp(self.features_dim, kwargs.proj_hidden_dim, kwargs.proj_output_dim)
+
+    @staticmethod
+    def add_and_assert_specific_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
+        """Adds NCL's defaults and checks its keys (see the class docstring)."""
+        cfg = super(NCL, NCL).add_and_assert_specific_cfg(cfg)
+        return NCL.check_ncl_kwargs(cfg)
+
+    @staticmethod
+    def check_ncl_kwargs(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
+        """The checks and defaults shared by NCL and BayesNCL."""
+        require_positive_int(
+            cfg, "method_kwargs.proj_hidden_dim", "hidden width of the projector, e.g. 2048"
+        )
+        require_positive_int(cfg, "method_kwargs.proj_output_dim", "number of features k, e.g. 256")
+        kwargs = cfg.method_kwargs
+        kwargs.temperature = require_range(
+            "method_kwargs.temperature",
+            omegaconf_select(cfg, "method_kwargs.temperature", 0.2),
+            low=0.0,
+        )
+        kwargs.non_neg = resolve_non_neg(
+            omegaconf_select(cfg, "method_kwargs.non_neg", "rep_relu"), key="method_kwargs.non_neg"
+        )
+        kwargs.use_topk = bool(omegaconf_select(cfg, "method_kwargs.use_topk", False))
+        kwargs.topk_k = omegaconf_select(cfg, "method_kwargs.topk_k", 32)
+        if kwargs.use_topk:
+            topk = require_positive_int(cfg, "method_kwargs.topk_k", "activations kept per sample")
+            if topk > kwargs.proj_output_dim:
+                raise ConfigError(
+                    f"method_kwargs.topk_k={topk} must be at most "
+                    f"method_kwargs.proj_output_dim={kwargs.proj_output_dim}"
+                )
+        return cfg
+
+    @property
+    def learnable_params(self) -> list[dict[str, Any]]:
+        """Backbone and classifier (from the parent) plus the projector."""
+        return super().learnable_params + [
+            {"name": "projector", "params": self.projector.parameters()}
+        ]
+
+    def forward(self, X: torch.Tensor) -> dict[str, Any]:
+        """Backbone, online classifier and projector outputs: adds ``z``."""
+        out = super().forward(X)
+        out["z"] = self.projector(out["feats"])
+        return out
+
+    def multicrop_forward(self, X: torch.Tensor) -> dict[str, Any]:
+        """Backbone and projector outputs of the small crops: adds ``z``."""
+        out = super().multicrop_forward(X)
+        out["z"] = self.projector(out["feats"])
+        return out
+
+    def non_negative_features(self, z: torch.Tensor) -> torch.Tensor:
+        """``phi(z)`` in float32, with the top-k filter when ``use_topk``."""
+        z_pos = non_negative(z.float(), self.non_neg)
+        return keep_top_k(z_pos, self.topk_k) if self.use_topk else z_pos
+
+    def representation(self, out: dict[str, Any], gate: str = "hard") -> torch.Tensor:
+        """The representation the interpretability metrics read: ``normalize(phi(z))``.
+
+        ``gate`` is accepted for a uniform interface with BayesNCL and ignored.
+        """
+        return non_negative_representation(self.non_negative_features(out["z"]), "none")
+
+    def training_step(self, batch: Sequence[Any], batch_idx: int) -> torch.Tensor:
+        """InfoNCE on ``normalize(phi(z))`` over all crops plus the online classifier loss."""
+        indexes = batch[0]
+        out = super().training_step(batch, batch_idx)
+        class_loss = out["loss"]
+        z = torch.cat(out["z"])
+        v = self.representation({"z": z})
+        indexes = indexes.repeat(self.num_large_crops + self.num_small_crops)
+        nce_loss = info_nce_loss(v, indexes, temperature=self.temperature)
+        with torch.no_grad():
+            stats = {
+                "train_nce_loss": nce_loss,
+                "train_loss": nce_loss + class_loss,
+                **batch_feature_stats(v),
+            }
+        self.log_dict(stats, on_epoch=True, sync_dist=True)
+        return nce_loss + class_loss

@@ -1,0 +1,95 @@
+"""Non-negativity maps ``phi`` applied to the projector output (DESIGN section 2, step 2).
+
+NCL (Wang et al., ICLR 2024, arXiv 2403.12459) makes contrastive features non-negative with a map
+``z+ = phi(z)``; BayesNCL (Cui, Zhang & Hu, ICML 2026, arXiv 2605.28441) keeps the same maps.
+``rep_relu`` is the reparameterised ReLU of the NCL code: ReLU's value in the forward pass and
+GELU's gradient in the backward pass, which keeps dead units trainable.
+
+Example::
+
+    z_pos = non_negative(z, "rep_relu")
+    phi = NonNegativity("relu")
+    u = torch.nn.functional.normalize(phi(z), dim=-1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "NON_NEGATIVITY_MAPS",
+    "NonNegativity",
+    "non_negative",
+    "rep_relu",
+    "resolve_non_neg",
+]
+
+
+def rep_relu(z: torch.Tensor) -> torch.Tensor:
+    """ReLU in the forward pass with GELU's gradient in the backward pass.
+
+    ``gelu(z) - sg(gelu(z)) + sg(relu(z))``: the value equals ``relu(z)`` exactly and the gradient
+    is ``gelu'(z)`` (NCL, arXiv 2403.12459, official code's ``rep_relu``).
+    """
+    gelu_z = F.gelu(z)
+    return gelu_z - gelu_z.detach() + F.relu(z).detach()
+
+
+def _identity(z: torch.Tensor) -> torch.Tensor:
+    return z
+
+
+NON_NEGATIVITY_MAPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": F.relu,
+    "rep_relu": rep_relu,
+    "gelu": F.gelu,
+    "softplus": F.softplus,
+    "sigmoid": torch.sigmoid,
+    "exp": torch.exp,
+    "leaky_relu": F.leaky_relu,
+    "none": _identity,
+}
+"""Every supported ``non_neg`` value. ``gelu`` and ``leaky_relu`` are not strictly non-negative;
+they are offered, as in the NCL code, for ablations."""
+
+# Spellings of the official NCL/BayesNCL configs that mean the same map.
+_ALIASES: dict[str, str] = {"leakyrelu": "leaky_relu", "null": "none", "identity": "none"}
+
+
+def resolve_non_neg(name: str | None, key: str = "non_neg") -> str:
+    """Returns the canonical name of a non-negativity map.
+
+    Accepts the official codes' spellings (``None``/``null`` for no map, ``leakyrelu``) and any
+    letter case. Raises ``ValueError`` naming ``key``, the value and the allowed values.
+    """
+    if name is None:
+        return "none"
+    canonical = _ALIASES.get(str(name).lower(), str(name).lower())
+    if canonical not in NON_NEGATIVITY_MAPS:
+        allowed = ", ".join(sorted(NON_NEGATIVITY_MAPS))
+        raise ValueError(f"{key}={name!r} is not supported; allowed values: {allowed}")
+    return canonical
+
+
+def non_negative(z: torch.Tensor, kind: str = "relu") -> torch.Tensor:
+    """Applies the non-negativity map ``kind`` (see :data:`NON_NEGATIVITY_MAPS`) to ``z``."""
+    return NON_NEGATIVITY_MAPS[resolve_non_neg(kind)](z)
+
+
+class NonNegativity(nn.Module):
+    """``phi`` as a module: ``NonNegativity("rep_relu")(z)``."""
+
+    def __init__(self, kind: str = "relu") -> None:
+        super().__init__()
+        self.kind = resolve_non_neg(kind)
+        self._fn = NON_NEGATIVITY_MAPS[self.kind]
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self._fn(z)
+
+    def extra_repr(self) -> str:
+        return f"kind={self.kind!r}"
