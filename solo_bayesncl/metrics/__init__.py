@@ -1,0 +1,62 @@
+"""Interpretability metrics shared by every method (DESIGN section 3).
+
+Host-independent: plain PyTorch and NumPy, no solo-learn or Lightning. One definition of each
+metric, vectorised over dimensions, device-agnostic (CPU or CUDA tensors) and streaming::
+
+    from solo_bayesncl.metrics import InterpretabilityAccumulator
+
+    acc = InterpretabilityAccumulator(num_classes=100)
+    for features, labels in loader:        # features: B x k, labels: B
+        acc.update(features, labels)
+    metrics = acc.compute()                # {"semantic_consistency": ..., ...}
+
+or, for a matrix already in memory, ``compute_interpretability_metrics(F, y, num_classes)``.
+:data:`METRIC_DESCRIPTIONS` documents every key. Note that a soft gate (``u * alpha``) zeroes no
+entry, so on the threshold-based metrics (active dims, sparsity, consistency, entropy) it reads
+like no gate at all.
+"""
+
+from solo_bayesncl.metrics._validation import EPS
+from solo_bayesncl.metrics.accumulator import (
+    METRIC_DESCRIPTIONS,
+    InterpretabilityAccumulator,
+    compute_interpretability_metrics,
+)
+from solo_bayesncl.metrics.baseline import shuffled_semantic_consistency
+from solo_bayesncl.metrics.dimension_stats import DimensionStats, per_dimension_stats
+from solo_bayesncl.metrics.retrieval import (
+    RetrievalBuffer,
+    rank_dimensions,
+    retrieval_dim_counts,
+    retrieval_precision,
+)
+from solo_bayesncl.metrics.semantics import (
+    row_normalize,
+    semantic_consistency,
+    semantic_entropy,
+)
+from solo_bayesncl.metrics.sparsity import active_dims, active_dims_mask, sparsity
+from solo_bayesncl.metrics.spectral import EffectiveRank, effective_rank, orthogonality_error
+
+__all__ = [
+    "EPS",
+    "METRIC_DESCRIPTIONS",
+    "DimensionStats",
+    "EffectiveRank",
+    "InterpretabilityAccumulator",
+    "RetrievalBuffer",
+    "active_dims",
+    "active_dims_mask",
+    "compute_interpretability_metrics",
+    "effective_rank",
+    "orthogonality_error",
+    "per_dimension_stats",
+    "rank_dimensions",
+    "retrieval_dim_counts",
+    "retrieval_precision",
+    "row_normalize",
+    "semantic_consistency",
+    "semantic_entropy",
+    "shuffled_semantic_consistency",
+    "sparsity",
+]

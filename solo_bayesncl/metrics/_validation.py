@@ -1,0 +1,78 @@
+"""Input checks shared by the metric functions (clear errors naming the argument)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+#: Threshold below which an entry counts as zero (``|F_ij| <= EPS``), DESIGN section 3.
+EPS: float = 1e-5
+
+
+def as_features(features: Any, name: str = "features") -> torch.Tensor:
+    """Return ``features`` as a 2-D floating tensor (half precision is promoted to float32).
+
+    Accepts a ``torch.Tensor`` or anything ``torch.as_tensor`` understands (e.g. a numpy array).
+    Raises ``ValueError`` for a wrong shape, non-float data or non-finite values.
+    """
+    if not isinstance(features, torch.Tensor):
+        features = torch.as_tensor(np.asarray(features))
+    if features.ndim != 2:
+        raise ValueError(
+            f"{name} must be a 2-D tensor (samples x dims), got shape {tuple(features.shape)}"
+        )
+    if not features.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got dtype {features.dtype}")
+    if features.dtype in (torch.float16, torch.bfloat16):
+        features = features.float()
+    if not bool(torch.isfinite(features).all()):
+        raise ValueError(f"{name} contains NaN or Inf values")
+    return features
+
+
+def as_labels(
+    labels: Any, num_samples: int, num_classes: int, device: torch.device
+) -> torch.Tensor:
+    """Return ``labels`` as a 1-D int64 tensor on ``device`` with values in ``0..num_classes-1``."""
+    if not isinstance(labels, torch.Tensor):
+        labels = torch.as_tensor(np.asarray(labels))
+    if labels.ndim != 1:
+        raise ValueError(f"labels must be a 1-D tensor, got shape {tuple(labels.shape)}")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"labels must be an integer tensor, got dtype {labels.dtype}")
+    if labels.numel() != num_samples:
+        raise ValueError(
+            f"labels has {labels.numel()} entries but features has {num_samples} rows; "
+            "they must match"
+        )
+    labels = labels.to(device=device, dtype=torch.long)
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
+        raise ValueError(
+            f"labels must lie in 0..{num_classes - 1} (num_classes={num_classes}), "
+            f"got values in {int(labels.min())}..{int(labels.max())}"
+        )
+    return labels
+
+
+def check_num_classes(num_classes: int) -> int:
+    """Validate ``num_classes`` (an int >= 1)."""
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer):
+        raise ValueError(f"num_classes must be an int >= 1, got {num_classes!r}")
+    if num_classes < 1:
+        raise ValueError(f"num_classes must be an int >= 1, got {num_classes}")
+    return int(num_classes)
+
+
+def check_eps(eps: float) -> float:
+    """Validate the activity threshold ``eps`` (a finite float >= 0)."""
+    eps = float(eps)
+    if not np.isfinite(eps) or eps < 0:
+        raise ValueError(f"eps must be a finite float >= 0, got {eps}")
+    return eps
+
+
+def compute_dtype(features: torch.Tensor) -> torch.dtype:
+    """Dtype for per-batch arithmetic: the feature dtype, at least float32."""
+    return torch.float64 if features.dtype == torch.float64 else torch.float32

@@ -1,0 +1,322 @@
+"""Streaming computation of every interpretability metric in one pass over the data.
+
+:class:`InterpretabilityAccumulator` takes batches (``update(features, labels)``) and keeps only
+running sums, plus what the two set-level metrics need:
+
+============================  ==========================================  ====================
+kept state                    used by                                     memory
+============================  ==========================================  ====================
+per-dim active counts, sums   active dims, sparsity, retrieval ranking    ``16 k`` bytes
+C x k class counts and sums   consistency, entropies, dimension stats     ``16 C k`` bytes
+k x k Gram ``F^T F``          effective rank, orthogonality error         ``8 k^2`` bytes
+bit-packed activity masks     label-shuffled baseline                     ``N k / 8`` bytes
+kept vectors                  retrieval                                   ``N_r k`` values
+============================  ==========================================  ====================
+
+Running sums are float64; per-batch sums are taken in the feature dtype (at least float32) except
+the Gram, whose products are float64 too (the spectrum needs it). ``N_r`` is ``N`` or the cap
+``retrieval_max_samples`` (see :class:`~solo_bayesncl.metrics.retrieval.RetrievalBuffer` for how
+the cap picks samples); the vectors live on ``retrieval_device`` (CPU by default). Under DDP,
+gather the features and labels across processes before ``update`` (or call it on every rank with
+the gathered batch) so that every rank sees the whole set.
+
+:func:`compute_interpretability_metrics` is the one-shot form. :data:`METRIC_DESCRIPTIONS`
+documents every key of the returned dict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from solo_bayesncl.metrics._validation import (
+    EPS,
+    as_features,
+    as_labels,
+    check_eps,
+    check_num_classes,
+)
+from solo_bayesncl.metrics.baseline import shuffled_consistencies_from_masks
+from solo_bayesncl.metrics.dimension_stats import DimensionStats, dimension_stats_from_sums
+from solo_bayesncl.metrics.retrieval import (
+    DEFAULT_KS,
+    RetrievalBuffer,
+    _check_ks,
+    rank_dimensions,
+    retrieval_dim_counts,
+    retrieval_precision_from_vectors,
+)
+from solo_bayesncl.metrics.semantics import (
+    ClassStatistics,
+    class_statistics_and_mask,
+    consistency_from_counts,
+    entropies_from_statistics,
+)
+from solo_bayesncl.metrics.spectral import (
+    effective_rank_from_singular_values,
+    orthogonality_from_gram,
+    singular_values_from_gram,
+)
+
+#: Every key returned by :meth:`InterpretabilityAccumulator.compute`. ``{K}`` is each entry of
+#: ``retrieval_ks`` (default 1, 5, 10) and ``{m}`` each entry of ``retrieval_dim_counts`` below
+#: ``k`` (default 32, 64, 128, ...).
+METRIC_DESCRIPTIONS: dict[str, str] = {
+    "num_samples": "N, samples seen.",
+    "num_dims": "k, feature dimensions.",
+    "active_dims": "Dimensions whose column has |F_ij| > eps for some sample.",
+    "active_dims_fraction": "active_dims / k.",
+    "sparsity": "Share of the N x k entries with |F_ij| <= eps.",
+    "semantic_consistency": (
+        "Rows L2-normalised; per dim with active samples (|Fn_ij| > eps), share of the most "
+        "frequent class among them; mean over those dims."
+    ),
+    "semantic_consistency_shuffled": (
+        "semantic_consistency with the labels randomly permuted (mean over "
+        "shuffle_permutations seeded permutations): its chance floor."
+    ),
+    "semantic_consistency_shuffled_std": "Standard deviation of the shuffled values (0 if one).",
+    "semantic_consistency_gain": "semantic_consistency - semantic_consistency_shuffled.",
+    "semantic_entropy_freq": (
+        "Mean over active dims of the entropy (nats) of the class distribution of the active samples."
+    ),
+    "semantic_entropy_sum": (
+        "Same, with class weights = summed |Fn_ij| over the samples of each class."
+    ),
+    "semantic_entropy_mean": (
+        "Same, with class weights = summed |Fn_ij| / number of samples of that class (all of them)."
+    ),
+    "effective_rank": "exp(H(s / sum s)) over the singular values s of F (Roy & Vetterli, 2007).",
+    "effective_rank_entropy": "H(s / sum s) in nats, the figure the official BayesNCL code logs.",
+    "orthogonality_error": (
+        "Active columns L2-normalised; mean |off-diagonal| of F^T F (mean |cos| between dims)."
+    ),
+    "retrieval_samples": "N_r, samples used as queries and gallery for retrieval.",
+    "retrieval_p@{K}_m{m}": (
+        "Precision@K of cosine retrieval on the m dims with the largest sum_i |F_ij| (query "
+        "excluded, ties by lower sample index)."
+    ),
+    "retrieval_p@{K}": "Precision@K of cosine retrieval on all k dims.",
+}
+
+
+class InterpretabilityAccumulator:
+    """Accumulates batches and computes every interpretability metric (DESIGN section 3).
+
+    Example::
+
+        acc = InterpretabilityAccumulator(num_classes=10)
+        for features, labels in batches:
+            acc.update(features, labels)
+        metrics = acc.compute()            # flat dict, keys in METRIC_DESCRIPTIONS
+        dims = acc.per_dimension_stats()   # DimensionStats for pictures
+
+    Args:
+        num_classes: C; labels must lie in ``0..C-1``.
+        eps: activity threshold (``|F_ij| > eps`` is active).
+        shuffle_permutations: permutations for the label-shuffled baseline (0 disables it and
+            the mask storage).
+        seed: seed of the permutations and of the retrieval cap's sample choice.
+        track_gram: keep the k x k Gram (effective rank, orthogonality); False for very large k.
+        retrieval: keep vectors and compute retrieval precision.
+        retrieval_ks: the K of P@K.
+        retrieval_dim_counts: the m of the top-m dims (default 32, 64, ..., k).
+        retrieval_max_samples: cap on the vectors kept for retrieval (None = all).
+        retrieval_device: where kept vectors live ("cpu" default; None = the features' device).
+        chunk_size: rows processed at a time inside ``update`` (bounds temporary memory).
+    """
+
+    def __init__(
+        self,
+        num_classes: int,
+        *,
+        eps: float = EPS,
+        shuffle_permutations: int = 5,
+        seed: int = 0,
+        track_gram: bool = True,
+        retrieval: bool = True,
+        retrieval_ks: Sequence[int] = DEFAULT_KS,
+        retrieval_dim_counts: Sequence[int] | None = None,
+        retrieval_max_samples: int | None = None,
+        retrieval_device: str | torch.device | None = "cpu",
+        chunk_size: int = 4096,
+    ) -> None:
+        self.num_classes = check_num_classes(num_classes)
+        self.eps = check_eps(eps)
+        if shuffle_permutations < 0:
+            raise ValueError(f"shuffle_permutations must be >= 0, got {shuffle_permutations}")
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        self.shuffle_permutations = int(shuffle_permutations)
+        self.seed = int(seed)
+        self.track_gram = bool(track_gram)
+        self.retrieval = bool(retrieval)
+        self.retrieval_ks = _check_ks(retrieval_ks)
+        self.retrieval_dim_counts = (
+            None if retrieval_dim_counts is None else list(retrieval_dim_counts)
+        )
+        self.retrieval_max_samples = retrieval_max_samples
+        self.retrieval_device = retrieval_device
+        self.chunk_size = int(chunk_size)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every sample."""
+        self.num_samples = 0
+        self.num_dims: int | None = None
+        self.device: torch.device | None = None
+        self._raw_active = None
+        self._abs_sum = None
+        self._class_active = None
+        self._class_abs_sum = None
+        self._class_count = None
+        self._gram = None
+        self._masks: list[np.ndarray] = []
+        self._labels: list[torch.Tensor] = []
+        self._buffer = (
+            RetrievalBuffer(self.retrieval_max_samples, self.retrieval_device, self.seed)
+            if self.retrieval
+            else None
+        )
+
+    def _allocate(self, num_dims: int, device: torch.device) -> None:
+        zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=device)  # noqa: E731
+        self.num_dims, self.device = num_dims, device
+        self._raw_active = zeros(num_dims)
+        self._abs_sum = zeros(num_dims)
+        self._class_active = zeros(self.num_classes, num_dims)
+        self._class_abs_sum = zeros(self.num_classes, num_dims)
+        self._class_count = zeros(self.num_classes)
+        if self.track_gram:
+            self._gram = zeros(num_dims, num_dims)
+
+    @torch.no_grad()
+    def update(self, features: torch.Tensor, labels: torch.Tensor) -> None:
+        """Add a batch: ``features`` (B x k, float, any device) and ``labels`` (B,) ints."""
+        features = as_features(features)
+        if self.num_dims is None:
+            self._allocate(features.shape[1], features.device)
+        elif features.shape[1] != self.num_dims:
+            raise ValueError(
+                f"features has {features.shape[1]} dims but earlier batches had {self.num_dims}"
+            )
+        features = features.detach().to(self.device)
+        labels = as_labels(labels, features.shape[0], self.num_classes, self.device)
+        for start in range(0, features.shape[0], self.chunk_size):
+            self._update_chunk(
+                features[start : start + self.chunk_size], labels[start : start + self.chunk_size]
+            )
+
+    def _update_chunk(self, features: torch.Tensor, labels: torch.Tensor) -> None:
+        absolute = features.abs()
+        self._raw_active += (absolute > self.eps).sum(dim=0)
+        self._abs_sum += absolute.sum(dim=0, dtype=torch.float64)
+        stats, mask = class_statistics_and_mask(features, labels, self.num_classes, self.eps)
+        self._class_active += stats.class_active
+        self._class_abs_sum += stats.class_abs_sum
+        self._class_count += stats.class_count
+        if self._gram is not None:
+            block = features.double()
+            self._gram.addmm_(block.T, block)
+        if self.shuffle_permutations:
+            self._masks.append(np.packbits(mask.cpu().numpy(), axis=1))
+            self._labels.append(labels.cpu())
+        if self._buffer is not None:
+            self._buffer.add(features, labels)
+        self.num_samples += features.shape[0]
+
+    def _unpacked_masks(self) -> Iterator[torch.Tensor]:
+        for packed in self._masks:
+            bits = np.unpackbits(packed, axis=1, count=self.num_dims).view(np.bool_)
+            yield torch.from_numpy(bits)
+
+    def _class_stats(self) -> ClassStatistics:
+        return ClassStatistics(self._class_active, self._class_abs_sum, self._class_count)
+
+    def _require_samples(self) -> None:
+        if self.num_samples == 0:
+            raise ValueError("no samples: call update(features, labels) before compute()")
+
+    @torch.no_grad()
+    def compute(self) -> dict[str, float]:
+        """Every metric as a flat ``{key: float}`` dict (keys: :data:`METRIC_DESCRIPTIONS`)."""
+        self._require_samples()
+        n, k = self.num_samples, self.num_dims
+        active = int((self._raw_active > 0).sum())
+        out: dict[str, float] = {
+            "num_samples": float(n),
+            "num_dims": float(k),
+            "active_dims": float(active),
+            "active_dims_fraction": active / k,
+            "sparsity": float(1.0 - self._raw_active.sum() / (n * k)),
+        }
+        stats = self._class_stats()
+        out["semantic_consistency"] = consistency_from_counts(stats.class_active)
+        if self.shuffle_permutations:
+            shuffled = shuffled_consistencies_from_masks(
+                self._unpacked_masks(),
+                torch.cat(self._labels),
+                self.num_classes,
+                self.shuffle_permutations,
+                self.seed,
+            )
+            out["semantic_consistency_shuffled"] = float(shuffled.mean())
+            out["semantic_consistency_shuffled_std"] = (
+                float(shuffled.std()) if shuffled.numel() > 1 else 0.0
+            )
+            out["semantic_consistency_gain"] = (
+                out["semantic_consistency"] - out["semantic_consistency_shuffled"]
+            )
+        for name, value in entropies_from_statistics(stats).items():
+            out[f"semantic_entropy_{name}"] = value
+        if self._gram is not None:
+            rank = effective_rank_from_singular_values(singular_values_from_gram(self._gram))
+            out["effective_rank"] = rank.rank
+            out["effective_rank_entropy"] = rank.entropy
+            out["orthogonality_error"] = orthogonality_from_gram(self._gram, self._raw_active > 0)
+        if self._buffer is not None:
+            vectors, labels = self._buffer.tensors()
+            out["retrieval_samples"] = float(vectors.shape[0])
+            out.update(
+                retrieval_precision_from_vectors(
+                    vectors,
+                    labels,
+                    rank_dimensions(self._abs_sum),
+                    self.retrieval_ks,
+                    self.retrieval_dim_counts or retrieval_dim_counts(k),
+                )
+            )
+        return out
+
+    def per_dimension_stats(self) -> DimensionStats:
+        """Per-dimension statistics (see :class:`DimensionStats`)."""
+        self._require_samples()
+        return dimension_stats_from_sums(self._class_stats(), self._abs_sum, self.num_samples)
+
+
+def compute_interpretability_metrics(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    *,
+    batch_size: int = 4096,
+    **options,
+) -> dict[str, float]:
+    """One-shot :class:`InterpretabilityAccumulator` over ``features`` (N x k) and ``labels``.
+
+    ``options`` are the accumulator's keyword arguments (``eps``, ``shuffle_permutations``,
+    ``seed``, ``retrieval_max_samples``, ...). Returns the flat dict of
+    :meth:`InterpretabilityAccumulator.compute`.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    features = as_features(features)
+    accumulator = InterpretabilityAccumulator(num_classes, **options)
+    labels_t = as_labels(labels, features.shape[0], accumulator.num_classes, features.device)
+    for start in range(0, features.shape[0], batch_size):
+        accumulator.update(
+            features[start : start + batch_size], labels_t[start : start + batch_size]
+        )
+    return accumulator.compute()

@@ -1,0 +1,92 @@
+"""Label-shuffled baseline for semantic consistency (DESIGN section 3).
+
+Semantic consistency has a chance floor that rises with sparsity: a dimension with few active
+samples has a high majority share by luck. The baseline recomputes the consistency on the same
+features with the labels randomly permuted over the whole set, averaged over a few permutations;
+comparisons of methods read the gain ``consistency - baseline``.
+
+Permutation ``p`` (``p = 0..P-1``) is the ``p``-th call of ``torch.randperm(N, generator=g)`` with
+``g = torch.Generator().manual_seed(seed)``, applied to the labels in sample order (the order in
+which samples were passed), so the baseline is reproducible and independent of batching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from solo_bayesncl.metrics._validation import (
+    EPS,
+    as_features,
+    as_labels,
+    check_eps,
+    check_num_classes,
+)
+from solo_bayesncl.metrics.semantics import activity_mask, consistency_from_counts
+
+
+def permuted_labels(labels: torch.Tensor, permutations: int, seed: int) -> torch.Tensor:
+    """P x N tensor whose row ``p`` is ``labels`` permuted by the ``p``-th seeded permutation."""
+    generator = torch.Generator().manual_seed(int(seed))
+    labels = labels.cpu()
+    rows = [
+        labels[torch.randperm(labels.numel(), generator=generator)] for _ in range(permutations)
+    ]
+    return torch.stack(rows) if rows else labels.new_empty(0, labels.numel())
+
+
+def shuffled_consistencies_from_masks(
+    mask_chunks: Iterable[torch.Tensor],
+    labels: torch.Tensor,
+    num_classes: int,
+    permutations: int = 5,
+    seed: int = 0,
+) -> torch.Tensor:
+    """Semantic consistency under each label permutation, from activity masks.
+
+    ``mask_chunks`` yields boolean (b x k) activity masks ``|Fn_ij| > eps`` of consecutive
+    samples (in order, together N rows); ``labels`` holds the N labels in the same order.
+    Returns a float64 tensor of ``permutations`` consistencies.
+    """
+    if permutations < 1:
+        raise ValueError(f"permutations must be >= 1, got {permutations}")
+    permuted = permuted_labels(labels, permutations, seed)
+    counts: torch.Tensor | None = None
+    start = 0
+    for mask in mask_chunks:
+        rows = mask.shape[0]
+        weights = mask.to(torch.float32)
+        if counts is None:
+            counts = torch.zeros(permutations, num_classes, mask.shape[1], dtype=torch.float64)
+        chunk_labels = permuted[:, start : start + rows].to(mask.device)
+        for p in range(permutations):  # loop over permutations (few), never over dimensions
+            batch = torch.zeros(num_classes, mask.shape[1], dtype=torch.float32, device=mask.device)
+            batch.index_add_(0, chunk_labels[p], weights)
+            counts[p] += batch.double().cpu()
+        start += rows
+    if start != labels.numel():
+        raise ValueError(f"masks cover {start} samples but there are {labels.numel()} labels")
+    if counts is None:
+        raise ValueError("no samples: the shuffled baseline needs at least one sample")
+    return torch.tensor([consistency_from_counts(c) for c in counts], dtype=torch.float64)
+
+
+def shuffled_semantic_consistency(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    eps: float = EPS,
+    permutations: int = 5,
+    seed: int = 0,
+) -> float:
+    """Label-shuffled semantic consistency: the mean, over ``permutations`` seeded permutations
+    of the labels, of :func:`~solo_bayesncl.metrics.semantics.semantic_consistency` computed on the
+    same features with the permuted labels (see the module docstring for the permutations).
+    """
+    features = as_features(features)
+    num_classes = check_num_classes(num_classes)
+    labels = as_labels(labels, features.shape[0], num_classes, features.device)
+    _, mask = activity_mask(features, check_eps(eps))
+    values = shuffled_consistencies_from_masks([mask], labels, num_classes, permutations, seed)
+    return float(values.mean())

@@ -1,0 +1,86 @@
+"""Per-dimension statistics for pictures and dashboards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from solo_bayesncl.metrics._validation import (
+    EPS,
+    as_features,
+    as_labels,
+    check_eps,
+    check_num_classes,
+)
+from solo_bayesncl.metrics.semantics import ClassStatistics, class_statistics
+
+
+@dataclass(frozen=True)
+class DimensionStats:
+    """Statistics of each of the k feature dimensions (CPU tensors).
+
+    Activity and class fields use the same convention as semantic consistency (rows
+    L2-normalised, sample ``i`` active in dim ``j`` when ``|Fn_ij| > eps``); activation fields
+    read the features as given.
+
+    Attributes:
+        num_samples: N, the number of samples summarised.
+        active_count: (k,) int64, samples active in each dimension.
+        class_histogram: (k, C) int64, active samples of each class per dimension.
+        majority_class: (k,) int64, most frequent class among the active samples (lowest class
+            index on ties), -1 for a dimension with no active sample.
+        purity: (k,) float64, share of the majority class among the active samples (the
+            dimension's semantic consistency), 0.0 for a dimension with no active sample.
+        class_activation_sum: (k, C) float64, sum of ``|Fn_ij|`` over the samples of each class.
+        activation_sum: (k,) float64, ``sum_i |F_ij|`` (the ranking used by retrieval).
+        activation_mean: (k,) float64, ``activation_sum / N``.
+    """
+
+    num_samples: int
+    active_count: torch.Tensor
+    class_histogram: torch.Tensor
+    majority_class: torch.Tensor
+    purity: torch.Tensor
+    class_activation_sum: torch.Tensor
+    activation_sum: torch.Tensor
+    activation_mean: torch.Tensor
+
+
+def dimension_stats_from_sums(
+    stats: ClassStatistics, activation_sum: torch.Tensor, num_samples: int
+) -> DimensionStats:
+    """Build :class:`DimensionStats` from class statistics and ``sum_i |F_ij|``."""
+    histogram = stats.class_active.T.cpu().round().long()
+    active_count = histogram.sum(dim=1)
+    best = histogram.max(dim=1)
+    used = active_count > 0
+    majority = torch.where(used, best.indices, torch.full_like(best.indices, -1))
+    purity = torch.zeros(histogram.shape[0], dtype=torch.float64)
+    purity[used] = best.values[used].double() / active_count[used].double()
+    activation_sum = activation_sum.double().cpu()
+    return DimensionStats(
+        num_samples=int(num_samples),
+        active_count=active_count,
+        class_histogram=histogram,
+        majority_class=majority,
+        purity=purity,
+        class_activation_sum=stats.class_abs_sum.T.cpu().double(),
+        activation_sum=activation_sum,
+        activation_mean=activation_sum / max(int(num_samples), 1),
+    )
+
+
+def per_dimension_stats(
+    features: torch.Tensor, labels: torch.Tensor, num_classes: int, eps: float = EPS
+) -> DimensionStats:
+    """Per-dimension activity, class histogram, majority class, purity and activation sums.
+
+    See :class:`DimensionStats` for the definition of every field.
+    """
+    features = as_features(features)
+    num_classes = check_num_classes(num_classes)
+    labels = as_labels(labels, features.shape[0], num_classes, features.device)
+    stats = class_statistics(features, labels, num_classes, check_eps(eps))
+    activation_sum = features.abs().sum(dim=0, dtype=torch.float64)
+    return dimension_stats_from_sums(stats, activation_sum, features.shape[0])

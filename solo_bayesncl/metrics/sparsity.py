@@ -1,0 +1,34 @@
+"""Active dimensions and sparsity (DESIGN section 3).
+
+Both read the features ``F`` exactly as given (no row normalisation).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from solo_bayesncl.metrics._validation import EPS, as_features, check_eps
+
+
+def active_dims_mask(features: torch.Tensor, eps: float = EPS) -> torch.Tensor:
+    """Boolean mask (k,) of the active dimensions.
+
+    Definition: dimension ``j`` is active when its column has ``|F_ij| > eps`` for at least one
+    sample ``i``.
+    """
+    features = as_features(features)
+    return (features.abs() > check_eps(eps)).any(dim=0)
+
+
+def active_dims(features: torch.Tensor, eps: float = EPS) -> int:
+    """Number of active dimensions: columns of ``F`` with ``|F_ij| > eps`` somewhere."""
+    return int(active_dims_mask(features, eps).sum())
+
+
+def sparsity(features: torch.Tensor, eps: float = EPS) -> float:
+    """Share of the N x k entries of ``F`` with ``|F_ij| <= eps`` (0 = dense, 1 = all zero)."""
+    features = as_features(features)
+    if features.numel() == 0:
+        raise ValueError("features is empty; sparsity needs at least one entry")
+    active = (features.abs() > check_eps(eps)).sum(dtype=torch.float64)
+    return float(1.0 - active / features.numel())
