@@ -1,0 +1,167 @@
+"""Loading pretrained models: solo-learn checkpoints, the official NCL/BayesNCL codes' layout, and
+zoo artifacts, into ready solo-learn methods or bare backbones.
+
+Layouts read:
+
+- solo-learn (and this plugin): a Lightning ``.ckpt`` whose ``state_dict`` holds ``backbone.*``,
+  ``projector.*``, ``classifier.*`` (BayesNCL also ``gating_head.*``) with the run's config in the
+  ``args.json`` that solo-learn's Checkpointer writes beside it;
+- the official NCL code (a solo-learn fork): the same files with ``method: simclr`` and
+  ``method_kwargs.non_neg`` set, read as ``ncl``; the official BayesNCL code's configs with gate
+  keys (``gate_type``, ``use_bayes``) or a ``gating_head`` in the weights, read as ``bayesncl``;
+- zoo artifacts (:mod:`solo_bayesncl.zoo.artifact`), which carry their config.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import omegaconf
+import torch
+from omegaconf import OmegaConf
+from torch import nn
+
+__all__ = [
+    "CheckpointError",
+    "LoadedCheckpoint",
+    "build_backbone",
+    "build_method",
+    "load_checkpoint",
+    "official_method_name",
+]
+
+KNOWN_METHODS: tuple[str, ...] = ("bayesncl", "ncl", "simclr", "mocov2plus")
+_GATE_KEYS = ("gate_type", "use_bayes", "bayesian_prior_prob", "bayesian_kl_lambda")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, unreadable or of an unknown method."""
+
+
+@dataclass
+class LoadedCheckpoint:
+    """A checkpoint's config (solo-learn's), its weights and the method name it builds."""
+
+    cfg: omegaconf.DictConfig
+    state_dict: dict[str, torch.Tensor]
+    method: str
+    path: Path
+    metrics: dict[str, float] | None = None
+
+
+def official_method_name(cfg: dict[str, Any], state_dict: dict[str, torch.Tensor]) -> str:
+    """The plugin method a config of the official codes means (``simclr`` + gate -> bayesncl,
+    ``simclr`` + ``non_neg`` -> ncl); other names are returned as they are."""
+    method = str(cfg.get("method", ""))
+    kwargs = cfg.get("method_kwargs") or {}
+    if method == "simclr":
+        if any(k.startswith("gating_head.") for k in state_dict) or any(
+            k in kwargs for k in _GATE_KEYS
+        ):
+            return "bayesncl"
+        if kwargs.get("non_neg") not in (None, "none", "null"):
+            return "ncl"
+    return method
+
+
+def _read_lightning_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    args = path.parent / "args.json"
+    if not args.is_file():
+        raise CheckpointError(
+            f"{path}: no args.json beside it; solo-learn writes the run's config there and it is "
+            "needed to rebuild the model"
+        )
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:
+        raise CheckpointError(f"{path}: not a readable PyTorch checkpoint ({err})") from err
+    state_dict = payload.get("state_dict", payload) if isinstance(payload, dict) else None
+    if not isinstance(state_dict, dict) or not any(k.startswith("backbone.") for k in state_dict):
+        raise CheckpointError(
+            f"{path}: holds no 'backbone.*' weights; is it a solo-learn checkpoint?"
+        )
+    with open(args, encoding="utf-8") as f:
+        cfg = json.load(f)
+    return cfg, state_dict
+
+
+def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
+    """Reads a checkpoint of any supported layout (see the module docstring).
+
+    Raises :class:`CheckpointError` naming the file for a missing file, an unreadable one, a
+    missing ``args.json`` or a method outside ``bayesncl, ncl, simclr, mocov2plus``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    from solo_bayesncl.zoo.artifact import is_artifact, read_artifact
+
+    metrics = None
+    if is_artifact(path):
+        cfg, state_dict, metrics = read_artifact(path)
+    else:
+        cfg, state_dict = _read_lightning_checkpoint(path)
+    method = official_method_name(cfg, state_dict)
+    if method not in KNOWN_METHODS:
+        raise CheckpointError(
+            f"{path}: method {cfg.get('method')!r} is not supported; allowed: {', '.join(KNOWN_METHODS)}"
+        )
+    cfg["method"] = method
+    cfg.pop("wandb_run_id", None)
+    dict_cfg = OmegaConf.create(cfg)
+    OmegaConf.set_struct(dict_cfg, False)
+    return LoadedCheckpoint(
+        cfg=dict_cfg, state_dict=state_dict, method=method, path=path, metrics=metrics
+    )
+
+
+def _strip_stale_keys(
+    state_dict: dict[str, torch.Tensor], model: nn.Module
+) -> dict[str, torch.Tensor]:
+    # knn buffers and similar evaluation state are not part of the model we rebuild
+    expected = set(model.state_dict())
+    return {k: v for k, v in state_dict.items() if k in expected or not k.startswith("knn.")}
+
+
+def build_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
+    """The solo-learn method of the checkpoint with its weights loaded strictly, in eval mode."""
+    from solo.methods import METHODS
+
+    import solo_bayesncl  # noqa: F401  (registers bayesncl and ncl)
+    from solo_bayesncl.backbone_stem import apply_small_stem, wants_small_stem
+
+    model = METHODS[loaded.method](loaded.cfg.copy())
+    if wants_small_stem(loaded.cfg):
+        apply_small_stem(model.backbone)
+        if hasattr(model, "momentum_backbone"):
+            apply_small_stem(model.momentum_backbone)
+    model.load_state_dict(_strip_stale_keys(loaded.state_dict, model), strict=True)
+    return model.to(device).eval()
+
+
+def build_backbone(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
+    """The bare backbone (classification head removed) with the checkpoint's weights, eval mode."""
+    from solo.methods.base import BaseMethod
+
+    from solo_bayesncl.backbone_stem import apply_small_stem, wants_small_stem
+
+    cfg = loaded.cfg
+    name = cfg.backbone.name
+    if name not in BaseMethod._BACKBONES:
+        raise CheckpointError(f"{loaded.path}: backbone {name!r} is not one of solo-learn's")
+    kwargs = OmegaConf.to_container(cfg.backbone.kwargs) if "kwargs" in cfg.backbone else {}
+    backbone = BaseMethod._BACKBONES[name](loaded.method, **kwargs)
+    if name.startswith("resnet"):
+        backbone.fc = nn.Identity()
+        if cfg.data.dataset in ("cifar10", "cifar100") or wants_small_stem(cfg):
+            apply_small_stem(backbone)
+    weights = {
+        k.removeprefix("backbone."): v
+        for k, v in loaded.state_dict.items()
+        if k.startswith("backbone.")
+    }
+    backbone.load_state_dict(weights, strict=True)
+    return backbone.to(device).eval()
