@@ -1,0 +1,259 @@
+"""Turn one report folder (optionally two) into a static, offline HTML dashboard.
+
+Output layout (everything relative, opens from ``file://`` with no server and no network)::
+
+    out/index.html      cards of the active dimensions, class filter, sorting
+    out/dim.html        one dimension, chosen by the query string (dim.html?d=ID)
+    out/data.js         ``window.DASHBOARD_DATA = {...}``: per-dimension summaries only
+    out/thumbs/         sprite sheets holding each referenced thumbnail once
+    out/assets/         dashboard.css, dashboard.js (shipped with the package)
+    out/compare.html    with a second report: per class, each model's most specific dimensions
+    out/b/              with a second report: the second model's own dashboard (same layout)
+
+``data.js`` rather than JSON because browsers block ``fetch()`` of local files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .bundle import FeatureBundle, load_feature_bundle
+from .sprites import FORMATS, write_sprite_sheets
+from .summaries import EPS, class_specificity, most_specific_dims, summarize_dimensions
+
+DATA_FILE = "data.js"
+DATA_GLOBAL = "DASHBOARD_DATA"
+PAGES = ("index.html", "dim.html")
+ASSETS = ("dashboard.css", "dashboard.js")
+COMPARE_SUBDIR = "b"
+FORMAT_VERSION = 1
+OWN_ENTRIES = frozenset({DATA_FILE, *PAGES, "compare.html", "thumbs", "assets", COMPARE_SUBDIR})
+
+
+def _sig(values: np.ndarray, digits: int = 4) -> list:
+    """Floats rounded to ``digits`` significant digits (keeps data.js small)."""
+    arr = np.asarray(values, dtype=np.float64)
+    return (
+        [float(f"{v:.{digits}g}") for v in arr.reshape(-1)]
+        if arr.ndim <= 1
+        else [_sig(row, digits) for row in arr]
+    )
+
+
+def _trim(index_rows: np.ndarray, value_rows: np.ndarray, tile_of: np.ndarray) -> tuple:
+    """Per dimension, drop -1 padding and map image indices to tile ids."""
+    tiles, values = [], []
+    for idx, val in zip(index_rows, value_rows, strict=True):
+        keep = idx >= 0
+        tiles.append(tile_of[idx[keep]].tolist())
+        values.append(_sig(val[keep]))
+    return tiles, values
+
+
+def _dashboard_data(
+    bundle: FeatureBundle,
+    thumbs_dir: Path,
+    *,
+    top_k: int,
+    n_random: int,
+    n_bins: int,
+    seed: int,
+    thumb_format: str,
+    n_specific: int,
+    nav: dict[str, Any],
+) -> dict[str, Any]:
+    """Summaries, sprite sheets and page data for one model."""
+    summ = summarize_dimensions(
+        bundle.features,
+        bundle.labels,
+        bundle.num_classes,
+        top_k=top_k,
+        n_random=n_random,
+        n_bins=n_bins,
+        seed=seed,
+    )
+    active = summ.active_dims
+    # Default order: by how many images a dimension fires on (ties by id).
+    order = active[np.lexsort((active, -summ.active_count[active]))]
+
+    refs = np.concatenate([summ.top_index[order].reshape(-1), summ.random_index[order].reshape(-1)])
+    images = np.unique(refs[refs >= 0])  # each referenced image once
+    tile_of = np.full(bundle.num_images, -1, np.int64)
+    tile_of[images] = np.arange(len(images))
+    layout = write_sprite_sheets(bundle.thumbnails[images], thumbs_dir, fmt=thumb_format)
+
+    top_tiles, top_vals = _trim(summ.top_index[order], summ.top_value[order], tile_of)
+    rnd_tiles, rnd_vals = _trim(summ.random_index[order], summ.random_value[order], tile_of)
+
+    class_sizes = np.bincount(bundle.labels, minlength=bundle.num_classes)
+    score = class_specificity(summ.class_counts, class_sizes)
+    spec_dims, spec_vals = most_specific_dims(score, top=n_specific)
+    specific = []
+    for c in range(bundle.num_classes):
+        keep = spec_dims[c] >= 0
+        dims_c = spec_dims[c][keep]
+        n_c = summ.class_counts[dims_c, c]
+        specific.append(
+            {
+                "dims": dims_c.tolist(),
+                "score": _sig(spec_vals[c][keep]),
+                "purity": _sig(n_c / np.maximum(summ.active_count[dims_c], 1)),
+                "coverage": _sig(n_c / max(int(class_sizes[c]), 1)),
+            }
+        )
+
+    gate = bundle.gate_open_rate
+    meta = {
+        "method": bundle.method,
+        "checkpoint": bundle.checkpoint,
+        "dataset": bundle.dataset,
+        "metrics": {k: (v if np.isfinite(v) else None) for k, v in bundle.metrics.items()},
+        "n_images": bundle.num_images,
+        "n_dims": bundle.num_dims,
+        "n_active": len(active),
+        "eps": EPS,
+        "signed": bool((bundle.features < 0).any()),
+        "seed": seed,
+        "top_k": top_k,
+        "n_random": n_random,
+        "gate_mean": None if gate is None else float(gate.mean()),
+        "gate_never_open": None if gate is None else int((gate <= 0).sum()),
+    }
+    return {
+        "version": FORMAT_VERSION,
+        "meta": meta,
+        "nav": nav,
+        "class_names": bundle.class_names,
+        "class_sizes": class_sizes.tolist(),
+        "sprite": layout.to_json(),
+        "images": {
+            "index": images.tolist(),
+            "label": bundle.labels[images].tolist(),
+        },
+        "dims": {
+            "id": order.tolist(),
+            "count": summ.active_count[order].tolist(),
+            "majority": summ.majority[order].tolist(),
+            "purity": _sig(summ.purity[order]),
+            "mean": _sig(summ.mean_active[order]),
+            "gate": None if gate is None else _sig(gate[order]),
+            "top": top_tiles,
+            "top_value": top_vals,
+            "random": rnd_tiles,
+            "random_value": rnd_vals,
+            "class_counts": summ.class_counts[order].tolist(),
+            "hist": summ.hist_counts[order].tolist(),
+            "hist_low": _sig(summ.hist_low[order]),
+            "hist_high": _sig(summ.hist_high[order]),
+        },
+        "specific": specific,
+    }
+
+
+def _write_data_js(data: dict[str, Any], path: Path) -> None:
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    text = text.replace("</", "<\\/")  # never close a <script> early, whatever the names say
+    path.write_text(f"window.{DATA_GLOBAL} = {text};\n", encoding="utf-8")
+
+
+def _copy_static(out: Path, pages: tuple[str, ...]) -> None:
+    static = resources.files(__package__).joinpath("assets")
+    (out / "assets").mkdir(parents=True, exist_ok=True)
+    for name in ASSETS:
+        (out / "assets" / name).write_bytes(static.joinpath(name).read_bytes())
+    for name in pages:
+        (out / name).write_bytes(static.joinpath(name).read_bytes())
+
+
+def _prepare_out(out: Path) -> None:
+    """Create ``out``; refuse a folder holding anything a dashboard build does not write."""
+    if out.exists():
+        if not out.is_dir():
+            raise NotADirectoryError(f"--out {out} exists and is not a folder")
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in OWN_ENTRIES)
+        if foreign:
+            raise FileExistsError(
+                f"--out {out} holds files that are not part of a dashboard ({', '.join(foreign[:5])}"
+                f"{', ...' if len(foreign) > 5 else ''}); choose an empty or new folder"
+            )
+        for stale in ("thumbs", "assets", COMPARE_SUBDIR):
+            if (out / stale).is_dir():
+                shutil.rmtree(out / stale)
+        if (out / "compare.html").exists():
+            (out / "compare.html").unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _build_one(bundle: FeatureBundle, out: Path, nav: dict[str, Any], **options: Any) -> None:
+    data = _dashboard_data(bundle, out / "thumbs", nav=nav, **options)
+    _write_data_js(data, out / DATA_FILE)
+    _copy_static(out, PAGES)
+
+
+def build_dashboard(
+    report_dir: str | Path,
+    out_dir: str | Path,
+    compare_dir: str | Path | None = None,
+    *,
+    top_k: int = 16,
+    n_random: int = 8,
+    n_bins: int = 24,
+    seed: int = 0,
+    thumb_format: str = "jpeg",
+    n_specific: int = 8,
+) -> Path:
+    """Build the dashboard of ``report_dir`` into ``out_dir``; return the path of ``index.html``.
+
+    Args:
+        report_dir: a report folder (``features.npz`` and optionally ``metrics.json``, see
+            :mod:`solo_bayesncl.dashboard.bundle`).
+        out_dir: output folder, created if needed; an earlier dashboard there is replaced.
+        compare_dir: a second report over the same classes (for example NCL next to BayesNCL).
+            Adds ``compare.html`` and the second model's dashboard in ``out_dir/b/``.
+        top_k: top-activating images kept per dimension.
+        n_random: random firing images shown per dimension (seeded by ``seed``).
+        n_bins: bins of each activation histogram.
+        thumb_format: ``jpeg``, ``png`` or ``webp`` sprite sheets.
+        n_specific: dimensions listed per class on the compare page.
+    """
+    if thumb_format not in FORMATS:
+        raise ValueError(f"thumb_format must be one of {sorted(FORMATS)}, got {thumb_format!r}")
+    bundle = load_feature_bundle(report_dir)
+    other = load_feature_bundle(compare_dir) if compare_dir is not None else None
+    if other is not None and other.class_names != bundle.class_names:
+        raise ValueError(
+            f"cannot compare {report_dir} and {compare_dir}: their class_names differ "
+            f"({bundle.class_names[:5]}... vs {other.class_names[:5]}...)"
+        )
+    out = Path(out_dir)
+    _prepare_out(out)
+    options = dict(
+        top_k=top_k,
+        n_random=n_random,
+        n_bins=n_bins,
+        seed=seed,
+        thumb_format=thumb_format,
+        n_specific=n_specific,
+    )
+    has_compare = other is not None
+    _build_one(
+        bundle,
+        out,
+        nav={"root": "", "compare": "compare.html" if has_compare else None, "side": "a"},
+        **options,
+    )
+    if other is not None:
+        _build_one(
+            other,
+            out / COMPARE_SUBDIR,
+            nav={"root": "../", "compare": "../compare.html", "side": "b"},
+            **options,
+        )
+        _copy_static(out, ("compare.html",))
+    return out / "index.html"
