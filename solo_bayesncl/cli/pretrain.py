@@ -10,9 +10,6 @@ every run beside its checkpoints, and wandb that never asks for a login unless s
 
 from __future__ import annotations
 
-import inspect
-import os
-import secrets
 from pathlib import Path
 
 import omegaconf
@@ -20,7 +17,7 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.cli.solo_required import require_solo_learn
 
-__all__ = ["build_loggers", "pretrain", "prepare_pretrain_cfg"]
+__all__ = ["pretrain", "prepare_pretrain_cfg"]
 
 
 def prepare_pretrain_cfg(
@@ -63,50 +60,12 @@ def prepare_pretrain_cfg(
     return cfg
 
 
-def _wandb_login_available() -> bool:
-    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE") in {"offline", "disabled"}:
-        return True
-    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
-    return netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore")
-
-
-def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, wandb_run_id: str | None) -> list:
-    """wandb (when ``wandb.enabled``) first, then a CSV logger writing ``metrics.csv`` into the
-    run's checkpoint folder. Without stored wandb credentials, wandb logs offline instead of
-    prompting for a login."""
-    from lightning.pytorch.loggers import CSVLogger
-
-    loggers: list = []
-    if cfg.wandb.enabled:
-        from lightning.pytorch.loggers.wandb import WandbLogger
-
-        offline = bool(cfg.wandb.offline)
-        if not offline and not _wandb_login_available():
-            print("wandb: no stored login (WANDB_API_KEY or ~/.netrc); logging offline instead.")
-            offline = True
-        wandb_logger = WandbLogger(
-            name=cfg.name,
-            project=cfg.wandb.project,
-            entity=cfg.wandb.entity,
-            offline=offline,
-            resume="allow" if wandb_run_id else None,
-            id=wandb_run_id,
-        )
-        wandb_logger.log_hyperparams(OmegaConf.to_container(cfg))
-        loggers.append(wandb_logger)
-        version = str(wandb_logger.version)
-    else:
-        version = "offline-" + secrets.token_hex(4)
-    loggers.append(CSVLogger(save_dir=str(run_dir_root), name="", version=version))
-    return loggers
-
-
 def pretrain(cfg: omegaconf.DictConfig):
     """Trains ``cfg.method`` as solo-learn's pretraining script would; returns the Trainer."""
     cfg = prepare_pretrain_cfg(cfg)
 
     import torch
-    from lightning.pytorch import Trainer, seed_everything
+    from lightning.pytorch import seed_everything
     from lightning.pytorch.callbacks import LearningRateMonitor
     from solo.data.pretrain_dataloader import (
         FullTransformPipeline,
@@ -120,6 +79,7 @@ def pretrain(cfg: omegaconf.DictConfig):
     from solo.utils.misc import make_contiguous
 
     from solo_bayesncl.backbone_stem import apply_small_stem, wants_small_stem
+    from solo_bayesncl.cli.trainer import build_loggers, build_trainer
     from solo_bayesncl.data.datasets import build_train_dataset, build_val_loader
     from solo_bayesncl.evaluation.callback import build_interpretability_callback
 
@@ -204,28 +164,6 @@ def pretrain(cfg: omegaconf.DictConfig):
         callbacks.append(interpretability)
     callbacks.append(LearningRateMonitor(logging_interval="step"))
 
-    trainer_kwargs = OmegaConf.to_container(cfg)
-    valid = inspect.signature(Trainer.__init__).parameters
-    trainer_kwargs = {k: v for k, v in trainer_kwargs.items() if k in valid}
-    from solo_bayesncl.runtime import trainer_devices
-
-    trainer_kwargs.update(
-        {
-            "devices": trainer_devices(cfg),
-            "logger": loggers,
-            "callbacks": callbacks,
-            "enable_checkpointing": False,
-            "strategy": _strategy(cfg.strategy),
-        }
-    )
-    trainer = Trainer(**trainer_kwargs)
+    trainer = build_trainer(cfg, loggers, callbacks)
     trainer.fit(model, ckpt_path=ckpt_path, **fit_data)
     return trainer
-
-
-def _strategy(name):
-    if name == "ddp":
-        from lightning.pytorch.strategies.ddp import DDPStrategy
-
-        return DDPStrategy(find_unused_parameters=False)
-    return name

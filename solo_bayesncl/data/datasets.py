@@ -26,7 +26,11 @@ __all__ = [
     "OFFLINE_DATASETS",
     "SOLO_DATASETS",
     "build_train_dataset",
+    "build_labelled_train_dataset",
+    "build_val_dataset",
     "build_val_loader",
+    "image_params",
+    "linear_train_transform",
     "check_dataset_available",
     "resolve_dataset_cfg",
     "validation_transform",
@@ -94,9 +98,12 @@ def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     cfg.data.train_path = str(root)
     cfg.data.val_path = str(root)
     mean, std = MEAN_STD
-    for pipeline in cfg.augmentations:
+    for pipeline in OmegaConf.select(cfg, "augmentations", default=None) or []:
         pipeline.mean = list(mean)
         pipeline.std = list(std)
+    if OmegaConf.select(cfg, "data.augmentations", default=None) is not None:
+        cfg.data.augmentations.mean = list(mean)
+        cfg.data.augmentations.std = list(std)
     return cfg
 
 
@@ -181,17 +188,27 @@ def build_train_dataset(cfg: omegaconf.DictConfig, transform) -> Dataset:
     )
 
 
+def image_params(cfg: omegaconf.DictConfig) -> tuple[int, list[float], list[float]]:
+    """``(crop_size, mean, std)`` of a pretraining config (first augmentation pipeline) or of a
+    linear-evaluation config (``data.augmentations``)."""
+    pipelines = OmegaConf.select(cfg, "augmentations", default=None)
+    aug = (
+        pipelines[0] if pipelines else OmegaConf.select(cfg, "data.augmentations", default={}) or {}
+    )
+    crop = int(aug.get("crop_size", 224))
+    mean = list(aug.get("mean", None) or (0.485, 0.456, 0.406))
+    std = list(aug.get("std", None) or (0.229, 0.224, 0.225))
+    return crop, mean, std
+
+
 def validation_transform(cfg: omegaconf.DictConfig) -> transforms.Compose:
     """Resize and centre-crop to the training crop size, normalised like the training views.
 
     Small images (crop <= 64 px) are resized straight to the crop size, larger ones to
     ``crop / 0.875`` first (224 px crops read a 256 px resize, as in solo-learn).
     """
-    aug = cfg.augmentations[0]
-    crop = int(aug.crop_size)
+    crop, mean, std = image_params(cfg)
     resize = crop if crop <= 64 else int(round(crop / 0.875))
-    mean = list(aug.get("mean", (0.485, 0.456, 0.406)))
-    std = list(aug.get("std", (0.229, 0.224, 0.225)))
     return transforms.Compose(
         [
             transforms.Resize(resize, interpolation=transforms.InterpolationMode.BICUBIC),
@@ -200,6 +217,41 @@ def validation_transform(cfg: omegaconf.DictConfig) -> transforms.Compose:
             transforms.Normalize(mean, std),
         ]
     )
+
+
+def linear_train_transform(cfg: omegaconf.DictConfig) -> transforms.Compose:
+    """Random resized crop and flip at the training crop size (offline linear evaluation)."""
+    crop, mean, std = image_params(cfg)
+    return transforms.Compose(
+        [
+            transforms.RandomResizedCrop(
+                crop, scale=(0.08, 1.0), interpolation=transforms.InterpolationMode.BICUBIC
+            ),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            transforms.Normalize(mean, std),
+        ]
+    )
+
+
+def build_labelled_train_dataset(cfg: omegaconf.DictConfig, transform) -> Dataset:
+    """The labelled training set as ``(image, label)`` pairs (linear evaluation, kNN)."""
+    name = _dataset_name(cfg)
+    if name in OFFLINE_DATASETS:
+        dataset = FashionMNIST("train", transform=transform, root=cfg.data.train_path)
+        return _stratified_subset(
+            dataset, dataset.targets, float(OmegaConf.select(cfg, "data.fraction", default=-1))
+        )
+    if name == "custom":
+        from torchvision.datasets import ImageFolder
+
+        return ImageFolder(str(cfg.data.train_path), transform)
+    from solo.data.classification_dataloader import prepare_datasets
+
+    train, _ = prepare_datasets(
+        name, transform, transform, cfg.data.train_path, cfg.data.val_path, download=False
+    )
+    return train
 
 
 def build_val_dataset(cfg: omegaconf.DictConfig, transform=None) -> Dataset | None:

@@ -1,0 +1,127 @@
+"""kNN evaluation of a pretrained checkpoint with solo-learn's ``WeightedKNNClassifier``.
+
+    python main_knn.py CHECKPOINT [--dataset fashion-mnist] [--k 10 20] [--temperature 0.07]
+        [--feature backbone|projection] [--distance cosine|euclidean]
+
+The data defaults to the dataset the checkpoint was trained on (its ``args.json``). Prints one
+line per setting and writes them as JSON with ``--output``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from solo_bayesncl.cli.solo_required import require_solo_learn
+
+__all__ = ["knn_eval", "main"]
+
+FEATURES = ("backbone", "projection")
+
+
+@torch.no_grad()
+def _features(model, loader, feature: str, device) -> tuple[torch.Tensor, torch.Tensor]:
+    from solo_bayesncl.representations import representation_from_output
+
+    feats, labels = [], []
+    for images, y in loader:
+        out = model(images.to(device))
+        feats.append(
+            (out["feats"] if feature == "backbone" else representation_from_output(model, out))
+            .float()
+            .cpu()
+        )
+        labels.append(y.long())
+    return torch.cat(feats), torch.cat(labels)
+
+
+def knn_eval(
+    checkpoint: str | Path,
+    ks: Sequence[int] = (20,),
+    temperature: float = 0.07,
+    feature: str = "backbone",
+    distance: str = "cosine",
+    dataset: str | None = None,
+    batch_size: int = 256,
+    num_workers: int = 2,
+    device: str | None = None,
+) -> dict[str, float]:
+    """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set."""
+    require_solo_learn("main_knn.py")
+    from solo.utils.knn import WeightedKNNClassifier
+    from torch.utils.data import DataLoader
+
+    from solo_bayesncl.checkpoints import build_method, load_checkpoint
+    from solo_bayesncl.data.datasets import (
+        build_labelled_train_dataset,
+        build_val_dataset,
+        resolve_dataset_cfg,
+        validation_transform,
+    )
+
+    if feature not in FEATURES:
+        raise ValueError(
+            f"feature={feature!r} is not supported; allowed values: {', '.join(FEATURES)}"
+        )
+    if distance not in ("cosine", "euclidean"):
+        raise ValueError(
+            f"distance={distance!r} is not supported; allowed values: cosine, euclidean"
+        )
+    loaded = load_checkpoint(checkpoint)
+    cfg = loaded.cfg.copy()
+    if dataset is not None:
+        cfg.data.dataset = dataset
+        cfg.data.pop("offline_dataset", None)
+        cfg = resolve_dataset_cfg(cfg)
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = build_method(loaded, device=device)
+    transform = validation_transform(cfg)
+    loaders = [
+        DataLoader(d, batch_size=batch_size, shuffle=False, num_workers=num_workers)
+        for d in (build_labelled_train_dataset(cfg, transform), build_val_dataset(cfg, transform))
+    ]
+    train_x, train_y = _features(model, loaders[0], feature, device)
+    val_x, val_y = _features(model, loaders[1], feature, device)
+    results: dict[str, float] = {}
+    for k in ks:
+        knn = WeightedKNNClassifier(k=k, T=temperature, distance_fx=distance)
+        knn.update(
+            train_features=train_x, train_targets=train_y, test_features=val_x, test_targets=val_y
+        )
+        acc1, acc5 = knn.compute()
+        results[f"knn_top1_k{k}"] = float(acc1)
+        results[f"knn_top5_k{k}"] = float(acc5)
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkpoint")
+    parser.add_argument("--dataset", default=None, help="defaults to the checkpoint's dataset")
+    parser.add_argument("--k", type=int, nargs="+", default=[20])
+    parser.add_argument("--temperature", type=float, default=0.07)
+    parser.add_argument("--feature", choices=FEATURES, default="backbone")
+    parser.add_argument("--distance", choices=("cosine", "euclidean"), default="cosine")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--num-workers", type=int, default=2)
+    parser.add_argument("--output", type=Path, default=None, help="write the results as JSON")
+    args = parser.parse_args(argv)
+    results = knn_eval(
+        args.checkpoint,
+        args.k,
+        args.temperature,
+        args.feature,
+        args.distance,
+        args.dataset,
+        args.batch_size,
+        args.num_workers,
+    )
+    for key, value in results.items():
+        print(f"{key}: {value:.2f}")
+    if args.output is not None:
+        args.output.write_text(json.dumps(results, indent=2) + "\n")
+    return 0

@@ -1,0 +1,107 @@
+"""Offline linear evaluation of a pretrained backbone, with solo-learn's ``LinearModel``.
+
+    python main_linear.py pretrained_feature_extractor=PATH.ckpt            # CIFAR-100 config
+    python main_linear.py --config-name linear.yaml data.dataset=fashion-mnist pretrained_feature_extractor=PATH
+
+The backbone's architecture and stem come from the checkpoint (any of the four methods, and the
+official NCL/BayesNCL layouts, see :mod:`solo_bayesncl.checkpoints`); the config gives the data
+and the optimizer. Results are logged to ``metrics.csv`` (and wandb when on) under
+``checkpoint.dir/linear``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import omegaconf
+from omegaconf import OmegaConf
+
+from solo_bayesncl.cli.solo_required import require_solo_learn
+
+__all__ = ["linear_eval", "prepare_linear_cfg"]
+
+
+def prepare_linear_cfg(cfg: omegaconf.DictConfig):
+    """Checks the config and loads the checkpoint; returns ``(cfg, loaded_checkpoint)``."""
+    require_solo_learn("main_linear.py")
+    from solo.args.linear import parse_cfg
+
+    from solo_bayesncl.checkpoints import load_checkpoint
+    from solo_bayesncl.data.datasets import (
+        OFFLINE_DATASETS,
+        check_dataset_available,
+        resolve_dataset_cfg,
+    )
+    from solo_bayesncl.runtime import resolve_runtime
+
+    OmegaConf.set_struct(cfg, False)
+    path = OmegaConf.select(cfg, "pretrained_feature_extractor", default=None)
+    if path in (None, "None", "???"):
+        raise ValueError(
+            "pretrained_feature_extractor is missing: give the path of a pretrained checkpoint"
+        )
+    loaded = load_checkpoint(path)
+    cfg.backbone = OmegaConf.create(OmegaConf.to_container(loaded.cfg.backbone))
+    cfg.pretrain_method = loaded.method
+    cfg = resolve_runtime(cfg)
+    cfg = resolve_dataset_cfg(cfg)
+    check_dataset_available(cfg)
+    cfg = parse_cfg(cfg)
+    offline = OmegaConf.select(cfg, "data.offline_dataset", default=None)
+    if offline in OFFLINE_DATASETS:
+        cfg.data.num_classes = OFFLINE_DATASETS[offline]
+    return cfg, loaded
+
+
+def linear_eval(cfg: omegaconf.DictConfig):
+    """Trains a linear classifier on the frozen backbone; returns the Trainer."""
+    cfg, loaded = prepare_linear_cfg(cfg)
+
+    import torch
+    from lightning.pytorch import seed_everything
+    from solo.methods.linear import LinearModel
+    from solo.utils.checkpointer import Checkpointer
+    from solo.utils.misc import make_contiguous
+    from torch.utils.data import DataLoader
+
+    from solo_bayesncl.checkpoints import build_backbone
+    from solo_bayesncl.cli.trainer import build_loggers, build_trainer
+    from solo_bayesncl.data.datasets import (
+        build_labelled_train_dataset,
+        build_val_loader,
+        linear_train_transform,
+    )
+
+    seed_everything(cfg.seed)
+    backbone = build_backbone(loaded)
+    model = LinearModel(backbone, loss_func=torch.nn.CrossEntropyLoss(), mixup_func=None, cfg=cfg)
+    make_contiguous(model)
+    if not cfg.performance.disable_channel_last:
+        model = model.to(memory_format=torch.channels_last)
+
+    train_dataset = build_labelled_train_dataset(cfg, linear_train_transform(cfg))
+    train_loader = DataLoader(
+        train_dataset,
+        batch_size=cfg.optimizer.batch_size,
+        shuffle=True,
+        num_workers=cfg.data.num_workers,
+        pin_memory=torch.cuda.is_available(),
+        drop_last=True,
+    )
+    val_loader = build_val_loader(cfg)
+
+    run_root = Path(cfg.checkpoint.dir) / "linear"
+    loggers = build_loggers(cfg, run_root, None)
+    callbacks: list = []
+    if cfg.checkpoint.enabled:
+        callbacks.append(
+            Checkpointer(
+                cfg,
+                logdir=run_root,
+                frequency=cfg.checkpoint.frequency,
+                keep_prev=cfg.checkpoint.keep_prev,
+            )
+        )
+    trainer = build_trainer(cfg, loggers, callbacks)
+    trainer.fit(model, train_loader, val_loader)
+    return trainer
