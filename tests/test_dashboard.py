@@ -117,6 +117,33 @@ def test_summaries_match_a_per_dimension_loop_and_are_seeded():
         assert set(a.random_index[j][a.random_index[j] >= 0]) <= set(fired.tolist())
 
 
+def test_activity_uses_row_normalised_features():
+    # row 0 has a huge entry, so its 1e-4 entry is below eps after normalisation
+    feats = np.array([[1e2, 1e-4], [0.0, 1e-4], [0.0, 0.0]], np.float32)
+    s = summarize_dimensions(feats, np.array([0, 1, 1]), 2, top_k=3, n_random=1)
+    np.testing.assert_array_equal(s.active_count, [1, 1])
+    np.testing.assert_array_equal(s.top_index[1], [1, -1, -1])  # row 0 does not count
+    np.testing.assert_allclose(s.top_value[1, 0], 1e-4)  # values are the features as given
+
+
+def test_summaries_agree_with_the_metrics_module():
+    stats_mod = pytest.importorskip(
+        "solo_bayesncl.metrics.dimension_stats", reason="needs the metrics module (torch)"
+    )
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    labels = rng.integers(0, 4, 200)
+    feats = synthetic_sparse_features(labels, 4, 30, seed=1) * rng.uniform(0.5, 3, (200, 1))
+    feats[:, 3] *= -1  # signed column
+    ours = summarize_dimensions(feats.astype(np.float32), labels, 4)
+    ref = stats_mod.per_dimension_stats(torch.from_numpy(feats), torch.from_numpy(labels), 4)
+    np.testing.assert_array_equal(ours.active_count, ref.active_count.numpy())
+    np.testing.assert_array_equal(ours.class_counts, ref.class_histogram.numpy())
+    np.testing.assert_allclose(ours.purity, ref.purity.numpy())
+    used = ours.active_count > 0
+    np.testing.assert_array_equal(ours.majority[used], ref.majority_class.numpy()[used])
+
+
 def test_class_specificity_is_purity_times_coverage():
     counts = np.array([[10, 0], [5, 5], [1, 0], [0, 0]])
     sizes = np.array([10, 20])

@@ -1,9 +1,12 @@
 """Per-dimension summaries of a feature matrix, vectorised over dimensions.
 
-A dimension ``j`` *fires* on image ``i`` when ``|F_ij| > eps`` (eps = 1e-5), the activity rule of
-the interpretability metrics (DESIGN section 3); absolute values make it meaningful for signed
-features (SimCLR, MoCo) too. Everything here is computed per block of columns, with no Python loop
-over single dimensions.
+Activity follows semantic consistency (DESIGN section 3, ``solo_bayesncl.metrics.semantics``):
+rows are L2-normalised (``Fn = F / ||F_i||``, a zero row stays zero) and dimension ``j`` *fires*
+on image ``i`` when ``|Fn_ij| > eps`` (eps = 1e-5). Absolute values make this meaningful for
+signed features (SimCLR, MoCo) too; for unit-norm rows (the gated ``v`` of BayesNCL, NCL's
+``normalize(phi(z))``) it is the plain ``|F_ij| > eps``. Activation values (top images,
+histograms, means) are the features as given. Everything is computed per block of columns, with
+no Python loop over single dimensions.
 """
 
 from __future__ import annotations
@@ -20,14 +23,14 @@ class DimensionSummaries:
     """Summaries of the k dimensions of an (N, k) feature matrix.
 
     Attributes:
-        active_count: (k,) number of images each dimension fires on.
+        active_count: (k,) number of images each dimension fires on (``|Fn_ij| > eps``).
         class_counts: (k, C) number of images of each class each dimension fires on.
         majority: (k,) most frequent class among the images a dimension fires on (0 if none).
         purity: (k,) share of that class among them, the per-dimension term of semantic
             consistency (DESIGN section 3); 0 for a dimension that never fires.
         mean_active: (k,) mean |activation| over the images a dimension fires on.
-        top_index, top_value: (k, K) images with the largest |activation| (signed value kept),
-            sorted descending; padded with index -1 / value 0 when fewer than K images fire.
+        top_index, top_value: (k, K) firing images with the largest |activation| (signed value
+            kept), sorted descending; padded with index -1 / value 0 when fewer than K fire.
         random_index, random_value: (k, R) a uniformly random sample (without replacement, seeded)
             of the images a dimension fires on, padded the same way.
         hist_counts: (k, B) histogram of the activation values of the firing images, B equal bins
@@ -88,6 +91,12 @@ def summarize_dimensions(
     onehot[np.arange(n), labels] = 1.0
     kk, rr = min(top_k, n), min(n_random, n)
     rng = np.random.default_rng(seed)
+    sq_norm = np.zeros(n, np.float64)
+    for start in range(0, k, block):
+        part = np.asarray(features[:, start : start + block], dtype=np.float64)
+        sq_norm += np.einsum("ij,ij->i", part, part)
+    norm = np.sqrt(sq_norm)
+    inv_norm = np.where(norm > 0, 1.0 / np.maximum(norm, 1e-300), 0.0)
 
     active_count = np.zeros(k, np.int64)
     class_counts = np.zeros((k, num_classes), np.int64)
@@ -105,14 +114,14 @@ def summarize_dimensions(
         width = stop - start
         feats = np.asarray(features[:, start:stop], dtype=np.float32)
         mag = np.abs(feats)
-        act = mag > eps
+        act = mag * inv_norm[:, None] > eps
         count = act.sum(axis=0)
         active_count[start:stop] = count
         class_counts[start:stop] = np.rint(act.astype(np.float32).T @ onehot).astype(np.int64)
         mean_active[start:stop] = np.where(act, mag, 0).sum(axis=0) / np.maximum(count, 1)
 
-        rows = _top_rows(mag, kk)
-        ok = np.take_along_axis(mag, rows, axis=0) > eps
+        rows = _top_rows(np.where(act, mag, -1.0), kk)
+        ok = np.take_along_axis(act, rows, axis=0)
         top_index[start:stop, :kk] = np.where(ok, rows, -1).T
         top_value[start:stop, :kk] = np.where(ok, np.take_along_axis(feats, rows, 0), 0).T
 

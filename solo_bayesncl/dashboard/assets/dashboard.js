@@ -9,6 +9,7 @@
   var EAGER_CARDS = 300; /* up to this many cards, all thumbnails are drawn at once */
   var PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
     "#ff9da7", "#9c755f", "#bab0ac"];
+  var LIGHT = [3, 5, 7, 9]; /* palette entries that need dark text */
 
   function esc(s) {
     return String(s).replace(/[&<>"']/g, function (c) {
@@ -85,8 +86,9 @@
   };
 
   function classTag(model, c) {
-    return '<span class="cls" style="--c:' + classColor(c) + '">' + esc(model.className(c)) +
-      "</span>";
+    var ink = c < PALETTE.length && LIGHT.indexOf(c) >= 0 ? "#1d2330" : "#fff";
+    return '<span class="cls" style="--c:' + classColor(c) + ";color:" + ink + '">' +
+      esc(model.className(c)) + "</span>";
   }
 
   function nav(model, current) {
