@@ -1,0 +1,291 @@
+"""The pictures of the evaluation report (PNG, matplotlib's Agg backend).
+
+Every function takes plain arrays (and the :class:`~solo_bayesncl.metrics.DimensionStats` the
+metrics already computed), writes one PNG and returns its path; none needs solo-learn.
+
+- :func:`plot_top_activations`: for the most used dimensions, the validation images that activate
+  each most, one row per dimension, labelled with its majority class and purity;
+- :func:`plot_class_histograms`: per dimension, the class histogram of its active samples;
+- :func:`plot_retrieval_precision`: retrieval precision P@K against the number of dims kept;
+- :func:`plot_active_dims_per_image`: the distribution of active dimensions per image;
+- :func:`plot_gate_open_rates`: BayesNCL's hard gate, per-dimension open rates and open gates
+  per image.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from solo_bayesncl.metrics import DimensionStats  # noqa: E402
+
+__all__ = [
+    "plot_active_dims_per_image",
+    "plot_class_histograms",
+    "plot_gate_open_rates",
+    "plot_retrieval_precision",
+    "plot_top_activations",
+    "retrieval_curves",
+    "select_top_dimensions",
+]
+
+_DPI = 110
+_MATCH = np.array([46, 160, 67], dtype=np.uint8)  # green border: label = dimension's majority
+_MISMATCH = np.array([214, 39, 40], dtype=np.uint8)  # red border: another class
+_RETRIEVAL_KEY = re.compile(r"^retrieval_p@(\d+)(?:_m(\d+))?$")
+
+
+def select_top_dimensions(stats: DimensionStats, count: int) -> np.ndarray:
+    """The ``count`` most used dimensions: most active samples first, then largest summed
+    activation (which orders dense features, where every dimension is active on every image).
+    Dimensions with no active sample are never selected."""
+    active = stats.active_count.numpy()
+    activation = stats.activation_sum.numpy()
+    order = np.lexsort((np.arange(active.size), -activation, -active))
+    order = order[active[order] > 0]
+    return order[: max(int(count), 0)]
+
+
+def _class_name(class_names: Sequence[str], index: int) -> str:
+    return class_names[index] if 0 <= index < len(class_names) else "none"
+
+
+def _bordered(thumb: np.ndarray, colour: np.ndarray, width: int) -> np.ndarray:
+    out = thumb.copy()
+    out[:width], out[-width:], out[:, :width], out[:, -width:] = colour, colour, colour, colour
+    return out
+
+
+def _strip(thumbs: np.ndarray, labels: np.ndarray, majority: int, columns: int) -> np.ndarray:
+    """One row of thumbnails side by side with a coloured border, padded to ``columns`` cells."""
+    h, w = thumbs.shape[1:3]
+    width = max(1, min(h, w) // 16)
+    gap = np.full((h, max(2, w // 16), 3), 255, dtype=np.uint8)
+    cells = []
+    for i in range(columns):
+        if i < len(thumbs):
+            colour = _MATCH if labels[i] == majority else _MISMATCH
+            cells.append(_bordered(thumbs[i], colour, width))
+        else:
+            cells.append(np.full((h, w, 3), 255, dtype=np.uint8))
+        cells.append(gap)
+    return np.concatenate(cells[:-1], axis=1)
+
+
+def plot_top_activations(
+    path: str | Path,
+    features: np.ndarray,
+    labels: np.ndarray,
+    thumbnails: np.ndarray,
+    dims: Sequence[int],
+    stats: DimensionStats,
+    class_names: Sequence[str],
+    per_dim: int = 8,
+) -> Path:
+    """Grid of the images with the largest value on each dimension of ``dims`` (one row each).
+
+    The row's label gives the dimension, its majority class among active samples, its purity
+    (that share) and how many images it is active on. A thumbnail's border is green when its label
+    is the majority class, red otherwise. Only images active on the dimension are shown.
+    """
+    path = Path(path)
+    dims = list(dims)
+    rows = max(len(dims), 1)
+    thumb_w = thumbnails.shape[2] if thumbnails.size else 32
+    fig_w = 3.2 + per_dim * 0.9
+    fig, axes = plt.subplots(rows, 1, figsize=(fig_w, 0.3 + 0.95 * rows), squeeze=False)
+    fig.subplots_adjust(left=3.0 / fig_w, right=0.99, top=1 - 0.25 / (0.3 + 0.95 * rows))
+    fig.suptitle(
+        f"Top-{per_dim} activating validation images of the {len(dims)} most used dimensions "
+        "(border: green = majority class, red = other)",
+        fontsize=9,
+    )
+    active_count = stats.active_count.numpy()
+    for ax, dim in zip(axes[:, 0], dims or [None], strict=False):
+        ax.set_xticks([])
+        ax.set_yticks([])
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+        if dim is None:
+            ax.text(0.5, 0.5, "no active dimension", ha="center", va="center")
+            continue
+        column = features[:, dim]
+        order = np.argsort(-column, kind="stable")[:per_dim]
+        order = order[column[order] != 0]
+        majority = int(stats.majority_class[dim])
+        strip = (
+            _strip(thumbnails[order], labels[order], majority, per_dim)
+            if thumbnails.size
+            else np.full((thumb_w, thumb_w * per_dim, 3), 255, dtype=np.uint8)
+        )
+        ax.imshow(strip, interpolation="nearest")
+        ax.set_ylabel(
+            f"dim {dim}\n{_class_name(class_names, majority)}\n"
+            f"purity {float(stats.purity[dim]):.2f}, n={int(active_count[dim])}",
+            rotation=0,
+            ha="right",
+            va="center",
+            fontsize=8,
+        )
+    fig.savefig(path, dpi=_DPI)
+    plt.close(fig)
+    return path
+
+
+def plot_class_histograms(
+    path: str | Path,
+    dims: Sequence[int],
+    stats: DimensionStats,
+    class_names: Sequence[str],
+    columns: int = 4,
+) -> Path:
+    """Small multiples: for each dimension of ``dims``, the number of its active samples per
+    class, the majority class highlighted."""
+    path = Path(path)
+    dims = list(dims)
+    num_classes = stats.class_histogram.shape[1]
+    columns = max(1, min(columns, len(dims) or 1))
+    rows = max(1, -(-len(dims) // columns))
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(3.3 * columns, 2.4 * rows + 0.4), squeeze=False, sharey=False
+    )
+    fig.suptitle("Class histogram of the active samples of each dimension", fontsize=10)
+    x = np.arange(num_classes)
+    show_names = num_classes <= 12
+    for i, ax in enumerate(axes.flat):
+        if i >= len(dims):
+            ax.axis("off")
+            continue
+        dim = dims[i]
+        counts = stats.class_histogram[dim].numpy()
+        majority = int(stats.majority_class[dim])
+        colours = ["tab:orange" if c == majority else "tab:blue" for c in x]
+        ax.bar(x, counts, color=colours, width=0.85)
+        ax.set_title(
+            f"dim {dim}: {_class_name(class_names, majority)} ({float(stats.purity[dim]):.2f})",
+            fontsize=8,
+        )
+        ax.tick_params(labelsize=6)
+        if show_names:
+            ax.set_xticks(x, [str(c)[:10] for c in class_names[:num_classes]], rotation=60)
+        else:
+            ax.set_xlabel("class index", fontsize=7)
+    if not dims:
+        axes[0, 0].axis("on")
+        axes[0, 0].text(0.5, 0.5, "no active dimension", ha="center", va="center")
+    fig.tight_layout()
+    fig.savefig(path, dpi=_DPI)
+    plt.close(fig)
+    return path
+
+
+def retrieval_curves(metrics: Mapping[str, float]) -> dict[int, list[tuple[int, float]]]:
+    """``{K: [(m, P@K with m dims), ...]}`` from a metrics dict, ``m`` ascending; the all-dims
+    entry ``retrieval_p@K`` is placed at ``m = num_dims``."""
+    num_dims = int(metrics.get("num_dims", 0))
+    curves: dict[int, dict[int, float]] = {}
+    for key, value in metrics.items():
+        match = _RETRIEVAL_KEY.match(key)
+        if match:
+            k = int(match.group(1))
+            m = int(match.group(2)) if match.group(2) else num_dims
+            curves.setdefault(k, {})[m] = float(value)
+    return {k: sorted(points.items()) for k, points in sorted(curves.items())}
+
+
+def plot_retrieval_precision(
+    path: str | Path, metrics_by_setting: Mapping[str, Mapping[str, float]]
+) -> Path:
+    """P@K against the number of dims kept (the most activated ones), one line per K and per
+    setting (e.g. ``{"hard gate": metrics, "soft gate": metrics}``)."""
+    path = Path(path)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    styles = ["-", "--", ":", "-."]
+    plotted = False
+    for s, (setting, metrics) in enumerate(metrics_by_setting.items()):
+        for c, (k, points) in enumerate(retrieval_curves(metrics).items()):
+            ms, values = zip(*points, strict=True)
+            ax.plot(
+                ms,
+                values,
+                styles[s % len(styles)],
+                marker="o",
+                color=f"C{c}",
+                label=f"P@{k} ({setting})" if len(metrics_by_setting) > 1 else f"P@{k}",
+            )
+            plotted = True
+    if plotted:
+        ax.set_xscale("log", base=2)
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "retrieval precision not computed", ha="center", va="center")
+    ax.set_xlabel("dimensions kept (most activated first)")
+    ax.set_ylabel("precision (same class)")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.set_title("Retrieval precision against dimensions kept")
+    fig.tight_layout()
+    fig.savefig(path, dpi=_DPI)
+    plt.close(fig)
+    return path
+
+
+def _integer_bins(values: np.ndarray, upper: int) -> np.ndarray:
+    top = max(int(values.max()) if values.size else 0, 1)
+    top = min(max(top, 1), max(upper, 1))
+    step = max(1, int(np.ceil((top + 1) / 60)))
+    return np.arange(0, top + step + 1, step) - 0.5
+
+
+def plot_active_dims_per_image(
+    path: str | Path, active_per_image: np.ndarray, num_dims: int
+) -> Path:
+    """Histogram of the number of active dimensions of each image (out of ``num_dims``)."""
+    path = Path(path)
+    counts = np.asarray(active_per_image)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.hist(counts, bins=_integer_bins(counts, num_dims), color="tab:blue")
+    mean = float(counts.mean()) if counts.size else 0.0
+    ax.axvline(mean, color="tab:red", linestyle="--", label=f"mean {mean:.1f}")
+    ax.set_xlabel(f"active dimensions per image (of {num_dims})")
+    ax.set_ylabel("images")
+    ax.set_title("Active dimensions per image")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=_DPI)
+    plt.close(fig)
+    return path
+
+
+def plot_gate_open_rates(path: str | Path, gate_open: np.ndarray) -> Path:
+    """BayesNCL's hard gate: histogram of each dimension's open rate (share of images with the
+    gate open) and of the number of open gates per image. ``gate_open`` is ``(N, k)`` bool."""
+    path = Path(path)
+    gate_open = np.asarray(gate_open, dtype=bool)
+    rates = gate_open.mean(axis=0) if gate_open.size else np.zeros(gate_open.shape[1])
+    per_image = gate_open.sum(axis=1)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.hist(rates, bins=np.linspace(0, 1, 21), color="tab:purple")
+    left.set_xlabel("gate-open rate (share of images)")
+    left.set_ylabel("dimensions")
+    left.set_title(
+        f"Per-dimension gate-open rate ({int((rates == 0).sum())} never, "
+        f"{int((rates == 1).sum())} always open)",
+        fontsize=9,
+    )
+    right.hist(per_image, bins=_integer_bins(per_image, gate_open.shape[1]), color="tab:green")
+    right.set_xlabel(f"open gates per image (of {gate_open.shape[1]})")
+    right.set_ylabel("images")
+    right.set_title(f"Open gates per image (mean {float(per_image.mean()):.1f})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=_DPI)
+    plt.close(fig)
+    return path

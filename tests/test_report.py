@@ -1,0 +1,187 @@
+"""The evaluation report command: every file written from a real checkpoint, clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("solo", reason="needs upstream solo-learn installed")
+pytest.importorskip("matplotlib", reason="the report pictures need matplotlib")
+
+from conftest import compose  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+from PIL import Image  # noqa: E402
+
+import solo_bayesncl  # noqa: E402,F401
+from solo_bayesncl.checkpoints import CheckpointError  # noqa: E402
+from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg  # noqa: E402
+from solo_bayesncl.evaluation.report import (  # noqa: E402
+    REPORT_FILES,
+    ReportError,
+    main,
+    write_report,
+)
+
+NUM_DIMS = 64
+
+
+def _checkpoint(folder: Path, config: str, image_folder: Path) -> Path:
+    """A solo-learn-layout checkpoint (``.ckpt`` + ``args.json``) of an untrained model."""
+    from solo.methods import METHODS
+
+    cfg = prepare_pretrain_cfg(
+        compose(
+            "scripts/pretrain/cifar",
+            config,
+            [
+                "data.dataset=custom",
+                f"data.train_path={image_folder / 'train'}",
+                f"data.val_path={image_folder / 'val'}",
+                "method_kwargs.proj_hidden_dim=32",
+                f"method_kwargs.proj_output_dim={NUM_DIMS}",
+                "optimizer.batch_size=8",
+                "accelerator=cpu",
+            ],
+        ),
+        check_data=False,
+    )
+    torch.manual_seed(0)
+    model = METHODS[cfg.method](cfg)
+    folder.mkdir(parents=True)
+    path = folder / "last.ckpt"
+    torch.save({"state_dict": model.state_dict()}, path)
+    (folder / "args.json").write_text(json.dumps(OmegaConf.to_container(cfg, resolve=True)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def checkpoints(image_folder, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    return {
+        name: _checkpoint(root / name, f"{name}.yaml", image_folder) for name in ("bayesncl", "ncl")
+    }
+
+
+def _valid_png(path: Path) -> tuple[int, int]:
+    with Image.open(path) as image:
+        image.verify()
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        return image.size
+
+
+@pytest.fixture(scope="module")
+def bayesncl_report(checkpoints, image_folder, tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("reports") / "bayesncl"
+    report = write_report(
+        checkpoints["bayesncl"],
+        out,
+        image_folder / "val",
+        batch_size=8,
+        num_workers=0,
+        top_dims=6,
+        images_per_dim=5,
+        shuffle_permutations=2,
+        progress=False,
+    )
+    return out, report
+
+
+def test_bayesncl_report_writes_every_file(bayesncl_report, image_folder):
+    out, report = bayesncl_report
+    for name in (*REPORT_FILES, "gate_open_rates.png"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+        if name.endswith(".png"):
+            width, height = _valid_png(out / name)
+            assert width > 100 and height > 100, name
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    assert saved["method"] == "bayesncl" and saved["num_images"] == 24  # 4 classes x 6 images
+    assert str(image_folder / "val") in saved["dataset"]
+    for key in ("metrics", "metrics_soft_gate"):
+        metrics = saved[key]
+        assert metrics["num_samples"] == 24 and metrics["num_dims"] == NUM_DIMS
+        assert "semantic_consistency_shuffled" in metrics and "retrieval_p@1" in metrics
+    # the soft gate closes nothing: only phi's zeros remain, never more than the hard gate's
+    hard, soft = saved["metrics"], saved["metrics_soft_gate"]
+    assert soft["active_dims"] >= hard["active_dims"] and soft["sparsity"] <= hard["sparsity"]
+    gate = saved["gate_open_rate"]
+    assert 0.0 <= gate["min"] <= gate["mean"] <= gate["max"] <= 1.0
+    assert len(saved["top_dimensions"]) <= 6
+    markdown = (out / "metrics.md").read_text()
+    assert "| metric | hard gate | soft gate |" in markdown
+    assert "label-shuffled baseline" in markdown and "zeroes no entry" in markdown
+
+
+def test_bundle_matches_the_metrics_and_feeds_the_dashboard(bayesncl_report):
+    from solo_bayesncl.dashboard.bundle import load_feature_bundle
+    from solo_bayesncl.metrics import compute_interpretability_metrics
+
+    out, report = bayesncl_report
+    bundle = load_feature_bundle(out)
+    assert bundle.method == "bayesncl"
+    assert bundle.features.shape == (24, NUM_DIMS)
+    assert bundle.class_names == ["class0", "class1", "class2", "class3"]
+    assert sorted(np.bincount(bundle.labels).tolist()) == [6, 6, 6, 6]
+    assert bundle.thumbnails.shape[0] == 24 and bundle.thumbnails.dtype == np.uint8
+    assert bundle.thumbnails.max() > 100  # un-normalised images, not a black square
+    assert bundle.gate_open_rate is not None and bundle.gate_open_rate.shape == (NUM_DIMS,)
+    again = compute_interpretability_metrics(
+        torch.from_numpy(bundle.features), torch.from_numpy(bundle.labels), 4
+    )
+    for key in ("sparsity", "active_dims", "semantic_consistency", "retrieval_p@5"):
+        assert again[key] == pytest.approx(report["metrics"][key], abs=1e-6), key
+
+
+def test_ncl_report_has_no_gate_picture(checkpoints, image_folder, tmp_path):
+    out = tmp_path / "ncl"
+    report = write_report(
+        checkpoints["ncl"],
+        out,
+        batch_size=16,
+        max_images=10,
+        num_workers=0,
+        top_dims=4,
+        shuffle_permutations=1,
+        progress=False,
+    )
+    for name in REPORT_FILES:
+        assert (out / name).is_file(), name
+    assert not (out / "gate_open_rates.png").exists()
+    assert report["num_images"] == 10 and "metrics_soft_gate" not in report
+    assert "gate_open_rates.png: not drawn, ncl has no gate" in (out / "metrics.md").read_text()
+
+
+def test_refuses_a_non_empty_report_folder(checkpoints, tmp_path):
+    (tmp_path / "old.txt").write_text("keep me")
+    with pytest.raises(ReportError, match=f"{tmp_path}.*--overwrite"):
+        write_report(checkpoints["ncl"], tmp_path, progress=False)
+    assert (tmp_path / "old.txt").read_text() == "keep me"
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path, capsys):
+    missing = tmp_path / "nowhere" / "last.ckpt"
+    with pytest.raises(CheckpointError, match=f"checkpoint {missing} does not exist"):
+        write_report(missing, tmp_path / "out", progress=False)
+    assert main([str(missing), "--out", str(tmp_path / "out")]) == 2
+    assert f"error: checkpoint {missing} does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_method_is_a_clear_error(checkpoints, tmp_path, capsys):
+    folder = tmp_path / "byol"
+    folder.mkdir()
+    path = folder / "last.ckpt"
+    path.write_bytes(checkpoints["ncl"].read_bytes())
+    args = json.loads((checkpoints["ncl"].parent / "args.json").read_text())
+    args["method"] = "byol"
+    (folder / "args.json").write_text(json.dumps(args))
+    pattern = rf"{path}: method 'byol' is not supported; allowed: bayesncl, ncl, simclr, mocov2plus"
+    with pytest.raises(CheckpointError, match=pattern):
+        write_report(path, tmp_path / "out", progress=False)
+    assert main([str(path), "--out", str(tmp_path / "out2")]) == 2
+    assert "method 'byol' is not supported" in capsys.readouterr().err
