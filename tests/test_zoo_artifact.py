@@ -166,3 +166,19 @@ def test_cli_verify(tmp_path, capsys):
     assert f"expected {'f' * 64}, got {res.sha256}" in capsys.readouterr().err
     assert main(["verify", str(tmp_path / "toy.pt.sha256")]) == 2
     assert "is not a zoo artifact" in capsys.readouterr().err
+
+
+def test_reexport_of_an_artifact_to_fp16_keeps_figures(tmp_path):
+    from solo_bayesncl.zoo import export_checkpoint
+
+    state = make_state()
+    first = export_state_dict(
+        state, make_cfg("ncl"), "ncl-toy", tmp_path / "a", metrics={"acc": 3.0}
+    )
+    again = export_checkpoint(first.path, name="ncl-toy-fp16", out_dir=tmp_path / "b", fp16=True)
+    assert again.entry["metrics"] == {"acc": 3.0} and again.entry["method"] == "ncl"
+    assert again.entry["config"] == first.entry["config"]
+    restored = open_artifact(again.path).state_dict
+    torch.testing.assert_close(
+        restored["projector.weight"], state["projector.weight"], atol=1e-3, rtol=1e-3
+    )

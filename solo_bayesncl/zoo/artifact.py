@@ -83,9 +83,9 @@ def write_artifact(artifact: Artifact, path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def _load_dict(path: Path, map_location: Any) -> dict[str, Any]:
+def _load_dict(path: Path, map_location: Any, mmap: bool = False) -> dict[str, Any]:
     try:
-        data = torch.load(path, map_location=map_location, weights_only=True)
+        data = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise ArtifactError(f"zoo artifact {path} does not exist") from None
     except Exception as err:
@@ -103,9 +103,12 @@ def _load_dict(path: Path, map_location: Any) -> dict[str, Any]:
 
 
 def is_artifact(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` is a readable zoo artifact (any other file gives False)."""
+    """True when ``path`` is a readable zoo artifact (any other file gives False).
+
+    The tensors are memory-mapped, not read, so this is cheap on large files.
+    """
     try:
-        _load_dict(Path(path), "cpu")
+        _load_dict(Path(path), "cpu", mmap=True)
     except ArtifactError:
         return False
     return True

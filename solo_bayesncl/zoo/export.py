@@ -203,14 +203,17 @@ def export_checkpoint(
 
     ``ckpt`` is a Lightning ``.ckpt`` with solo-learn's ``args.json`` beside it, in solo-learn's
     layout or the official BayesNCL / NCL codes' (read by
-    :func:`solo_bayesncl.checkpoints.load_checkpoint`). ``metrics`` is a mapping or a JSON file;
-    by default ``metrics.json`` beside the checkpoint is used when it exists.
+    :func:`solo_bayesncl.checkpoints.load_checkpoint`), or a zoo artifact (re-export, e.g. to
+    fp16). ``metrics`` is a mapping or a JSON file; by default an artifact's own figures, else
+    ``metrics.json`` beside the checkpoint when it exists, else none.
     """
     from solo_bayesncl.checkpoints import load_checkpoint
 
     ckpt = Path(ckpt)
     loaded = load_checkpoint(ckpt)
-    if metrics is None and (ckpt.parent / METRICS_FILE).is_file():
+    if metrics is None and getattr(loaded, "metrics", None):
+        metrics = loaded.metrics  # re-export of a zoo artifact keeps its figures
+    elif metrics is None and (ckpt.parent / METRICS_FILE).is_file():
         metrics = ckpt.parent / METRICS_FILE
     if isinstance(metrics, str | os.PathLike):
         try:

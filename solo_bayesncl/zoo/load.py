@@ -13,7 +13,6 @@ from typing import Any, Literal
 
 import torch
 
-from .artifact import open_artifact
 from .fetch import DEFAULT_TIMEOUT, download
 from .manifest import ZooEntry
 
@@ -28,20 +27,18 @@ def load_artifact(
 ) -> torch.nn.Module:
     """Build the model stored in a local zoo artifact, in eval mode on ``device``.
 
+    Any checkpoint that :func:`solo_bayesncl.checkpoints.load_checkpoint` reads is accepted too
+    (a solo-learn ``.ckpt`` with its ``args.json``, the official codes' layout).
+
     ``as_="method"`` gives the solo-learn LightningModule (``METHODS[cfg.method](cfg)`` with the
     weights loaded strictly); ``as_="backbone"`` gives the bare backbone (no fc), with the stem
     the config implies.
     """
     if as_ not in _LOAD_AS:
         raise ValueError(f"as_ must be one of {_LOAD_AS}, got {as_!r}")
-    from omegaconf import OmegaConf
+    from solo_bayesncl.checkpoints import build_backbone, build_method, load_checkpoint
 
-    from solo_bayesncl.checkpoints import LoadedCheckpoint, build_backbone, build_method
-
-    art = open_artifact(path)
-    loaded = LoadedCheckpoint(
-        cfg=OmegaConf.create(art.cfg), state_dict=art.state_dict, method=art.method
-    )
+    loaded = load_checkpoint(path)  # reads zoo artifacts through .artifact.read_artifact
     build = build_method if as_ == "method" else build_backbone
     return build(loaded, device=device)
 
