@@ -99,17 +99,36 @@ def plot_top_activations(
     path = Path(path)
     dims = list(dims)
     rows = max(len(dims), 1)
-    thumb_w = thumbnails.shape[2] if thumbnails.size else 32
-    fig_w = 3.2 + per_dim * 0.9
-    fig, axes = plt.subplots(rows, 1, figsize=(fig_w, 0.3 + 0.95 * rows), squeeze=False)
-    fig.subplots_adjust(left=3.0 / fig_w, right=0.99, top=1 - 0.25 / (0.3 + 0.95 * rows))
-    fig.suptitle(
-        f"Top-{per_dim} activating validation images of the {len(dims)} most used dimensions "
-        "(border: green = majority class, red = other)",
+    h, w = thumbnails.shape[1:3] if thumbnails.size else (32, 32)
+    strip_aspect = (per_dim * w + (per_dim - 1) * max(2, w // 16)) / h
+    # explicit layout in inches: label column, image strips, title band
+    row_h, gap_h, label_w, title_h, margin = 0.85, 0.12, 2.1, 0.45, 0.15
+    strip_w = row_h * strip_aspect
+    fig_w = label_w + strip_w + margin
+    fig_h = title_h + rows * (row_h + gap_h) + margin
+    fig = plt.figure(figsize=(fig_w, fig_h))
+    fig.text(
+        0.5,
+        1 - 0.5 * title_h / fig_h,
+        f"Top-{per_dim} activating validation images of the {len(dims)} most used dimensions\n"
+        "border: green = the dimension's majority class, red = another class",
+        ha="center",
+        va="center",
         fontsize=9,
     )
+    axes = [
+        fig.add_axes(
+            (
+                label_w / fig_w,
+                1 - (title_h + (r + 1) * (row_h + gap_h) - gap_h) / fig_h,
+                strip_w / fig_w,
+                row_h / fig_h,
+            )
+        )
+        for r in range(rows)
+    ]
     active_count = stats.active_count.numpy()
-    for ax, dim in zip(axes[:, 0], dims or [None], strict=False):
+    for ax, dim in zip(axes, dims or [None], strict=False):
         ax.set_xticks([])
         ax.set_yticks([])
         for spine in ax.spines.values():
@@ -124,9 +143,9 @@ def plot_top_activations(
         strip = (
             _strip(thumbnails[order], labels[order], majority, per_dim)
             if thumbnails.size
-            else np.full((thumb_w, thumb_w * per_dim, 3), 255, dtype=np.uint8)
+            else np.full((h, w * per_dim, 3), 255, dtype=np.uint8)
         )
-        ax.imshow(strip, interpolation="nearest")
+        ax.imshow(strip, interpolation="nearest", aspect="auto")
         ax.set_ylabel(
             f"dim {dim}\n{_class_name(class_names, majority)}\n"
             f"purity {float(stats.purity[dim]):.2f}, n={int(active_count[dim])}",
@@ -170,12 +189,13 @@ def plot_class_histograms(
         colours = ["tab:orange" if c == majority else "tab:blue" for c in x]
         ax.bar(x, counts, color=colours, width=0.85)
         ax.set_title(
-            f"dim {dim}: {_class_name(class_names, majority)} ({float(stats.purity[dim]):.2f})",
+            f"dim {dim}: {_class_name(class_names, majority)} "
+            f"(purity {float(stats.purity[dim]):.2f}, n={int(counts.sum())})",
             fontsize=8,
         )
         ax.tick_params(labelsize=6)
         if show_names:
-            ax.set_xticks(x, [str(c)[:10] for c in class_names[:num_classes]], rotation=60)
+            ax.set_xticks(x, [str(c)[:12] for c in class_names[:num_classes]], rotation=60)
         else:
             ax.set_xlabel("class index", fontsize=7)
     if not dims:
@@ -210,9 +230,11 @@ def plot_retrieval_precision(
     fig, ax = plt.subplots(figsize=(6, 4))
     styles = ["-", "--", ":", "-."]
     plotted = False
+    ticks: set[int] = set()
     for s, (setting, metrics) in enumerate(metrics_by_setting.items()):
         for c, (k, points) in enumerate(retrieval_curves(metrics).items()):
             ms, values = zip(*points, strict=True)
+            ticks.update(ms)
             ax.plot(
                 ms,
                 values,
@@ -224,6 +246,8 @@ def plot_retrieval_precision(
             plotted = True
     if plotted:
         ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(ticks), [str(m) for m in sorted(ticks)])
+        ax.minorticks_off()
         ax.legend(fontsize=8)
     else:
         ax.text(0.5, 0.5, "retrieval precision not computed", ha="center", va="center")

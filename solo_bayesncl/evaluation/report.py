@@ -244,8 +244,8 @@ def _markdown(report: dict[str, Any], pictures: list[str], skipped: list[str]) -
             "",
             "The soft gate (`u * alpha`) zeroes no entry (alpha never reaches 0), so on the "
             "threshold-based metrics (active dims, sparsity, semantic consistency and entropies) "
-            "it reads exactly like no gate at all; the hard gate is the representation BayesNCL "
-            "is judged on.",
+            "it reads exactly like no gate at all, i.e. like NCL's `normalize(phi(z))`: only the "
+            "zeros of `phi` remain. The hard gate is the representation BayesNCL is judged on.",
         ]
     else:
         lines += ["| metric | value |", "|---|---:|"]
