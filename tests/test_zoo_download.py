@@ -233,7 +233,7 @@ def _self_signed_cert(folder: Path) -> Path:
     return both
 
 
-def test_download_by_name_from_user_manifest_over_https(tmp_path, monkeypatch):
+def test_download_by_name_from_user_manifest_over_https(tmp_path, monkeypatch, capsys):
     """A user's published manifest (https, as the schema demands) found by name."""
     pem = _self_signed_cert(tmp_path)
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(pem))
@@ -246,4 +246,49 @@ def test_download_by_name_from_user_manifest_over_https(tmp_path, monkeypatch):
         assert "test-ncl" in [e.name for e in list_models()]
         path = download("test-ncl", progress=False)
         assert srv.requests == ["/m.pt"]
+        from solo_bayesncl.zoo.cli import main
+
+        assert main(["download", "test-ncl", "--no-progress"]) == 0  # cached: no request
+        assert srv.requests == ["/m.pt"]
+    assert capsys.readouterr().out.strip() == str(path)
     assert path.read_bytes() == PAYLOAD
+
+
+def test_check_fetch_flags_a_url_that_does_not_hold_the_file(tmp_path, monkeypatch, capsys):
+    """``check --fetch``: every URL of every entry must serve the exact bytes."""
+    from solo_bayesncl.zoo.cli import main
+
+    pem = _self_signed_cert(tmp_path)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(pem))
+    routes = {"/m.pt": ("ok", PAYLOAD), "/other.pt": ("ok", PAYLOAD[::-1])}
+    with serving(routes, tls_cert=pem) as srv:
+        manifest = tmp_path / "mine.json"
+
+        def publish(*paths: str) -> None:
+            entry = make_entry([srv.url(p) for p in paths]).to_dict()
+            doc = {"format": "solo-bayesncl-zoo-manifest/1", "models": [entry]}
+            manifest.write_text(json.dumps(doc))
+
+        publish("/m.pt")
+        assert main(["check", str(manifest), "--fetch"]) == 0
+        assert f"{srv.url('/m.pt')} OK" in capsys.readouterr().out
+        publish("/m.pt", "/gone.pt", "/other.pt")
+        assert main(["check", str(manifest), "--fetch"]) == 1
+        err = capsys.readouterr().err
+        assert f"{srv.url('/gone.pt')} FAILED" in err and "404" in err
+        assert f"{srv.url('/other.pt')} FAILED" in err and "sha256 mismatch" in err
+    assert all_files(tmp_path / "cache") == []  # checks use a temporary cache
+
+
+def test_interrupt_mid_transfer_removes_the_partial_file(tmp_path, monkeypatch):
+    """Ctrl-C while bytes arrive: the exception propagates and no file is left behind."""
+    from solo_bayesncl.zoo import fetch
+
+    def half_then_interrupt(url, dest, progress, timeout):
+        dest.write_bytes(PAYLOAD[:1000])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fetch, "_fetch_to", half_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        download(make_entry(["http://127.0.0.1:9/a.pt"]), progress=False)
+    assert all_files(tmp_path / "cache") == []

@@ -164,3 +164,9 @@ def test_cli_list_and_check(tmp_path, monkeypatch, capsys):
     bad = _write(tmp_path / "bad.json", [dict(GOOD, size=-1)])
     assert main(["check", str(bad)]) == 2
     assert "size must be a positive integer" in capsys.readouterr().err
+
+
+def test_installed_copy_equals_the_manifest():
+    """The package ships a copy (package data); it must not drift from ``zoo/manifest.json``."""
+    packaged = ROOT / "solo_bayesncl" / "zoo" / "manifest.json"
+    assert packaged.read_bytes() == SHIPPED.read_bytes()

@@ -10,8 +10,8 @@ An ENTRY has the required fields of :data:`REQUIRED_FIELDS` (see :class:`ZooEntr
 the optional ones of :data:`OPTIONAL_FIELDS`. :func:`validate_entry` is the schema: it checks
 every field and the agreement between the entry and the config it carries.
 
-Where manifests are read from (:func:`manifest_paths`): the ``zoo/manifest.json`` shipped with
-the project, then every file named in the environment variable ``SOLO_BAYESNCL_MANIFEST``
+Where manifests are read from (:func:`manifest_paths`): the project's ``zoo/manifest.json``
+(installed as ``solo_bayesncl/zoo/manifest.json``), then every file named in the environment variable ``SOLO_BAYESNCL_MANIFEST``
 (separated by ``os.pathsep``), which is how a user lists their own published weights.
 """
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,10 +199,12 @@ def _check_config_agrees(config: Mapping[str, Any], data: Mapping[str, Any], whe
 
 
 def default_manifest_path() -> Path | None:
-    """The project's ``zoo/manifest.json``: in a source checkout or installed as data."""
+    """The project's manifest: ``zoo/manifest.json`` of a source checkout, else the copy
+    installed with the package (``solo_bayesncl/zoo/manifest.json``, kept identical by a test).
+    """
     candidates = (
         Path(__file__).resolve().parents[2] / "zoo" / "manifest.json",
-        Path(sys.prefix) / "share" / "solo-bayesncl" / "zoo" / "manifest.json",
+        Path(__file__).resolve().parent / "manifest.json",
     )
     return next((p for p in candidates if p.is_file()), None)
 
