@@ -15,10 +15,9 @@ Example::
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from solo_bayesncl.distributed import gather_no_grad, gather_with_grad, rank
-from solo_bayesncl.nonneg import non_negative
+from solo_bayesncl.nonneg import non_negative, resolve_non_neg
 
 __all__ = [
     "gated_representation",
@@ -28,9 +27,30 @@ __all__ = [
 ]
 
 
+def _normalize_rows(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """``x / ||x||`` along the last dim, like ``F.normalize``; an all-zero row stays zero and
+    passes zero gradient.
+
+    ``F.normalize`` divides by ``max(||x||, eps)``, so at an all-zero row (every gate closed, or
+    ``rep_relu`` of an all-negative row) it multiplies the incoming gradient by ``1 / eps =
+    1e12``: finite in float32 but inf once cast to fp16 (e.g. into the gating head under mixed
+    precision). ``x / ||x||`` has no limit at 0, so such a row's gradient is taken as zero.
+    """
+    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    return torch.where(norm > 0, x / norm.clamp_min(eps), torch.zeros_like(x))
+
+
 def non_negative_representation(z: torch.Tensor, non_neg: str = "relu") -> torch.Tensor:
-    """``u = phi(z) / ||phi(z)||`` in float32; a row whose ``phi(z)`` is all zero stays zero."""
-    return F.normalize(non_negative(z.float(), non_neg), dim=-1)
+    """``u = phi(z) / ||phi(z)||`` in float32; a row whose ``phi(z)`` is all zero stays zero.
+
+    For ``exp`` the row maximum is subtracted first: ``normalize(exp(z - c)) = normalize(exp(z))``
+    for any per-row ``c``, and without the shift ``exp`` overflows float32 (``z`` > 88, or its
+    squared norm from ``z`` > 44) and the row becomes NaN or silently zero.
+    """
+    z = z.float()
+    if resolve_non_neg(non_neg) == "exp":
+        z = z - z.detach().amax(dim=-1, keepdim=True)
+    return _normalize_rows(non_negative(z, non_neg))
 
 
 def gated_representation(
@@ -39,18 +59,21 @@ def gated_representation(
     """``v = normalize(u * m)`` with ``u = normalize(phi(z))`` (DESIGN 2.5).
 
     ``mask`` is the gate (hard with straight-through, or soft ``alpha``). A sample whose gates are
-    all closed gives ``v = 0`` with finite gradients.
+    all closed gives ``v = 0``; its gates then get no gradient from the InfoNCE term (only the KL's).
     """
     u = non_negative_representation(z, non_neg)
-    return F.normalize(u * mask.float(), dim=-1)
+    return _normalize_rows(u * mask.float())
 
 
 def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
-    """Keeps the ``k`` largest entries of every row and zeroes the others (NCL+TopK baseline)."""
+    """Keeps the ``k`` largest entries of every row and zeroes the others (NCL+TopK baseline).
+
+    Exactly ``k`` per row: among tied values, the ones ``torch.topk`` returns are kept.
+    """
     if k >= z.shape[-1]:
         return z
-    kth = torch.topk(z, k, dim=-1).values[..., -1:]
-    return z * (z >= kth).to(z.dtype)
+    keep = torch.zeros_like(z).scatter_(-1, torch.topk(z, k, dim=-1).indices, 1.0)
+    return z * keep
 
 
 def info_nce_loss(
