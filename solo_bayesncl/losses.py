@@ -23,11 +23,12 @@ __all__ = [
     "gated_representation",
     "info_nce_loss",
     "keep_top_k",
+    "normalize_rows",
     "non_negative_representation",
 ]
 
 
-def _normalize_rows(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+def normalize_rows(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     """``x / ||x||`` along the last dim, like ``F.normalize``; an all-zero row stays zero and
     passes zero gradient.
 
@@ -50,7 +51,7 @@ def non_negative_representation(z: torch.Tensor, non_neg: str = "relu") -> torch
     z = z.float()
     if resolve_non_neg(non_neg) == "exp":
         z = z - z.detach().amax(dim=-1, keepdim=True)
-    return _normalize_rows(non_negative(z, non_neg))
+    return normalize_rows(non_negative(z, non_neg))
 
 
 def gated_representation(
@@ -62,7 +63,7 @@ def gated_representation(
     all closed gives ``v = 0``; its gates then get no gradient from the InfoNCE term (only the KL's).
     """
     u = non_negative_representation(z, non_neg)
-    return _normalize_rows(u * mask.float())
+    return normalize_rows(u * mask.float())
 
 
 def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:

@@ -15,7 +15,10 @@ PLUGIN_METHODS: tuple[str, ...] = ("bayesncl", "ncl")
 
 def solo_learn_available() -> bool:
     """True when upstream solo-learn (package ``solo``) can be imported."""
-    return importlib.util.find_spec("solo") is not None
+    try:
+        return importlib.util.find_spec("solo") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def register_methods() -> bool:

@@ -198,3 +198,25 @@ def test_metrics_package_is_host_independent() -> None:
             for name in names:
                 root = name.split(".")[0]
                 assert root not in {"solo", "lightning", "pytorch_lightning"}, (path.name, name)
+
+
+def test_one_shot_functions_cross_row_blocks() -> None:
+    """More rows than one internal block (1024): block sums must add up."""
+    gen = torch.Generator().manual_seed(11)
+    features = torch.rand(2500, 8, generator=gen, dtype=torch.float64)
+    features[features < 0.6] = 0
+    labels = torch.randint(0, 3, (2500,), generator=gen)
+    ref = loop_reference
+    assert metrics.sparsity(features) == pytest.approx(ref.sparsity_loop(features), abs=1e-12)
+    assert metrics.semantic_consistency(features, labels, 3) == pytest.approx(
+        ref.semantic_consistency_loop(features, labels, 3), abs=1e-12
+    )
+    assert metrics.semantic_entropy(features, labels, 3) == pytest.approx(
+        ref.semantic_entropy_loop(features, labels, 3), abs=1e-12
+    )
+    assert metrics.shuffled_semantic_consistency(features, labels, 3, permutations=2) == (
+        pytest.approx(ref.shuffled_semantic_consistency_loop(features, labels, 3, permutations=2))
+    )
+    assert metrics.effective_rank(features).rank == pytest.approx(
+        ref.effective_rank_loop(features)[0], abs=1e-9
+    )

@@ -262,7 +262,8 @@ def build_val_dataset(cfg: omegaconf.DictConfig, transform=None) -> Dataset | No
         dataset = FashionMNIST("val", transform=transform, root=cfg.data.val_path)
         fraction = float(OmegaConf.select(cfg, "data.val_fraction", default=-1) or -1)
         return _stratified_subset(dataset, dataset.targets, fraction)
-    if cfg.data.val_path is None or (name == "custom" and cfg.data.no_labels):
+    no_labels = bool(OmegaConf.select(cfg, "data.no_labels", default=False))
+    if cfg.data.val_path is None or (name == "custom" and no_labels):
         return None
     if name == "custom":
         from torchvision.datasets import ImageFolder

@@ -18,7 +18,7 @@ import torch
 from solo.utils.misc import omegaconf_select
 
 from solo_bayesncl.gates import BernoulliGate, GateOutput, bernoulli_kl, resolve_gate_type
-from solo_bayesncl.losses import info_nce_loss
+from solo_bayesncl.losses import info_nce_loss, normalize_rows
 from solo_bayesncl.methods.config_checks import ConfigError, require_range
 from solo_bayesncl.methods.ncl import NCL, batch_feature_stats, make_mlp
 
@@ -151,7 +151,7 @@ class BayesNCL(NCL):
 
     def _gated(self, z: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         u = NCL.representation(self, {"z": z})
-        return torch.nn.functional.normalize(u * mask, dim=-1)
+        return normalize_rows(u * mask)
 
     def training_step(self, batch: Sequence[Any], batch_idx: int) -> torch.Tensor:
         """InfoNCE on the gated representation + lambda * KL + the online classifier loss."""

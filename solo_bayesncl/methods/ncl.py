@@ -15,7 +15,7 @@ from solo.methods.base import BaseMethod
 from solo.utils.misc import omegaconf_select
 from torch import nn
 
-from solo_bayesncl.losses import info_nce_loss, keep_top_k, non_negative_representation
+from solo_bayesncl.losses import info_nce_loss, keep_top_k, normalize_rows
 from solo_bayesncl.methods.config_checks import ConfigError, require_positive_int, require_range
 from solo_bayesncl.nonneg import non_negative, resolve_non_neg
 
@@ -120,7 +120,10 @@ class NCL(BaseMethod):
 
     def non_negative_features(self, z: torch.Tensor) -> torch.Tensor:
         """``phi(z)`` in float32, with the top-k filter when ``use_topk``."""
-        z_pos = non_negative(z.float(), self.non_neg)
+        z = z.float()
+        if self.non_neg == "exp":  # scale-free after normalisation; avoids float32 overflow
+            z = z - z.detach().amax(dim=-1, keepdim=True)
+        z_pos = non_negative(z, self.non_neg)
         return keep_top_k(z_pos, self.topk_k) if self.use_topk else z_pos
 
     def representation(self, out: dict[str, Any], gate: str = "hard") -> torch.Tensor:
@@ -128,7 +131,7 @@ class NCL(BaseMethod):
 
         ``gate`` is accepted for a uniform interface with BayesNCL and ignored.
         """
-        return non_negative_representation(self.non_negative_features(out["z"]), "none")
+        return normalize_rows(self.non_negative_features(out["z"]))
 
     def training_step(self, batch: Sequence[Any], batch_idx: int) -> torch.Tensor:
         """InfoNCE on ``normalize(phi(z))`` over all crops plus the online classifier loss."""

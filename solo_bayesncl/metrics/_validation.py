@@ -27,8 +27,10 @@ def as_features(features: Any, name: str = "features") -> torch.Tensor:
         raise ValueError(f"{name} must be a floating-point tensor, got dtype {features.dtype}")
     if features.dtype in (torch.float16, torch.bfloat16):
         features = features.float()
-    if not bool(torch.isfinite(features).all()):
-        raise ValueError(f"{name} contains NaN or Inf values")
+    if features.numel():
+        low, high = torch.aminmax(features)  # NaN propagates; one cheap pass
+        if not bool(torch.isfinite(low) & torch.isfinite(high)):
+            raise ValueError(f"{name} contains NaN or Inf values")
     return features
 
 
@@ -73,6 +75,18 @@ def check_eps(eps: float) -> float:
     return eps
 
 
-def compute_dtype(features: torch.Tensor) -> torch.dtype:
-    """Dtype for per-batch arithmetic: the feature dtype, at least float32."""
-    return torch.float64 if features.dtype == torch.float64 else torch.float32
+#: Rows per block in the one-shot functions: small blocks keep temporaries cheap to allocate.
+ROW_CHUNK: int = 1024
+
+
+def nonzero_mask(features: torch.Tensor, eps: float) -> torch.Tensor:
+    """Boolean mask ``|F_ij| > eps`` (computed without a float temporary)."""
+    return (features > eps) | (features < -eps)
+
+
+def absolute_column_sums(features: torch.Tensor) -> torch.Tensor:
+    """``sum_i |F_ij|`` as float64 (float32 sums within ``ROW_CHUNK``-row blocks for float32)."""
+    total = torch.zeros(features.shape[1], dtype=torch.float64, device=features.device)
+    for start in range(0, features.shape[0], ROW_CHUNK):
+        total += features[start : start + ROW_CHUNK].abs().sum(dim=0).double()
+    return total

@@ -37,6 +37,7 @@ from solo_bayesncl.metrics._validation import (
     as_labels,
     check_eps,
     check_num_classes,
+    nonzero_mask,
 )
 from solo_bayesncl.metrics.baseline import shuffled_consistencies_from_masks
 from solo_bayesncl.metrics.dimension_stats import DimensionStats, dimension_stats_from_sums
@@ -141,7 +142,7 @@ class InterpretabilityAccumulator:
         retrieval_dim_counts: Sequence[int] | None = None,
         retrieval_max_samples: int | None = None,
         retrieval_device: str | torch.device | None = "cpu",
-        chunk_size: int = 4096,
+        chunk_size: int = 1024,
     ) -> None:
         self.num_classes = check_num_classes(num_classes)
         self.eps = check_eps(eps)
@@ -210,9 +211,8 @@ class InterpretabilityAccumulator:
             )
 
     def _update_chunk(self, features: torch.Tensor, labels: torch.Tensor) -> None:
-        absolute = features.abs()
-        self._raw_active += (absolute > self.eps).sum(dim=0)
-        self._abs_sum += absolute.sum(dim=0, dtype=torch.float64)
+        self._raw_active += torch.count_nonzero(nonzero_mask(features, self.eps), dim=0)
+        self._abs_sum += features.abs().sum(dim=0).double()
         stats, mask = class_statistics_and_mask(features, labels, self.num_classes, self.eps)
         self._class_active += stats.class_active
         self._class_abs_sum += stats.class_abs_sum
@@ -301,7 +301,7 @@ def compute_interpretability_metrics(
     labels: torch.Tensor,
     num_classes: int,
     *,
-    batch_size: int = 4096,
+    batch_size: int = 1024,
     **options,
 ) -> dict[str, float]:
     """One-shot :class:`InterpretabilityAccumulator` over ``features`` (N x k) and ``labels``.

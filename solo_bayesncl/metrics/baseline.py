@@ -23,7 +23,7 @@ from solo_bayesncl.metrics._validation import (
     check_eps,
     check_num_classes,
 )
-from solo_bayesncl.metrics.semantics import activity_mask, consistency_from_counts
+from solo_bayesncl.metrics.semantics import class_statistics_chunked, consistency_from_counts
 
 
 def permuted_labels(labels: torch.Tensor, permutations: int, seed: int) -> torch.Tensor:
@@ -87,6 +87,8 @@ def shuffled_semantic_consistency(
     features = as_features(features)
     num_classes = check_num_classes(num_classes)
     labels = as_labels(labels, features.shape[0], num_classes, features.device)
-    _, mask = activity_mask(features, check_eps(eps))
-    values = shuffled_consistencies_from_masks([mask], labels, num_classes, permutations, seed)
+    _, masks = class_statistics_chunked(
+        features, labels, num_classes, check_eps(eps), with_sums=False, keep_masks=True
+    )
+    values = shuffled_consistencies_from_masks(masks, labels, num_classes, permutations, seed)
     return float(values.mean())

@@ -8,12 +8,13 @@ import torch
 
 from solo_bayesncl.metrics._validation import (
     EPS,
+    absolute_column_sums,
     as_features,
     as_labels,
     check_eps,
     check_num_classes,
 )
-from solo_bayesncl.metrics.semantics import ClassStatistics, class_statistics
+from solo_bayesncl.metrics.semantics import ClassStatistics, class_statistics_chunked
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,6 @@ def per_dimension_stats(
     features = as_features(features)
     num_classes = check_num_classes(num_classes)
     labels = as_labels(labels, features.shape[0], num_classes, features.device)
-    stats = class_statistics(features, labels, num_classes, check_eps(eps))
-    activation_sum = features.abs().sum(dim=0, dtype=torch.float64)
+    stats, _ = class_statistics_chunked(features, labels, num_classes, check_eps(eps))
+    activation_sum = absolute_column_sums(features)
     return dimension_stats_from_sums(stats, activation_sum, features.shape[0])

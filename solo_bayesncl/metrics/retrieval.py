@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from solo_bayesncl.metrics._validation import as_features, as_labels
+from solo_bayesncl.metrics._validation import absolute_column_sums, as_features, as_labels
 
 DEFAULT_KS: tuple[int, ...] = (1, 5, 10)
 SMALLEST_DIM_COUNT: int = 32
@@ -162,7 +162,7 @@ def retrieval_precision(
     labels = torch.as_tensor(np.asarray(labels)) if not isinstance(labels, torch.Tensor) else labels
     num_classes = int(labels.max()) + 1 if labels.numel() else 1
     labels = as_labels(labels, num_samples, num_classes, features.device)
-    order = rank_dimensions(features.abs().sum(dim=0, dtype=torch.float64))
+    order = rank_dimensions(absolute_column_sums(features))
     return retrieval_precision_from_vectors(
         features, labels, order, ks, dim_counts, query_indices, chunk_size
     )

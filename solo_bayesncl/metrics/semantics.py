@@ -20,6 +20,7 @@ import torch
 
 from solo_bayesncl.metrics._validation import (
     EPS,
+    ROW_CHUNK,
     as_features,
     as_labels,
     check_eps,
@@ -48,16 +49,24 @@ def activity_mask(features: torch.Tensor, eps: float = EPS) -> tuple[torch.Tenso
 
 
 def class_statistics_and_mask(
-    features: torch.Tensor, labels: torch.Tensor, num_classes: int, eps: float = EPS
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    eps: float = EPS,
+    with_sums: bool = True,
 ) -> tuple[ClassStatistics, torch.Tensor]:
-    """:func:`class_statistics` plus the boolean activity mask ``|Fn| > eps`` (B x k)."""
+    """:func:`class_statistics` plus the boolean activity mask ``|Fn| > eps`` (B x k).
+
+    With ``with_sums=False`` the ``class_abs_sum`` field is left as zeros (saves one pass).
+    """
     absn, mask = activity_mask(features, eps)
     dtype = absn.dtype
     num_dims = features.shape[1]
     class_active = torch.zeros(num_classes, num_dims, dtype=dtype, device=features.device)
     class_active.index_add_(0, labels, mask.to(dtype))
     class_abs_sum = torch.zeros(num_classes, num_dims, dtype=dtype, device=features.device)
-    class_abs_sum.index_add_(0, labels, absn)
+    if with_sums:
+        class_abs_sum.index_add_(0, labels, absn)
     class_count = torch.bincount(labels, minlength=num_classes)
     stats = ClassStatistics(class_active.double(), class_abs_sum.double(), class_count.double())
     return stats, mask
@@ -72,6 +81,37 @@ def class_statistics(
     2**24 samples per batch) and returned as float64, ready to be added to running sums.
     """
     return class_statistics_and_mask(features, labels, num_classes, eps)[0]
+
+
+def class_statistics_chunked(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    eps: float = EPS,
+    with_sums: bool = True,
+    keep_masks: bool = False,
+) -> tuple[ClassStatistics, list[torch.Tensor]]:
+    """:func:`class_statistics` over a whole matrix, ``ROW_CHUNK`` rows at a time.
+
+    Returns the summed statistics and, with ``keep_masks``, the per-block activity masks.
+    """
+    total: ClassStatistics | None = None
+    masks = []
+    for start in range(0, features.shape[0], ROW_CHUNK):
+        stop = start + ROW_CHUNK
+        stats, mask = class_statistics_and_mask(
+            features[start:stop], labels[start:stop], num_classes, eps, with_sums
+        )
+        total = (
+            stats
+            if total is None
+            else ClassStatistics(*(a + b for a, b in zip(total, stats, strict=True)))
+        )
+        if keep_masks:
+            masks.append(mask)
+    if total is None:
+        raise ValueError("features has no rows; the metrics need at least one sample")
+    return total, masks
 
 
 def consistency_from_counts(class_active: torch.Tensor) -> float:
@@ -135,7 +175,7 @@ def semantic_consistency(
     dimension is active.
     """
     features, labels, num_classes, eps = _prepare(features, labels, num_classes, eps)
-    stats = class_statistics(features, labels, num_classes, eps)
+    stats, _ = class_statistics_chunked(features, labels, num_classes, eps, with_sums=False)
     return consistency_from_counts(stats.class_active)
 
 
@@ -159,4 +199,5 @@ def semantic_entropy(
     active. The maximum is ``log C``.
     """
     features, labels, num_classes, eps = _prepare(features, labels, num_classes, eps)
-    return entropies_from_statistics(class_statistics(features, labels, num_classes, eps))
+    stats, _ = class_statistics_chunked(features, labels, num_classes, eps)
+    return entropies_from_statistics(stats)

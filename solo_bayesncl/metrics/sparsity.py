@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from solo_bayesncl.metrics._validation import EPS, as_features, check_eps
+from solo_bayesncl.metrics._validation import EPS, ROW_CHUNK, as_features, check_eps, nonzero_mask
 
 
 def active_dims_mask(features: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -17,7 +17,11 @@ def active_dims_mask(features: torch.Tensor, eps: float = EPS) -> torch.Tensor:
     sample ``i``.
     """
     features = as_features(features)
-    return (features.abs() > check_eps(eps)).any(dim=0)
+    eps = check_eps(eps)
+    mask = torch.zeros(features.shape[1], dtype=torch.bool, device=features.device)
+    for start in range(0, features.shape[0], ROW_CHUNK):
+        mask |= nonzero_mask(features[start : start + ROW_CHUNK], eps).any(dim=0)
+    return mask
 
 
 def active_dims(features: torch.Tensor, eps: float = EPS) -> int:
@@ -30,5 +34,8 @@ def sparsity(features: torch.Tensor, eps: float = EPS) -> float:
     features = as_features(features)
     if features.numel() == 0:
         raise ValueError("features is empty; sparsity needs at least one entry")
-    active = (features.abs() > check_eps(eps)).sum(dtype=torch.float64)
-    return float(1.0 - active / features.numel())
+    eps = check_eps(eps)
+    active = 0
+    for start in range(0, features.shape[0], ROW_CHUNK):
+        active += int(torch.count_nonzero(nonzero_mask(features[start : start + ROW_CHUNK], eps)))
+    return 1.0 - active / features.numel()

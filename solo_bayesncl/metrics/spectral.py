@@ -11,6 +11,7 @@ from typing import NamedTuple
 import torch
 
 from solo_bayesncl.metrics._validation import EPS, as_features, check_eps
+from solo_bayesncl.metrics.sparsity import active_dims_mask
 
 
 class EffectiveRank(NamedTuple):
@@ -20,7 +21,7 @@ class EffectiveRank(NamedTuple):
     entropy: float
 
 
-def gram_matrix(features: torch.Tensor, chunk_size: int = 4096) -> torch.Tensor:
+def gram_matrix(features: torch.Tensor, chunk_size: int = 1024) -> torch.Tensor:
     """``F^T F`` in float64 (rows processed ``chunk_size`` at a time)."""
     features = as_features(features)
     num_dims = features.shape[1]
@@ -97,7 +98,7 @@ def orthogonality_error(features: torch.Tensor, eps: float = EPS) -> float:
     0.0 when fewer than two dimensions are active.
     """
     features = as_features(features)
-    active = (features.abs() > check_eps(eps)).any(dim=0)
+    active = active_dims_mask(features, check_eps(eps))
     return orthogonality_from_gram(
         gram_matrix(features[:, active]), torch.ones(int(active.sum()), dtype=torch.bool)
     )
