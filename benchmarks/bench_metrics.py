@@ -1,0 +1,253 @@
+"""Benchmark: vectorised/streaming interpretability metrics against per-dimension loops.
+
+Makes sparse non-negative features (about 70% zeros, each dimension mildly selective for one
+class), times every metric of ``solo_bayesncl.metrics`` against its loop in
+``solo_bayesncl.metrics.loop_reference``, checks that the values agree, then times the whole set
+(one streaming accumulator pass serving every metric) against the sum of the loops.
+
+Vectorised timings are the best of ``--repeat`` runs; each loop runs once. The retrieval loop
+runs ``--loop-queries`` queries (a seeded random subset, full gallery) and its time is scaled by
+``n / loop-queries``; its values are compared with the vectorised function on the same queries.
+
+    python benchmarks/bench_metrics.py --n 10000 --k 2048 --classes 100 --device cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Callable
+
+import torch
+
+from solo_bayesncl import metrics
+from solo_bayesncl.metrics import loop_reference as loops
+
+TARGET_PER_METRIC = 3.0
+TARGET_WHOLE_SET = 10.0
+
+
+def make_features(
+    n: int, k: int, classes: int, zero_share: float, device: str, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Non-negative float32 features: dim j fires more often for class j % C."""
+    gen = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, classes, (n,), generator=gen)
+    preferred = torch.arange(k) % classes
+    boost = 0.5
+    base = max(0.0, (1 - zero_share) - boost / classes)
+    prob = base + boost * (labels[:, None] == preferred[None, :]).float()
+    active = torch.rand(n, k, generator=gen) < prob
+    features = torch.rand(n, k, generator=gen) * active
+    return features.to(device), labels.to(device)
+
+
+def timed(fn: Callable[[], object], device: str, repeat: int = 1) -> tuple[float, object]:
+    """Best wall time over ``repeat`` runs and the last result."""
+    best, result = math.inf, None
+    for _ in range(repeat):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        result = fn()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def summarize_stats(stats: metrics.DimensionStats) -> dict[str, float]:
+    """Scalars that pin down the per-dimension statistics (for the agreement check)."""
+    return {
+        "purity": float(stats.purity.sum()),
+        "active": float(stats.active_count.sum()),
+        "majority": float(stats.majority_class.sum()),
+        "activation": float(stats.activation_sum.sum()),
+    }
+
+
+def summarize_loop_stats(stats: dict[str, list]) -> dict[str, float]:
+    return {
+        "purity": sum(stats["purity"]),
+        "active": float(sum(stats["active_count"])),
+        "majority": float(sum(stats["majority_class"])),
+        "activation": sum(stats["activation_sum"]),
+    }
+
+
+def max_deviation(vectorised: dict[str, float], loop: dict[str, float]) -> float:
+    return max(abs(vectorised[key] - value) for key, value in loop.items())
+
+
+def close(vectorised: dict[str, float], loop: dict[str, float], tol: float) -> bool:
+    return all(
+        abs(vectorised[key] - value) <= tol * max(1.0, abs(value)) for key, value in loop.items()
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=10000, help="samples")
+    parser.add_argument("--k", type=int, default=2048, help="feature dimensions")
+    parser.add_argument("--classes", type=int, default=100, help="classes")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per vectorised timing")
+    parser.add_argument("--zero-share", type=float, default=0.7, help="share of zero entries")
+    parser.add_argument("--permutations", type=int, default=5, help="label shuffles")
+    parser.add_argument("--batch-size", type=int, default=1024, help="accumulator batch size")
+    parser.add_argument(
+        "--loop-queries", type=int, default=500, help="queries timed in the retrieval loop"
+    )
+    parser.add_argument("--tol", type=float, default=1e-4, help="relative agreement tolerance")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error("--device cuda requested but torch.cuda.is_available() is False")
+
+    dev = args.device
+    features, labels = make_features(args.n, args.k, args.classes, args.zero_share, dev, args.seed)
+    c, perms = args.classes, args.permutations
+    queries = torch.randperm(args.n, generator=torch.Generator().manual_seed(args.seed + 1))
+    queries = queries[: min(args.loop_queries, args.n)].sort().values
+    scale = args.n / queries.numel()
+    f_cpu, y_cpu = features.cpu(), labels.cpu()
+    print(
+        f"n={args.n} k={args.k} classes={c} device={dev} torch={torch.__version__} "
+        f"threads={torch.get_num_threads()} zeros={float((features == 0).float().mean()):.3f} "
+        f"repeat={args.repeat}"
+    )
+
+    def entropy_keys(h: dict[str, float]) -> dict[str, float]:
+        return {f"semantic_entropy_{name}": value for name, value in h.items()}
+
+    cases: list[tuple[str, Callable[[], dict], Callable[[], dict]]] = [
+        (
+            "active_dims+sparsity",
+            lambda: {
+                "active_dims": metrics.active_dims(features),
+                "sparsity": metrics.sparsity(features),
+            },
+            lambda: {
+                "active_dims": loops.active_dims_loop(features),
+                "sparsity": loops.sparsity_loop(features),
+            },
+        ),
+        (
+            "semantic_consistency",
+            lambda: {"v": metrics.semantic_consistency(features, labels, c)},
+            lambda: {"v": loops.semantic_consistency_loop(features, labels, c)},
+        ),
+        (
+            "semantic_entropy (3)",
+            lambda: entropy_keys(metrics.semantic_entropy(features, labels, c)),
+            lambda: entropy_keys(loops.semantic_entropy_loop(features, labels, c)),
+        ),
+        (
+            f"shuffled baseline x{perms}",
+            lambda: {
+                "v": metrics.shuffled_semantic_consistency(features, labels, c, permutations=perms)
+            },
+            lambda: {
+                "v": loops.shuffled_semantic_consistency_loop(
+                    features, labels, c, permutations=perms
+                )
+            },
+        ),
+        (
+            "effective_rank",
+            lambda: dict(zip(("rank", "entropy"), metrics.effective_rank(features), strict=True)),
+            lambda: dict(
+                zip(("rank", "entropy"), loops.effective_rank_loop(features), strict=True)
+            ),
+        ),
+        (
+            "orthogonality_error",
+            lambda: {"v": metrics.orthogonality_error(features)},
+            lambda: {"v": loops.orthogonality_error_loop(features)},
+        ),
+        (
+            "per_dimension_stats",
+            lambda: summarize_stats(metrics.per_dimension_stats(features, labels, c)),
+            lambda: summarize_loop_stats(loops.per_dimension_stats_loop(features, labels, c)),
+        ),
+    ]
+
+    header = (
+        f"{'metric':<26}{'loop s':>10}{'vectorised s':>14}{'ratio':>9}  {'max |diff|':>10}  agree"
+    )
+    print(header)
+    print("-" * len(header), flush=True)
+
+    def report(name: str, t_loop: float, t_vec: float, dev_max: float, ok: bool, note="") -> None:
+        print(
+            f"{name:<26}{t_loop:>10.3f}{t_vec:>14.3f}{t_loop / t_vec:>8.1f}x  {dev_max:>10.2e}  "
+            f"{'yes' if ok else 'NO'}  {note}",
+            flush=True,
+        )
+
+    loop_total = 0.0
+    all_ok = ratios_ok = True
+    for name, vectorised_fn, loop_fn in cases:
+        t_vec, v_vec = timed(vectorised_fn, dev, args.repeat)
+        t_loop, v_loop = timed(loop_fn, dev, 1)
+        ok = close(v_vec, v_loop, args.tol)
+        all_ok &= ok
+        ratios_ok &= t_loop / t_vec >= TARGET_PER_METRIC
+        loop_total += t_loop
+        report(name, t_loop, t_vec, max_deviation(v_vec, v_loop), ok)
+
+    # retrieval: the loop on a subset of queries, scaled to all n queries
+    t_vec, _ = timed(lambda: metrics.retrieval_precision(features, labels), dev, args.repeat)
+    v_sub = metrics.retrieval_precision(features, labels, query_indices=queries.to(dev))
+    t_loop, v_loop = timed(
+        lambda: loops.retrieval_precision_loop(features, labels, query_indices=queries.tolist()),
+        dev,
+        1,
+    )
+    ok = close(v_sub, v_loop, args.tol)
+    all_ok &= ok
+    t_loop *= scale
+    ratios_ok &= t_loop / t_vec >= TARGET_PER_METRIC
+    loop_total += t_loop
+    note = f"loop: {queries.numel()} queries, time x{scale:.0f}" if scale != 1 else ""
+    report("retrieval P@1/5/10 x m", t_loop, t_vec, max_deviation(v_sub, v_loop), ok, note)
+
+    # the whole set: one accumulator pass over batches serves every metric
+    def whole_set() -> dict[str, float]:
+        acc = metrics.InterpretabilityAccumulator(c, shuffle_permutations=perms)
+        for start in range(0, args.n, args.batch_size):
+            stop = start + args.batch_size
+            acc.update(features[start:stop], labels[start:stop])
+        return acc.compute()
+
+    t_whole, whole = timed(whole_set, dev, args.repeat)
+    full_retrieval = metrics.retrieval_precision(f_cpu, y_cpu)
+    expected = {
+        "active_dims": float(loops.active_dims_loop(features)),
+        "semantic_consistency": loops.semantic_consistency_loop(features, labels, c),
+        "effective_rank": loops.effective_rank_loop(features)[0],
+        **full_retrieval,
+    }
+    whole_ok = close(whole, expected, args.tol)
+    all_ok &= whole_ok
+    whole_ratio = loop_total / t_whole
+    print("-" * len(header))
+    report("whole set (accumulator)", loop_total, t_whole, max_deviation(whole, expected), whole_ok)
+    print()
+    print(
+        f"target each metric >= {TARGET_PER_METRIC:.0f}x: {'met' if ratios_ok else 'NOT met'}; "
+        f"whole set >= {TARGET_WHOLE_SET:.0f}x: "
+        f"{'met' if whole_ratio >= TARGET_WHOLE_SET else 'NOT met'}; "
+        f"values agree (rel tol {args.tol:g}): {'yes' if all_ok else 'NO'}"
+    )
+    print("whole-set metrics:")
+    for key, value in whole.items():
+        print(f"  {key:<36}{value:.6f}")
+
+
+if __name__ == "__main__":
+    main()
