@@ -9,8 +9,8 @@ kept state                    used by                                     memory
 per-dim active counts, sums   active dims, sparsity, retrieval ranking    ``16 k`` bytes
 C x k class counts and sums   consistency, entropies, dimension stats     ``16 C k`` bytes
 k x k Gram ``F^T F``          effective rank, orthogonality error         ``8 k^2`` bytes
-bit-packed activity masks     label-shuffled baseline                     ``N k / 8`` bytes
-kept vectors                  retrieval                                   ``N_r k`` values
+bit-packed masks, labels      label-shuffled baseline                     ``N k / 8 + 8 N`` B
+kept vectors, labels          retrieval                                   ``N_r k`` values
 ============================  ==========================================  ====================
 
 Running sums are float64; per-batch sums are taken in the feature dtype (at least float32) except
