@@ -1,0 +1,464 @@
+"""Times one full training step of the bayesncl, ncl and simclr solo-learn methods, in one run.
+
+Each method is built from its shipped CIFAR config (``scripts/pretrain/cifar/<method>.yaml``,
+composed with Hydra and checked by :func:`solo_bayesncl.cli.pretrain.prepare_pretrain_cfg`), set
+up as the pretraining entry point sets it up (small stem on request, contiguous parameters,
+channels-last unless disabled) and put in train mode. One step is what Lightning runs per batch:
+``training_step`` on ``(indexes, [x1, x2], targets)`` (both views through backbone, projector,
+gating head, loss and the online classifier), ``backward`` and the optimizer step, with the
+optimizer returned by the method's own ``configure_optimizers`` (LARS, its parameter groups, the
+gating head's own learning rate, bias and norm excluded from weight decay). No Lightning trainer
+is attached: the learning-rate scheduler is switched off on the instance (``scheduler = "none"``)
+so that ``configure_optimizers`` returns the optimizer alone, and ``log``/``log_dict`` are no-ops.
+
+The methods run interleaved, one step each per round, the order rotating every round (ABC, BCA,
+CAB, ...), so that load from other processes falls on all of them alike. Reported: median and
+interquartile range of the step time per method, the ratios bayesncl/ncl and bayesncl/simclr
+(ratio of medians and the median of the per-round paired ratios, with its IQR), and a verdict
+against the target of at most 3% over ncl (the paper reports +6% on CIFAR-100 and +13% on
+ImageNet-100, arXiv 2605.28441). Also parameter counts and, on CUDA, peak memory per method.
+``--breakdown`` times bayesncl's extra pieces on their own (gating head forward and backward,
+gate, KL, gated normalisation) to show where an overhead comes from.
+
+Usage::
+
+    python benchmarks/bench_train_step.py [--batch-size 64] [--image-size 32] [--steps 10]
+        [--warmup 3] [--threads N] [--device cpu|cuda] [--precision 32|bf16|16]
+        [--backbone resnet18] [--small-stem] [--proj 2048 256] [--images random|fashion-mnist]
+        [--breakdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import statistics
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG_DIR = REPO / "scripts" / "pretrain" / "cifar"
+METHODS = ("bayesncl", "ncl", "simclr")
+TARGET_OVERHEAD = 0.03  # bayesncl at most 3% slower than ncl per step
+PAPER_OVERHEAD = {"CIFAR-100": 0.06, "ImageNet-100": 0.13}
+PRECISIONS = ("32", "bf16", "16")
+SECTIONS = ("forward", "backward", "optimizer")
+
+Batch = tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]
+
+
+def compose_cfg(name: str, overrides: list[str]):
+    """Composes ``scripts/pretrain/cifar/<name>.yaml`` with Hydra, as ``main_pretrain.py`` does."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.2"):
+        return compose(config_name=f"{name}.yaml", overrides=overrides)
+
+
+def build_cfg(name: str, args: argparse.Namespace, data_dir: Path):
+    """The shipped config of ``name`` at the benchmark's size, checked like a real run."""
+    from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg
+
+    hidden, output = args.proj
+    overrides = [
+        "data.dataset=custom",
+        f"data.train_path={data_dir}",
+        f"data.val_path={data_dir}",
+        "data.num_workers=0",
+        f"optimizer.batch_size={args.batch_size}",
+        f"method_kwargs.proj_hidden_dim={hidden}",
+        f"method_kwargs.proj_output_dim={output}",
+        f"backbone.name={args.backbone}",
+        f"+backbone.small_stem={args.small_stem}",
+        f"accelerator={'gpu' if args.device == 'cuda' else 'cpu'}",
+        "wandb.enabled=False",
+    ]
+    return prepare_pretrain_cfg(compose_cfg(name, overrides), check_data=False)
+
+
+def build_model(cfg, device: torch.device) -> torch.nn.Module:
+    """The method in train mode, set up as :func:`solo_bayesncl.cli.pretrain.pretrain` does."""
+    from solo.methods import METHODS as SOLO_METHODS
+    from solo.utils.misc import make_contiguous
+
+    from solo_bayesncl.backbone_stem import apply_small_stem, wants_small_stem
+
+    torch.manual_seed(0)  # the same backbone and projector initialisation for every method
+    model = SOLO_METHODS[cfg.method](cfg)
+    if wants_small_stem(cfg):
+        apply_small_stem(model.backbone)
+    make_contiguous(model)
+    if not cfg.performance.disable_channel_last:
+        model = model.to(memory_format=torch.channels_last)
+    model.log = lambda *a, **k: None  # no trainer to log to
+    model.log_dict = lambda *a, **k: None
+    return model.to(device).train()
+
+
+def build_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
+    """The method's own ``configure_optimizers`` optimizer, without the trainer-bound scheduler."""
+    model.scheduler = "none"
+    optimizer = model.configure_optimizers()
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"configure_optimizers returned {type(optimizer).__name__}")
+    return optimizer
+
+
+def count_parameters(model: torch.nn.Module) -> dict[str, int]:
+    """Trainable parameters: total and per top-level module."""
+    counts = {"total": sum(p.numel() for p in model.parameters() if p.requires_grad)}
+    for name, child in model.named_children():
+        n = sum(p.numel() for p in child.parameters() if p.requires_grad)
+        if n:
+            counts[name] = n
+    return counts
+
+
+def make_batch(args: argparse.Namespace, num_classes: int, device: torch.device) -> Batch:
+    """``(indexes, [x1, x2], targets)``: normalised random images, or Fashion-MNIST images and
+    their mirror images (step time does not depend on the pixels; this checks it runs on real
+    data)."""
+    b, s = args.batch_size, args.image_size
+    g = torch.Generator().manual_seed(0)
+    if args.images == "fashion-mnist":
+        import torch.nn.functional as F
+
+        from solo_bayesncl.data.fashion_mnist import FashionMNIST
+
+        data = FashionMNIST("val", limit=b)
+        if len(data) < b:
+            raise ValueError(f"--batch-size {b} is more than the {len(data)} images available")
+        x = (
+            torch.from_numpy(data.images[:b].copy())
+            .float()
+            .div(255.0)[:, None]
+            .expand(-1, 3, -1, -1)
+        )
+        x1 = (F.interpolate(x, size=(s, s), mode="bilinear", align_corners=False) - 0.5) / 0.5
+        x2 = torch.flip(x1, dims=[3])
+        targets = torch.from_numpy(data.targets[:b].copy()) % num_classes
+    else:
+        x1 = torch.randn(b, 3, s, s, generator=g)
+        x2 = torch.randn(b, 3, s, s, generator=g)
+        targets = torch.randint(0, num_classes, (b,), generator=g)
+    return (
+        torch.arange(b, device=device),
+        [x1.contiguous().to(device), x2.contiguous().to(device)],
+        targets.to(device),
+    )
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """Mixed-precision context for ``precision`` (``32`` is full float32)."""
+    if precision == "32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def make_step(
+    model: torch.nn.Module, batch: Batch, device: torch.device, precision: str
+) -> Callable[..., torch.Tensor]:
+    """One optimisation step as Lightning runs it; returns the loss.
+
+    Given a ``sections`` dict, the step also appends the time of its forward (``training_step``),
+    backward and optimizer step to it, synchronising the device in between.
+    """
+    optimizer = build_optimizer(model)
+    scaler = torch.amp.GradScaler(device.type) if precision == "16" else None
+
+    def step(sections: dict[str, list[float]] | None = None) -> torch.Tensor:
+        marks = [time.perf_counter()]
+
+        def mark() -> None:
+            if sections is not None:
+                synchronize(device)
+                marks.append(time.perf_counter())
+
+        optimizer.zero_grad(set_to_none=True)  # solo-learn's optimizer_zero_grad
+        with autocast(device, precision):
+            loss = model.training_step(batch, 0)
+        mark()
+        if scaler is None:
+            loss.backward()
+            mark()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            mark()
+            scaler.step(optimizer)
+            scaler.update()
+        mark()
+        if sections is not None:
+            for name, t0, t1 in zip(SECTIONS, marks[:-1], marks[1:], strict=True):
+                sections.setdefault(name, []).append(t1 - t0)
+        return loss.detach()
+
+    return step
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_interleaved(
+    steps: dict[str, Callable[[], Any]], rounds: int, warmup: int, device: torch.device
+) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Wall time of every step over ``rounds`` rounds after ``warmup`` untimed ones.
+
+    One step of each method per round, the order rotating each round. Returns the times and, on
+    CUDA, the peak memory (bytes) of each method's steps.
+    """
+    names = list(steps)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    peak: dict[str, int] = dict.fromkeys(names, 0)
+    for r in range(warmup + rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            synchronize(device)
+            start = time.perf_counter()
+            loss = steps[name]()
+            synchronize(device)
+            elapsed = time.perf_counter() - start
+            if not torch.isfinite(torch.as_tensor(loss)).all():
+                raise FloatingPointError(f"{name}: non-finite output in round {r}")
+            if device.type == "cuda":
+                peak[name] = max(peak[name], torch.cuda.max_memory_allocated(device))
+            if r >= warmup:
+                times[name].append(elapsed)
+    return times, peak
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile)."""
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+def verdict(paired: list[float]) -> str:
+    """The 3%-target verdict from the per-round paired ratios bayesncl/ncl."""
+    q1, med, q3 = quartiles(paired)
+    limit = 1.0 + TARGET_OVERHEAD
+    if q3 <= limit:
+        return f"MEETS the target (<= {limit:.2f}x ncl): median {med:.3f}, IQR up to {q3:.3f}"
+    if q1 > limit:
+        return f"MISSES the target (<= {limit:.2f}x ncl): median {med:.3f}, IQR from {q1:.3f}"
+    word = "within" if med <= limit else "over"
+    return (
+        f"median {med:.3f} is {word} the target ({limit:.2f}x ncl), but the IQR "
+        f"[{q1:.3f}, {q3:.3f}] straddles it: inconclusive at this noise level"
+    )
+
+
+def time_sections(
+    steps: dict[str, Callable[..., torch.Tensor]], rounds: int, device: torch.device
+) -> None:
+    """Median forward / backward / optimizer time of every method, interleaved as above."""
+    sections: dict[str, dict[str, list[float]]] = {name: {} for name in steps}
+    sectioned = {name: (lambda s=step, d=sections[name]: s(d)) for name, step in steps.items()}
+    time_interleaved(sectioned, rounds, 0, device)
+    print(f"\nsections (median of {rounds} more rounds, device synchronised between sections)")
+    print(f"{'method':<9}" + "".join(f" {name + ' ms':>13}" for name in SECTIONS))
+    medians = {
+        m: {k: statistics.median(v) for k, v in secs.items()} for m, secs in sections.items()
+    }
+    for method, med in medians.items():
+        print(f"{method:<9}" + "".join(f" {med[name] * 1e3:13.2f}" for name in SECTIONS))
+    diff = "".join(
+        f" {(medians['bayesncl'][k] - medians['ncl'][k]) * 1e3:+13.2f}" for k in SECTIONS
+    )
+    print(f"{'bay-ncl':<9}{diff}")
+
+
+def breakdown(
+    model: torch.nn.Module,
+    batch: Batch,
+    device: torch.device,
+    precision: str,
+    rounds: int,
+    ncl_step: float,
+) -> None:
+    """Times bayesncl's extra work alone, on the backbone features of the batch, and compares
+    its sum with ``ncl_step`` (ncl's median step time, seconds)."""
+    from solo_bayesncl.gates import bernoulli_kl
+    from solo_bayesncl.methods.ncl import NCL
+
+    with torch.no_grad(), autocast(device, precision):
+        feats = torch.cat([model.backbone(x) for x in batch[1]])
+        z = model.projector(feats).detach()
+    head = model.gating_head
+    zr = z.clone().requires_grad_(True)
+
+    def head_forward() -> torch.Tensor:
+        with torch.no_grad(), autocast(device, precision):
+            return head(feats)
+
+    def head_fwd_bwd() -> torch.Tensor:
+        head.zero_grad(set_to_none=True)
+        with autocast(device, precision):
+            out = head(feats.detach())
+        out.float().sum().backward()
+        return out.detach()
+
+    logits = head_forward().float().requires_grad_(True)
+
+    def gate_kl_norm() -> torch.Tensor:
+        zr.grad = logits.grad = None
+        gate = model.gate_output(logits, "hard")
+        v = model._gated(zr, gate.mask)
+        kl = bernoulli_kl(gate.probs, model.prior, eps=model.kl_eps)
+        (v.sum() + model.kl_lambda * kl).backward()
+        return kl.detach()
+
+    def ncl_norm() -> torch.Tensor:
+        zr.grad = None
+        u = NCL.representation(model, {"z": zr})
+        u.sum().backward()
+        return u.detach().sum()
+
+    pieces = {
+        "gating head forward": head_forward,
+        "gating head fwd+bwd": head_fwd_bwd,
+        "gate+KL+gated norm fwd+bwd": gate_kl_norm,
+        "ncl norm alone fwd+bwd": ncl_norm,
+    }
+    times, _ = time_interleaved(pieces, rounds, 2, device)
+    print(f"\nbayesncl extra work alone ({feats.shape[0]} vectors, median of {rounds}):")
+    for name, t in times.items():
+        print(f"  {name:<28} {statistics.median(t) * 1e3:9.2f} ms")
+    med = {name: statistics.median(t) for name, t in times.items()}
+    extra = (
+        med["gating head fwd+bwd"]
+        + med["gate+KL+gated norm fwd+bwd"]
+        - med["ncl norm alone fwd+bwd"]
+    )
+    print(
+        f"  extra forward+backward work: {extra * 1e3:.2f} ms = {extra / ncl_step:+.1%} of ncl's "
+        "median step (the gating head's optimizer update comes on top)"
+    )
+
+
+def run(args: argparse.Namespace) -> None:
+    device = torch.device(args.device)
+    with tempfile.TemporaryDirectory() as data_dir:
+        cfgs = {name: build_cfg(name, args, Path(data_dir)) for name in METHODS}
+    models = {name: build_model(cfg, device) for name, cfg in cfgs.items()}
+    batch = make_batch(args, int(cfgs["ncl"].data.num_classes), device)
+    steps = {name: make_step(m, batch, device, args.precision) for name, m in models.items()}
+
+    threads = f"{torch.get_num_threads()} threads" if device.type == "cpu" else ""
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    print(f"torch {torch.__version__}, device {device} {gpu}{threads}, precision {args.precision}")
+    hidden, output = args.proj
+    stem = "small 3x3 stem" if args.small_stem else "ImageNet stem (data.dataset=custom)"
+    print(
+        f"{args.backbone} ({stem}), {args.batch_size} images x 2 views of "
+        f"{args.image_size}px ({args.images}), projector {hidden}/{output}, "
+        f"optimizer {cfgs['bayesncl'].optimizer.name}"
+    )
+    print(f"one step = training_step + backward + optimizer step; {args.steps} interleaved rounds")
+    print(f"after {args.warmup} warm-up rounds, order rotating each round\n")
+
+    print("trainable parameters")
+    counts = {name: count_parameters(m) for name, m in models.items()}
+    for name, c in counts.items():
+        parts = ", ".join(f"{k} {v / 1e6:.3f}M" for k, v in c.items() if k != "total")
+        print(f"  {name:<9} {c['total'] / 1e6:8.3f}M  ({parts})")
+    extra = counts["bayesncl"]["total"] / counts["ncl"]["total"] - 1
+    print(f"  bayesncl has {extra:+.1%} parameters over ncl (the gating head)\n")
+
+    times, peak = time_interleaved(steps, args.steps, args.warmup, device)
+    header = f"{'method':<9} {'median ms':>10} {'q1 ms':>9} {'q3 ms':>9} {'IQR %':>6}"
+    if device.type == "cuda":
+        header += f" {'peak MiB':>9}"
+    print(header)
+    print("-" * len(header))
+    for name, t in times.items():
+        q1, med, q3 = quartiles(t)
+        line = f"{name:<9} {med * 1e3:10.2f} {q1 * 1e3:9.2f} {q3 * 1e3:9.2f} {(q3 - q1) / med:6.1%}"
+        if device.type == "cuda":
+            line += f" {peak[name] / 2**20:9.0f}"
+        print(line)
+
+    print()
+    paired_ncl = [b / n for b, n in zip(times["bayesncl"], times["ncl"], strict=True)]
+    for ref in ("ncl", "simclr"):
+        paired = [b / r for b, r in zip(times["bayesncl"], times[ref], strict=True)]
+        q1, med, q3 = quartiles(paired)
+        of_medians = statistics.median(times["bayesncl"]) / statistics.median(times[ref])
+        print(
+            f"bayesncl/{ref:<6}: ratio of medians {of_medians:.3f}; "
+            f"paired per round: median {med:.3f}, IQR [{q1:.3f}, {q3:.3f}]"
+        )
+    paper = ", ".join(f"+{v:.0%} {k}" for k, v in PAPER_OVERHEAD.items())
+    print(f"verdict: {verdict(paired_ncl)} (paper: {paper})")
+
+    if args.breakdown:
+        time_sections(steps, args.steps, device)
+        ncl_step = statistics.median(times["ncl"])
+        breakdown(models["bayesncl"], batch, device, args.precision, args.steps, ncl_step)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch-size", type=int, default=64, help="images per view")
+    parser.add_argument("--image-size", type=int, default=32)
+    parser.add_argument(
+        "--proj", type=int, nargs=2, default=(2048, 256), metavar=("HIDDEN", "OUTPUT")
+    )
+    parser.add_argument("--steps", type=int, default=10, help="timed rounds")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed rounds first")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--precision", choices=PRECISIONS, default="32")
+    parser.add_argument("--backbone", default="resnet18", help="a solo-learn backbone name")
+    parser.add_argument(
+        "--small-stem", action="store_true", help="3x3 stride-1 stem, no max-pool (CIFAR)"
+    )
+    parser.add_argument("--images", choices=("random", "fashion-mnist"), default="random")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also time bayesncl's extra work alone"
+    )
+    args = parser.parse_args(argv)
+    for key in ("batch_size", "image_size", "steps"):
+        if getattr(args, key) < 1:
+            parser.error(f"--{key.replace('_', '-')} must be >= 1, got {getattr(args, key)}")
+    if args.warmup < 0:
+        parser.error(f"--warmup must be >= 0, got {args.warmup}")
+    if min(args.proj) < 1:
+        parser.error(f"--proj sizes must be >= 1, got {args.proj}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is available; allowed here: cpu")
+    if args.precision == "16" and args.device != "cuda":
+        parser.error("--precision 16 needs --device cuda; on cpu use 32 or bf16")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"(timm|solo|lightning)")
+    warnings.filterwarnings("ignore", message="precision=.* not supported on CPU")
+    logging.getLogger().setLevel(logging.ERROR)  # solo-learn's scheduler_interval notice
+    import solo_bayesncl  # noqa: F401  (registers bayesncl and ncl with solo-learn)
+
+    run(args)
+
+
+if __name__ == "__main__":
+    main()
