@@ -1,14 +1,28 @@
 """Registration of ``bayesncl`` and ``ncl`` into solo-learn's method registry.
 
-solo-learn's pipelines look methods up in the dict ``solo.methods.METHODS``; adding our classes
-to it lets ``main_pretrain.py``, kNN and UMAP evaluation find them by name.
+solo-learn's pipelines look methods up in the dict ``solo.methods.METHODS``. Importing
+``solo_bayesncl`` adds our classes to it whichever package is imported first:
+
+- if ``solo.methods`` is already imported, the methods are registered at once;
+- otherwise a one-shot import hook registers them right after ``solo.methods`` is first
+  imported, so ``import solo_bayesncl`` stays fast (no solo-learn, Lightning or timm import) for
+  the parts that do not need the host (losses, metrics, zoo downloads, dashboard).
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import importlib.util
+import sys
+from types import ModuleType
 
-__all__ = ["PLUGIN_METHODS", "register_methods", "solo_learn_available"]
+__all__ = [
+    "PLUGIN_METHODS",
+    "install_registration_hook",
+    "register_methods",
+    "solo_learn_available",
+]
 
 PLUGIN_METHODS: tuple[str, ...] = ("bayesncl", "ncl")
 
@@ -22,20 +36,65 @@ def solo_learn_available() -> bool:
 
 
 def register_methods() -> bool:
-    """Adds ``bayesncl`` and ``ncl`` to ``solo.methods.METHODS``.
+    """Adds ``bayesncl`` and ``ncl`` to ``solo.methods.METHODS`` (imports solo-learn).
 
     Idempotent. Returns False, registering nothing, when solo-learn is not installed.
     """
     if not solo_learn_available():
         return False
-    import solo.methods
+    if "solo.methods" not in sys.modules:
+        importlib.import_module("solo.methods")
+    # read from sys.modules: during the hook, ``solo`` itself may still be initialising
+    registry = sys.modules["solo.methods"]
 
     from solo_bayesncl.methods import NCL, BayesNCL
 
-    solo.methods.METHODS.setdefault("bayesncl", BayesNCL)
-    solo.methods.METHODS.setdefault("ncl", NCL)
+    registry.METHODS.setdefault("bayesncl", BayesNCL)
+    registry.METHODS.setdefault("ncl", NCL)
     for cls in (BayesNCL, NCL):
-        if cls.__name__ not in solo.methods.__all__:
-            solo.methods.__all__.append(cls.__name__)
-        setattr(solo.methods, cls.__name__, cls)
+        if cls.__name__ not in registry.__all__:
+            registry.__all__.append(cls.__name__)
+        setattr(registry, cls.__name__, cls)
+    return True
+
+
+class _RegisteringLoader(importlib.abc.Loader):
+    """Runs the real loader of ``solo.methods``, then registers the plugin's methods."""
+
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        register_methods()
+
+
+class _SoloMethodsFinder(importlib.abc.MetaPathFinder):
+    """Finds ``solo.methods`` through the other finders and wraps its loader once."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "solo.methods":
+            return None
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _RegisteringLoader(spec.loader)
+        return spec
+
+
+def install_registration_hook() -> bool:
+    """Registers now if ``solo.methods`` is loaded, else on its first import.
+
+    Returns whether solo-learn is installed.
+    """
+    if not solo_learn_available():
+        return False
+    if "solo.methods" in sys.modules:
+        return register_methods()
+    if not any(isinstance(f, _SoloMethodsFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _SoloMethodsFinder())
     return True

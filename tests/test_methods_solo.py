@@ -230,3 +230,16 @@ def test_soft_gate_zeroes_nothing(image_folder, batch):
     assert (soft > 0).all()
     assert OmegaConf.select(model.cfg, "method_kwargs.eval_gate") == "hard"
     assert torch.allclose(hard.norm(dim=1)[hard.norm(dim=1) > 0], torch.ones(1))
+
+
+def test_import_is_lazy_and_registers_on_first_solo_import():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, solo_bayesncl; assert 'solo' not in sys.modules, 'solo imported eagerly'; "
+        "from solo.methods import METHODS; print('bayesncl' in METHODS and 'ncl' in METHODS)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("True")
