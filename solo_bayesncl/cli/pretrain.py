@@ -60,8 +60,11 @@ def prepare_pretrain_cfg(
     return cfg
 
 
-def pretrain(cfg: omegaconf.DictConfig):
-    """Trains ``cfg.method`` as solo-learn's pretraining script would; returns the Trainer."""
+def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
+    """Trains ``cfg.method`` as solo-learn's pretraining script would; returns the Trainer.
+
+    ``extra_callbacks`` are added to the Trainer's (e.g. the benchmark's epoch timer).
+    """
     cfg = prepare_pretrain_cfg(cfg)
 
     import torch
@@ -163,6 +166,7 @@ def pretrain(cfg: omegaconf.DictConfig):
     if interpretability is not None:
         callbacks.append(interpretability)
     callbacks.append(LearningRateMonitor(logging_interval="step"))
+    callbacks.extend(extra_callbacks or [])
 
     trainer = build_trainer(cfg, loggers, callbacks)
     trainer.fit(model, ckpt_path=ckpt_path, **fit_data)
