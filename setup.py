@@ -30,7 +30,7 @@ setup(
     license="MIT",
     python_requires=">=3.10",
     packages=find_packages(include=["solo_bayesncl", "solo_bayesncl.*"]),
-    package_data={"solo_bayesncl": ["configs/**/*.yaml", "dashboard/assets/*", "zoo/*.json"]},
+    package_data={"solo_bayesncl": ["benchmark/presets/*.yaml", "dashboard/assets/*", "zoo/*.json"]},
     include_package_data=True,
     install_requires=[
         "torch>=2.1",
@@ -57,8 +57,9 @@ setup(
             "solo-bayesncl-linear=solo_bayesncl.cli.linear:main",
             "solo-bayesncl-knn=solo_bayesncl.cli.knn:main",
             "solo-bayesncl-evaluate=solo_bayesncl.evaluation.report:main",
+            "solo-bayesncl-benchmark=solo_bayesncl.benchmark.__main__:main",
             "solo-bayesncl-zoo=solo_bayesncl.zoo.cli:main",
-            "solo-bayesncl-dashboard=solo_bayesncl.dashboard.cli:main",
+            "solo-bayesncl-dashboard=solo_bayesncl.dashboard.__main__:main",
         ]
     },
     classifiers=[
