@@ -66,7 +66,7 @@ def write_outputs(
 
 def run_benchmark(preset: Preset, out_dir: Path | None = None, log=print) -> list[dict[str, Any]]:
     """Runs the preset; returns the results of every run (finished earlier or now)."""
-    out_dir = Path(out_dir or preset.out_dir)
+    out_dir = Path(out_dir or preset.out_dir).resolve()
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
     results = []
     for seed in preset.seeds:
