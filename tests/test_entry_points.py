@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, compose, tiny_pretrain_overrides
 
+from solo_bayesncl.registration import solo_learn_available
+
 CONFIG_DIRS = ("scripts/pretrain/cifar", "scripts/pretrain/imagenet-100")
 METHOD_FILES = ("bayesncl.yaml", "ncl.yaml", "simclr.yaml", "mocov2plus.yaml")
 BUDGET_KEYS = (
@@ -24,7 +26,7 @@ BUDGET_KEYS = (
     "precision",
 )
 solo = pytest.mark.skipif(
-    __import__("importlib").util.find_spec("solo") is None,
+    not solo_learn_available(),
     reason="needs upstream solo-learn installed",
 )
 
@@ -98,7 +100,7 @@ def test_one_cpu_epoch_writes_checkpoint_and_losses(name, image_folder, tmp_path
 @pytest.fixture(scope="module")
 def bayesncl_checkpoint(image_folder, tmp_path_factory) -> Path:
     """One CPU epoch of ``python main_pretrain.py --config-name bayesncl.yaml`` in a subprocess."""
-    if __import__("importlib").util.find_spec("solo") is None:
+    if not solo_learn_available():
         pytest.skip("needs upstream solo-learn installed")
     out = tmp_path_factory.mktemp("pretrain")
     overrides = tiny_pretrain_overrides(image_folder, out) + ["interpretability.enabled=True"]
