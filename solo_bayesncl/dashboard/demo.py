@@ -8,43 +8,16 @@ class's images and ``p_out`` of the others, with exponential activation values; 
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 
 import numpy as np
 
+from ..data.fashion_mnist import CLASS_NAMES, fashion_mnist_root, read_idx
 from .bundle import write_feature_bundle
 from .summaries import summarize_dimensions
 
-FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")  # Debian: dataset-fashion-mnist
-FASHION_MNIST_CLASSES = (
-    "T-shirt/top",
-    "Trouser",
-    "Pullover",
-    "Dress",
-    "Coat",
-    "Sandal",
-    "Shirt",
-    "Sneaker",
-    "Bag",
-    "Ankle boot",
-)
-
-
-def read_idx(path: str | Path) -> np.ndarray:
-    """Read an IDX file (the MNIST format, optionally gzipped) into a uint8 array."""
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as fh:
-        raw = fh.read()
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file (bad magic number)")
-    ndim = raw[3]
-    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    if data.size != int(np.prod(shape)):
-        raise ValueError(f"{path}: header says shape {shape} but holds {data.size} bytes")
-    return data.reshape(shape)
+FASHION_MNIST_DIR = fashion_mnist_root()
+FASHION_MNIST_CLASSES = CLASS_NAMES
 
 
 def load_fashion_mnist(

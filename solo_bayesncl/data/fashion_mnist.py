@@ -62,16 +62,20 @@ def _find(root: Path, stem: str) -> Path:
     )
 
 
-def read_idx(path: Path) -> np.ndarray:
+def read_idx(path: str | Path) -> np.ndarray:
     """Reads an IDX file (optionally gzipped): the format of the MNIST family."""
+    path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
         data = f.read()
-    if data[0] != 0 or data[1] != 0 or data[2] != 0x08:
-        raise ValueError(f"{path} is not an IDX file of unsigned bytes")
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file (bad magic number)")
     ndim = data[3]
     shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+    values = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
+    if values.size != int(np.prod(shape)):
+        raise ValueError(f"{path}: header says shape {shape} but holds {values.size} bytes")
+    return values.reshape(shape)
 
 
 class FashionMNIST(Dataset):
