@@ -27,12 +27,7 @@ def prepare_linear_cfg(cfg: omegaconf.DictConfig):
     from solo.args.linear import parse_cfg
 
     from solo_bayesncl.checkpoints import load_checkpoint
-    from solo_bayesncl.data.datasets import (
-        OFFLINE_DATASETS,
-        check_dataset_available,
-        resolve_dataset_cfg,
-    )
-    from solo_bayesncl.runtime import resolve_runtime
+    from solo_bayesncl.cli.config import resolve_with_solo
 
     OmegaConf.set_struct(cfg, False)
     path = OmegaConf.select(cfg, "pretrained_feature_extractor", default=None)
@@ -43,13 +38,7 @@ def prepare_linear_cfg(cfg: omegaconf.DictConfig):
     loaded = load_checkpoint(path)
     cfg.backbone = OmegaConf.create(OmegaConf.to_container(loaded.cfg.backbone))
     cfg.pretrain_method = loaded.method
-    cfg = resolve_runtime(cfg)
-    cfg = resolve_dataset_cfg(cfg)
-    check_dataset_available(cfg)
-    cfg = parse_cfg(cfg)
-    offline = OmegaConf.select(cfg, "data.offline_dataset", default=None)
-    if offline in OFFLINE_DATASETS:
-        cfg.data.num_classes = OFFLINE_DATASETS[offline]
+    cfg = resolve_with_solo(cfg, parse_cfg)
     return cfg, loaded
 
 

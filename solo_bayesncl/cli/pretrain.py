@@ -34,12 +34,7 @@ def prepare_pretrain_cfg(
     from solo.methods import METHODS
 
     import solo_bayesncl  # noqa: F401  (registers bayesncl and ncl)
-    from solo_bayesncl.data.datasets import (
-        OFFLINE_DATASETS,
-        check_dataset_available,
-        resolve_dataset_cfg,
-    )
-    from solo_bayesncl.runtime import resolve_runtime
+    from solo_bayesncl.cli.config import resolve_with_solo
 
     OmegaConf.set_struct(cfg, False)
     method = OmegaConf.select(cfg, "method", default=None)
@@ -47,14 +42,7 @@ def prepare_pretrain_cfg(
         raise ValueError(
             f"method={method!r} is not a solo-learn method; allowed values: {', '.join(sorted(METHODS))}"
         )
-    cfg = resolve_runtime(cfg)
-    cfg = resolve_dataset_cfg(cfg)
-    if check_data:
-        check_dataset_available(cfg)
-    cfg = parse_cfg(cfg)
-    offline = OmegaConf.select(cfg, "data.offline_dataset", default=None)
-    if offline in OFFLINE_DATASETS:
-        cfg.data.num_classes = OFFLINE_DATASETS[offline]
+    cfg = resolve_with_solo(cfg, parse_cfg, check_data)
     cfg = METHODS[method].add_and_assert_specific_cfg(cfg)
     cfg.interpretability = OmegaConf.select(cfg, "interpretability", default=None) or {}
     return cfg
