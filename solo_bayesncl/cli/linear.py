@@ -49,12 +49,11 @@ def linear_eval(cfg: omegaconf.DictConfig):
     import torch
     from lightning.pytorch import seed_everything
     from solo.methods.linear import LinearModel
-    from solo.utils.checkpointer import Checkpointer
     from solo.utils.misc import make_contiguous
     from torch.utils.data import DataLoader
 
     from solo_bayesncl.checkpoints import build_backbone
-    from solo_bayesncl.cli.trainer import build_loggers, build_trainer
+    from solo_bayesncl.cli.trainer import build_loggers, build_trainer, checkpoint_callbacks
     from solo_bayesncl.data.datasets import (
         build_labelled_train_dataset,
         build_val_loader,
@@ -81,16 +80,7 @@ def linear_eval(cfg: omegaconf.DictConfig):
 
     run_root = Path(cfg.checkpoint.dir) / "linear"
     loggers = build_loggers(cfg, run_root, None)
-    callbacks: list = []
-    if cfg.checkpoint.enabled:
-        callbacks.append(
-            Checkpointer(
-                cfg,
-                logdir=run_root,
-                frequency=cfg.checkpoint.frequency,
-                keep_prev=cfg.checkpoint.keep_prev,
-            )
-        )
+    callbacks: list = checkpoint_callbacks(cfg, run_root)
     trainer = build_trainer(cfg, loggers, callbacks)
     trainer.fit(model, train_loader, val_loader)
     return trainer

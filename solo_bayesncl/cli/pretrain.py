@@ -66,11 +66,10 @@ def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
     )
     from solo.methods import METHODS
     from solo.utils.auto_resumer import AutoResumer
-    from solo.utils.checkpointer import Checkpointer
     from solo.utils.misc import make_contiguous
 
     from solo_bayesncl.backbone_stem import apply_small_stem, wants_small_stem
-    from solo_bayesncl.cli.trainer import build_loggers, build_trainer
+    from solo_bayesncl.cli.trainer import build_loggers, build_trainer, checkpoint_callbacks
     from solo_bayesncl.data.datasets import build_train_dataset, build_val_loader
     from solo_bayesncl.evaluation.callback import build_interpretability_callback
 
@@ -140,16 +139,7 @@ def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
             print(f"Resuming from the checkpoint with the same settings: {ckpt_path}")
 
     loggers = build_loggers(cfg, run_root, wandb_run_id)
-    callbacks: list = []
-    if cfg.checkpoint.enabled:
-        callbacks.append(
-            Checkpointer(
-                cfg,
-                logdir=run_root,
-                frequency=cfg.checkpoint.frequency,
-                keep_prev=cfg.checkpoint.keep_prev,
-            )
-        )
+    callbacks: list = checkpoint_callbacks(cfg, run_root)
     interpretability = build_interpretability_callback(cfg, val_loader)
     if interpretability is not None:
         callbacks.append(interpretability)

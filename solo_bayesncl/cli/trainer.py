@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.runtime import trainer_devices
 
-__all__ = ["build_loggers", "build_trainer"]
+__all__ = ["build_loggers", "build_trainer", "checkpoint_callbacks"]
 
 
 def _wandb_login_available() -> bool:
@@ -79,3 +79,20 @@ def build_trainer(cfg: omegaconf.DictConfig, loggers: list, callbacks: list):
         }
     )
     return Trainer(**kwargs)
+
+
+def checkpoint_callbacks(cfg: omegaconf.DictConfig, run_root: Path) -> list:
+    """solo-learn's Checkpointer (checkpoints and ``args.json`` under ``run_root``) when
+    ``checkpoint.enabled``, else no callback."""
+    if not cfg.checkpoint.enabled:
+        return []
+    from solo.utils.checkpointer import Checkpointer
+
+    return [
+        Checkpointer(
+            cfg,
+            logdir=run_root,
+            frequency=cfg.checkpoint.frequency,
+            keep_prev=cfg.checkpoint.keep_prev,
+        )
+    ]
