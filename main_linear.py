@@ -7,7 +7,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from solo_bayesncl.cli.solo_required import require_solo_learn
+from solo_bayesncl.registration import require_solo_learn
 
 
 @hydra.main(version_base="1.2", config_path="scripts/linear/cifar", config_name="linear")

@@ -8,7 +8,7 @@ python main_pretrain.py --config-path scripts/pretrain/imagenet-100 --config-nam
 import hydra
 from omegaconf import DictConfig
 
-from solo_bayesncl.cli.solo_required import require_solo_learn
+from solo_bayesncl.registration import require_solo_learn
 
 
 @hydra.main(version_base="1.2", config_path="scripts/pretrain/cifar", config_name="bayesncl")

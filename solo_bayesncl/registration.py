@@ -18,13 +18,20 @@ import sys
 from types import ModuleType
 
 __all__ = [
+    "INSTALL_SOLO_LEARN",
     "PLUGIN_METHODS",
     "install_registration_hook",
     "register_methods",
+    "require_solo_learn",
     "solo_learn_available",
 ]
 
 PLUGIN_METHODS: tuple[str, ...] = ("bayesncl", "ncl")
+
+INSTALL_SOLO_LEARN = (
+    'pip install "setuptools<81" && pip install --no-build-isolation '
+    '"solo-learn @ git+https://github.com/vturrisi/solo-learn@9187ea39c2c3f43c455ab06664d2b019a9802954"'
+)
 
 
 def solo_learn_available() -> bool:
@@ -33,6 +40,17 @@ def solo_learn_available() -> bool:
         return importlib.util.find_spec("solo") is not None
     except (ImportError, ValueError):
         return False
+
+
+def require_solo_learn(entry_point: str) -> None:
+    """Exits with status 2 and the install command when ``import solo`` would fail: the one
+    message every entry point gives when upstream solo-learn is missing."""
+    if not solo_learn_available():
+        sys.stderr.write(
+            f"{entry_point} needs upstream solo-learn 1.0.6, which is not installed.\n"
+            f"Install it with:\n  {INSTALL_SOLO_LEARN}\n"
+        )
+        raise SystemExit(2)
 
 
 def register_methods() -> bool:

@@ -23,7 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out", type=Path, default=None, help="results folder (default: the preset's out_dir)"
     )
     args = parser.parse_args(argv)
-    from solo_bayesncl.cli.solo_required import require_solo_learn
+    from solo_bayesncl.registration import require_solo_learn
 
     require_solo_learn("the benchmark")
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from solo_bayesncl.cli.solo_required import require_solo_learn
+from solo_bayesncl.registration import require_solo_learn
 
 __all__ = ["knn_eval", "main"]
 

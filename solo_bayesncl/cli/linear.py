@@ -16,7 +16,7 @@ from pathlib import Path
 import omegaconf
 from omegaconf import OmegaConf
 
-from solo_bayesncl.cli.solo_required import require_solo_learn
+from solo_bayesncl.registration import require_solo_learn
 
 __all__ = ["linear_eval", "prepare_linear_cfg"]
 
@@ -27,7 +27,7 @@ def prepare_linear_cfg(cfg: omegaconf.DictConfig):
     from solo.args.linear import parse_cfg
 
     from solo_bayesncl.checkpoints import load_checkpoint
-    from solo_bayesncl.cli.config import resolve_with_solo
+    from solo_bayesncl.config import resolve_with_solo
 
     OmegaConf.set_struct(cfg, False)
     path = OmegaConf.select(cfg, "pretrained_feature_extractor", default=None)
@@ -53,12 +53,12 @@ def linear_eval(cfg: omegaconf.DictConfig):
     from torch.utils.data import DataLoader
 
     from solo_bayesncl.checkpoints import build_backbone
-    from solo_bayesncl.cli.trainer import build_loggers, build_trainer, checkpoint_callbacks
     from solo_bayesncl.data.datasets import (
         build_labelled_train_dataset,
         build_val_loader,
         linear_train_transform,
     )
+    from solo_bayesncl.trainer import build_loggers, build_trainer, checkpoint_callbacks
 
     seed_everything(cfg.seed)
     backbone = build_backbone(loaded)

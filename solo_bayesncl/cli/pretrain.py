@@ -15,7 +15,7 @@ from pathlib import Path
 import omegaconf
 from omegaconf import OmegaConf
 
-from solo_bayesncl.cli.solo_required import require_solo_learn
+from solo_bayesncl.registration import require_solo_learn
 
 __all__ = ["pretrain", "prepare_pretrain_cfg"]
 
@@ -34,7 +34,7 @@ def prepare_pretrain_cfg(
     from solo.methods import METHODS
 
     import solo_bayesncl  # noqa: F401  (registers bayesncl and ncl)
-    from solo_bayesncl.cli.config import resolve_with_solo
+    from solo_bayesncl.config import resolve_with_solo
 
     OmegaConf.set_struct(cfg, False)
     method = OmegaConf.select(cfg, "method", default=None)
@@ -69,9 +69,9 @@ def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
     from solo.utils.misc import make_contiguous
 
     from solo_bayesncl.backbone_stem import apply_small_stem, wants_small_stem
-    from solo_bayesncl.cli.trainer import build_loggers, build_trainer, checkpoint_callbacks
     from solo_bayesncl.data.datasets import build_train_dataset, build_val_loader
     from solo_bayesncl.evaluation.callback import build_interpretability_callback
+    from solo_bayesncl.trainer import build_loggers, build_trainer, checkpoint_callbacks
 
     seed_everything(cfg.seed)
     model = METHODS[cfg.method](cfg)

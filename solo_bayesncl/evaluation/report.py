@@ -475,7 +475,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns 0, or 2 with a one-line error on bad input."""
-    from solo_bayesncl.cli.solo_required import require_solo_learn
+    from solo_bayesncl.registration import require_solo_learn
 
     args = parse_args(argv)
     require_solo_learn("python -m solo_bayesncl.evaluation")

@@ -9,7 +9,7 @@ Vectorised timings are the best of ``--repeat`` runs; each loop runs once. The r
 runs ``--loop-queries`` queries (a seeded random subset, full gallery) and its time is scaled by
 ``n / loop-queries``; its values are compared with the vectorised function on the same queries.
 
-    python benchmarks/bench_metrics.py --n 10000 --k 2048 --classes 100 --device cpu
+    python microbenchmarks/bench_metrics.py --n 10000 --k 2048 --classes 100 --device cpu
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ largest difference between the two loss values (they compute the same formula).
 
 Usage::
 
-    python benchmarks/bench_loss.py [--repeats 10] [--warmup 3] [--threads N]
+    python microbenchmarks/bench_loss.py [--repeats 10] [--warmup 3] [--threads N]
 """
 
 from __future__ import annotations

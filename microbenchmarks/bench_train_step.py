@@ -22,7 +22,7 @@ gate, KL, gated normalisation) to show where an overhead comes from.
 
 Usage::
 
-    python benchmarks/bench_train_step.py [--batch-size 64] [--image-size 32] [--steps 10]
+    python microbenchmarks/bench_train_step.py [--batch-size 64] [--image-size 32] [--steps 10]
         [--warmup 3] [--threads 1] [--device cpu|cuda] [--precision 32|bf16|16]
         [--backbone resnet18] [--small-stem] [--proj 2048 256] [--images random|fashion-mnist]
         [--breakdown]
