@@ -296,7 +296,7 @@ def breakdown(
     """Times bayesncl's extra work alone, on the backbone features of the batch, and compares
     its sum with ``ncl_step`` (ncl's median step time, seconds)."""
     from solo_bayesncl.gates import bernoulli_kl
-    from solo_bayesncl.methods.ncl import NCL
+    from solo_bayesncl.losses import gated_representation, non_negative_representation
 
     with torch.no_grad(), autocast(device, precision):
         feats = torch.cat([model.backbone(x) for x in batch[1]])
@@ -320,14 +320,14 @@ def breakdown(
     def gate_kl_norm() -> torch.Tensor:
         zr.grad = logits.grad = None
         gate = model.gate_output(logits, "hard")
-        v = model._gated(zr, gate.mask)
+        v = gated_representation(zr, gate.mask, model.non_neg, model.top_k)
         kl = bernoulli_kl(gate.probs, model.prior, eps=model.kl_eps)
         (v.sum() + model.kl_lambda * kl).backward()
         return kl.detach()
 
     def ncl_norm() -> torch.Tensor:
         zr.grad = None
-        u = NCL.representation(model, {"z": zr})
+        u = non_negative_representation(zr, model.non_neg, model.top_k)
         u.sum().backward()
         return u.detach().sum()
 

@@ -41,8 +41,12 @@ def normalize_rows(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     return torch.where(norm > 0, x / norm.clamp_min(eps), torch.zeros_like(x))
 
 
-def non_negative_representation(z: torch.Tensor, non_neg: str = "relu") -> torch.Tensor:
-    """``u = phi(z) / ||phi(z)||`` in float32; a row whose ``phi(z)`` is all zero stays zero.
+def non_negative_representation(
+    z: torch.Tensor, non_neg: str = "relu", top_k: int | None = None
+) -> torch.Tensor:
+    """``u = phi(z) / ||phi(z)||`` in float32 (NCL, arXiv 2403.12459); a row whose ``phi(z)`` is
+    all zero stays zero. With ``top_k``, only the ``top_k`` largest entries of ``phi(z)`` are kept
+    before normalising (the NCL+TopK baseline of arXiv 2605.28441).
 
     For ``exp`` the row maximum is subtracted first: ``normalize(exp(z - c)) = normalize(exp(z))``
     for any per-row ``c``, and without the shift ``exp`` overflows float32 (``z`` > 88, or its
@@ -51,18 +55,22 @@ def non_negative_representation(z: torch.Tensor, non_neg: str = "relu") -> torch
     z = z.float()
     if resolve_non_neg(non_neg) == "exp":
         z = z - z.detach().amax(dim=-1, keepdim=True)
-    return normalize_rows(non_negative(z, non_neg))
+    z_pos = non_negative(z, non_neg)
+    if top_k is not None:
+        z_pos = keep_top_k(z_pos, top_k)
+    return normalize_rows(z_pos)
 
 
 def gated_representation(
-    z: torch.Tensor, mask: torch.Tensor, non_neg: str = "relu"
+    z: torch.Tensor, mask: torch.Tensor, non_neg: str = "relu", top_k: int | None = None
 ) -> torch.Tensor:
-    """``v = normalize(u * m)`` with ``u = normalize(phi(z))`` (DESIGN 2.5).
+    """``v = normalize(u * m)`` with ``u = normalize(phi(z))`` (arXiv 2605.28441, section 3).
 
     ``mask`` is the gate (hard with straight-through, or soft ``alpha``). A sample whose gates are
     all closed gives ``v = 0``; its gates then get no gradient from the InfoNCE term (only the KL's).
+    ``top_k`` is passed to :func:`non_negative_representation`.
     """
-    u = non_negative_representation(z, non_neg)
+    u = non_negative_representation(z, non_neg, top_k)
     return normalize_rows(u * mask.float())
 
 

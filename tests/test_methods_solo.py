@@ -243,3 +243,49 @@ def test_import_is_lazy_and_registers_on_first_solo_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("True")
+
+
+def test_methods_compute_their_representation_with_the_loss_helpers(
+    image_folder, batch, monkeypatch
+):
+    """NCL and BayesNCL read ``losses.non_negative_representation`` / ``gated_representation``
+    (no copy of the exp shift or the top-k filter), so the loss tests cover the training path."""
+    from solo.methods import METHODS
+
+    from solo_bayesncl import losses
+    from solo_bayesncl.methods import bayesncl as bayesncl_module
+    from solo_bayesncl.methods import ncl as ncl_module
+
+    calls: list[str] = []
+
+    def spy(name):
+        real = getattr(losses, name)
+
+        def wrapped(*args, **kwargs):
+            calls.append(name)
+            return real(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(
+        ncl_module, "non_negative_representation", spy("non_negative_representation")
+    )
+    monkeypatch.setattr(bayesncl_module, "gated_representation", spy("gated_representation"))
+    extra = ["method_kwargs.non_neg=exp", "+method_kwargs.use_topk=True", "+method_kwargs.topk_k=4"]
+    for name, helper in (
+        ("ncl.yaml", "non_negative_representation"),
+        ("bayesncl.yaml", "gated_representation"),
+    ):
+        model = METHODS[name.removesuffix(".yaml")](_cfg(name, extra, image_folder))
+        model.log_dict = lambda *a, **k: None
+        calls.clear()
+        with torch.no_grad():
+            out = model(batch[1][0])
+            out["z"] = out["z"] * 1e4  # exp(z) overflows float32 without the helper's shift
+            v = model.representation(out)
+        assert calls == [helper]
+        assert torch.isfinite(v).all()
+        assert int((v > 0).sum(dim=1).max()) <= 4
+        calls.clear()
+        assert torch.isfinite(model.training_step(batch, 0))
+        assert calls == [helper]

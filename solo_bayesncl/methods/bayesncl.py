@@ -18,7 +18,7 @@ import torch
 from solo.utils.misc import omegaconf_select
 
 from solo_bayesncl.gates import BernoulliGate, GateOutput, bernoulli_kl, resolve_gate_type
-from solo_bayesncl.losses import info_nce_loss, normalize_rows
+from solo_bayesncl.losses import gated_representation, info_nce_loss
 from solo_bayesncl.methods.config_checks import ConfigError, require_range
 from solo_bayesncl.methods.ncl import NCL, batch_feature_stats, make_mlp
 
@@ -147,11 +147,7 @@ class BayesNCL(NCL):
         ``gate`` defaults to ``method_kwargs.eval_gate``.
         """
         mask = self.gate_output(out["gate_logits"], gate or self.eval_gate).mask
-        return self._gated(out["z"], mask)
-
-    def _gated(self, z: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        u = NCL.representation(self, {"z": z})
-        return normalize_rows(u * mask)
+        return gated_representation(out["z"], mask, self.non_neg, self.top_k)
 
     def training_step(self, batch: Sequence[Any], batch_idx: int) -> torch.Tensor:
         """InfoNCE on the gated representation + lambda * KL + the online classifier loss."""
@@ -160,7 +156,7 @@ class BayesNCL(NCL):
         class_loss = out["loss"]
         z = torch.cat(out["z"])
         gate = self.gate_output(torch.cat(out["gate_logits"]), "hard")
-        v = self._gated(z, gate.mask)
+        v = gated_representation(z, gate.mask, self.non_neg, self.top_k)
         indexes = indexes.repeat(self.num_large_crops + self.num_small_crops)
 
         nce_loss = info_nce_loss(v, indexes, temperature=self.temperature)

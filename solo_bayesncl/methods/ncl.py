@@ -15,9 +15,9 @@ from solo.methods.base import BaseMethod
 from solo.utils.misc import omegaconf_select
 from torch import nn
 
-from solo_bayesncl.losses import info_nce_loss, keep_top_k, normalize_rows
+from solo_bayesncl.losses import info_nce_loss, non_negative_representation
 from solo_bayesncl.methods.config_checks import ConfigError, require_positive_int, require_range
-from solo_bayesncl.nonneg import non_negative, resolve_non_neg
+from solo_bayesncl.nonneg import resolve_non_neg
 
 __all__ = ["NCL", "batch_feature_stats", "make_mlp"]
 
@@ -118,20 +118,18 @@ class NCL(BaseMethod):
         out["z"] = self.projector(out["feats"])
         return out
 
-    def non_negative_features(self, z: torch.Tensor) -> torch.Tensor:
-        """``phi(z)`` in float32, with the top-k filter when ``use_topk``."""
-        z = z.float()
-        if self.non_neg == "exp":  # scale-free after normalisation; avoids float32 overflow
-            z = z - z.detach().amax(dim=-1, keepdim=True)
-        z_pos = non_negative(z, self.non_neg)
-        return keep_top_k(z_pos, self.topk_k) if self.use_topk else z_pos
+    @property
+    def top_k(self) -> int | None:
+        """How many activations are kept per sample (``topk_k`` when ``use_topk``, else None)."""
+        return self.topk_k if self.use_topk else None
 
     def representation(self, out: dict[str, Any], gate: str = "hard") -> torch.Tensor:
-        """The representation the interpretability metrics read: ``normalize(phi(z))``.
+        """The representation the interpretability metrics read: ``normalize(phi(z))``
+        (:func:`solo_bayesncl.losses.non_negative_representation`).
 
         ``gate`` is accepted for a uniform interface with BayesNCL and ignored.
         """
-        return normalize_rows(self.non_negative_features(out["z"]))
+        return non_negative_representation(out["z"], self.non_neg, self.top_k)
 
     def training_step(self, batch: Sequence[Any], batch_idx: int) -> torch.Tensor:
         """InfoNCE on ``normalize(phi(z))`` over all crops plus the online classifier loss."""
