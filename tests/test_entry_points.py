@@ -24,6 +24,8 @@ BUDGET_KEYS = (
     "augmentations",
     "seed",
     "precision",
+    "method_kwargs.proj_hidden_dim",
+    "method_kwargs.proj_output_dim",
 )
 solo = pytest.mark.skipif(
     not solo_learn_available(),

@@ -66,3 +66,20 @@ def test_every_preset_trains_with_the_official_augmentations(preset_name):
         _check_augmentations(
             cfg, OFFICIAL_AUGMENTATIONS[config_dir], f"preset {preset_name}, {method}"
         )
+
+
+# Official projector shapes (hidden, output), the same for SimCLR, NCL and BayesNCL:
+#   scripts/pretrain/cifar/{simclr,ncl}.yaml -> 2048 / 256
+#   scripts/pretrain/imagenet-100/{simclr,ncl}.yaml -> 16384 / 2048
+OFFICIAL_PROJECTOR = {
+    "scripts/pretrain/cifar": (2048, 256),
+    "scripts/pretrain/imagenet-100": (16384, 2048),
+}
+
+
+@pytest.mark.parametrize("config_dir", sorted(OFFICIAL_PROJECTOR))
+def test_four_methods_share_the_official_projector(config_dir):
+    for name in METHOD_FILES:
+        kw = compose(config_dir, name).method_kwargs
+        shape = (kw.proj_hidden_dim, kw.proj_output_dim)
+        assert shape == OFFICIAL_PROJECTOR[config_dir], f"{config_dir}/{name}: projector {shape}"
