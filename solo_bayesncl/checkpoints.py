@@ -7,8 +7,9 @@ Layouts read:
   ``projector.*``, ``classifier.*`` (BayesNCL also ``gating_head.*``) with the run's config in the
   ``args.json`` that solo-learn's Checkpointer writes beside it;
 - the official NCL code (a solo-learn fork): the same files with ``method: simclr`` and
-  ``method_kwargs.non_neg`` set, read as ``ncl``; the official BayesNCL code's configs with gate
-  keys (``gate_type``, ``use_bayes``) or a ``gating_head`` in the weights, read as ``bayesncl``;
+  ``method_kwargs.non_neg`` set, read as ``ncl``; the official BayesNCL code's ``simclr`` with
+  ``use_bayes: True`` or a ``gating_head`` in the weights, read as ``bayesncl`` (its
+  ``use_bayes: False`` runs have no gate: ``ncl``, or ``simclr`` without ``non_neg``);
 - zoo artifacts (:mod:`solo_bayesncl.zoo.artifact`), which carry their config.
 """
 
@@ -34,7 +35,6 @@ __all__ = [
 ]
 
 KNOWN_METHODS: tuple[str, ...] = ("bayesncl", "ncl", "simclr", "mocov2plus")
-_GATE_KEYS = ("gate_type", "use_bayes", "bayesian_prior_prob", "bayesian_kl_lambda")
 
 
 class CheckpointError(ValueError):
@@ -52,17 +52,36 @@ class LoadedCheckpoint:
     metrics: dict[str, float] | None = None
 
 
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).lower() == "true"
+
+
+def _gate_flags(cfg: dict[str, Any], state_dict: dict[str, torch.Tensor]) -> None:
+    """A gated checkpoint has ``use_bayes: True`` (the official meaning: a gate exists); a
+    ``use_bayes: False`` beside a gating head is this plugin's former spelling of ``use_kl``."""
+    kwargs = cfg.get("method_kwargs")
+    if not isinstance(kwargs, dict) or not any(k.startswith("gating_head.") for k in state_dict):
+        return
+    if "use_kl" not in kwargs:
+        kwargs["use_kl"] = _truthy(kwargs.get("use_bayes", True))
+    kwargs["use_bayes"] = True
+
+
 def official_method_name(cfg: dict[str, Any], state_dict: dict[str, torch.Tensor]) -> str:
     """The plugin method a config of the official codes means (``simclr`` + gate -> bayesncl,
-    ``simclr`` + ``non_neg`` -> ncl); other names are returned as they are."""
+    ``simclr`` + ``non_neg`` -> ncl); other names are returned as they are.
+
+    The official ``use_bayes: False`` builds no gating head, so only a gating head in the weights
+    or ``use_bayes: True`` makes a gated model; the other gate keys are present in every official
+    config and say nothing."""
     method = str(cfg.get("method", ""))
     kwargs = cfg.get("method_kwargs") or {}
     if method == "simclr":
-        if any(k.startswith("gating_head.") for k in state_dict) or any(
-            k in kwargs for k in _GATE_KEYS
+        if any(k.startswith("gating_head.") for k in state_dict) or _truthy(
+            kwargs.get("use_bayes")
         ):
             return "bayesncl"
-        if kwargs.get("non_neg") not in (None, "none", "null"):
+        if str(kwargs.get("non_neg")).lower() not in ("none", "null"):  # YAML None is "None"
             return "ncl"
     return method
 
@@ -110,6 +129,8 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
             f"{path}: method {cfg.get('method')!r} is not supported; allowed: {', '.join(KNOWN_METHODS)}"
         )
     cfg["method"] = method
+    if method == "bayesncl":
+        _gate_flags(cfg, state_dict)
     cfg.pop("wandb_run_id", None)
     dict_cfg = OmegaConf.create(cfg)
     OmegaConf.set_struct(dict_cfg, False)

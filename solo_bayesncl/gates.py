@@ -28,23 +28,40 @@ __all__ = [
     "bernoulli_kl",
     "binary_concrete_sample",
     "gate_probabilities",
+    "gumbel_sample",
     "hard_threshold_ste",
     "resolve_gate_type",
 ]
 
-GATE_TYPES: tuple[str, ...] = ("ste", "gumbel_sigmoid")
-"""``ste``: deterministic threshold of ``alpha`` (the paper's main variant). ``gumbel_sigmoid``:
-threshold of a binary-concrete sample (training only; evaluation uses ``alpha`` itself)."""
+GATE_TYPES: tuple[str, ...] = ("ste", "binary_concrete", "gumbel")
+"""How the hard gate is drawn in training (evaluation always thresholds ``alpha`` itself):
 
-_GATE_ALIASES = {"ste": "ste", "gumbel_sigmoid": "gumbel_sigmoid", "gumbel": "gumbel_sigmoid"}
+- ``ste``: deterministic threshold of ``alpha`` (the paper's main variant, the default);
+- ``binary_concrete``: threshold of a binary-concrete sample (logistic noise, Maddison et al.,
+  2017): a gate with logit ``a`` opens with probability ``sigmoid(a)`` at ``t = 0.5``;
+- ``gumbel``: threshold of ``sigmoid((a + g) / tau_g)`` with a single Gumbel sample ``g``, as the
+  official BayesNCL code computes its ``gumbel_sigmoid`` gate: open with probability
+  ``1 - exp(-exp(a))`` at ``t = 0.5``, i.e. ``1 - 1/e = 0.632`` at logit 0.
+
+``STE`` and the official ``gumbel_sigmoid`` are accepted and mean what the official code computes
+(``ste`` and ``gumbel``)."""
+
+_GATE_ALIASES = {
+    "ste": "ste",
+    "binary_concrete": "binary_concrete",
+    "gumbel": "gumbel",
+    "gumbel_sigmoid": "gumbel",
+}
 
 
 def resolve_gate_type(name: str, key: str = "gate_type") -> str:
-    """Canonical gate type; accepts the official configs' ``STE`` spelling (any case)."""
+    """Canonical gate type; accepts the official spellings ``STE`` (any case) and
+    ``gumbel_sigmoid`` (the official single-Gumbel gate, i.e. ``gumbel``)."""
     canonical = _GATE_ALIASES.get(str(name).lower())
     if canonical is None:
         raise ValueError(
-            f"{key}={name!r} is not supported; allowed values: {', '.join(GATE_TYPES)}"
+            f"{key}={name!r} is not supported; allowed values: {', '.join(GATE_TYPES)} "
+            "(official spellings STE and gumbel_sigmoid accepted)"
         )
     return canonical
 
@@ -75,12 +92,27 @@ def binary_concrete_sample(
 
     This is the binary-concrete distribution (Maddison et al., 2017; Jang et al., 2017): the noise
     is the difference of two Gumbels, i.e. a logistic sample. The official BayesNCL code adds a
-    single Gumbel sample instead, which is a different (biased) distribution; this project
-    implements the binary-concrete one.
+    single Gumbel sample instead (:func:`gumbel_sample`), a different distribution.
     """
     u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
     u = u.clamp(torch.finfo(torch.float32).tiny, 1.0 - torch.finfo(torch.float32).eps)
     noise = (torch.log(u) - torch.log1p(-u)).to(logits.dtype)
+    return torch.sigmoid((logits + noise) / temperature)
+
+
+def gumbel_sample(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """``sigmoid((logits + g) / tau_g)`` with one Gumbel sample ``g = -log(-log(U + 1e-4) + 1e-4)``.
+
+    The official BayesNCL code's ``gumbel_sigmoid`` gate, with its two 1e-4 margins: not a
+    relaxed Bernoulli (that needs the difference of two Gumbels, :func:`binary_concrete_sample`),
+    so a gate opens more often than ``alpha`` says (``1 - 1/e`` at logit 0 and ``t = 0.5``).
+    """
+    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
+    noise = (-torch.log(-torch.log(u + 1e-4) + 1e-4)).to(logits.dtype)
     return torch.sigmoid((logits + noise) / temperature)
 
 
@@ -103,6 +135,9 @@ def bernoulli_kl(probs: torch.Tensor, prior: float, eps: float = 0.01) -> torch.
         torch.log1p(-alpha) - torch.log1p(-rho_t)
     )
     return kl.sum(dim=-1).mean()
+
+
+_SAMPLERS = {"binary_concrete": binary_concrete_sample, "gumbel": gumbel_sample}
 
 
 @dataclass
@@ -128,12 +163,12 @@ class BernoulliGate(nn.Module):
     """Hard Bernoulli gate with a straight-through estimator (BayesNCL, arXiv 2605.28441).
 
     Args:
-        gate_type: ``"ste"`` or ``"gumbel_sigmoid"`` (``"STE"`` accepted).
+        gate_type: one of :data:`GATE_TYPES` (official ``"STE"`` and ``"gumbel_sigmoid"`` accepted).
         threshold: ``t`` in (0, 1); a gate opens when its (sampled) probability exceeds it.
         temperature: ``tau_g`` > 0 of the sigmoid.
 
     ``forward(logits, mode=None)``: ``mode`` is ``"hard"`` (default) or ``"soft"``; in training
-    with ``gumbel_sigmoid`` the threshold is applied to a binary-concrete sample, in evaluation to
+    with ``binary_concrete`` or ``gumbel`` the threshold is applied to a noisy sample, in evaluation to
     ``alpha`` itself, so evaluation is deterministic. ``"soft"`` returns ``alpha`` as the mask
     (the evaluation-time soft gate ``u * alpha``; it zeroes nothing).
     """
@@ -154,8 +189,8 @@ class BernoulliGate(nn.Module):
             return GateOutput(mask=probs, probs=probs)
         if mode != "hard":
             raise ValueError(f"gate mode={mode!r} is not supported; allowed values: hard, soft")
-        if self.gate_type == "gumbel_sigmoid" and self.training:
-            sample = binary_concrete_sample(logits.float(), self.temperature)
+        if self.gate_type in _SAMPLERS and self.training:
+            sample = _SAMPLERS[self.gate_type](logits.float(), self.temperature)
             return GateOutput(mask=hard_threshold_ste(sample, self.threshold), probs=probs)
         return GateOutput(mask=hard_threshold_ste(probs, self.threshold), probs=probs)
 

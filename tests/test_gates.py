@@ -14,6 +14,7 @@ from solo_bayesncl.gates import (
     bernoulli_kl,
     binary_concrete_sample,
     gate_probabilities,
+    gumbel_sample,
     hard_threshold_ste,
     resolve_gate_type,
 )
@@ -100,7 +101,7 @@ def test_gate_passes_gradient_to_logits_as_ste_predicts(tau: float) -> None:
 
 def test_gumbel_gate_training_passes_gradient_to_logits() -> None:
     logits = torch.randn(4, 8, requires_grad=True)
-    out = BernoulliGate("gumbel_sigmoid").train()(logits)
+    out = BernoulliGate("binary_concrete").train()(logits)
     out.mask.sum().backward()
     assert torch.isfinite(logits.grad).all() and logits.grad.abs().min() > 0
 
@@ -109,7 +110,7 @@ def test_gumbel_gate_training_passes_gradient_to_logits() -> None:
 
 
 def test_gumbel_training_is_stochastic_and_hard() -> None:
-    gate = BernoulliGate("gumbel_sigmoid").train()
+    gate = BernoulliGate("binary_concrete").train()
     logits = torch.zeros(16, 64)
     torch.manual_seed(0)
     first = gate(logits).mask
@@ -120,7 +121,7 @@ def test_gumbel_training_is_stochastic_and_hard() -> None:
 
 def test_gumbel_eval_is_deterministic_and_equals_ste_gate() -> None:
     logits = torch.randn(16, 64) * 3
-    gate = BernoulliGate("gumbel_sigmoid", threshold=0.6, temperature=0.7).eval()
+    gate = BernoulliGate("binary_concrete", threshold=0.6, temperature=0.7).eval()
     ste = BernoulliGate("ste", threshold=0.6, temperature=0.7)
     first, second = gate(logits), gate(logits)
     assert torch.equal(first.mask, second.mask)
@@ -231,8 +232,9 @@ def test_unknown_gate_type_names_key_and_allowed_values() -> None:
     [
         ("STE", "ste"),
         ("ste", "ste"),
-        ("Gumbel_Sigmoid", "gumbel_sigmoid"),
-        ("gumbel", "gumbel_sigmoid"),
+        ("Gumbel_Sigmoid", "gumbel"),  # the official name: its single-Gumbel gate
+        ("gumbel", "gumbel"),
+        ("binary_concrete", "binary_concrete"),
     ],
 )
 def test_gate_type_spellings(spelling: str, canonical: str) -> None:
@@ -247,3 +249,51 @@ def test_unknown_mode_names_allowed_values() -> None:
 def test_gate_output_open_ratio() -> None:
     out = GateOutput(mask=torch.tensor([[1.0, 0.0], [1.0, 1.0]]), probs=torch.zeros(2, 2))
     assert out.open_ratio.item() == 0.75
+
+
+# ---------------------------------------------------------------- the three gate variants
+
+
+def _official_gumbel_gate(logits: torch.Tensor, u: torch.Tensor, tau: float, t: float):
+    """The official BayesNCL ``gumbel_sigmoid`` hard gate, rewritten from its formula: one
+    Gumbel sample -log(-log(u + 1e-4) + 1e-4) added to the logits, sigmoid, threshold."""
+    g = -torch.log(-torch.log(u + 1e-4) + 1e-4)
+    return (torch.sigmoid((logits + g) / tau) > t).float()
+
+
+def test_gumbel_sample_equals_the_official_formula() -> None:
+    logits = torch.randn(64, 32) * 2
+    sample = gumbel_sample(logits, 0.7, generator=torch.Generator().manual_seed(3))
+    u = torch.rand(logits.shape, generator=torch.Generator().manual_seed(3))
+    expected = _official_gumbel_gate(logits, u, 0.7, 0.6)
+    assert torch.equal((sample > 0.6).float(), expected)
+
+
+@pytest.mark.parametrize(
+    ("gate_type", "expected"),
+    [
+        ("ste", 0.0),  # alpha = 0.5 is not > t = 0.5: closed
+        ("binary_concrete", 0.5),  # P(logistic > 0) = 1/2
+        ("gumbel", 1.0 - math.exp(-1.0)),  # P(Gumbel > 0) = 1 - 1/e = 0.632
+        ("gumbel_sigmoid", 1.0 - math.exp(-1.0)),  # the official name means the official gate
+    ],
+)
+def test_open_rate_at_logit_zero_in_training(gate_type: str, expected: float) -> None:
+    torch.manual_seed(0)
+    out = BernoulliGate(gate_type).train()(torch.zeros(200, 1000))
+    # 2e5 draws: standard error <= 0.0012; 0.006 is five of them
+    assert out.open_ratio.item() == pytest.approx(expected, abs=0.006)
+
+
+@pytest.mark.parametrize("a", [-2.0, -0.5, 1.0])
+def test_gumbel_open_rate_is_one_minus_exp_minus_exp_logit(a: float) -> None:
+    torch.manual_seed(1)
+    out = BernoulliGate("gumbel").train()(torch.full((100, 1000), a))
+    assert out.open_ratio.item() == pytest.approx(1 - math.exp(-math.exp(a)), abs=0.006)
+
+
+@pytest.mark.parametrize("gate_type", ["binary_concrete", "gumbel"])
+def test_noisy_gates_evaluate_like_ste(gate_type: str) -> None:
+    logits = torch.randn(32, 64) * 3
+    got = BernoulliGate(gate_type).eval()(logits).mask
+    assert torch.equal(got, BernoulliGate("ste")(logits).mask)

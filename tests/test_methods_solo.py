@@ -131,7 +131,7 @@ def test_gating_head_has_its_own_learning_rate(image_folder):
     [
         (
             "method_kwargs.gate_type=foo",
-            "method_kwargs.gate_type='foo' is not supported; allowed values: ste, gumbel_sigmoid",
+            "method_kwargs.gate_type='foo' is not supported; allowed values: ste, binary_concrete, gumbel",
         ),
         (
             "method_kwargs.non_neg=tanh",
@@ -182,7 +182,7 @@ def test_official_config_spellings(image_folder, batch):
         extra=[
             "method_kwargs.gate_type=STE",
             "method_kwargs.non_neg=leakyrelu",
-            "method_kwargs.use_bayes=False",
+            "+method_kwargs.use_kl=False",
             "+method_kwargs.use_topk=True",
             "+method_kwargs.topk_k=4",
         ],
@@ -289,3 +289,55 @@ def test_methods_compute_their_representation_with_the_loss_helpers(
         calls.clear()
         assert torch.isfinite(model.training_step(batch, 0))
         assert calls == [helper]
+
+
+def test_official_use_bayes_false_means_no_gate(image_folder):
+    """Official ``use_bayes: False`` builds no gating head: the run trains plain NCL."""
+    from solo.methods import METHODS
+
+    with pytest.warns(UserWarning, match=r"use_bayes=False means no gate at all.*method=ncl"):
+        cfg = _cfg(extra=["method_kwargs.use_bayes=False"], image_folder=image_folder)
+    assert cfg.method == "ncl"
+    model = METHODS[cfg.method](cfg)
+    assert not hasattr(model, "gating_head")
+
+
+def test_use_kl_false_keeps_the_gate_and_drops_the_kl(image_folder):
+    from solo.methods import METHODS
+
+    cfg = _cfg(extra=["+method_kwargs.use_kl=False"], image_folder=image_folder)
+    model = METHODS[cfg.method](cfg)
+    assert cfg.method == "bayesncl" and hasattr(model, "gating_head") and model.kl_lambda == 0.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "gating_head", "expected"),
+    [
+        # the official BayesNCL repository's scripts/pretrain/cifar/{simclr,ncl}.yaml
+        ({"non_neg": "None", "use_bayes": False, "gate_type": "STE"}, False, "simclr"),
+        ({"non_neg": "rep_relu", "use_bayes": False, "gate_type": "STE"}, False, "ncl"),
+        ({"non_neg": "rep_relu", "use_bayes": True, "gate_type": "STE"}, True, "bayesncl"),
+        # the official NCL repository's (no gate keys)
+        ({"non_neg": "rep_relu"}, False, "ncl"),
+    ],
+)
+def test_official_checkpoint_method_names(kwargs, gating_head, expected):
+    from solo_bayesncl.checkpoints import official_method_name
+
+    weights = {"gating_head.0.weight": torch.zeros(1)} if gating_head else {}
+    cfg = {"method": "simclr", "method_kwargs": kwargs}
+    assert official_method_name(cfg, weights) == expected
+
+
+def test_gated_checkpoint_reads_use_bayes_false_as_use_kl_false():
+    """A gating head in the weights means a gate exists (official ``use_bayes: True``); this
+    plugin's former ``use_bayes: False`` (KL off) beside it becomes ``use_kl: False``."""
+    from solo_bayesncl.checkpoints import _gate_flags
+
+    weights = {"gating_head.0.weight": torch.zeros(1)}
+    old = {"method_kwargs": {"use_bayes": False}}
+    _gate_flags(old, weights)
+    assert old["method_kwargs"] == {"use_bayes": True, "use_kl": False}
+    official = {"method_kwargs": {"use_bayes": True}}
+    _gate_flags(official, weights)
+    assert official["method_kwargs"] == {"use_bayes": True, "use_kl": True}

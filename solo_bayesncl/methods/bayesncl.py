@@ -10,6 +10,7 @@ Bernoulli(``rho``) prior on the gates enters the loss through a KL term (DESIGN 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,13 +33,17 @@ class BayesNCL(NCL):
 
     Extra cfg settings (``method_kwargs``), defaults from the official CIFAR-100 run:
         proj_hidden_dim, proj_output_dim, temperature, non_neg, use_topk, topk_k: as in NCL.
-        gate_type (str): ``ste`` (straight-through hard gate, the paper's main variant) or
-            ``gumbel_sigmoid`` (binary-concrete sample, then the same threshold). ``STE`` accepted.
+        gate_type (str): ``ste`` (straight-through hard gate, the paper's main variant),
+            ``binary_concrete`` (logistic-noise sample, then the same threshold) or ``gumbel``
+            (the official code's single-Gumbel sample); official ``STE`` and ``gumbel_sigmoid``
+            (= ``gumbel``) accepted, see :data:`solo_bayesncl.gates.GATE_TYPES`.
         bayesian_prior_prob (float): ``rho`` in (0, 1), the prior open probability. 0.8.
         gate_threshold (float): ``t`` in (0, 1). 0.5.
         sigmoid_temperature (float): ``tau_g`` > 0. 1.0.
         bayesian_kl_lambda (float): ``lambda`` >= 0, weight of the KL. 3e-5.
-        use_bayes (bool): add the KL term (official flag); False trains the gate by InfoNCE only.
+        use_kl (bool): add the KL term; False trains the gate by InfoNCE only. True.
+        use_bayes (bool): the official flag, with the official meaning: False means no gate at
+            all, so the run trains plain ``ncl`` (``cfg.method`` is switched, with a warning).
         kl_eps (float): clamp of ``alpha`` and ``rho`` in the KL, in (0, 0.5). 0.01.
         gating_head_hidden_dim (int): hidden width of the gating head; the projector's by default.
         eval_gate (str): representation read at evaluation, ``hard`` (``v``) or ``soft``
@@ -50,7 +55,7 @@ class BayesNCL(NCL):
     def __init__(self, cfg: omegaconf.DictConfig):
         super().__init__(cfg)
         kwargs = cfg.method_kwargs
-        self.kl_lambda: float = kwargs.bayesian_kl_lambda if kwargs.use_bayes else 0.0
+        self.kl_lambda: float = kwargs.bayesian_kl_lambda if kwargs.use_kl else 0.0
         self.prior: float = kwargs.bayesian_prior_prob
         self.kl_eps: float = kwargs.kl_eps
         self.eval_gate: str = kwargs.eval_gate
@@ -70,6 +75,16 @@ class BayesNCL(NCL):
         cfg = super(BayesNCL, BayesNCL).add_and_assert_specific_cfg(cfg)
         kw = "method_kwargs"
         kwargs = cfg.method_kwargs
+        kwargs.use_bayes = bool(omegaconf_select(cfg, f"{kw}.use_bayes", True))
+        if not kwargs.use_bayes:
+            # the official code builds no gating head when use_bayes is False: plain NCL
+            warnings.warn(
+                f"{kw}.use_bayes=False means no gate at all (the official meaning): training "
+                f"method=ncl; to keep the gate and drop only the KL, set {kw}.use_kl=False",
+                stacklevel=2,
+            )
+            cfg.method = "ncl"
+            return cfg
         kwargs.gate_type = resolve_gate_type(
             omegaconf_select(cfg, f"{kw}.gate_type", "ste"), key=f"{kw}.gate_type"
         )
@@ -96,7 +111,7 @@ class BayesNCL(NCL):
         kwargs.kl_eps = require_range(
             f"{kw}.kl_eps", omegaconf_select(cfg, f"{kw}.kl_eps", 0.01), 0.0, 0.5
         )
-        kwargs.use_bayes = bool(omegaconf_select(cfg, f"{kw}.use_bayes", True))
+        kwargs.use_kl = bool(omegaconf_select(cfg, f"{kw}.use_kl", True))
         kwargs.gating_head_hidden_dim = omegaconf_select(
             cfg, f"{kw}.gating_head_hidden_dim", kwargs.proj_hidden_dim
         )
