@@ -123,8 +123,13 @@ def _linear(spec: dict[str, Any], run_dir: Path, ckpt: str) -> dict[str, Any]:
         f"accelerator={trained.accelerator}",
         *linear.get("overrides", []),
     ]
-    if dataset not in ("fashion-mnist",):
+    from solo_bayesncl.data.datasets import OFFLINE_DATASETS
+
+    if dataset not in OFFLINE_DATASETS:
         overrides += [f"data.train_path={data.train_path}", f"data.val_path={data.val_path}"]
+    for key in ("num_backgrounds", "background_seed"):  # fashion-mnist-scenes
+        if OmegaConf.select(trained, f"data.{key}", default=None) is not None:
+            overrides.append(f"++data.{key}={trained.data[key]}")
     epochs = linear.get("max_epochs", 100)
     overrides.append(f"scheduler.lr_decay_steps=[{int(epochs * 0.6)},{int(epochs * 0.8)}]")
     config_dir = Path(spec["config_dir"].replace("pretrain", "linear"))

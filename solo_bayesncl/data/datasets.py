@@ -3,7 +3,9 @@ run before any model is built, and validation data at the training resolution.
 
 solo-learn knows ``cifar10``, ``cifar100``, ``stl10``, ``imagenet``, ``imagenet100`` and
 ``custom`` (an image folder). This module adds ``fashion-mnist`` (offline, from Debian's
-package) by presenting it to solo-learn as ``custom`` and remembering the real name in
+package) and ``fashion-mnist-scenes`` (the same items on shared background textures,
+:mod:`solo_bayesncl.data.scenes`; ``data.num_backgrounds`` 4-8, ``data.background_seed``) by
+presenting them to solo-learn as ``custom`` and remembering the real name in
 ``data.offline_dataset``. For ``custom`` data, solo-learn validates at 224 px after a 256 px
 resize whatever the training crop; here validation uses the training crop size instead.
 """
@@ -20,6 +22,13 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from torchvision import transforms
 
 from solo_bayesncl.data.fashion_mnist import MEAN_STD, FashionMNIST, fashion_mnist_root
+from solo_bayesncl.data.scenes import (
+    DEFAULT_BACKGROUND_SEED,
+    DEFAULT_BACKGROUNDS,
+    FashionMNISTScenes,
+    check_scene_args,
+    scenes_mean_std,
+)
 
 __all__ = [
     "DatasetUnavailableError",
@@ -32,6 +41,7 @@ __all__ = [
     "image_params",
     "linear_train_transform",
     "check_dataset_available",
+    "offline_dataset",
     "resolve_dataset_cfg",
     "validation_transform",
 ]
@@ -44,12 +54,14 @@ SOLO_DATASETS: tuple[str, ...] = (
     "imagenet100",
     "custom",
 )
-OFFLINE_DATASETS: dict[str, int] = {"fashion-mnist": 10}
+OFFLINE_DATASETS: dict[str, int] = {"fashion-mnist": 10, "fashion-mnist-scenes": 10}
 """Datasets added by the plugin, with their number of classes."""
+SCENES = "fashion-mnist-scenes"
 _ALIASES = {
     "fashion_mnist": "fashion-mnist",
     "fashionmnist": "fashion-mnist",
     "fmnist": "fashion-mnist",
+    "fashion_mnist_scenes": SCENES,
 }
 SMALL_IMAGE_DATASETS = ("cifar10", "cifar100")
 """Datasets that get the small-image stem by default (solo-learn does it for CIFAR). Fashion-MNIST
@@ -63,6 +75,43 @@ class DatasetUnavailableError(RuntimeError):
 
 def _dataset_name(cfg: omegaconf.DictConfig) -> str:
     return str(OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset)
+
+
+def _scene_args(cfg: omegaconf.DictConfig) -> tuple[int, int]:
+    """``(data.num_backgrounds, data.background_seed)``; a bad value names its key."""
+    num = OmegaConf.select(cfg, "data.num_backgrounds", default=None)
+    seed = OmegaConf.select(cfg, "data.background_seed", default=None)
+    num = DEFAULT_BACKGROUNDS if num is None else num
+    seed = DEFAULT_BACKGROUND_SEED if seed is None else seed
+    try:
+        check_scene_args(num, DEFAULT_BACKGROUND_SEED)
+    except ValueError as err:
+        raise ValueError(f"data.num_backgrounds: {err}") from None
+    try:
+        check_scene_args(DEFAULT_BACKGROUNDS, seed)
+    except ValueError as err:
+        raise ValueError(f"data.background_seed: {err}") from None
+    return int(num), int(seed)
+
+
+def offline_dataset(
+    cfg: omegaconf.DictConfig,
+    split: str,
+    transform=None,
+    root: str | Path | None = None,
+    with_index: bool = False,
+) -> FashionMNIST:
+    """The plugin dataset ``cfg`` names (``fashion-mnist`` or ``fashion-mnist-scenes``);
+    ``with_index`` yields ``(index, image, target)`` as solo-learn's pretraining expects."""
+    cls, kwargs = FashionMNIST, {}
+    if _dataset_name(cfg) == SCENES:
+        num, seed = _scene_args(cfg)
+        cls, kwargs = FashionMNISTScenes, {"num_backgrounds": num, "seed": seed}
+    if with_index:
+        from solo.data.pretrain_dataloader import dataset_with_index
+
+        cls = dataset_with_index(cls)
+    return cls(split, transform=transform, root=root, **kwargs)
 
 
 def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
@@ -92,12 +141,20 @@ def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
             f"data.format=dali is not supported for data.dataset={name}; use image_folder"
         )
     root = fashion_mnist_root()
+    mean, std = MEAN_STD
+    if name == SCENES:
+        num, seed = _scene_args(cfg)
+        OmegaConf.update(cfg, "data.num_backgrounds", num, force_add=True)
+        OmegaConf.update(cfg, "data.background_seed", seed, force_add=True)
+        try:
+            mean, std = scenes_mean_std(num, seed, root)
+        except FileNotFoundError as err:
+            raise DatasetUnavailableError(str(err)) from None
     OmegaConf.update(cfg, "data.offline_dataset", name, force_add=True)
     cfg.data.dataset = "custom"
     cfg.data.format = "image_folder"
     cfg.data.train_path = str(root)
     cfg.data.val_path = str(root)
-    mean, std = MEAN_STD
     for pipeline in OmegaConf.select(cfg, "augmentations", default=None) or []:
         pipeline.mean = list(mean)
         pipeline.std = list(std)
@@ -121,7 +178,7 @@ def check_dataset_available(cfg: omegaconf.DictConfig, download_timeout: float =
     """
     name = _dataset_name(cfg)
     if name in OFFLINE_DATASETS:
-        FashionMNIST("train", root=cfg.data.train_path)  # raises a clear FileNotFoundError
+        offline_dataset(cfg, "train", root=cfg.data.train_path)  # a clear FileNotFoundError
         return
     if name in ("cifar10", "cifar100"):
         from torchvision import datasets
@@ -171,12 +228,10 @@ def _stratified_subset(dataset: Dataset, targets, fraction: float, seed: int = 4
 
 def build_train_dataset(cfg: omegaconf.DictConfig, transform) -> Dataset:
     """The pretraining dataset, yielding ``(index, views, target)`` as solo-learn expects."""
-    from solo.data.pretrain_dataloader import dataset_with_index, prepare_datasets
+    from solo.data.pretrain_dataloader import prepare_datasets
 
     if _dataset_name(cfg) in OFFLINE_DATASETS:
-        dataset = dataset_with_index(FashionMNIST)(
-            "train", transform=transform, root=cfg.data.train_path
-        )
+        dataset = offline_dataset(cfg, "train", transform, cfg.data.train_path, with_index=True)
         return _stratified_subset(dataset, dataset.targets, float(cfg.data.fraction))
     return prepare_datasets(
         cfg.data.dataset,
@@ -238,7 +293,7 @@ def build_labelled_train_dataset(cfg: omegaconf.DictConfig, transform) -> Datase
     """The labelled training set as ``(image, label)`` pairs (linear evaluation, kNN)."""
     name = _dataset_name(cfg)
     if name in OFFLINE_DATASETS:
-        dataset = FashionMNIST("train", transform=transform, root=cfg.data.train_path)
+        dataset = offline_dataset(cfg, "train", transform, cfg.data.train_path)
         return _stratified_subset(
             dataset, dataset.targets, float(OmegaConf.select(cfg, "data.fraction", default=-1))
         )
@@ -259,7 +314,7 @@ def build_val_dataset(cfg: omegaconf.DictConfig, transform=None) -> Dataset | No
     name = _dataset_name(cfg)
     transform = transform or validation_transform(cfg)
     if name in OFFLINE_DATASETS:
-        dataset = FashionMNIST("val", transform=transform, root=cfg.data.val_path)
+        dataset = offline_dataset(cfg, "val", transform, cfg.data.val_path)
         fraction = float(OmegaConf.select(cfg, "data.val_fraction", default=-1) or -1)
         return _stratified_subset(dataset, dataset.targets, fraction)
     no_labels = bool(OmegaConf.select(cfg, "data.no_labels", default=False))
