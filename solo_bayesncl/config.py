@@ -23,9 +23,10 @@ def resolve_with_solo(
         check_dataset_available,
         resolve_dataset_cfg,
     )
+    from solo_bayesncl.global_batch import apply_global_batch
     from solo_bayesncl.runtime import resolve_runtime
 
-    cfg = resolve_runtime(cfg)
+    cfg = apply_global_batch(resolve_runtime(cfg))  # the paper's global batch on any machine
     cfg = resolve_dataset_cfg(cfg)
     if check_data:
         check_dataset_available(cfg)
