@@ -46,7 +46,9 @@ def test_apply_on_a_config_is_idempotent_and_keeps_per_device_configs():
     assert cfg.optimizer.batch_size == 64
     solo_cfg = OmegaConf.create({"devices": [0, 1], "optimizer": {"batch_size": 256}})
     assert apply_global_batch(solo_cfg).optimizer.batch_size == 256  # solo-learn's meaning
-    bad = OmegaConf.create({"devices": [0], "optimizer": {"batch_size": 8, "batch_size_scope": "x"}})
+    bad = OmegaConf.create(
+        {"devices": [0], "optimizer": {"batch_size": 8, "batch_size_scope": "x"}}
+    )
     with pytest.raises(ValueError, match=r"batch_size_scope='x'.*global, per_device"):
         apply_global_batch(bad)
 
