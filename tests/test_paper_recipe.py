@@ -61,8 +61,8 @@ def test_every_preset_trains_with_the_official_augmentations(preset_name):
     config_dir = str(preset.config_dir.relative_to(REPO))
     assert config_dir in OFFICIAL_AUGMENTATIONS, f"preset {preset_name}: unknown {config_dir}"
     for method in preset.methods:
-        overrides = preset.overrides + preset.method_overrides.get(method, [])
-        cfg = compose(config_dir, f"{method}.yaml", overrides)
+        overrides = preset.run_overrides(method)  # a variant runs its method's config
+        cfg = compose(config_dir, f"{preset.base_method(method)}.yaml", overrides)
         _check_augmentations(
             cfg, OFFICIAL_AUGMENTATIONS[config_dir], f"preset {preset_name}, {method}"
         )

@@ -1,8 +1,13 @@
-"""Benchmark pictures: accuracy against chance-corrected consistency, and metrics over epochs."""
+"""Benchmark pictures: accuracy against chance-corrected consistency, metrics over epochs and,
+when a preset sweeps BayesNCL's prior, the figures against rho and lambda. With several seeds
+every run is drawn and the mean ± standard deviation over seeds is drawn over it."""
 
 from __future__ import annotations
 
 import csv
+import json
+import math
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +17,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["plot_accuracy_vs_consistency", "plot_metrics_over_epochs"]
+from solo_bayesncl.benchmark.table import run_name  # noqa: E402
+
+__all__ = [
+    "plot_accuracy_vs_consistency",
+    "plot_metrics_over_epochs",
+    "plot_prior_sweep",
+    "prior_settings",
+]
 
 COLORS = {
     "simclr": "tab:blue",
@@ -20,25 +32,50 @@ COLORS = {
     "ncl": "tab:green",
     "bayesncl": "tab:red",
 }
+_SPARE = ("tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray", "gold")
+
+
+def _colors(results: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """A colour per row: methods keep theirs, variants take the spare ones in order."""
+    colors, spare = {}, iter(_SPARE * 4)
+    for r in results:
+        name = run_name(r)
+        if name not in colors:
+            colors[name] = COLORS.get(name) or next(spare)
+    return colors
+
+
+def _nan(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return math.nan, math.nan
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def plot_accuracy_vs_consistency(results: Sequence[dict[str, Any]], path: Path) -> Path:
-    """One point per run: linear top-1 against the consistency gain over its shuffled baseline."""
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    for method in COLORS:
-        runs = [r for r in results if r["method"] == method]
-        if runs:
-            ax.scatter(
-                [r["metrics"].get("semantic_consistency_gain", float("nan")) for r in runs],
-                [r.get("linear_top1") or float("nan") for r in runs],
-                label=method,
-                color=COLORS[method],
-                s=50,
-            )
+    """One point per run: linear top-1 against the consistency gain over its shuffled baseline;
+    with several seeds, a larger marker with error bars at the mean ± std of each row."""
+    colors = _colors(results)
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    for name, color in colors.items():
+        runs = [r for r in results if run_name(r) == name]
+        x = [_nan(r["metrics"].get("semantic_consistency_gain")) for r in runs]
+        y = [_nan(r.get("linear_top1")) for r in runs]
+        several = len(runs) > 1
+        ax.scatter(x, y, color=color, s=18 if several else 50, alpha=0.5 if several else 1.0,
+                   label=None if several else name)  # fmt: skip
+        if several:
+            (mx, sx), (my, sy) = _mean_std(x), _mean_std(y)
+            ax.errorbar(mx, my, xerr=sx, yerr=sy, fmt="o", ms=8, color=color, capsize=3,
+                        label=f"{name} (n={len(runs)}, mean ± std)")  # fmt: skip
     ax.set_xlabel("semantic consistency - label-shuffled baseline")
     ax.set_ylabel("linear top-1 (%)")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -56,33 +93,120 @@ def _epoch_series(metrics_csv: Path, column: str) -> tuple[list[int], list[float
 
 
 def plot_metrics_over_epochs(results: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Consistency gain, active dims, online linear top-1 and InfoNCE loss over epochs."""
+    """Consistency gain, active dims, online linear top-1 and InfoNCE loss over epochs, one line
+    per run; with several seeds the row's mean is drawn thick over its seeds' thin lines."""
     panels = (
         ("interp/semantic_consistency_gain", "consistency gain"),
         ("interp/active_dims", "active dims"),
         ("val_acc1", "online linear top-1 (%)"),
         ("train_nce_loss_epoch", "InfoNCE loss"),
     )
+    colors = _colors(results)
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
     for ax, (column, title) in zip(axes, panels, strict=True):
-        for result in results:
-            csv_path = Path(result.get("pretrain_metrics_csv", ""))
-            if not csv_path.is_file():
-                continue
-            epochs, values = _epoch_series(csv_path, column)
-            if epochs:
-                ax.plot(
-                    epochs,
-                    values,
-                    marker="o",
-                    ms=3,
-                    color=COLORS.get(result["method"]),
-                    label=f"{result['method']} s{result['seed']}",
-                )
+        for name, color in colors.items():
+            series = {}
+            for result in (r for r in results if run_name(r) == name):
+                csv_path = Path(result.get("pretrain_metrics_csv", ""))
+                if csv_path.is_file():
+                    epochs, values = _epoch_series(csv_path, column)
+                    if epochs:
+                        series[result["seed"]] = dict(zip(epochs, values, strict=True))
+            several = len(series) > 1
+            for seed, points in series.items():
+                ax.plot(list(points), list(points.values()), marker="o", ms=2 if several else 3,
+                        lw=0.7 if several else 1.5, alpha=0.4 if several else 1.0, color=color,
+                        label=None if several else f"{name} s{seed}")  # fmt: skip
+            if several:
+                epochs = sorted(set().union(*series.values()))
+                means = [statistics.fmean(s[e] for s in series.values() if e in s) for e in epochs]
+                ax.plot(epochs, means, lw=2.2, color=color, label=f"{name} mean of {len(series)}")
         ax.set_title(title)
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def prior_settings(result: dict[str, Any]) -> tuple[float, float] | None:
+    """``(rho, lambda)`` of a BayesNCL run, read from the config saved beside its checkpoint
+    (``args.json``); None for other methods or when the file is missing."""
+    if result.get("method") != "bayesncl" or not result.get("checkpoint"):
+        return None
+    args = Path(result["checkpoint"]).parent / "args.json"
+    if not args.is_file():
+        return None
+    kwargs = json.loads(args.read_text()).get("method_kwargs", {})
+    try:
+        return float(kwargs["bayesian_prior_prob"]), float(kwargs["bayesian_kl_lambda"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+_SWEEP_PANELS = (
+    ("metrics.semantic_consistency_gain", "consistency gain"),
+    ("linear_top1", "linear top-1 (%)"),
+    ("knn_top1", "kNN top-1 (%)"),
+    ("gate_open_rate.mean", "share of open gates"),
+)
+
+
+def _value(result: dict[str, Any], dotted: str) -> float:
+    value: Any = result
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return _nan(value)
+
+
+def plot_prior_sweep(results: Sequence[dict[str, Any]], path: Path) -> Path | None:
+    """BayesNCL's figures against rho (at the lambda most runs use) and against lambda (at the
+    rho that has several lambdas), mean ± std over seeds, each seed as a faint dot; NCL's mean ±
+    std as a band. None (nothing drawn) when the runs sweep neither."""
+    settings = [(r, prior_settings(r)) for r in results]
+    settings = [(r, s) for r, s in settings if s is not None]
+    lambdas = [s[1] for _, s in settings]
+    if not settings:
+        return None
+    main_lambda = max(set(lambdas), key=lambdas.count)
+    rho_runs = [(s[0], r) for r, s in settings if s[1] == main_lambda]
+    rhos_by_count = {}
+    for _, s in settings:
+        rhos_by_count.setdefault(s[0], set()).add(s[1])
+    lambda_rho = max(rhos_by_count, key=lambda rho: len(rhos_by_count[rho]))
+    lambda_runs = [(s[1], r) for r, s in settings if s[0] == lambda_rho]
+    sweeps = []
+    if len({x for x, _ in rho_runs}) > 1:
+        sweeps.append((f"rho (lambda {main_lambda:g})", rho_runs, False))
+    if len({x for x, _ in lambda_runs}) > 1:
+        sweeps.append((f"lambda (rho {lambda_rho:g})", lambda_runs, True))
+    if not sweeps:
+        return None
+    ncl = [r for r in results if run_name(r) == "ncl"]
+    fig, axes = plt.subplots(
+        len(sweeps), len(_SWEEP_PANELS), figsize=(3.6 * len(_SWEEP_PANELS), 3.2 * len(sweeps)),
+        squeeze=False,
+    )  # fmt: skip
+    for row, (xlabel, runs, log) in zip(axes, sweeps, strict=True):
+        xs = sorted({x for x, _ in runs})
+        for ax, (source, title) in zip(row, _SWEEP_PANELS, strict=True):
+            for x, r in runs:
+                ax.scatter([x], [_value(r, source)], color="tab:red", s=10, alpha=0.35)
+            stats = [_mean_std([_value(r, source) for v, r in runs if v == x]) for x in xs]
+            ax.errorbar(xs, [m for m, _ in stats], yerr=[s for _, s in stats], fmt="-o",
+                        color="tab:red", capsize=3, label="bayesncl (mean ± std)")  # fmt: skip
+            if ncl and source != "gate_open_rate.mean":
+                m, s = _mean_std([_value(r, source) for r in ncl])
+                ax.axhline(m, color="tab:green", ls="--", label=f"ncl (n={len(ncl)})")
+                ax.axhspan(m - s, m + s, color="tab:green", alpha=0.12)
+            if log:
+                ax.set_xscale("log")
+            ax.set_xlabel(xlabel)
+            ax.set_title(title)
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -4,10 +4,18 @@ A preset names the shipped config folder, the methods and seeds, the overrides a
 method (the equal budget), per-method overrides (each method's own recommended settings), and the
 evaluation settings. ``--preset NAME`` reads ``presets/NAME.yaml`` shipped with the package;
 ``--preset PATH.yaml`` reads any file.
+
+``variants`` names settings of a method that run beside it, each with its own overrides (applied
+after the method's ``method_overrides``)::
+
+    variants:
+      bayesncl_rho0.3: {method: bayesncl, overrides: [method_kwargs.rho=0.3]}
+    methods: [ncl, bayesncl, bayesncl_rho0.3]
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +37,9 @@ _KEYS = {
     "knn",
     "report",
     "out_dir",
+    "variants",
 }
+_VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 
 @dataclass
@@ -47,6 +57,21 @@ class Preset:
     report: dict[str, Any] = field(default_factory=dict)
     out_dir: Path = Path("results")
     source: Path | None = None
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``{name: {"method": base method, "overrides": [...]}}``."""
+
+    def base_method(self, name: str) -> str:
+        """The method a name in ``methods`` runs (itself, or a variant's method)."""
+        return self.variants[name]["method"] if name in self.variants else name
+
+    def run_overrides(self, name: str) -> list[str]:
+        """Every override of a run: the shared budget, the method's own, the variant's."""
+        base = self.base_method(name)
+        return (
+            self.overrides
+            + self.method_overrides.get(base, [])
+            + list(self.variants.get(name, {}).get("overrides", []))
+        )
 
 
 def available_presets() -> list[str]:
@@ -75,11 +100,13 @@ def load_preset(name_or_path: str | Path) -> Preset:
         raise ValueError(
             f"{path}: unknown key {sorted(unknown)[0]!r}; allowed keys: {', '.join(sorted(_KEYS))}"
         )
+    variants = _variants(path, raw.get("variants"))
     methods = list(raw.get("methods", METHODS))
-    bad = [m for m in methods if m not in METHODS]
+    bad = [m for m in methods if m not in METHODS and m not in variants]
     if bad:
         raise ValueError(
-            f"{path}: methods contains {bad[0]!r}; allowed values: {', '.join(METHODS)}"
+            f"{path}: methods contains {bad[0]!r}; allowed values: "
+            f"{', '.join((*METHODS, *variants))}"
         )
     seeds = [int(s) for s in raw.get("seeds", [5])]
     if not seeds:
@@ -107,4 +134,35 @@ def load_preset(name_or_path: str | Path) -> Preset:
         report=dict(raw.get("report") or {}),
         out_dir=Path(raw.get("out_dir", f"results/{path.stem}")),
         source=path,
+        variants=variants,
     )
+
+
+def _variants(path: Path, raw: Any) -> dict[str, dict[str, Any]]:
+    """Checks the ``variants`` mapping (see the module docstring)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: variants must map a name to {{method: ..., overrides: [...]}}")
+    variants = {}
+    for name, spec in raw.items():
+        name = str(name)
+        if name in METHODS or not _VARIANT_NAME.fullmatch(name):
+            raise ValueError(
+                f"{path}: variants.{name}: a variant name is letters, digits and _.+- and not "
+                f"a method name ({', '.join(METHODS)})"
+            )
+        if not isinstance(spec, dict) or set(spec) - {"method", "overrides"}:
+            raise ValueError(
+                f"{path}: variants.{name} must be {{method: ..., overrides: [...]}}, got {spec!r}"
+            )
+        if spec.get("method") not in METHODS:
+            raise ValueError(
+                f"{path}: variants.{name}.method must be one of {', '.join(METHODS)}, "
+                f"got {spec.get('method')!r}"
+            )
+        overrides = spec.get("overrides") or []
+        if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+            raise ValueError(f"{path}: variants.{name}.overrides must be a list of strings")
+        variants[name] = {"method": spec["method"], "overrides": list(overrides)}
+    return variants

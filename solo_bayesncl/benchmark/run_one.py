@@ -174,8 +174,15 @@ def run(spec_path: Path) -> dict[str, Any]:
         write_report(ckpt, report_dir, overwrite=True, progress=False, **spec.get("report", {}))
     report = json.loads((report_dir / "metrics.json").read_text())
 
+    background_json = run_dir / "background.json"
+    if report.get("dataset") == "fashion-mnist-scenes" and not background_json.is_file():
+        from solo_bayesncl.evaluation.background import background_measures
+
+        _write_json(background_json, background_measures(ckpt))
+
     result = {
         "method": spec["method"],
+        "variant": spec.get("variant", spec["method"]),
         "seed": spec["seed"],
         "run_key": spec["run_key"],
         **{k: v for k, v in stages["pretrain"].items() if k not in ("metrics_csv",)},
@@ -183,7 +190,10 @@ def run(spec_path: Path) -> dict[str, Any]:
         "linear_top1": stages["linear"]["linear_top1"],
         "knn_top1": stages["knn"]["knn_top1"],
         "metrics": report["metrics"],
+        "gate_open_rate": report.get("gate_open_rate"),
     }
+    if background_json.is_file():
+        result["background"] = json.loads(background_json.read_text())
     _write_json(run_dir / "result.json", result)
     return result
 

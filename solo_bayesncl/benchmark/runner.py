@@ -17,13 +17,14 @@ __all__ = ["run_benchmark", "run_key", "write_outputs"]
 
 def run_key(preset: Preset, method: str, seed: int) -> str:
     """A hash of everything that defines a run: the method's config file and every override."""
-    config_text = (preset.config_dir / f"{method}.yaml").read_text()
+    base = preset.base_method(method)
+    config_text = (preset.config_dir / f"{base}.yaml").read_text()
     payload = {
-        "method": method,
+        "method": base,
         "seed": seed,
         "config": config_text,
         "overrides": preset.overrides,
-        "method_overrides": preset.method_overrides.get(method, []),
+        "method_overrides": preset.run_overrides(method)[len(preset.overrides) :],
         "linear": preset.linear,
         "knn": preset.knn,
         "report": preset.report,
@@ -48,20 +49,40 @@ def _commit() -> str:
 def write_outputs(
     results: list[dict[str, Any]], out_dir: Path, preset_name: str
 ) -> dict[str, Path]:
-    """``results.md``, ``results.csv``, ``accuracy_vs_consistency.png``, ``metrics_over_epochs.png``."""
-    from solo_bayesncl.benchmark.plots import plot_accuracy_vs_consistency, plot_metrics_over_epochs
-    from solo_bayesncl.benchmark.table import aggregate, write_csv, write_markdown
+    """``results.md``, ``results.csv``, ``paired_differences.csv``,
+    ``accuracy_vs_consistency.png``, ``metrics_over_epochs.png`` and, when BayesNCL's prior is
+    swept, ``prior_sweep.png``."""
+    from solo_bayesncl.benchmark.plots import (
+        plot_accuracy_vs_consistency,
+        plot_metrics_over_epochs,
+        plot_prior_sweep,
+    )
+    from solo_bayesncl.benchmark.table import (
+        aggregate,
+        paired_differences,
+        write_csv,
+        write_markdown,
+        write_paired_csv,
+    )
 
     commit, date = _commit(), dt.date.today().isoformat()
     rows = aggregate(results)
-    return {
-        "markdown": write_markdown(rows, out_dir / "results.md", preset_name, commit, date),
+    paired = paired_differences(results)
+    outputs = {
+        "markdown": write_markdown(
+            rows, out_dir / "results.md", preset_name, commit, date, paired=paired
+        ),
         "csv": write_csv(rows, out_dir / "results.csv", commit, date),
+        "paired_csv": write_paired_csv(paired, out_dir / "paired_differences.csv", commit),
         "accuracy_plot": plot_accuracy_vs_consistency(
             results, out_dir / "accuracy_vs_consistency.png"
         ),
         "epochs_plot": plot_metrics_over_epochs(results, out_dir / "metrics_over_epochs.png"),
     }
+    sweep = plot_prior_sweep(results, out_dir / "prior_sweep.png")
+    if sweep is not None:
+        outputs["prior_plot"] = sweep
+    return outputs
 
 
 def run_benchmark(preset: Preset, out_dir: Path | None = None, log=print) -> list[dict[str, Any]]:
@@ -79,11 +100,12 @@ def run_benchmark(preset: Preset, out_dir: Path | None = None, log=print) -> lis
             else:
                 run_dir.mkdir(parents=True, exist_ok=True)
                 spec = {
-                    "method": method,
+                    "method": preset.base_method(method),
+                    "variant": method,
                     "seed": seed,
                     "run_key": key,
                     "config_dir": str(preset.config_dir),
-                    "overrides": preset.overrides + preset.method_overrides.get(method, []),
+                    "overrides": preset.run_overrides(method),
                     "linear": preset.linear,
                     "knn": preset.knn,
                     "report": preset.report,

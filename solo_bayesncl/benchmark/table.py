@@ -1,8 +1,15 @@
-"""The benchmark table: one row per method, the mean (and spread over seeds) of each figure.
+"""The benchmark table: one row per method (or named variant), the mean and the spread over seeds
+of each figure, and the paired differences against a reference method on the same seeds.
 
-Columns follow the issue: linear top-1, kNN top-1, semantic consistency (with its label-shuffled
-baseline and the gain, which is what separates methods; DESIGN section 3), semantic entropy,
-active dims, sparsity, effective rank, retrieval P@1, time per epoch, peak memory.
+Columns: linear top-1, kNN top-1, semantic consistency (with its label-shuffled baseline and the
+gain, which is what separates methods), semantic entropy, active dims, sparsity, effective rank,
+retrieval P@1, the share of open gates (BayesNCL), time per epoch, peak memory; on
+``fashion-mnist-scenes`` also the background measures of
+:mod:`solo_bayesncl.evaluation.background`.
+
+The paired difference of a figure between a row and the reference (``ncl``) is taken seed by
+seed (same seed, same data order and initialisation where the methods allow) and summarised by
+its mean and a two-sided 95% Student-t interval over the seeds both have.
 """
 
 from __future__ import annotations
@@ -14,7 +21,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COLUMNS", "aggregate", "write_csv", "write_markdown"]
+__all__ = [
+    "COLUMNS",
+    "PAIRED_COLUMNS",
+    "aggregate",
+    "paired_differences",
+    "run_name",
+    "t_quantile_975",
+    "write_csv",
+    "write_markdown",
+    "write_paired_csv",
+]
 
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     # (column, where in a run result, format)
@@ -28,10 +45,51 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("sparsity", "metrics.sparsity", "{:.3f}"),
     ("effective_rank", "metrics.effective_rank", "{:.1f}"),
     ("retrieval_p@1", "metrics.retrieval_p@1", "{:.3f}"),
+    ("gates_open", "gate_open_rate.mean", "{:.3f}"),
+    ("bg_consistency_gain", "background.background_consistency_gain", "{:.3f}"),
+    ("bg_dims_share", "background.background_dims_share", "{:.3f}"),
+    ("probe_class_top1", "background.probe_class_top1", "{:.2f}"),
+    ("probe_bg_top1", "background.probe_background_top1", "{:.2f}"),
     ("s_per_epoch", "seconds_per_epoch", "{:.1f}"),
     ("peak_memory_mb", "peak_memory_mb", "{:.0f}"),
 )
+PAIRED_COLUMNS: tuple[str, ...] = (
+    "consistency_gain",
+    "semantic_consistency",
+    "linear_top1",
+    "knn_top1",
+    "active_dims",
+    "bg_consistency_gain",
+    "bg_dims_share",
+    "probe_class_top1",
+    "probe_bg_top1",
+)
+"""Figures whose paired difference against the reference is reported."""
 METHOD_ORDER = ("simclr", "mocov2plus", "ncl", "bayesncl")
+REFERENCE = "ncl"
+
+# two-sided 95% quantiles of Student's t, degrees of freedom 1..30
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t_quantile_975(dof: int) -> float:
+    """The 0.975 quantile of Student's t with ``dof`` degrees of freedom (a table up to 30, then
+    the Cornish-Fisher expansion around the normal quantile, within 0.001 of the exact value)."""
+    if dof < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {dof}")
+    if dof <= len(_T975):
+        return _T975[dof - 1]
+    z = statistics.NormalDist().inv_cdf(0.975)
+    return z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
+
+
+def run_name(result: dict[str, Any]) -> str:
+    """The row a run belongs to: its variant name, or its method."""
+    return str(result.get("variant") or result["method"])
 
 
 def _get(result: dict[str, Any], dotted: str) -> float:
@@ -41,26 +99,99 @@ def _get(result: dict[str, Any], dotted: str) -> float:
     return float(value) if value is not None else math.nan
 
 
+def _names(results: Sequence[dict[str, Any]]) -> list[str]:
+    """Row order: methods in :data:`METHOD_ORDER`, each followed by its variants as first met."""
+    first: dict[str, int] = {}
+    for i, r in enumerate(results):
+        first.setdefault(run_name(r), i)
+    base = {run_name(r): r["method"] for r in results}
+
+    def order(name: str) -> tuple[int, int, int]:
+        method = base[name]
+        rank = METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER)
+        return rank, name != method, first[name]
+
+    return sorted(first, key=order)
+
+
+def _column_values(runs: Sequence[dict[str, Any]], source: str) -> list[float]:
+    return [v for v in (_get(r, source) for r in runs) if not math.isnan(v)]
+
+
 def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per method: ``{column: mean, column + "_std": std over seeds, "seeds": n}``."""
+    """One row per method or variant: ``{column: mean, column + "_std": sample std over seeds
+    (0 for one seed), "seeds": n, "method": name, "base_method": method}``."""
     rows = []
-    methods = sorted({r["method"] for r in results}, key=lambda m: (METHOD_ORDER + (m,)).index(m))
-    for method in methods:
-        runs = [r for r in results if r["method"] == method]
-        row: dict[str, Any] = {"method": method, "seeds": len(runs)}
+    for name in _names(results):
+        runs = [r for r in results if run_name(r) == name]
+        row: dict[str, Any] = {
+            "method": name,
+            "base_method": runs[0]["method"],
+            "seeds": len(runs),
+            "seed_list": sorted(int(r["seed"]) for r in runs),
+        }
         for column, source, _ in COLUMNS:
-            values = [_get(r, source) for r in runs]
-            values = [v for v in values if not math.isnan(v)]
+            values = _column_values(runs, source)
             row[column] = statistics.fmean(values) if values else math.nan
             row[f"{column}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
         rows.append(row)
     return rows
 
 
+def paired_differences(
+    results: Sequence[dict[str, Any]],
+    reference: str = REFERENCE,
+    columns: Sequence[str] = PAIRED_COLUMNS,
+) -> list[dict[str, Any]]:
+    """``row - reference`` per seed both have, for each column: mean, std, n and the 95%
+    t-interval of the mean difference (``nan`` bounds with fewer than two pairs). Empty when the
+    reference did not run."""
+    sources = {c: s for c, s, _ in COLUMNS}
+    ref = {int(r["seed"]): r for r in results if run_name(r) == reference}
+    if not ref:
+        return []
+    out = []
+    for name in _names(results):
+        if name == reference:
+            continue
+        runs = {int(r["seed"]): r for r in results if run_name(r) == name}
+        seeds = sorted(set(runs) & set(ref))
+        for column in columns:
+            diffs = [_get(runs[s], sources[column]) - _get(ref[s], sources[column]) for s in seeds]
+            diffs = [d for d in diffs if not math.isnan(d)]
+            if not diffs:
+                continue
+            n = len(diffs)
+            mean = statistics.fmean(diffs)
+            std = statistics.stdev(diffs) if n > 1 else math.nan
+            half = t_quantile_975(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+            out.append(
+                {
+                    "method": name,
+                    "reference": reference,
+                    "column": column,
+                    "n": n,
+                    "seeds": " ".join(str(s) for s in seeds),
+                    "mean_diff": mean,
+                    "std_diff": std,
+                    "ci_low": mean - half,
+                    "ci_high": mean + half,
+                }
+            )
+    return out
+
+
+def _present(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The columns with a value in at least one row (background and gate columns only appear
+    where they apply)."""
+    return [c for c in COLUMNS if any(not math.isnan(row[c[0]]) for row in rows)]
+
+
 def write_csv(rows: Sequence[dict[str, Any]], path: Path, commit: str, date: str) -> Path:
-    """The table as CSV: method, seeds, every column and its ``_std``, commit, date."""
+    """The table as CSV: method, base method, seeds, every column and its ``_std``, commit, date
+    (empty cells where a figure does not apply)."""
     fields = (
-        ["method", "seeds"]
+        ["method", "base_method", "seeds"]
         + [c for col, _, _ in COLUMNS for c in (col, f"{col}_std")]
         + ["commit", "date"]
     )
@@ -68,15 +199,91 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path, commit: str, date: str
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         for row in rows:
-            writer.writerow({**{k: row.get(k) for k in fields}, "commit": commit, "date": date})
+            cells = {k: row.get(k) for k in fields}
+            cells = {
+                k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in cells.items()
+            }
+            writer.writerow({**cells, "commit": commit, "date": date})
     return path
 
 
+def write_paired_csv(paired: Sequence[dict[str, Any]], path: Path, commit: str) -> Path:
+    """The paired differences as CSV, one line per (method, column)."""
+    fields = [
+        "method",
+        "reference",
+        "column",
+        "n",
+        "seeds",
+        "mean_diff",
+        "std_diff",
+        "ci_low",
+        "ci_high",
+        "commit",
+    ]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for line in paired:
+            cells = {
+                k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in line.items()
+            }
+            writer.writerow({**cells, "commit": commit})
+    return path
+
+
+def _signed(fmt: str, value: float) -> str:
+    text = fmt.format(value)
+    return text if text.startswith("-") else "+" + text
+
+
+def paired_markdown(paired: Sequence[dict[str, Any]]) -> list[str]:
+    """The paired differences as a Markdown table: ``mean [95% CI]`` per column, one row per
+    method; a cell is marked ``*`` when its interval excludes 0."""
+    if not paired:
+        return []
+    fmts = {c: f for c, _, f in COLUMNS}
+    columns = [c for c in PAIRED_COLUMNS if any(p["column"] == c for p in paired)]
+    names = list(dict.fromkeys(p["method"] for p in paired))
+    reference = paired[0]["reference"]
+    lines = [
+        f"Paired differences against `{reference}` on the same seeds: mean [95% t-interval]; "
+        "`*` when the interval excludes 0.",
+        "",
+        "| method - " + reference + " | pairs | " + " | ".join(columns) + " |",
+        "|" + "---|" * (len(columns) + 2),
+    ]
+    for name in names:
+        cells, pairs = [], 0
+        for column in columns:
+            line = next((p for p in paired if p["method"] == name and p["column"] == column), None)
+            if line is None:
+                cells.append("n/a")
+                continue
+            pairs = max(pairs, line["n"])
+            fmt = fmts[column]
+            cell = _signed(fmt, line["mean_diff"])
+            if not math.isnan(line["ci_low"]):
+                cell += f" [{_signed(fmt, line['ci_low'])}, {_signed(fmt, line['ci_high'])}]"
+                if line["ci_low"] > 0 or line["ci_high"] < 0:
+                    cell += " *"
+            cells.append(cell)
+        lines.append(f"| {name} | {pairs} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def write_markdown(
-    rows: Sequence[dict[str, Any]], path: Path, preset: str, commit: str, date: str
+    rows: Sequence[dict[str, Any]],
+    path: Path,
+    preset: str,
+    commit: str,
+    date: str,
+    paired: Sequence[dict[str, Any]] = (),
 ) -> Path:
-    """The table as Markdown; with several seeds, cells read ``mean ± std``."""
-    header = ["method", "seeds"] + [c for c, _, _ in COLUMNS]
+    """The table as Markdown; with several seeds, cells read ``mean ± std`` (sample std over
+    seeds); the paired differences follow when given."""
+    columns = _present(rows)
+    header = ["method", "seeds"] + [c for c, _, _ in columns]
     lines = [
         f"Benchmark preset `{preset}`, commit `{commit}`, {date}.",
         "",
@@ -85,7 +292,7 @@ def write_markdown(
     ]
     for row in rows:
         cells = [row["method"], str(row["seeds"])]
-        for column, _, fmt in COLUMNS:
+        for column, _, fmt in columns:
             value = row[column]
             cell = "n/a" if math.isnan(value) else fmt.format(value)
             if row["seeds"] > 1 and not math.isnan(value):
@@ -96,7 +303,20 @@ def write_markdown(
         "",
         "Linear and kNN top-1 in %, on backbone features (solo-learn's LinearModel and "
         "WeightedKNNClassifier). Consistency is read beside its label-shuffled baseline: "
-        "`consistency_gain` = consistency - shuffled, which is what compares methods.",
+        "`consistency_gain` = consistency - shuffled, which is what compares methods. "
+        "With several seeds a cell is mean ± sample standard deviation over the seeds.",
     ]
+    if any(c[0].startswith(("bg_", "probe_")) for c in columns):
+        lines += [
+            "",
+            "Background measures (fashion-mnist-scenes): `bg_consistency_gain` is the "
+            "consistency gain against the background labels, `bg_dims_share` the share of "
+            "active dimensions more background-pure than class-pure (above chance), "
+            "`probe_class_top1` / `probe_bg_top1` a logistic-regression probe on frozen "
+            "backbone features for the class and for the background label.",
+        ]
+    paired_lines = paired_markdown(paired)
+    if paired_lines:
+        lines += ["", *paired_lines]
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -1,0 +1,159 @@
+"""Background measures for a checkpoint trained on ``fashion-mnist-scenes``.
+
+The paper's mechanism (arXiv 2605.28441, section 3) is that the gate closes dimensions that
+encode features common to many images (backgrounds) rather than classes. On
+``fashion-mnist-scenes`` every image carries a background label independent of its class, so this
+can be measured:
+
+``background_consistency`` (``_shuffled``, ``_gain``)
+    semantic consistency of the representation (the same definition and label-shuffled baseline
+    as the class figure, :mod:`solo_bayesncl.metrics`) against the background labels.
+``background_dims_share``
+    the share of active dimensions whose activating images are more background-pure than
+    class-pure, purity measured above chance: ``(p_bg - 1/K) / (1 - 1/K)`` against
+    ``(p_class - 1/C) / (1 - 1/C)`` (``p``: share of the majority label among the images active
+    in the dimension, K backgrounds, C classes), so the two label sets compare on one scale.
+``probe_class_top1``, ``probe_background_top1``
+    accuracy (%) of a multinomial logistic regression (scikit-learn) on frozen backbone
+    features, fitted on the training images and read on the validation images, for each label.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["background_labels", "background_measures", "background_share"]
+
+
+def background_labels(dataset) -> np.ndarray:
+    """The background label of every item of ``dataset`` (a scenes dataset or a ``Subset`` of
+    one), in the dataset's order."""
+    indices = None
+    while not hasattr(dataset, "backgrounds"):
+        if not hasattr(dataset, "dataset"):
+            raise ValueError("the dataset has no background labels (not fashion-mnist-scenes)")
+        picked = np.asarray(dataset.indices)
+        indices = picked if indices is None else picked[indices]
+        dataset = dataset.dataset
+    labels = np.asarray(dataset.backgrounds)
+    return labels if indices is None else labels[indices]
+
+
+def background_share(
+    class_purity: np.ndarray,
+    background_purity: np.ndarray,
+    active: np.ndarray,
+    classes: int,
+    k: int,
+) -> tuple[float, int]:
+    """``(share, count)`` of the active dimensions whose above-chance background purity exceeds
+    their above-chance class purity (see the module docstring)."""
+    active = np.asarray(active, dtype=bool)
+    if not active.any():
+        return float("nan"), 0
+    lift_class = (np.asarray(class_purity) - 1 / classes) / (1 - 1 / classes)
+    lift_background = (np.asarray(background_purity) - 1 / k) / (1 - 1 / k)
+    count = int((lift_background[active] > lift_class[active]).sum())
+    return count / int(active.sum()), count
+
+
+@torch.no_grad()
+def _extract(model, loader, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Backbone features and the hard-gate representation of every image of ``loader``."""
+    from solo_bayesncl.representations import representation_from_output
+
+    feats, reps = [], []
+    for images, _ in loader:
+        out = model(images.to(device))
+        feats.append(out["feats"].float().cpu())
+        reps.append(representation_from_output(model, out, gate="hard").float().cpu())
+    return torch.cat(feats), torch.cat(reps)
+
+
+def _probe(train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val_y: np.ndarray):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(train_x)
+    clf = LogisticRegression(max_iter=1000)
+    clf.fit(scaler.transform(train_x), train_y)
+    return 100.0 * float((clf.predict(scaler.transform(val_x)) == val_y).mean())
+
+
+def background_measures(
+    checkpoint: str | Path,
+    batch_size: int = 256,
+    num_workers: int = 2,
+    device: str | None = None,
+) -> dict[str, Any]:
+    """Every background measure of the module docstring for ``checkpoint`` on the scenes data
+    it was trained on (its training subset for the probes, its validation subset otherwise)."""
+    from omegaconf import OmegaConf
+    from torch.utils.data import DataLoader
+
+    from solo_bayesncl.checkpoints import build_method, load_checkpoint
+    from solo_bayesncl.data.datasets import (
+        OFFLINE_DATASETS,
+        SCENES,
+        build_labelled_train_dataset,
+        build_val_dataset,
+        validation_transform,
+    )
+    from solo_bayesncl.metrics import compute_interpretability_metrics, per_dimension_stats
+
+    loaded = load_checkpoint(checkpoint)
+    cfg = loaded.cfg
+    name = OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset
+    if name != SCENES:
+        raise ValueError(
+            f"{loaded.path}: trained on data.dataset={name}; background measures need {SCENES}"
+        )
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model = build_method(loaded, device=device)
+    transform = validation_transform(cfg)
+    data = {
+        "train": build_labelled_train_dataset(cfg, transform),
+        "val": build_val_dataset(cfg, transform),
+    }
+    out: dict[str, Any] = {}
+    feats, reps, classes, backgrounds = {}, {}, {}, {}
+    for split, dataset in data.items():
+        loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers)
+        feats[split], reps[split] = _extract(model, loader, device)
+        inner = dataset.dataset if hasattr(dataset, "indices") else dataset
+        picks = np.asarray(dataset.indices) if hasattr(dataset, "indices") else slice(None)
+        classes[split] = np.asarray(inner.targets)[picks]
+        backgrounds[split] = background_labels(dataset)
+    num_classes = OFFLINE_DATASETS[SCENES]
+    k = int(cfg.data.num_backgrounds)
+    rep = reps["val"]
+    bg = torch.as_tensor(backgrounds["val"])
+    metrics = compute_interpretability_metrics(rep, bg, k, retrieval=False, track_gram=False)
+    for key in ("semantic_consistency", "semantic_consistency_shuffled"):
+        out[key.replace("semantic_consistency", "background_consistency")] = float(metrics[key])
+    out["background_consistency_gain"] = (
+        out["background_consistency"] - out["background_consistency_shuffled"]
+    )
+    class_stats = per_dimension_stats(rep, torch.as_tensor(classes["val"]), num_classes)
+    bg_stats = per_dimension_stats(rep, bg, k)
+    active = (class_stats.active_count > 0).numpy()
+    share, count = background_share(
+        class_stats.purity.numpy(), bg_stats.purity.numpy(), active, num_classes, k
+    )
+    out.update(
+        background_dims_share=share,
+        background_dims=count,
+        active_dims=int(active.sum()),
+        num_backgrounds=k,
+        probe_class_top1=_probe(
+            feats["train"].numpy(), classes["train"], feats["val"].numpy(), classes["val"]
+        ),
+        probe_background_top1=_probe(
+            feats["train"].numpy(), backgrounds["train"], feats["val"].numpy(), backgrounds["val"]
+        ),
+    )
+    return out
