@@ -67,7 +67,9 @@ def test_paired_differences_use_the_same_seeds_and_a_t_interval(tmp_path):
         _result("bayesncl", 2, 0.30, variant="bayesncl_rho0.3"),
     ]
     paired = paired_differences(results)
-    gain = next(p for p in paired if p["method"] == "bayesncl" and p["column"] == "consistency_gain")
+    gain = next(
+        p for p in paired if p["method"] == "bayesncl" and p["column"] == "consistency_gain"
+    )
     # differences 0.05, 0.02, 0.08: mean 0.05, sample std 0.03, t(2) = 4.303
     assert gain["n"] == 3 and gain["seeds"] == "1 2 3"
     assert gain["mean_diff"] == pytest.approx(0.05)
