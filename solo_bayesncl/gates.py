@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -124,10 +125,17 @@ def bernoulli_kl(probs: torch.Tensor, prior: float, eps: float = 0.01) -> torch.
     computed in float32 whatever the input precision.
 
     Args:
-        probs: gate probabilities ``alpha``, shape ``(N, k)``.
+        probs: gate probabilities ``alpha``, shape ``(N, k)``; NaN entries give a NaN KL.
         prior: the prior open probability ``rho`` in (0, 1).
-        eps: clamp margin.
+        eps: clamp margin in (0, 0.5).
+
+    Raises:
+        ValueError: ``prior`` outside (0, 1) or ``eps`` outside (0, 0.5), naming the argument.
     """
+    if not 0.0 < float(prior) < 1.0:  # also refuses NaN
+        raise ValueError(f"prior={prior} must be in (0, 1)")
+    if not 0.0 < float(eps) < 0.5:
+        raise ValueError(f"eps={eps} must be in (0, 0.5)")
     alpha = probs.float().clamp(eps, 1.0 - eps)
     rho = min(max(float(prior), eps), 1.0 - eps)
     rho_t = torch.tensor(rho, dtype=alpha.dtype, device=alpha.device)
@@ -177,8 +185,8 @@ class BernoulliGate(nn.Module):
         super().__init__()
         if not 0.0 < threshold < 1.0:
             raise ValueError(f"gate_threshold={threshold} must be in (0, 1)")
-        if temperature <= 0.0:
-            raise ValueError(f"sigmoid_temperature={temperature} must be > 0")
+        if not (math.isfinite(temperature) and temperature > 0.0):
+            raise ValueError(f"sigmoid_temperature={temperature} must be > 0 and finite")
         self.gate_type = resolve_gate_type(gate_type)
         self.threshold = float(threshold)
         self.temperature = float(temperature)

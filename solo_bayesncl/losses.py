@@ -14,6 +14,8 @@ Example::
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from solo_bayesncl.distributed import gather_no_grad, gather_with_grad, rank
@@ -36,9 +38,10 @@ def normalize_rows(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     ``rep_relu`` of an all-negative row) it multiplies the incoming gradient by ``1 / eps =
     1e12``: finite in float32 but inf once cast to fp16 (e.g. into the gating head under mixed
     precision). ``x / ||x||`` has no limit at 0, so such a row's gradient is taken as zero.
+    A row holding NaN or Inf comes out NaN (never zero), so a broken model stays visible.
     """
     norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-    return torch.where(norm > 0, x / norm.clamp_min(eps), torch.zeros_like(x))
+    return torch.where(norm == 0, torch.zeros_like(x), x / norm.clamp_min(eps))
 
 
 def non_negative_representation(
@@ -85,11 +88,27 @@ def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
     return z * keep
 
 
+def _check_rows(v: torch.Tensor, pos_mask: torch.Tensor) -> None:
+    """Raises when rows of ``v`` are not finite or have no positive (one device read)."""
+    counts = torch.stack(
+        [(~torch.isfinite(v)).any(dim=1).sum(), (~pos_mask.any(dim=1)).sum()]
+    ).tolist()
+    n = v.shape[0]
+    if counts[0]:
+        raise ValueError(f"v: {counts[0]} of {n} rows hold NaN or Inf values")
+    if counts[1]:
+        raise ValueError(
+            f"indexes: {counts[1]} of {n} rows have no positive (no other row with the same "
+            "identifier); every image needs two or more views"
+        )
+
+
 def info_nce_loss(
     v: torch.Tensor,
     indexes: torch.Tensor,
     temperature: float = 0.2,
     gather_distributed: bool = True,
+    check_inputs: bool = True,
 ) -> torch.Tensor:
     """InfoNCE / NT-Xent over all views of the (global) batch, in log-sum-exp form.
 
@@ -105,7 +124,23 @@ def info_nce_loss(
             row needs at least one positive (two or more views per image).
         temperature: ``T`` > 0.
         gather_distributed: compare against the rows of every process (DDP), with gradients.
+        check_inputs: raise when a row of ``v`` holds NaN/Inf or has no positive. The check reads
+            two counts back from the device (one synchronisation); the training steps turn it off
+            (the config guarantees two views) and stop on a non-finite loss instead.
+
+    Raises:
+        ValueError: ``temperature`` is not a finite number > 0, ``indexes`` does not match the
+            rows of ``v``, and with ``check_inputs``: a row of ``v`` is not finite, or a row has
+            no positive (its loss would be infinite).
     """
+    temperature = float(temperature)
+    if not math.isfinite(temperature) or temperature <= 0:
+        raise ValueError(f"temperature={temperature} must be a finite number > 0")
+    if v.ndim != 2 or indexes.shape != (v.shape[0],):
+        raise ValueError(
+            f"indexes must have shape ({v.shape[0] if v.ndim else '?'},), one identifier per row "
+            f"of v {tuple(v.shape)}; got {tuple(indexes.shape)}"
+        )
     with torch.autocast(device_type=v.device.type, enabled=False):
         v = v.float()
         all_v = gather_with_grad(v) if gather_distributed else v
@@ -119,6 +154,8 @@ def info_nce_loss(
         self_mask[rows, rows + offset] = True
 
         pos_mask = (indexes[:, None] == all_idx[None, :]) & ~self_mask
+        if check_inputs:
+            _check_rows(v, pos_mask)
         neg_inf = torch.finfo(logits.dtype).min
         log_denominator = torch.logsumexp(logits.masked_fill(self_mask, neg_inf), dim=1)
         log_numerator = torch.logsumexp(logits.masked_fill(~pos_mask, neg_inf), dim=1)

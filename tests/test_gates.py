@@ -169,7 +169,7 @@ def test_kl_is_zero_at_the_prior() -> None:
 
 def test_kl_against_loop_with_clamping() -> None:
     probs = [[0.0, 0.005, 0.3, 0.8, 1.0], [0.999, 0.5, 0.01, 0.66, 0.12]]
-    for prior in (0.8, 0.2, 0.0, 1.0):
+    for prior in (0.8, 0.2, 0.004, 0.999):  # the last two are clamped to [eps, 1 - eps]
         got = bernoulli_kl(torch.tensor(probs), prior=prior).item()
         assert got == pytest.approx(_kl_reference(probs, prior), rel=1e-5), prior
     got = bernoulli_kl(torch.tensor(probs), prior=0.6, eps=0.1).item()
@@ -297,3 +297,27 @@ def test_noisy_gates_evaluate_like_ste(gate_type: str) -> None:
     logits = torch.randn(32, 64) * 3
     got = BernoulliGate(gate_type).eval()(logits).mask
     assert torch.equal(got, BernoulliGate("ste")(logits).mask)
+
+
+@pytest.mark.parametrize("temperature", [math.nan, math.inf, -math.inf])
+def test_non_finite_temperature_is_refused(temperature: float) -> None:
+    with pytest.raises(ValueError, match=r"^sigmoid_temperature=.* must be > 0 and finite"):
+        BernoulliGate(temperature=temperature)
+
+
+@pytest.mark.parametrize("prior", [1.5, 1.0, 0.0, -3.0, math.nan])
+def test_kl_refuses_prior_outside_the_open_unit_interval(prior: float) -> None:
+    with pytest.raises(ValueError, match=r"^prior=.* must be in \(0, 1\)"):
+        bernoulli_kl(torch.full((2, 3), 0.5), prior=prior)
+
+
+@pytest.mark.parametrize("eps", [0.7, 0.5, 0.0, -0.01, math.nan])
+def test_kl_refuses_eps_outside_zero_half(eps: float) -> None:
+    with pytest.raises(ValueError, match=r"^eps=.* must be in \(0, 0.5\)"):
+        bernoulli_kl(torch.full((2, 3), 0.2), prior=0.8, eps=eps)
+
+
+def test_kl_of_nan_probabilities_is_nan() -> None:
+    probs = torch.full((2, 3), 0.3)
+    probs[1, 2] = math.nan
+    assert math.isnan(float(bernoulli_kl(probs, prior=0.8)))

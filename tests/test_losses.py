@@ -388,3 +388,62 @@ def test_fp16_inputs() -> None:
     z16 = (torch.randn(8, 16, generator=g) * 100).half()
     out = _gated_step(z16, (torch.randn(8, 16, generator=g) * 100).half(), idx)
     _assert_all_finite(*out)
+
+
+# ---------------------------------------------------------------- refused inputs
+
+
+@pytest.mark.parametrize("temperature", [0.0, -0.2, math.nan, math.inf])
+def test_info_nce_refuses_temperature_that_is_not_positive_and_finite(temperature: float) -> None:
+    v, idx = _views(4, 2, 8)
+    with pytest.raises(ValueError, match=r"^temperature=.* must be a finite number > 0"):
+        info_nce_loss(v, idx, temperature=temperature, gather_distributed=False)
+
+
+def test_info_nce_refuses_rows_without_positive() -> None:
+    v, _ = _views(3, 2, 8)
+    idx = torch.tensor([0, 0, 1, 1, 2, 3])  # the last two rows are single views
+    with pytest.raises(ValueError, match=r"^indexes: 2 of 6 rows have no positive"):
+        info_nce_loss(v, idx, gather_distributed=False)
+
+
+def test_info_nce_refuses_indexes_of_the_wrong_length() -> None:
+    v, idx = _views(3, 2, 8)
+    with pytest.raises(ValueError, match=r"^indexes must have shape \(6,\)"):
+        info_nce_loss(v, idx[:5], gather_distributed=False)
+
+
+def test_info_nce_reports_non_finite_rows() -> None:
+    v, idx = _views(4, 2, 8)
+    v = v.clone()
+    v[1, 0] = math.nan
+    v[5, 3] = math.inf
+    with pytest.raises(ValueError, match=r"^v: 2 of 8 rows hold NaN or Inf"):
+        info_nce_loss(v, idx, gather_distributed=False)
+    unchecked = info_nce_loss(v, idx, gather_distributed=False, check_inputs=False)
+    assert math.isnan(float(unchecked))  # never a finite number from broken rows
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+@pytest.mark.parametrize("non_neg", ["relu", "rep_relu", "softplus", "exp", "none"])
+def test_nan_and_inf_rows_stay_non_finite_through_the_representations(
+    bad: float, non_neg: str
+) -> None:
+    z = torch.randn(4, 8)
+    z[2, 5] = bad
+    u = non_negative_representation(z, non_neg)
+    assert torch.isfinite(u[[0, 1, 3]]).all()
+    assert not torch.isfinite(u[2]).all()  # not turned into a zero row
+    v = gated_representation(z, torch.ones(4, 8), non_neg=non_neg)
+    assert not torch.isfinite(v[2]).all()
+
+
+def test_nan_z_gives_a_nan_loss_not_a_finite_one() -> None:
+    z = torch.randn(8, 16, requires_grad=True)
+    idx = torch.arange(4).repeat(2)
+    broken = z.detach().clone()
+    broken[3] = math.nan
+    broken.requires_grad_(True)
+    v = non_negative_representation(broken, "relu")
+    loss = info_nce_loss(v, idx, gather_distributed=False, check_inputs=False)
+    assert math.isnan(float(loss))
