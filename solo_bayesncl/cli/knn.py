@@ -39,6 +39,19 @@ def _features(model, loader, feature: str, device) -> tuple[torch.Tensor, torch.
     return torch.cat(feats), torch.cat(labels)
 
 
+def _require_finite(checkpoint: Path, feature: str, splits: dict[str, torch.Tensor]) -> None:
+    """A kNN vote over NaN distances reads like chance, so broken features are refused."""
+    from solo_bayesncl.metrics import non_finite_rows
+
+    bad = {name: non_finite_rows(x) for name, x in splits.items()}
+    if any(bad.values()):
+        counts = ", ".join(f"{bad[n]} of {len(x)} {n}" for n, x in splits.items() if bad[n])
+        raise ValueError(
+            f"{checkpoint}: the model gives NaN or Inf {feature} features for {counts} images "
+            "(broken weights, e.g. a diverged run)"
+        )
+
+
 def knn_eval(
     checkpoint: str | Path,
     ks: Sequence[int] = (20,),
@@ -86,6 +99,7 @@ def knn_eval(
     ]
     train_x, train_y = _features(model, loaders[0], feature, device)
     val_x, val_y = _features(model, loaders[1], feature, device)
+    _require_finite(loaded.path, feature, {"training": train_x, "validation": val_x})
     results: dict[str, float] = {}
     for k in ks:
         knn = WeightedKNNClassifier(k=k, T=temperature, distance_fx=distance)

@@ -42,6 +42,23 @@ def prepare_linear_cfg(cfg: omegaconf.DictConfig):
     return cfg, loaded
 
 
+def _finite_features_hook(checkpoint: Path):
+    """A forward hook that stops linear evaluation on NaN/Inf backbone features, which would
+    otherwise train a classifier on garbage and report chance accuracy."""
+
+    def hook(_module, _inputs, output):
+        from solo_bayesncl.metrics import non_finite_rows
+
+        bad = non_finite_rows(output.flatten(1))
+        if bad:
+            raise ValueError(
+                f"{checkpoint}: the backbone gives NaN or Inf features for {bad} of "
+                f"{output.shape[0]} images of a batch (broken weights, e.g. a diverged run)"
+            )
+
+    return hook
+
+
 def linear_eval(cfg: omegaconf.DictConfig):
     """Trains a linear classifier on the frozen backbone; returns the Trainer."""
     cfg, loaded = prepare_linear_cfg(cfg)
@@ -62,6 +79,7 @@ def linear_eval(cfg: omegaconf.DictConfig):
 
     seed_everything(cfg.seed)
     backbone = build_backbone(loaded)
+    backbone.register_forward_hook(_finite_features_hook(loaded.path))
     model = LinearModel(backbone, loss_func=torch.nn.CrossEntropyLoss(), mixup_func=None, cfg=cfg)
     make_contiguous(model)
     if not cfg.performance.disable_channel_last:

@@ -68,6 +68,8 @@ class _Extraction:
     labels: list[torch.Tensor] = field(default_factory=list)
     thumbnails: list[np.ndarray] = field(default_factory=list)
     gate_open: list[torch.Tensor] = field(default_factory=list)
+    seen: int = 0
+    non_finite: int = 0
 
 
 def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
@@ -156,9 +158,11 @@ def _extract(
     model, loader, device, gated: bool, accumulators: dict[str, Any], image_stats, progress: bool
 ) -> _Extraction:
     """One forward pass per batch gives the hard and (BayesNCL) soft representation, the hard
-    gate and the thumbnails; both accumulators are updated on the way."""
+    gate and the thumbnails; both accumulators are updated on the way. Once a batch holds a
+    non-finite feature row, the pass only counts such rows (the caller refuses the model)."""
     from tqdm.auto import tqdm
 
+    from solo_bayesncl.metrics import non_finite_rows
     from solo_bayesncl.representations import representation_from_output
 
     kept = _Extraction()
@@ -168,16 +172,20 @@ def _extract(
     ):
         out = model(images.to(device, non_blocking=True))
         hard = representation_from_output(model, out, gate="hard").float().cpu()
+        soft = representation_from_output(model, out, gate="soft").float().cpu() if gated else None
+        kept.seen += hard.shape[0]
+        kept.non_finite += non_finite_rows(hard if soft is None else torch.cat([hard, soft], 1))
+        if kept.non_finite:
+            continue
         labels = labels.long().cpu()
         accumulators["hard"].update(hard, labels)
         if gated:
-            soft = representation_from_output(model, out, gate="soft").float().cpu()
             accumulators["soft"].update(soft, labels)
             kept.gate_open.append((model.gate_output(out["gate_logits"], "hard").mask > 0.5).cpu())
         kept.features.append(hard)
         kept.labels.append(labels)
         kept.thumbnails.append(_thumbnails(images, mean, std, thumb_size))
-    if not kept.features:
+    if not kept.seen:
         raise ReportError("the validation dataset is empty")
     return kept
 
@@ -364,6 +372,11 @@ def write_report(
     kept = _extract(
         model, loader, device, gated, accumulators, (mean, std, thumbnail_size), progress
     )
+    if kept.non_finite:
+        raise ReportError(
+            f"{loaded.path}: the model gives NaN or Inf features for {kept.non_finite} of "
+            f"{kept.seen} images (broken weights, e.g. a diverged run); no report written"
+        )
 
     features = torch.cat(kept.features).numpy()
     labels = torch.cat(kept.labels).numpy()

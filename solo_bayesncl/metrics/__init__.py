@@ -16,7 +16,7 @@ entry, so on the threshold-based metrics (active dims, sparsity, consistency, en
 like no gate at all.
 """
 
-from solo_bayesncl.metrics._validation import EPS
+from solo_bayesncl.metrics._validation import EPS, non_finite_rows
 from solo_bayesncl.metrics.accumulator import (
     METRIC_DESCRIPTIONS,
     InterpretabilityAccumulator,
@@ -49,6 +49,7 @@ __all__ = [
     "active_dims_mask",
     "compute_interpretability_metrics",
     "effective_rank",
+    "non_finite_rows",
     "orthogonality_error",
     "per_dimension_stats",
     "rank_dimensions",

@@ -30,8 +30,16 @@ def as_features(features: Any, name: str = "features") -> torch.Tensor:
     if features.numel():
         low, high = torch.aminmax(features)  # NaN propagates; one cheap pass
         if not bool(torch.isfinite(low) & torch.isfinite(high)):
-            raise ValueError(f"{name} contains NaN or Inf values")
+            raise ValueError(
+                f"{name} has {non_finite_rows(features)} of {features.shape[0]} rows with NaN "
+                "or Inf values"
+            )
     return features
+
+
+def non_finite_rows(features: torch.Tensor) -> int:
+    """How many rows of a 2-D tensor hold at least one NaN or Inf."""
+    return int((~torch.isfinite(features)).any(dim=-1).sum())
 
 
 def as_labels(
