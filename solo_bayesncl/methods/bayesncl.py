@@ -174,7 +174,7 @@ class BayesNCL(NCL):
         v = gated_representation(z, gate.mask, self.non_neg, self.top_k)
         indexes = indexes.repeat(self.num_large_crops + self.num_small_crops)
 
-        nce_loss = info_nce_loss(v, indexes, temperature=self.temperature)
+        nce_loss = info_nce_loss(v, indexes, temperature=self.temperature, check_inputs=False)
         kl = bernoulli_kl(gate.probs, self.prior, eps=self.kl_eps)
         loss = nce_loss + self.kl_lambda * kl + class_loss
         with torch.no_grad():
@@ -187,4 +187,5 @@ class BayesNCL(NCL):
                 **batch_feature_stats(v),
             }
         self.log_dict(stats, on_epoch=True, sync_dist=True)
+        self.record_health(z, loss)
         return loss

@@ -6,6 +6,7 @@ paper's NCL+TopK baseline keeps only the ``topk_k`` largest activations per samp
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,11 +16,14 @@ from solo.methods.base import BaseMethod
 from solo.utils.misc import omegaconf_select
 from torch import nn
 
+from solo_bayesncl.distributed import is_distributed
 from solo_bayesncl.losses import info_nce_loss, non_negative_representation
 from solo_bayesncl.methods.config_checks import ConfigError, require_positive_int, require_range
 from solo_bayesncl.nonneg import resolve_non_neg
 
-__all__ = ["NCL", "batch_feature_stats", "make_mlp"]
+__all__ = ["NCL", "NonFiniteTrainingError", "batch_feature_stats", "make_mlp"]
+
+log = logging.getLogger(__name__)
 
 ACTIVE_EPS = 1e-5
 """An entry counts as active when its magnitude exceeds this (DESIGN section 3)."""
@@ -32,6 +36,10 @@ def batch_feature_stats(v: torch.Tensor) -> dict[str, torch.Tensor]:
         "train_active_dims": active.any(dim=0).sum().float(),
         "train_sparsity": 1.0 - active.float().mean(),
     }
+
+
+class NonFiniteTrainingError(FloatingPointError):
+    """The projector output, the loss or the gradient of a training step is NaN or Inf."""
 
 
 def make_mlp(in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:
@@ -65,6 +73,7 @@ class NCL(BaseMethod):
         self.use_topk: bool = kwargs.use_topk
         self.topk_k: int = kwargs.topk_k
         self.projector = make_mlp(self.features_dim, kwargs.proj_hidden_dim, kwargs.proj_output_dim)
+        self._health: torch.Tensor | None = None
 
     @staticmethod
     def add_and_assert_specific_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
@@ -139,7 +148,7 @@ class NCL(BaseMethod):
         z = torch.cat(out["z"])
         v = self.representation({"z": z})
         indexes = indexes.repeat(self.num_large_crops + self.num_small_crops)
-        nce_loss = info_nce_loss(v, indexes, temperature=self.temperature)
+        nce_loss = info_nce_loss(v, indexes, temperature=self.temperature, check_inputs=False)
         with torch.no_grad():
             stats = {
                 "train_nce_loss": nce_loss,
@@ -147,4 +156,59 @@ class NCL(BaseMethod):
                 **batch_feature_stats(v),
             }
         self.log_dict(stats, on_epoch=True, sync_dist=True)
+        self.record_health(z, nce_loss + class_loss)
         return nce_loss + class_loss
+
+    def record_health(self, z: torch.Tensor, loss: torch.Tensor) -> None:
+        """Queues, without reading anything back from the device, how many rows of ``z`` hold
+        NaN/Inf and whether ``loss`` does; :meth:`on_before_optimizer_step` checks them."""
+        with torch.no_grad():
+            health = torch.stack(
+                [
+                    (~torch.isfinite(z)).any(dim=1).sum().float(),
+                    torch.tensor(float(z.shape[0]), device=z.device),
+                    (~torch.isfinite(loss)).float(),
+                ]
+            )
+        self._health = health if self._health is None else self._health + health
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Stops training, before the weights change, when a step since the last optimizer step
+        gave a non-finite ``z`` or loss, or (without a loss scaler, which skips such steps
+        itself) a non-finite gradient. One read from the device per optimizer step (and, under
+        DDP, one all-reduce of three numbers so that every process stops together)."""
+        super().on_before_optimizer_step(optimizer)
+        health, self._health = self._health, None
+        if health is None:
+            return
+        if is_distributed():  # every process stops, or none does
+            torch.distributed.all_reduce(health)
+        trainer = self._trainer
+        scaler = getattr(getattr(trainer, "precision_plugin", None), "scaler", None)
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        if grads and scaler is None:
+            grad_norm = torch.nn.utils.get_total_norm(grads).float().to(health.device)
+        else:
+            grad_norm = torch.zeros((), device=health.device)
+        bad_rows, rows, bad_loss, norm = torch.cat([health, grad_norm.reshape(1)]).tolist()
+        problems = []
+        if bad_rows:
+            problems.append(
+                f"{int(bad_rows)} of {int(rows)} rows of z (projector output) hold NaN or Inf"
+            )
+        if bad_loss:
+            problems.append("the loss is NaN or Inf")
+        if not bad_loss and not torch.isfinite(torch.tensor(norm)):
+            problems.append(f"the gradient norm is {norm}")
+        if problems:
+            where = (
+                f"epoch {trainer.current_epoch}, step {trainer.global_step}"
+                if trainer is not None
+                else "a training step"
+            )
+            message = (
+                f"training stopped at {where}: {'; '.join(problems)}. NaN/Inf do not recover; "
+                "lower optimizer.lr, check the data, or resume from an earlier checkpoint"
+            )
+            log.error(message)
+            raise NonFiniteTrainingError(message)
