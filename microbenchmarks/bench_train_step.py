@@ -85,15 +85,12 @@ def build_cfg(name: str, args: argparse.Namespace, data_dir: Path):
 
 def build_model(cfg, device: torch.device) -> torch.nn.Module:
     """The method in train mode, set up as :func:`solo_bayesncl.cli.pretrain.pretrain` does."""
-    from solo.methods import METHODS as SOLO_METHODS
     from solo.utils.misc import make_contiguous
 
-    from solo_bayesncl.backbone_stem import apply_small_stem, wants_small_stem
+    from solo_bayesncl.models import build_method
 
     torch.manual_seed(0)  # the same backbone and projector initialisation for every method
-    model = SOLO_METHODS[cfg.method](cfg)
-    if wants_small_stem(cfg):
-        apply_small_stem(model.backbone)
+    model = build_method(cfg)
     make_contiguous(model)
     if not cfg.performance.disable_channel_last:
         model = model.to(memory_format=torch.channels_last)

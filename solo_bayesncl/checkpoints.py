@@ -25,12 +25,14 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
+from solo_bayesncl.models import build_backbone, build_method
+
 __all__ = [
     "CheckpointError",
     "LoadedCheckpoint",
-    "build_backbone",
-    "build_method",
+    "load_backbone",
     "load_checkpoint",
+    "load_method",
     "official_method_name",
 ]
 
@@ -147,38 +149,21 @@ def _strip_stale_keys(
     return {k: v for k, v in state_dict.items() if k in expected or not k.startswith("knn.")}
 
 
-def build_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
-    """The solo-learn method of the checkpoint with its weights loaded strictly, in eval mode."""
-    from solo.methods import METHODS
-
-    import solo_bayesncl  # noqa: F401  (registers bayesncl and ncl)
-    from solo_bayesncl.backbone_stem import apply_small_stem, wants_small_stem
-
-    model = METHODS[loaded.method](loaded.cfg.copy())
-    if wants_small_stem(loaded.cfg):
-        apply_small_stem(model.backbone)
-        if hasattr(model, "momentum_backbone"):
-            apply_small_stem(model.momentum_backbone)
+def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
+    """The solo-learn method of the checkpoint (:func:`solo_bayesncl.models.build_method`) with its
+    weights loaded strictly, in eval mode."""
+    model = build_method(loaded.cfg.copy())
     model.load_state_dict(_strip_stale_keys(loaded.state_dict, model), strict=True)
     return model.to(device).eval()
 
 
-def build_backbone(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
-    """The bare backbone (classification head removed) with the checkpoint's weights, eval mode."""
-    from solo.methods.base import BaseMethod
-
-    from solo_bayesncl.backbone_stem import apply_small_stem, wants_small_stem
-
-    cfg = loaded.cfg
-    name = cfg.backbone.name
-    if name not in BaseMethod._BACKBONES:
-        raise CheckpointError(f"{loaded.path}: backbone {name!r} is not one of solo-learn's")
-    kwargs = OmegaConf.to_container(cfg.backbone.kwargs) if "kwargs" in cfg.backbone else {}
-    backbone = BaseMethod._BACKBONES[name](loaded.method, **kwargs)
-    if name.startswith("resnet"):
-        backbone.fc = nn.Identity()
-        if cfg.data.dataset in ("cifar10", "cifar100") or wants_small_stem(cfg):
-            apply_small_stem(backbone)
+def load_backbone(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
+    """The bare backbone (:func:`solo_bayesncl.models.build_backbone`) with the checkpoint's
+    weights, in eval mode."""
+    try:
+        backbone = build_backbone(loaded.cfg, loaded.method)
+    except ValueError as err:
+        raise CheckpointError(f"{loaded.path}: {err}") from err
     weights = {
         k.removeprefix("backbone."): v
         for k, v in loaded.state_dict.items()

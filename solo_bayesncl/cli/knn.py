@@ -68,7 +68,7 @@ def knn_eval(
     from solo.utils.knn import WeightedKNNClassifier
     from torch.utils.data import DataLoader
 
-    from solo_bayesncl.checkpoints import build_method, load_checkpoint
+    from solo_bayesncl.checkpoints import load_checkpoint, load_method
     from solo_bayesncl.data.datasets import (
         build_labelled_train_dataset,
         build_val_dataset,
@@ -91,7 +91,7 @@ def knn_eval(
         cfg.data.pop("offline_dataset", None)
         cfg = resolve_dataset_cfg(cfg)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = build_method(loaded, device=device)
+    model = load_method(loaded, device=device)
     transform = validation_transform(cfg)
     loaders = [
         DataLoader(d, batch_size=batch_size, shuffle=False, num_workers=num_workers)

@@ -69,7 +69,7 @@ def linear_eval(cfg: omegaconf.DictConfig):
     from solo.utils.misc import make_contiguous
     from torch.utils.data import DataLoader
 
-    from solo_bayesncl.checkpoints import build_backbone
+    from solo_bayesncl.checkpoints import load_backbone
     from solo_bayesncl.data.datasets import (
         build_labelled_train_dataset,
         build_val_loader,
@@ -78,7 +78,7 @@ def linear_eval(cfg: omegaconf.DictConfig):
     from solo_bayesncl.trainer import build_loggers, build_trainer, checkpoint_callbacks
 
     seed_everything(cfg.seed)
-    backbone = build_backbone(loaded)
+    backbone = load_backbone(loaded)
     backbone.register_forward_hook(_finite_features_hook(loaded.path))
     model = LinearModel(backbone, loss_func=torch.nn.CrossEntropyLoss(), mixup_func=None, cfg=cfg)
     make_contiguous(model)

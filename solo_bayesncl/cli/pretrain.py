@@ -64,22 +64,16 @@ def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
         build_transform_pipeline,
         prepare_dataloader,
     )
-    from solo.methods import METHODS
     from solo.utils.auto_resumer import AutoResumer
     from solo.utils.misc import make_contiguous
 
-    from solo_bayesncl.backbone_stem import apply_small_stem, wants_small_stem
     from solo_bayesncl.data.datasets import build_train_dataset, build_val_loader
     from solo_bayesncl.evaluation.callback import build_interpretability_callback
+    from solo_bayesncl.models import build_method
     from solo_bayesncl.trainer import build_loggers, build_trainer, checkpoint_callbacks
 
     seed_everything(cfg.seed)
-    model = METHODS[cfg.method](cfg)
-    if wants_small_stem(cfg):
-        apply_small_stem(model.backbone)
-        if hasattr(model, "momentum_backbone"):
-            apply_small_stem(model.momentum_backbone)
-            model.momentum_backbone.load_state_dict(model.backbone.state_dict())
+    model = build_method(cfg)
     make_contiguous(model)
     if not cfg.performance.disable_channel_last:
         model = model.to(memory_format=torch.channels_last)

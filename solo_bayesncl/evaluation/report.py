@@ -330,7 +330,7 @@ def write_report(
     """
     from torch.utils.data import DataLoader
 
-    from solo_bayesncl.checkpoints import build_method, load_checkpoint
+    from solo_bayesncl.checkpoints import load_checkpoint, load_method
     from solo_bayesncl.dashboard.bundle import write_feature_bundle
     from solo_bayesncl.data.datasets import build_val_dataset, image_params, validation_transform
     from solo_bayesncl.evaluation import plots
@@ -352,7 +352,7 @@ def write_report(
     class_names = _class_names(val, OmegaConf.select(cfg, "data.num_classes", default=None))
     val = _limit(val, max_images)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = build_method(loaded, device=device)
+    model = load_method(loaded, device=device)
     gated = hasattr(model, "gate_output")
     options = {
         "shuffle_permutations": shuffle_permutations,

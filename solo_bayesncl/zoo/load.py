@@ -1,7 +1,7 @@
 """Load zoo weights as a ready solo-learn method or as a bare backbone.
 
-The model is built by :func:`solo_bayesncl.checkpoints.build_method` /
-:func:`~solo_bayesncl.checkpoints.build_backbone` from the config stored in the artifact, so a
+The model is built by :func:`solo_bayesncl.checkpoints.load_method` /
+:func:`~solo_bayesncl.checkpoints.load_backbone` from the config stored in the artifact, so a
 zoo model is constructed exactly like a checkpoint of the same run; this module only feeds
 them the artifact's content.
 """
@@ -36,10 +36,10 @@ def load_artifact(
     """
     if as_ not in _LOAD_AS:
         raise ValueError(f"as_ must be one of {_LOAD_AS}, got {as_!r}")
-    from solo_bayesncl.checkpoints import build_backbone, build_method, load_checkpoint
+    from solo_bayesncl.checkpoints import load_backbone, load_checkpoint, load_method
 
     loaded = load_checkpoint(path)  # reads zoo artifacts through .artifact.read_artifact
-    build = build_method if as_ == "method" else build_backbone
+    build = load_method if as_ == "method" else load_backbone
     return build(loaded, device=device)
 
 
