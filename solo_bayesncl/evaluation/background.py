@@ -95,7 +95,7 @@ def background_measures(
     from omegaconf import OmegaConf
     from torch.utils.data import DataLoader
 
-    from solo_bayesncl.checkpoints import build_method, load_checkpoint
+    from solo_bayesncl.checkpoints import load_checkpoint, load_method
     from solo_bayesncl.data.datasets import (
         OFFLINE_DATASETS,
         SCENES,
@@ -113,7 +113,7 @@ def background_measures(
             f"{loaded.path}: trained on data.dataset={name}; background measures need {SCENES}"
         )
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = build_method(loaded, device=device)
+    model = load_method(loaded, device=device)
     transform = validation_transform(cfg)
     data = {
         "train": build_labelled_train_dataset(cfg, transform),
