@@ -21,7 +21,11 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback
 
-__all__ = ["EpochTimer", "run"]
+__all__ = ["LINEAR_CONFIG", "EpochTimer", "linear_probe_label", "run"]
+
+LINEAR_CONFIG = "linear_sgd.yaml"
+"""The linear-probe config of a preset that names none (``linear.config``): SGD with step decay.
+The paper presets name ``linear.yaml``, the official probe of the NCL/BayesNCL papers."""
 
 
 class EpochTimer(Callback):
@@ -114,9 +118,6 @@ def _linear(spec: dict[str, Any], run_dir: Path, ckpt: str) -> dict[str, Any]:
         f"data.fraction={OmegaConf.select(trained, 'data.fraction', default=-1)}",
         f"data.val_fraction={OmegaConf.select(trained, 'data.val_fraction', default=-1)}",
         f"data.augmentations.crop_size={trained.augmentations[0].crop_size}",
-        f"max_epochs={linear.get('max_epochs', 100)}",
-        f"optimizer.batch_size={linear.get('batch_size', 256)}",
-        f"optimizer.lr={linear.get('lr', 0.1)}",
         f"seed={spec['seed']}",
         f"checkpoint.dir={run_dir / 'linear'}",
         "wandb.enabled=False",
@@ -130,12 +131,33 @@ def _linear(spec: dict[str, Any], run_dir: Path, ckpt: str) -> dict[str, Any]:
     for key in ("num_backgrounds", "background_seed"):  # fashion-mnist-scenes
         if OmegaConf.select(trained, f"data.{key}", default=None) is not None:
             overrides.append(f"++data.{key}={trained.data[key]}")
-    epochs = linear.get("max_epochs", 100)
-    overrides.append(f"scheduler.lr_decay_steps=[{int(epochs * 0.6)},{int(epochs * 0.8)}]")
+    # the preset's own values replace the config's; a step schedule then decays at 60% and 80%
+    for key, name in (("max_epochs", "max_epochs"), ("batch_size", "optimizer.batch_size")):
+        if key in linear:
+            overrides.append(f"{name}={linear[key]}")
+    if "lr" in linear:
+        overrides.append(f"optimizer.lr={linear['lr']}")
     config_dir = Path(spec["config_dir"].replace("pretrain", "linear"))
-    linear_eval(_compose(config_dir, "linear.yaml", overrides))
+    cfg = _compose(config_dir, linear.get("config", LINEAR_CONFIG), overrides)
+    if "max_epochs" in linear and cfg.scheduler.name == "step":
+        epochs = int(linear["max_epochs"])
+        cfg.scheduler.lr_decay_steps = [int(epochs * 0.6), int(epochs * 0.8)]
+    probe = linear_probe_label(linear.get("config", LINEAR_CONFIG), cfg)
+    linear_eval(cfg)
     (metrics,) = sorted((run_dir / "linear" / "linear").glob("*/metrics.csv"))[-1:]
-    return {"linear_top1": _last_value(metrics, "val_acc1"), "linear_metrics_csv": str(metrics)}
+    return {
+        "linear_top1": _last_value(metrics, "val_acc1"),
+        "linear_metrics_csv": str(metrics),
+        "linear_probe": probe,
+    }
+
+
+def linear_probe_label(config_name: str, cfg) -> str:
+    """Which probe a run used, for the table: config file, optimizer, lr, schedule, epochs."""
+    return (
+        f"{config_name}: {cfg.optimizer.name} lr {cfg.optimizer.lr:g}, {cfg.scheduler.name}, "
+        f"{cfg.max_epochs} epochs, batch {cfg.optimizer.batch_size}"
+    )
 
 
 def run(spec_path: Path) -> dict[str, Any]:
@@ -188,6 +210,7 @@ def run(spec_path: Path) -> dict[str, Any]:
         **{k: v for k, v in stages["pretrain"].items() if k not in ("metrics_csv",)},
         "pretrain_metrics_csv": stages["pretrain"]["metrics_csv"],
         "linear_top1": stages["linear"]["linear_top1"],
+        "linear_probe": stages["linear"].get("linear_probe"),
         "knn_top1": stages["knn"]["knn_top1"],
         "metrics": report["metrics"],
         "gate_open_rate": report.get("gate_open_rate"),
