@@ -188,3 +188,46 @@ def test_unknown_method_is_a_clear_error(checkpoints, tmp_path, capsys):
         write_report(path, tmp_path / "out", progress=False)
     assert main([str(path), "--out", str(tmp_path / "out2")]) == 2
     assert "method 'byol' is not supported" in capsys.readouterr().err
+
+
+def test_paper_protocol_adds_the_official_figures(checkpoints, image_folder, tmp_path):
+    from solo_bayesncl.metrics.paper_protocol import RETRIEVAL_DIMS
+
+    out = tmp_path / "paper"
+    code = main(
+        [
+            str(checkpoints["bayesncl"]),
+            "--out",
+            str(out),
+            "--batch-size",
+            "8",
+            "--num-workers",
+            "0",
+            "--shuffle-permutations",
+            "1",
+            "--no-progress",
+            "--protocol",
+            "paper",
+        ]
+    )
+    assert code == 0
+    report = json.loads((out / "metrics.json").read_text())
+    paper = report["metrics_paper"]
+    assert report["protocol"] == "paper" and report["paper_protocol"]["batch_size"] == 8
+    assert paper["paper_semantic_consistency_x100"] == pytest.approx(
+        100 * paper["paper_semantic_consistency"]
+    )
+    assert 0 < paper["paper_semantic_consistency"] <= 1
+    assert paper["paper_singular_value_entropy"] > 0  # one training batch of the image folder
+    assert all(f"paper_retrieval_p@10_m{m}" in paper for m in RETRIEVAL_DIMS)
+    assert report["metrics"]["semantic_consistency"] is not None  # the standard figures stay
+    assert "## Paper protocol" in (out / "metrics.md").read_text()
+
+
+def test_standard_protocol_has_no_paper_figures_and_bad_protocol_is_named(checkpoints, tmp_path):
+    report = write_report(
+        checkpoints["ncl"], tmp_path / "std", batch_size=16, num_workers=0, progress=False
+    )
+    assert "metrics_paper" not in report
+    with pytest.raises(ReportError, match="protocol='exact' is not supported; allowed values"):
+        write_report(checkpoints["ncl"], tmp_path / "bad", protocol="exact", progress=False)

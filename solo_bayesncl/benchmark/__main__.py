@@ -1,4 +1,4 @@
-"""``python -m solo_bayesncl.benchmark --preset cpu [--out DIR]``."""
+"""``python -m solo_bayesncl.benchmark --preset cpu [--out DIR] [--protocol standard|paper]``."""
 
 from __future__ import annotations
 
@@ -22,6 +22,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help="results folder (default: the preset's out_dir)"
     )
+    parser.add_argument(
+        "--protocol",
+        choices=("standard", "paper"),
+        default="standard",
+        help="paper: add the official BayesNCL evaluation's figures (consistency x100, "
+        "training-mode BatchNorm, ...) beside the standard ones; see docs/fidelity.md",
+    )
     args = parser.parse_args(argv)
     from solo_bayesncl.registration import require_solo_learn
 
@@ -34,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from solo_bayesncl.benchmark.runner import run_benchmark
 
     start = time.perf_counter()
-    run_benchmark(preset, args.out)
+    run_benchmark(preset, args.out, protocol=args.protocol)
     print(f"[done] {(time.perf_counter() - start) / 60:.1f} min")
     return 0
 

@@ -46,6 +46,13 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("effective_rank", "metrics.effective_rank", "{:.1f}"),
     ("retrieval_p@1", "metrics.retrieval_p@1", "{:.3f}"),
     ("gates_open", "gate_open_rate.mean", "{:.3f}"),
+    # the paper protocol (``--protocol paper``): the official evaluation's figures
+    ("paper_consistency_x100", "metrics_paper.paper_semantic_consistency_x100", "{:.2f}"),
+    ("paper_active_dims", "metrics_paper.paper_active_dims", "{:.0f}"),
+    ("paper_sparsity", "metrics_paper.paper_sparsity", "{:.3f}"),
+    ("paper_orthogonality", "metrics_paper.paper_orthogonality_mean", "{:.2e}"),
+    ("paper_sv_entropy", "metrics_paper.paper_singular_value_entropy", "{:.3f}"),
+    ("paper_p@1_m512", "metrics_paper.paper_retrieval_p@1_m512", "{:.3f}"),
     ("bg_consistency_gain", "background.background_consistency_gain", "{:.3f}"),
     ("bg_dims_share", "background.background_dims_share", "{:.3f}"),
     ("probe_class_top1", "background.probe_class_top1", "{:.2f}"),
@@ -129,6 +136,7 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "base_method": runs[0]["method"],
             "seeds": len(runs),
             "seed_list": sorted(int(r["seed"]) for r in runs),
+            "linear_probe": "; ".join(sorted({str(r.get("linear_probe")) for r in runs})),
         }
         for column, source, _ in COLUMNS:
             values = _column_values(runs, source)
@@ -193,7 +201,7 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path, commit: str, date: str
     fields = (
         ["method", "base_method", "seeds"]
         + [c for col, _, _ in COLUMNS for c in (col, f"{col}_std")]
-        + ["commit", "date"]
+        + ["linear_probe", "commit", "date"]
     )
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
@@ -306,6 +314,17 @@ def write_markdown(
         "`consistency_gain` = consistency - shuffled, which is what compares methods. "
         "With several seeds a cell is mean ± sample standard deviation over the seeds.",
     ]
+    probes = sorted({row.get("linear_probe") or "None" for row in rows})
+    lines += ["", "Linear probe: " + "; ".join(f"`{p}`" for p in probes) + "."]
+    if any(c[0].startswith("paper_") for c in columns):
+        lines += [
+            "",
+            "`paper_*` columns: the official BayesNCL evaluation (`--protocol paper`: BatchNorm "
+            "in training mode over the unshuffled validation set, consistency x100, "
+            "orthogonality divided by d twice, singular-value entropy on one training batch, "
+            "P@1 of the signed-sum ranking with m = 512 dimensions); the other columns are the "
+            "standard protocol (eval-mode BatchNorm). See docs/fidelity.md.",
+        ]
     if any(c[0].startswith(("bg_", "probe_")) for c in columns):
         lines += [
             "",

@@ -54,6 +54,9 @@ REPORT_FILES: tuple[str, ...] = (
 )
 """Files every report holds; BayesNCL reports add ``gate_open_rates.png``."""
 GATE_PICTURE = "gate_open_rates.png"
+PROTOCOLS: tuple[str, ...] = ("standard", "paper")
+"""``standard``: this project's shared metrics, eval-mode BatchNorm. ``paper``: the standard
+report plus the official BayesNCL evaluation's figures (``metrics_paper``)."""
 
 
 class ReportError(ValueError):
@@ -258,6 +261,7 @@ def _markdown(report: dict[str, Any], pictures: list[str], skipped: list[str]) -
     else:
         lines += ["| metric | value |", "|---|---:|"]
         lines += [f"| {key} | {_format(key, value)} |" for key, value in metrics.items()]
+    lines += _paper_markdown(report)
     gate = report.get("gate_open_rate")
     if gate is not None:
         lines += ["", "## Hard gate", "", "| statistic | value |", "|---|---:|"]
@@ -285,6 +289,45 @@ def _markdown(report: dict[str, Any], pictures: list[str], skipped: list[str]) -
     return "\n".join(lines)
 
 
+_PAPER_BESIDE_STANDARD = (
+    # (paper figure, standard figure it is read against, format)
+    ("paper_semantic_consistency_x100", "semantic_consistency", "{:.2f}"),
+    ("paper_active_dims", "active_dims", "{:.0f}"),
+    ("paper_sparsity", "sparsity", "{:.4f}"),
+    ("paper_orthogonality_mean", "orthogonality_error", "{:.3e}"),
+    ("paper_singular_value_entropy", "effective_rank_entropy", "{:.4f}"),
+    ("paper_retrieval_p@1_m512", "retrieval_p@1", "{:.4f}"),
+)
+
+
+def _paper_markdown(report: dict[str, Any]) -> list[str]:
+    """The paper-protocol section of ``metrics.md``: its main figures beside the standard ones,
+    then every official figure."""
+    paper = report.get("metrics_paper")
+    if paper is None:
+        return []
+    standard = report["metrics"]
+    lines = [
+        "",
+        "## Paper protocol (the official BayesNCL evaluation)",
+        "",
+        "BatchNorm in training mode over the unshuffled validation set (batch "
+        f"{report['paper_protocol']['batch_size']}); consistency x100; orthogonality divided by "
+        "d twice; singular-value entropy (not its exponential) on one training batch; retrieval "
+        "by the signed-sum ranking, m dimensions, top hit dropped. See docs/fidelity.md.",
+        "",
+        "| paper figure | paper protocol | standard figure | standard protocol |",
+        "|---|---:|---|---:|",
+    ]
+    for key, std_key, fmt in _PAPER_BESIDE_STANDARD:
+        value, std = paper.get(key), standard.get(std_key)
+        cell = "n/a" if value is None else fmt.format(value)
+        lines.append(f"| {key} | {cell} | {std_key} | {_format(std_key, std)} |")
+    lines += ["", "| every paper figure | value |", "|---|---:|"]
+    lines += [f"| {k} | {'n/a' if v is None else f'{v:.6g}'} |" for k, v in paper.items()]
+    return lines
+
+
 def write_report(
     checkpoint: str | Path,
     out_dir: str | Path,
@@ -301,6 +344,7 @@ def write_report(
     retrieval_max_samples: int | None = None,
     overwrite: bool = False,
     progress: bool = True,
+    protocol: str = "standard",
 ) -> dict[str, Any]:
     """Evaluate ``checkpoint`` on the validation set of ``dataset`` and write the report folder.
 
@@ -320,6 +364,9 @@ def write_report(
         retrieval_max_samples: cap on the vectors used for retrieval precision.
         overwrite: replace the report files in a non-empty ``out_dir``.
         progress: show a progress bar while extracting features.
+        protocol: ``standard`` (eval-mode BatchNorm, the shared metric definitions) or
+            ``paper``, which adds ``metrics_paper``: the official BayesNCL evaluation
+            (:mod:`solo_bayesncl.evaluation.paper`), beside the standard figures.
 
     Returns:
         The content of ``metrics.json``.
@@ -338,6 +385,10 @@ def write_report(
 
     out_dir = Path(out_dir)
     _check_out_dir(out_dir, overwrite)
+    if protocol not in PROTOCOLS:
+        raise ReportError(
+            f"protocol={protocol!r} is not supported; allowed values: {', '.join(PROTOCOLS)}"
+        )
     for name, value in (("batch_size", batch_size), ("top_dims", top_dims)):
         if value < 1:
             raise ReportError(f"{name} must be >= 1, got {value}")
@@ -404,6 +455,21 @@ def write_report(
     if gated:
         report["metrics_soft_gate"] = _finite(accumulators["soft"].compute())
         report["gate_open_rate"] = _gate_summary(gate_open)
+    if protocol == "paper":
+        from solo_bayesncl.evaluation.paper import evaluate_paper_protocol
+
+        paper = evaluate_paper_protocol(
+            model,
+            cfg,
+            lambda transform: build_val_dataset(cfg, transform),
+            batch_size=batch_size,
+            num_workers=num_workers,
+            device=device,
+            max_images_subset=lambda d: _limit(d, max_images),
+        )
+        report["protocol"] = "paper"
+        report["metrics_paper"] = _finite(paper["metrics"])
+        report["paper_protocol"] = paper["settings"]
     report["top_dimensions"] = [
         {
             "dim": int(d),
@@ -481,6 +547,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--images-per-dim", type=int, default=8)
     parser.add_argument("--shuffle-permutations", type=int, default=5)
     parser.add_argument("--retrieval-max-samples", type=int, default=None)
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="standard",
+        help="paper: add the official BayesNCL evaluation's figures (training-mode BatchNorm, "
+        "consistency x100, ...) beside the standard ones; see docs/fidelity.md",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing report")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return parser.parse_args(argv)
@@ -511,6 +584,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             num_workers=args.num_workers,
             shuffle_permutations=args.shuffle_permutations,
             retrieval_max_samples=args.retrieval_max_samples,
+            protocol=args.protocol,
             overwrite=args.overwrite,
             progress=not args.no_progress,
         )

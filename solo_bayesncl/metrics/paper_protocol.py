@@ -1,0 +1,196 @@
+"""The ``paper`` evaluation protocol: the metrics exactly as the official BayesNCL evaluation
+computes them (arXiv 2605.28441, its ``main_eval.py`` and evaluation helpers), so that numbers can
+be put beside the paper's table.
+
+They differ from this project's shared definitions (:mod:`solo_bayesncl.metrics`) on purpose:
+
+- active dimensions: a dimension counts when its mean absolute value over the set is above 0;
+- sparsity: the share of entries with ``|f| <= 1e-5``;
+- semantic consistency: over active dimensions of the row-normalised features, the majority-class
+  share of the samples with ``|f| > 1e-5``, averaged; the paper prints it x100
+  (:data:`CONSISTENCY_SCALE`);
+- semantic entropies (activation sum, class-mean activation, activation frequency): the entropy of
+  each dimension's distribution over the classes present, terms below ``1e-5`` dropped;
+- orthogonality: the column-normalised active features' ``|C - I|`` divided by ``d (d - 1)``; the
+  mean (and median) of that matrix is reported, so the sum is divided by ``d^2`` once more;
+- retrieval: dimensions ranked by the signed sum of the row-normalised features, the first
+  ``m = 0, 32, ..., 512`` kept and renormalised, the 11 most cosine-similar vectors taken and the
+  first dropped (the query itself unless tied), precision at 1, 3, 5, 10;
+- effective rank: the entropy ``-sum s log(s + 1e-6)`` of the normalised singular values (not its
+  exponential), on one training batch of two augmented views.
+
+Everything is plain PyTorch on whatever device the tensors are on.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "CONSISTENCY_SCALE",
+    "PAPER_EPS",
+    "RETRIEVAL_DIMS",
+    "RETRIEVAL_KS",
+    "paper_active_dims",
+    "paper_metrics",
+    "paper_orthogonality",
+    "paper_retrieval",
+    "paper_semantic_consistency",
+    "paper_semantic_entropies",
+    "paper_singular_value_entropy",
+    "paper_sparsity",
+]
+
+PAPER_EPS = 1e-5
+"""The activity threshold of the official evaluation."""
+CONSISTENCY_SCALE = 100.0
+"""The paper prints semantic consistency x100 (22.02 is a share of 0.2202)."""
+RETRIEVAL_DIMS: tuple[int, ...] = tuple(range(0, 512 + 32, 32))
+"""``m``: the numbers of top-ranked dimensions the official retrieval table reads."""
+RETRIEVAL_KS: tuple[int, ...] = (1, 3, 5, 10)
+
+
+def paper_active_dims(features: torch.Tensor) -> float:
+    """Dimensions whose mean absolute value over the set is above 0."""
+    return float((features.abs().mean(dim=0) > 0).sum())
+
+
+def paper_sparsity(features: torch.Tensor) -> float:
+    """Share of entries with ``|f| <= 1e-5``."""
+    return float(1.0 - (features.abs() > PAPER_EPS).float().mean())
+
+
+def _one_hot_present(labels: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``(n, C)`` one-hot over the classes present in ``labels`` (their sorted unique values)."""
+    _, inverse = torch.unique(labels, return_inverse=True)
+    return F.one_hot(inverse, int(inverse.max()) + 1).to(dtype)
+
+
+def paper_semantic_consistency(features: torch.Tensor, labels: torch.Tensor) -> float:
+    """Mean over active dimensions of the majority-class share of the samples active on it
+    (a share in [0, 1]; multiply by :data:`CONSISTENCY_SCALE` for the paper's figure).
+
+    A dimension is active when its absolute sum is above 0; rows are L2-normalised; a sample is
+    active on a dimension when ``|f| > 1e-5``; a dimension with no active sample is skipped.
+    """
+    f = features.float()
+    f = F.normalize(f[:, f.abs().sum(dim=0) > 0], dim=1)
+    active = (f.abs() > PAPER_EPS).float()
+    counts = active.T @ _one_hot_present(labels, active.dtype)  # (d, C)
+    totals = counts.sum(dim=1)
+    keep = totals > 0
+    if not keep.any():
+        return float("nan")
+    return float((counts[keep].max(dim=1).values / totals[keep]).mean())
+
+
+def _entropy_rows(mass: torch.Tensor) -> torch.Tensor:
+    """Entropy of each row of non-negative ``mass`` normalised to sum 1, terms with p <= 1e-5
+    dropped; rows whose total is below 1e-5 are removed."""
+    totals = mass.sum(dim=1, keepdim=True)
+    mass, totals = mass[totals[:, 0] >= PAPER_EPS], totals[totals[:, 0] >= PAPER_EPS]
+    p = mass / totals
+    terms = torch.where(p > PAPER_EPS, p * torch.log(p.clamp_min(PAPER_EPS)), torch.zeros_like(p))
+    return -terms.sum(dim=1)
+
+
+def paper_semantic_entropies(features: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+    """The three semantic entropies of the official evaluation, averaged over dimensions whose
+    absolute sum is above 1e-5: of each dimension's activation sum per class
+    (``sum_activation``), class-mean activation (``mean_activation``) and count of active samples
+    per class (``frequency``). 0 when no dimension qualifies, as the official code returns."""
+    f = features.float()
+    f = f[:, f.abs().sum(dim=0) > PAPER_EPS].abs()
+    one_hot = _one_hot_present(labels, f.dtype)
+    sums = f.T @ one_hot  # (d, C)
+    class_counts = one_hot.sum(dim=0) + PAPER_EPS
+    frequency = (f > PAPER_EPS).to(f.dtype).T @ one_hot
+    out = {}
+    for name, mass in (
+        ("sum_activation", sums),
+        ("mean_activation", sums / class_counts),
+        ("frequency", frequency),
+    ):
+        entropies = _entropy_rows(mass)
+        out[name] = float(entropies.mean()) if entropies.numel() else 0.0
+    return out
+
+
+def paper_orthogonality(features: torch.Tensor) -> dict[str, float]:
+    """``|C - I| / (d (d - 1))`` of the column-normalised active features (``C = F^T F``):
+    its mean (the paper's figure) and median."""
+    f = features.float()
+    f = F.normalize(f[:, f.abs().sum(dim=0) > 0], dim=0)
+    d = f.shape[1]
+    if d < 2:
+        return {"mean": float("nan"), "median": float("nan")}
+    err = (f.T @ f - torch.eye(d, device=f.device, dtype=f.dtype)).abs() / (d * (d - 1))
+    return {"mean": float(err.mean()), "median": float(err.median())}
+
+
+@torch.no_grad()
+def paper_retrieval(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    dims: tuple[int, ...] = RETRIEVAL_DIMS,
+    chunk_size: int = 1024,
+) -> dict[int, dict[int, float]]:
+    """Retrieval precision ``{m: {k: P@k}}`` of the official evaluation.
+
+    Dimensions are ranked by the signed sum of the row-normalised features; for each ``m`` the
+    top ``m`` are kept and the rows renormalised (``m = 0`` leaves zero vectors: ties, chance
+    level), the 11 most similar vectors by cosine are taken and the first dropped. Queries are
+    processed in chunks of ``chunk_size`` rows (the same result as the full matrix, less memory).
+
+    Raises:
+        ValueError: fewer than 11 vectors (the official code needs 11 neighbours).
+    """
+    n = features.shape[0]
+    if n < 11:
+        raise ValueError(f"paper retrieval needs at least 11 vectors, got {n}")
+    f = F.normalize(features.float(), p=2, dim=1)
+    _, order = torch.sort(f.sum(dim=0), descending=True)
+    labels = labels.to(f.device)
+    out: dict[int, dict[int, float]] = {}
+    for m in dims:
+        sub = F.normalize(f[:, order[:m]], p=2, dim=1)
+        hits = torch.zeros(max(RETRIEVAL_KS), device=f.device, dtype=torch.float64)
+        for start in range(0, n, chunk_size):
+            sim = sub[start : start + chunk_size] @ sub.T
+            neighbours = torch.topk(sim, k=11, dim=1).indices[:, 1:]
+            correct = labels[neighbours] == labels[start : start + chunk_size, None]
+            hits += correct.double().sum(dim=0)
+        cumulative = hits.cumsum(dim=0)
+        out[m] = {k: float(cumulative[k - 1] / (n * k)) for k in RETRIEVAL_KS}
+    return out
+
+
+def paper_singular_value_entropy(features: torch.Tensor) -> float:
+    """``-sum s log(s + 1e-6)`` of the singular values normalised to sum 1: the official
+    "effective rank", the entropy itself (``exp`` of it is the Roy-Vetterli effective rank)."""
+    s = torch.linalg.svdvals(features.float())
+    s = s / s.sum()
+    return float(-(s * torch.log(s + 1e-6)).sum())
+
+
+def paper_metrics(features: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+    """Every official evaluation figure of a validation set, flat, under ``paper_`` names:
+    consistency both as a share and x100, retrieval as ``paper_retrieval_p@K_m{M}``."""
+    orthogonality = paper_orthogonality(features)
+    metrics = {
+        "paper_active_dims": paper_active_dims(features),
+        "paper_sparsity": paper_sparsity(features),
+        "paper_semantic_consistency": paper_semantic_consistency(features, labels),
+    }
+    metrics["paper_semantic_consistency_x100"] = (
+        metrics["paper_semantic_consistency"] * CONSISTENCY_SCALE
+    )
+    for name, value in paper_semantic_entropies(features, labels).items():
+        metrics[f"paper_semantic_entropy_{name}"] = value
+    metrics["paper_orthogonality_mean"] = orthogonality["mean"]
+    metrics["paper_orthogonality_median"] = orthogonality["median"]
+    for m, precisions in paper_retrieval(features, labels).items():
+        for k, value in precisions.items():
+            metrics[f"paper_retrieval_p@{k}_m{m}"] = value
+    return metrics
