@@ -35,6 +35,8 @@ setup(
     install_requires=[
         "torch>=2.1",
         "torchvision>=0.16",
+        # the batched augmentation path (data.augment_on=batch): per-image parameters on batches
+        "kornia>=0.9",
         "numpy>=1.24",
         "omegaconf>=2.3",
         "hydra-core>=1.3",

@@ -35,6 +35,7 @@ def prepare_pretrain_cfg(
 
     import solo_bayesncl  # noqa: F401  (registers bayesncl and ncl)
     from solo_bayesncl.config import resolve_with_solo
+    from solo_bayesncl.data.pipelines import resolve_augment_on
 
     OmegaConf.set_struct(cfg, False)
     method = OmegaConf.select(cfg, "method", default=None)
@@ -43,6 +44,7 @@ def prepare_pretrain_cfg(
             f"method={method!r} is not a solo-learn method; allowed values: {', '.join(sorted(METHODS))}"
         )
     cfg = resolve_with_solo(cfg, parse_cfg, check_data)
+    cfg = resolve_augment_on(cfg)
     cfg = METHODS[method].add_and_assert_specific_cfg(cfg)
     cfg.interpretability = OmegaConf.select(cfg, "interpretability", default=None) or {}
     return cfg
@@ -58,16 +60,12 @@ def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
     import torch
     from lightning.pytorch import seed_everything
     from lightning.pytorch.callbacks import LearningRateMonitor
-    from solo.data.pretrain_dataloader import (
-        FullTransformPipeline,
-        NCropAugmentation,
-        build_transform_pipeline,
-        prepare_dataloader,
-    )
+    from solo.data.pretrain_dataloader import FullTransformPipeline, NCropAugmentation
     from solo.utils.auto_resumer import AutoResumer
     from solo.utils.misc import make_contiguous
 
-    from solo_bayesncl.data.datasets import build_train_dataset, build_val_loader
+    from solo_bayesncl.data.datasets import build_val_loader
+    from solo_bayesncl.data.pipelines import pretrain_fit_data
     from solo_bayesncl.evaluation.callback import build_interpretability_callback
     from solo_bayesncl.models import build_method
     from solo_bayesncl.trainer import build_loggers, build_trainer, checkpoint_callbacks
@@ -108,18 +106,8 @@ def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
         )
         datamodule.val_dataloader = lambda: val_loader
         fit_data = {"datamodule": datamodule}
-    else:
-        transform = FullTransformPipeline(
-            [
-                NCropAugmentation(build_transform_pipeline(cfg.data.dataset, aug), aug.num_crops)
-                for aug in cfg.augmentations
-            ]
-        )
-        train_dataset = build_train_dataset(cfg, transform)
-        train_loader = prepare_dataloader(
-            train_dataset, batch_size=cfg.optimizer.batch_size, num_workers=cfg.data.num_workers
-        )
-        fit_data = {"train_dataloaders": train_loader, "val_dataloaders": val_loader}
+    else:  # solo-learn's per-image transforms or the batched in-memory path (data.augment_on)
+        fit_data = pretrain_fit_data(cfg, val_loader)
 
     run_root = Path(cfg.checkpoint.dir) / cfg.method
     ckpt_path, wandb_run_id = None, None

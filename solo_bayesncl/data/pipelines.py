@@ -1,0 +1,242 @@
+"""The pretraining data pipeline and the key that picks it: ``data.augment_on``.
+
+- ``per_image``: solo-learn's own path. Its data module's dataset decodes one PIL image at a
+  time and applies ``build_transform_pipeline`` to it in the loader (workers included).
+- ``batch``: for datasets that fit in memory as uint8 arrays (Fashion-MNIST, and CIFAR-10/100,
+  which torchvision loads as one array), the loader only indexes a uint8 tensor, and the
+  augmentation runs on whole batches after they reach the training device, in the data module's
+  ``on_after_batch_transfer`` hook (:class:`~solo_bayesncl.data.batch_augment.
+  MultiViewAugmentation`): on the CPU in the training process, on a GPU on the GPU. Every image
+  and view still gets its own random parameters; the suite's equivalence test compares the two
+  paths' output statistics.
+
+Left unset, ``data.augment_on`` is ``batch`` where that equivalence holds (those datasets,
+``data.format=image_folder``, recipes without equalization and without downscaling crops) and
+``per_image`` everywhere else. ImageNet-100 and image folders keep solo-learn's loaders (DALI
+included).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import omegaconf
+import torch
+from omegaconf import OmegaConf
+from torch.utils.data import DataLoader, Dataset
+
+from solo_bayesncl.data.batch_augment import MultiViewAugmentation, Recipe, unsupported_reason
+
+__all__ = [
+    "AUGMENT_ON",
+    "IN_MEMORY_DATASETS",
+    "InMemoryImages",
+    "batch_datamodule",
+    "collate_batch",
+    "load_in_memory",
+    "per_image_loader",
+    "pretrain_fit_data",
+    "recipes",
+    "resolve_augment_on",
+    "solo_normalization",
+]
+
+AUGMENT_ON = ("batch", "per_image")
+IN_MEMORY_DATASETS: dict[str, int] = {"fashion-mnist": 28, "cifar10": 32, "cifar100": 32}
+"""Datasets the batched path serves, with their image side in pixels."""
+
+
+def _dataset_name(cfg: omegaconf.DictConfig) -> str:
+    return str(OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset)
+
+
+def _not_batchable(cfg: omegaconf.DictConfig) -> str | None:
+    """Why ``cfg`` cannot use the batched path, or None."""
+    name = _dataset_name(cfg)
+    if name not in IN_MEMORY_DATASETS:
+        return (
+            f"data.dataset={name} is not held in memory (the batched path serves "
+            f"{', '.join(IN_MEMORY_DATASETS)})"
+        )
+    fmt = OmegaConf.select(cfg, "data.format", default="image_folder")
+    if fmt != "image_folder":
+        return f"data.format={fmt} (the batched path reads the in-memory arrays)"
+    for i, aug in enumerate(OmegaConf.select(cfg, "augmentations", default=None) or []):
+        reason = unsupported_reason(Recipe.from_cfg(aug, (0.0,), (1.0,)), IN_MEMORY_DATASETS[name])
+        if reason:
+            return f"augmentations[{i}]: {reason}"
+    return None
+
+
+def resolve_augment_on(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
+    """Validates ``data.augment_on`` (``batch`` or ``per_image``) and fills it when unset.
+
+    Runs after the dataset was resolved (the plugin's ``fashion-mnist`` is known by
+    ``data.offline_dataset``). An explicit ``batch`` that the data or recipe cannot honour fails
+    here with the reason; unset, it becomes ``batch`` only where it is allowed.
+    """
+    value = OmegaConf.select(cfg, "data.augment_on", default=None)
+    reason = _not_batchable(cfg)
+    if value is None:
+        value = "per_image" if reason else "batch"
+    value = str(value)
+    if value not in AUGMENT_ON:
+        raise ValueError(
+            f"data.augment_on={value!r} is not supported; allowed values: {', '.join(AUGMENT_ON)}"
+        )
+    if value == "batch" and reason:
+        raise ValueError(f"data.augment_on=batch is not available: {reason}; use per_image")
+    OmegaConf.update(cfg, "data.augment_on", value, force_add=True)
+    return cfg
+
+
+class InMemoryImages(Dataset):
+    """uint8 images ``(N, C, H, W)`` and their labels, served as ``(index, image, label)``.
+
+    ``__getitems__`` returns a whole batch as three tensors (one indexing operation); the
+    loader's ``collate_fn`` must be :func:`collate_batch`.
+    """
+
+    def __init__(self, images: torch.Tensor, targets: torch.Tensor) -> None:
+        if images.dtype != torch.uint8 or images.ndim != 4:
+            raise ValueError(
+                f"images must be uint8 (N, C, H, W), got {images.dtype} {tuple(images.shape)}"
+            )
+        if len(targets) != len(images):
+            raise ValueError(f"{len(images)} images but {len(targets)} labels")
+        self.images = images
+        self.targets = targets.long()
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> tuple[int, torch.Tensor, int]:
+        return index, self.images[index], int(self.targets[index])
+
+    def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, ...]:
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        return idx, self.images[idx], self.targets[idx]
+
+
+def collate_batch(batch: Any) -> list:
+    """``[indexes, images, labels]``: a batch from :meth:`InMemoryImages.__getitems__` as is, or
+    a list of single items (a plain ``Dataset`` wrapper without ``__getitems__``) stacked."""
+    if isinstance(batch, tuple) and len(batch) == 3 and isinstance(batch[0], torch.Tensor):
+        return list(batch)
+    from torch.utils.data import default_collate
+
+    return default_collate(batch)
+
+
+def load_in_memory(cfg: omegaconf.DictConfig) -> Dataset:
+    """The training split of ``cfg``'s dataset as uint8 tensors, with ``data.fraction`` applied
+    the way the per-image path applies it (stratified, same seed)."""
+    from solo_bayesncl.data.datasets import _stratified_subset
+
+    name = _dataset_name(cfg)
+    if name == "fashion-mnist":
+        from solo_bayesncl.data.fashion_mnist import FashionMNIST
+
+        source = FashionMNIST("train", root=cfg.data.train_path)
+        images = torch.from_numpy(source.images.copy())[:, None]
+        targets = torch.from_numpy(source.targets.copy())
+    elif name in ("cifar10", "cifar100"):
+        from torchvision import datasets
+
+        cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
+        source = cls(str(cfg.data.train_path), train=True, download=False)
+        images = torch.from_numpy(source.data).permute(0, 3, 1, 2).contiguous()
+        targets = torch.as_tensor(source.targets)
+    else:
+        raise ValueError(
+            f"data.dataset={name} has no in-memory loader; allowed: {', '.join(IN_MEMORY_DATASETS)}"
+        )
+    dataset = InMemoryImages(images, targets)
+    fraction = float(OmegaConf.select(cfg, "data.fraction", default=-1) or -1)
+    return _stratified_subset(dataset, dataset.targets.tolist(), fraction)
+
+
+def solo_normalization(cfg: omegaconf.DictConfig, aug: Any) -> tuple[list[float], list[float]]:
+    """The mean and std solo-learn's ``build_transform_pipeline`` normalises ``aug``'s views with
+    (its table for known datasets, the pipeline's ``mean``/``std`` otherwise)."""
+    from solo.data.pretrain_dataloader import build_transform_pipeline
+    from torchvision import transforms
+
+    for t in build_transform_pipeline(cfg.data.dataset, aug).transforms:
+        if isinstance(t, transforms.Normalize):
+            return list(t.mean), list(t.std)
+    raise RuntimeError("solo-learn's augmentation pipeline has no Normalize step")
+
+
+def recipes(cfg: omegaconf.DictConfig) -> list[Recipe]:
+    """The config's augmentation pipelines, read as solo-learn reads them."""
+    return [Recipe.from_cfg(aug, *solo_normalization(cfg, aug)) for aug in cfg.augmentations]
+
+
+def batch_datamodule(cfg: omegaconf.DictConfig, val_loader: DataLoader | None = None):
+    """The ``batch`` path as a Lightning data module: in-memory uint8 batches, augmented on the
+    training device in ``on_after_batch_transfer`` (training batches only)."""
+    import lightning.pytorch as pl
+
+    class InMemoryPretrainDataModule(pl.LightningDataModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dataset = load_in_memory(cfg)
+            self.augmentation = MultiViewAugmentation(recipes(cfg))
+            self.batch_size = int(cfg.optimizer.batch_size)
+            self.num_workers = int(cfg.data.num_workers)
+
+        def train_dataloader(self) -> DataLoader:
+            return DataLoader(
+                self.dataset,
+                batch_size=self.batch_size,
+                shuffle=True,
+                num_workers=self.num_workers,
+                pin_memory=torch.cuda.is_available(),
+                drop_last=True,
+                collate_fn=collate_batch,
+            )
+
+        def val_dataloader(self):
+            return val_loader if val_loader is not None else []
+
+        def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+            if self.trainer is not None and not self.trainer.training:
+                return batch
+            indexes, images, targets = batch
+            with torch.no_grad():
+                views = self.augmentation(images)
+            return [indexes, views, targets]
+
+    return InMemoryPretrainDataModule()
+
+
+def per_image_loader(cfg: omegaconf.DictConfig) -> DataLoader:
+    """solo-learn's path: ``build_transform_pipeline`` per image and view, in its data loader."""
+    from solo.data.pretrain_dataloader import (
+        FullTransformPipeline,
+        NCropAugmentation,
+        build_transform_pipeline,
+        prepare_dataloader,
+    )
+
+    from solo_bayesncl.data.datasets import build_train_dataset
+
+    transform = FullTransformPipeline(
+        [
+            NCropAugmentation(build_transform_pipeline(cfg.data.dataset, aug), aug.num_crops)
+            for aug in cfg.augmentations
+        ]
+    )
+    return prepare_dataloader(
+        build_train_dataset(cfg, transform),
+        batch_size=cfg.optimizer.batch_size,
+        num_workers=cfg.data.num_workers,
+    )
+
+
+def pretrain_fit_data(cfg: omegaconf.DictConfig, val_loader: DataLoader | None) -> dict[str, Any]:
+    """``Trainer.fit`` keyword arguments for the non-DALI pipelines, by ``data.augment_on``."""
+    if OmegaConf.select(cfg, "data.augment_on", default="per_image") == "batch":
+        return {"datamodule": batch_datamodule(cfg, val_loader)}
+    return {"train_dataloaders": per_image_loader(cfg), "val_dataloaders": val_loader}
