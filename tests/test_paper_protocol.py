@@ -294,3 +294,56 @@ def test_table_shows_paper_columns_only_with_the_paper_protocol(paper, tmp_path)
     assert "Linear probe: `linear.yaml: lars lr 0.4, warmup_cosine, 50 epochs" in md
     csv_text = write_csv(rows, tmp_path / "t.csv", "abc", "2026-11-30").read_text()
     assert "linear_probe" in csv_text.splitlines()[0]
+
+
+@pytest.mark.slow
+def test_benchmark_protocol_paper_adds_only_the_missing_stage(image_folder, tmp_path):
+    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
+    from conftest import REPO
+
+    from solo_bayesncl.benchmark.presets import load_preset
+    from solo_bayesncl.benchmark.runner import run_benchmark
+
+    preset_file = tmp_path / "tiny.yaml"
+    preset_file.write_text(
+        f"""
+name: tiny
+config_dir: {REPO / "scripts/pretrain/cifar"}
+methods: [bayesncl]
+seeds: [5]
+overrides:
+  - data.dataset=custom
+  - data.train_path={image_folder / "train"}
+  - data.val_path={image_folder / "val"}
+  - data.num_workers=0
+  - optimizer.batch_size=8
+  - method_kwargs.proj_hidden_dim=32
+  - method_kwargs.proj_output_dim=16
+  - max_epochs=1
+  - accelerator=cpu
+linear: {{config: linear.yaml, max_epochs: 1, batch_size: 8}}
+knn: {{k: 3}}
+report: {{num_workers: 0, batch_size: 16, top_dims: 4}}
+out_dir: {tmp_path / "results"}
+"""
+    )
+    preset = load_preset(preset_file)
+    standard = run_benchmark(preset, log=lambda _: None)
+    assert all("metrics_paper" not in r for r in standard)
+    assert all(r["linear_probe"].startswith("linear.yaml: lars lr 0.4") for r in standard)
+    out = tmp_path / "results"
+    header = (out / "results.md").read_text().splitlines()[2]
+    assert "paper_consistency_x100" not in header
+    pretrained = {p: p.stat().st_mtime_ns for p in out.glob("runs/*/pretrain.json")}
+
+    log: list[str] = []
+    paper = run_benchmark(preset, log=log.append, protocol="paper")
+    assert sum(line.startswith("[run]") for line in log) == 1  # the report stage only
+    assert {p: p.stat().st_mtime_ns for p in out.glob("runs/*/pretrain.json")} == pretrained
+    for result in paper:
+        share = result["metrics_paper"]["paper_semantic_consistency"]
+        assert result["metrics_paper"]["paper_semantic_consistency_x100"] == pytest.approx(
+            100 * share
+        )
+    md = (out / "results.md").read_text()
+    assert "paper_consistency_x100" in md.splitlines()[2] and "`paper_*` columns" in md
