@@ -182,7 +182,7 @@ def test_official_config_spellings(image_folder, batch):
         extra=[
             "method_kwargs.gate_type=STE",
             "method_kwargs.non_neg=leakyrelu",
-            "+method_kwargs.use_kl=False",
+            "method_kwargs.use_kl=False",
             "+method_kwargs.use_topk=True",
             "+method_kwargs.topk_k=4",
         ],
@@ -305,7 +305,7 @@ def test_official_use_bayes_false_means_no_gate(image_folder):
 def test_use_kl_false_keeps_the_gate_and_drops_the_kl(image_folder):
     from solo.methods import METHODS
 
-    cfg = _cfg(extra=["+method_kwargs.use_kl=False"], image_folder=image_folder)
+    cfg = _cfg(extra=["method_kwargs.use_kl=False"], image_folder=image_folder)
     model = METHODS[cfg.method](cfg)
     assert cfg.method == "bayesncl" and hasattr(model, "gating_head") and model.kl_lambda == 0.0
 
