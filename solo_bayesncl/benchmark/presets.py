@@ -11,6 +11,9 @@ after the method's ``method_overrides``)::
     variants:
       bayesncl_rho0.3: {method: bayesncl, overrides: [method_kwargs.rho=0.3]}
     methods: [ncl, bayesncl, bayesncl_rho0.3]
+
+Every key and value is checked when the preset is read, before anything trains: an unknown key
+(``linear: {max_epoch: 1}``) or a value of the wrong type is refused with the known keys.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-__all__ = ["METHODS", "Preset", "available_presets", "load_preset"]
+__all__ = ["METHODS", "Preset", "PresetError", "available_presets", "load_preset"]
 
 PRESET_DIR = Path(__file__).with_name("presets")
 METHODS: tuple[str, ...] = ("simclr", "mocov2plus", "ncl", "bayesncl")
@@ -40,6 +43,34 @@ _KEYS = {
     "variants",
 }
 _VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+#: The keys of each evaluation section and the type of their value.
+_SECTION_KEYS: dict[str, dict[str, str]] = {
+    "linear": {
+        "config": "string",
+        "max_epochs": "positive int",
+        "batch_size": "positive int",
+        "lr": "positive number",
+        "overrides": "list of strings",
+    },
+    "knn": {"k": "positive int", "temperature": "positive number"},
+    # the keyword arguments of solo_bayesncl.evaluation.report.write_report
+    "report": {
+        "dataset": "string",
+        "batch_size": "positive int",
+        "max_images": "positive int or null",
+        "device": "string",
+        "top_dims": "positive int",
+        "images_per_dim": "positive int",
+        "num_workers": "int >= 0",
+        "thumbnail_size": "positive int",
+        "shuffle_permutations": "positive int",
+        "retrieval_max_samples": "positive int or null",
+    },
+}
+
+
+class PresetError(ValueError):
+    """A preset that cannot run; the message names the file and the key."""
 
 
 @dataclass
@@ -83,56 +114,135 @@ def _repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _type_ok(value: Any, kind: str) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "list of strings":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if kind.endswith(" or null") and value is None:
+        return True
+    kind = kind.removesuffix(" or null")
+    if kind == "positive int":
+        return _is_int(value) and value > 0
+    if kind == "int >= 0":
+        return _is_int(value) and value >= 0
+    if kind == "positive number":
+        return (_is_int(value) or isinstance(value, float)) and value > 0
+    raise AssertionError(kind)
+
+
+def _strings(path: Path, key: str, value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PresetError(
+            f"{path}: {key} must be a list of strings (Hydra overrides), got {value!r}"
+        )
+    return list(value)
+
+
+def _section(path: Path, name: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PresetError(f"{path}: {name} must be a mapping, got {value!r}")
+    known = _SECTION_KEYS[name]
+    for key, item in value.items():
+        if key not in known:
+            raise PresetError(
+                f"{path}: unknown key {name}.{key}; known keys of {name}: {', '.join(known)}"
+            )
+        if not _type_ok(item, known[key]):
+            raise PresetError(f"{path}: {name}.{key} must be a {known[key]}, got {item!r}")
+    return dict(value)
+
+
 def load_preset(name_or_path: str | Path) -> Preset:
-    """Reads and checks a preset; errors name the file, the key and the allowed values."""
+    """Reads and checks a preset; errors name the file, the key and the allowed values.
+
+    A relative ``out_dir`` is resolved against the folder of the preset file for a preset given
+    as a file; a shipped preset (given by name) writes under the current folder. Either way the
+    absolute folder is in :attr:`Preset.out_dir` and printed by the benchmark before it starts.
+    """
     path = Path(name_or_path)
-    if not path.suffix:
+    shipped = not path.suffix
+    if shipped:
         path = PRESET_DIR / f"{name_or_path}.yaml"
         if not path.is_file():
-            raise ValueError(
+            raise PresetError(
                 f"preset {name_or_path!r} does not exist; available: {', '.join(available_presets())}"
             )
     if not path.is_file():
-        raise ValueError(f"preset file {path} does not exist")
-    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    unknown = set(raw) - _KEYS
+        raise PresetError(f"preset file {path} does not exist")
+    path = path.resolve()
+    try:
+        raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except Exception as err:  # noqa: BLE001 - YAML and interpolation errors alike
+        raise PresetError(f"{path}: not a readable preset: {err}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise PresetError(f"{path}: a preset is a mapping of keys, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - _KEYS)
     if unknown:
-        raise ValueError(
-            f"{path}: unknown key {sorted(unknown)[0]!r}; allowed keys: {', '.join(sorted(_KEYS))}"
+        raise PresetError(
+            f"{path}: unknown key {unknown[0]!r}; allowed keys: {', '.join(sorted(_KEYS))}"
         )
     variants = _variants(path, raw.get("variants"))
-    methods = list(raw.get("methods", METHODS))
+    methods = raw.get("methods", list(METHODS))
+    if not isinstance(methods, list) or not methods:
+        raise PresetError(f"{path}: methods must be a non-empty list of {', '.join(METHODS)}")
     bad = [m for m in methods if m not in METHODS and m not in variants]
     if bad:
-        raise ValueError(
+        raise PresetError(
             f"{path}: methods contains {bad[0]!r}; allowed values: "
             f"{', '.join((*METHODS, *variants))}"
         )
-    seeds = [int(s) for s in raw.get("seeds", [5])]
-    if not seeds:
-        raise ValueError(f"{path}: seeds must list at least one seed")
+    if len(set(methods)) != len(methods):
+        raise PresetError(f"{path}: methods lists a method twice: {methods}")
+    seeds = raw.get("seeds", [5])
+    if not isinstance(seeds, list) or not seeds:
+        raise PresetError(f"{path}: seeds must list at least one seed (integers), got {seeds!r}")
+    if not all(_is_int(s) and s >= 0 for s in seeds):
+        raise PresetError(f"{path}: seeds must be integers >= 0, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise PresetError(f"{path}: seeds lists a seed twice: {seeds}")
+    for key in ("name", "config_dir", "out_dir"):
+        if key in raw and not isinstance(raw[key], str):
+            raise PresetError(f"{path}: {key} must be a string, got {raw[key]!r}")
     config_dir = Path(raw.get("config_dir", "scripts/pretrain/cifar"))
     if not config_dir.is_absolute():
         config_dir = _repo_root() / config_dir
     if not config_dir.is_dir():
-        raise ValueError(f"{path}: config_dir {config_dir} is not a folder")
-    method_overrides = {k: list(v) for k, v in (raw.get("method_overrides") or {}).items()}
-    for key in method_overrides:
+        raise PresetError(f"{path}: config_dir {config_dir} is not a folder")
+    method_overrides_raw = raw.get("method_overrides") or {}
+    if not isinstance(method_overrides_raw, dict):
+        raise PresetError(f"{path}: method_overrides must map a method to a list of overrides")
+    method_overrides = {}
+    for key, value in method_overrides_raw.items():
         if key not in METHODS:
-            raise ValueError(
+            raise PresetError(
                 f"{path}: method_overrides.{key} is not a method; allowed: {', '.join(METHODS)}"
             )
+        method_overrides[key] = _strings(path, f"method_overrides.{key}", value)
+    out_dir = Path(raw.get("out_dir", f"results/{path.stem}")).expanduser()
+    if not out_dir.is_absolute():
+        out_dir = (Path.cwd() if shipped else path.parent) / out_dir
     return Preset(
         name=str(raw.get("name", path.stem)),
         config_dir=config_dir,
-        methods=methods,
-        seeds=seeds,
-        overrides=[str(o) for o in raw.get("overrides", [])],
+        methods=list(methods),
+        seeds=list(seeds),
+        overrides=_strings(path, "overrides", raw.get("overrides")),
         method_overrides=method_overrides,
-        linear=dict(raw.get("linear") or {}),
-        knn=dict(raw.get("knn") or {}),
-        report=dict(raw.get("report") or {}),
-        out_dir=Path(raw.get("out_dir", f"results/{path.stem}")),
+        linear=_section(path, "linear", raw.get("linear")),
+        knn=_section(path, "knn", raw.get("knn")),
+        report=_section(path, "report", raw.get("report")),
+        out_dir=out_dir,
         source=path,
         variants=variants,
     )
@@ -143,26 +253,26 @@ def _variants(path: Path, raw: Any) -> dict[str, dict[str, Any]]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: variants must map a name to {{method: ..., overrides: [...]}}")
+        raise PresetError(f"{path}: variants must map a name to {{method: ..., overrides: [...]}}")
     variants = {}
     for name, spec in raw.items():
         name = str(name)
         if name in METHODS or not _VARIANT_NAME.fullmatch(name):
-            raise ValueError(
+            raise PresetError(
                 f"{path}: variants.{name}: a variant name is letters, digits and _.+- and not "
                 f"a method name ({', '.join(METHODS)})"
             )
         if not isinstance(spec, dict) or set(spec) - {"method", "overrides"}:
-            raise ValueError(
+            raise PresetError(
                 f"{path}: variants.{name} must be {{method: ..., overrides: [...]}}, got {spec!r}"
             )
         if spec.get("method") not in METHODS:
-            raise ValueError(
+            raise PresetError(
                 f"{path}: variants.{name}.method must be one of {', '.join(METHODS)}, "
                 f"got {spec.get('method')!r}"
             )
         overrides = spec.get("overrides") or []
         if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
-            raise ValueError(f"{path}: variants.{name}.overrides must be a list of strings")
+            raise PresetError(f"{path}: variants.{name}.overrides must be a list of strings")
         variants[name] = {"method": spec["method"], "overrides": list(overrides)}
     return variants

@@ -1,18 +1,49 @@
-"""Runs every (method, seed) of a preset, skipping finished runs, then writes table and plots."""
+"""Runs every (method, seed) of a preset, skipping finished runs, then writes table and plots.
+
+Each run is a child process (:mod:`solo_bayesncl.benchmark.run_one`) in its own process group,
+so that a Ctrl-C in the terminal reaches this process only: it forwards SIGINT, SIGTERM and
+SIGHUP to the run, waits for it to stop (a second signal kills it), and raises
+:class:`Interrupted`. If this process is killed outright, the run ends too (it watches its
+parent). The run reports its progress in ``status.json``, shown here as one progress display.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from solo_bayesncl.benchmark.presets import Preset
+from solo_bayesncl.benchmark.presets import Preset, PresetError
 
-__all__ = ["run_benchmark", "run_key", "write_outputs"]
+__all__ = [
+    "Interrupted",
+    "RunFailed",
+    "check_configs",
+    "run_benchmark",
+    "run_key",
+    "write_outputs",
+]
+
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(Exception):
+    """The benchmark was stopped by a signal; finished stages are kept, nothing else is."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class RunFailed(RuntimeError):
+    """A run ended with an error; the message names its log."""
 
 
 def run_key(preset: Preset, method: str, seed: int) -> str:
@@ -32,18 +63,37 @@ def run_key(preset: Preset, method: str, seed: int) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=Path(__file__).resolve().parents[2],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+def check_configs(preset: Preset) -> dict[str, int]:
+    """Composes every method's config with the preset's overrides, before anything trains, so
+    that a bad override fails here naming the preset and the method; returns each method's
+    ``max_epochs``."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    epochs = {}
+    for method in preset.methods:
+        overrides = preset.run_overrides(method)
+        try:
+            with initialize_config_dir(config_dir=str(preset.config_dir), version_base="1.2"):
+                cfg = compose(config_name=f"{preset.base_method(method)}.yaml", overrides=overrides)
+            max_epochs = OmegaConf.select(cfg, "max_epochs", default=None)
+        except (HydraException, OmegaConfBaseException, ValueError) as err:
+            message = str(err).strip().splitlines()[0]
+            raise PresetError(f"{preset.source}: {method}: {message}") from None
+        if not isinstance(max_epochs, int) or isinstance(max_epochs, bool) or max_epochs < 1:
+            raise PresetError(
+                f"{preset.source}: {method}: max_epochs must be a positive int, got {max_epochs!r}"
+            )
+        epochs[method] = max_epochs
+    return epochs
+
+
+def _short_commit(result: dict[str, Any]) -> str:
+    commit = str(result.get("commit", "unknown"))
+    short = "+".join(c[:12] for c in commit.split("+"))
+    return short + ("-dirty" if result.get("dirty") is True else "")
 
 
 def write_outputs(
@@ -51,7 +101,8 @@ def write_outputs(
 ) -> dict[str, Path]:
     """``results.md``, ``results.csv``, ``paired_differences.csv``,
     ``accuracy_vs_consistency.png``, ``metrics_over_epochs.png`` and, when BayesNCL's prior is
-    swept, ``prior_sweep.png``."""
+    swept, ``prior_sweep.png`` (each written to a temporary name and renamed, so none is ever
+    half-written)."""
     from solo_bayesncl.benchmark.plots import (
         plot_accuracy_vs_consistency,
         plot_metrics_over_epochs,
@@ -65,23 +116,33 @@ def write_outputs(
         write_paired_csv,
     )
 
-    commit, date = _commit(), dt.date.today().isoformat()
+    commit = ", ".join(sorted({_short_commit(r) for r in results})) or "unknown"
+    date = dt.date.today().isoformat()
     rows = aggregate(results)
     paired = paired_differences(results)
-    outputs = {
-        "markdown": write_markdown(
-            rows, out_dir / "results.md", preset_name, commit, date, paired=paired
+    writers = {
+        "markdown": (
+            "results.md",
+            lambda p: write_markdown(rows, p, preset_name, commit, date, paired=paired),
         ),
-        "csv": write_csv(rows, out_dir / "results.csv", commit, date),
-        "paired_csv": write_paired_csv(paired, out_dir / "paired_differences.csv", commit),
-        "accuracy_plot": plot_accuracy_vs_consistency(
-            results, out_dir / "accuracy_vs_consistency.png"
+        "csv": ("results.csv", lambda p: write_csv(rows, p, commit, date)),
+        "paired_csv": ("paired_differences.csv", lambda p: write_paired_csv(paired, p, commit)),
+        "accuracy_plot": (
+            "accuracy_vs_consistency.png",
+            lambda p: plot_accuracy_vs_consistency(results, p),
         ),
-        "epochs_plot": plot_metrics_over_epochs(results, out_dir / "metrics_over_epochs.png"),
+        "epochs_plot": ("metrics_over_epochs.png", lambda p: plot_metrics_over_epochs(results, p)),
+        "prior_plot": ("prior_sweep.png", lambda p: plot_prior_sweep(results, p)),
     }
-    sweep = plot_prior_sweep(results, out_dir / "prior_sweep.png")
-    if sweep is not None:
-        outputs["prior_plot"] = sweep
+    outputs = {}
+    for key, (name, write) in writers.items():
+        final = out_dir / name
+        tmp = out_dir / f".{final.stem}.tmp{final.suffix}"
+        if write(tmp) is None:  # nothing to draw (the prior sweep without a sweep)
+            tmp.unlink(missing_ok=True)
+            continue
+        tmp.replace(final)
+        outputs[key] = final
     return outputs
 
 
@@ -92,23 +153,102 @@ def _finished(result_file: Path, protocol: str) -> bool:
     return protocol != "paper" or "metrics_paper" in json.loads(result_file.read_text())
 
 
+def _run_child(spec_file: Path, log_file: Path, status_file: Path, display) -> int:
+    """Runs ``run_one`` on ``spec_file``; forwards signals; returns its exit status."""
+    from solo_bayesncl.benchmark.progress import read_status
+    from solo_bayesncl.benchmark.run_one import PARENT_ENV
+
+    received: list[int] = []
+    child: subprocess.Popen | None = None
+
+    def forward(signum, frame) -> None:
+        received.append(signum)
+        if child is None:
+            return
+        try:
+            if len(received) == 1:
+                child.send_signal(signum)
+            else:  # asked twice: stop now
+                os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    previous = {s: signal.signal(s, forward) for s in _FORWARDED}
+    env = {**os.environ, PARENT_ENV: str(os.getpid()), "PYTHONUNBUFFERED": "1"}
+    try:
+        with open(log_file, "a") as log:
+            log.write(f"\n==== {dt.datetime.now().isoformat(timespec='seconds')} ====\n")
+            log.flush()
+            child = subprocess.Popen(
+                [sys.executable, "-m", "solo_bayesncl.benchmark.run_one", str(spec_file)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # a terminal's Ctrl-C reaches the benchmark only
+                env=env,
+            )
+            if received:  # a signal came while the child was being started
+                child.send_signal(received[0])
+            while True:
+                try:
+                    code = child.wait(timeout=0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    if display is not None:
+                        display.update(read_status(status_file))
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if child is not None:
+            # data-loader workers the run may have left behind
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
+    if received:
+        raise Interrupted(received[0])
+    if code in (130, -signal.SIGINT):
+        raise Interrupted(signal.SIGINT)
+    if code in (143, -signal.SIGTERM):
+        raise Interrupted(signal.SIGTERM)
+    return code
+
+
 def run_benchmark(
-    preset: Preset, out_dir: Path | None = None, log=print, protocol: str = "standard"
+    preset: Preset,
+    out_dir: Path | None = None,
+    log=print,
+    progress: bool = True,
+    protocol: str = "standard",
 ) -> list[dict[str, Any]]:
     """Runs the preset; returns the results of every run (finished earlier or now).
 
     ``protocol="paper"`` adds the official BayesNCL evaluation's figures to every run (a finished
-    run only gets that missing stage) and to the table."""
-    out_dir = Path(out_dir or preset.out_dir).resolve()
+    run only gets that missing stage) and to the table. Raises :class:`Interrupted` when stopped by a signal and :class:`RunFailed` when a run fails;
+    in both cases every stage that finished is kept and the same call resumes.
+    """
+    from solo_bayesncl.benchmark.progress import ProgressDisplay, RunProgress
+    from solo_bayesncl.benchmark.run_one import linear_config_dir
+
+    out_dir = Path(out_dir or preset.out_dir).expanduser().resolve()
+    epochs = check_configs(preset)
+    linear_epochs = int(preset.linear.get("max_epochs", 100))
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
+    log(f"[out]  results folder: {out_dir}")
+    plan = [(seed, method) for seed in preset.seeds for method in preset.methods]
+    total = sum(RunProgress(epochs[m], linear_epochs).total for _, m in plan)
+    display = ProgressDisplay(total) if progress else None
+    if display is not None and log is print:
+        log = display.write  # printed lines above the progress bar
     results = []
-    for seed in preset.seeds:
-        for method in preset.methods:
+    try:
+        for seed, method in plan:
             key = run_key(preset, method, seed)
             run_dir = out_dir / "runs" / f"{method}-seed{seed}-{key}"
             result_file = run_dir / "result.json"
+            run_progress = RunProgress(epochs[method], linear_epochs)
             if _finished(result_file, protocol):
                 log(f"[skip] {method} seed {seed}: finished ({run_dir.name})")
+                if display is not None:
+                    display.skip_run(run_progress)
             else:
                 run_dir.mkdir(parents=True, exist_ok=True)
                 spec = {
@@ -117,6 +257,7 @@ def run_benchmark(
                     "seed": seed,
                     "run_key": key,
                     "config_dir": str(preset.config_dir),
+                    "linear_config_dir": str(linear_config_dir(preset.config_dir)),
                     "overrides": preset.run_overrides(method),
                     "linear": preset.linear,
                     "knn": preset.knn,
@@ -124,23 +265,35 @@ def run_benchmark(
                     "protocol": protocol,
                 }
                 (run_dir / "spec.json").write_text(json.dumps(spec, indent=2) + "\n")
-                log(f"[run]  {method} seed {seed} -> {run_dir}")
-                with open(run_dir / "log.txt", "a") as logfile:
-                    proc = subprocess.run(
-                        [
-                            sys.executable,
-                            "-m",
-                            "solo_bayesncl.benchmark.run_one",
-                            str(run_dir / "spec.json"),
-                        ],
-                        stdout=logfile,
-                        stderr=subprocess.STDOUT,
+                (run_dir / "status.json").unlink(missing_ok=True)  # an earlier sitting's
+                log(f"[run]  {method} seed {seed}: log {run_dir / 'log.txt'}")
+                if display is not None:
+                    display.start_run(f"{method} seed {seed}", run_progress)
+                code = _run_child(
+                    run_dir / "spec.json",
+                    run_dir / "log.txt",
+                    run_dir / "status.json",
+                    display,
+                )
+                if code != 0 or not result_file.is_file():
+                    how = (
+                        f"killed by {signal.Signals(-code).name}"
+                        if code < 0 and -code in signal.valid_signals()
+                        else f"exit {code}"
                     )
-                if proc.returncode != 0 or not result_file.is_file():
-                    raise RuntimeError(
-                        f"{method} seed {seed} failed (exit {proc.returncode}); see {run_dir / 'log.txt'}"
+                    raise RunFailed(
+                        f"{method} seed {seed} failed ({how}); see {run_dir / 'log.txt'}; "
+                        "finished stages are kept: run the same command again to resume"
                     )
+                if display is not None:
+                    display.finish_run()
+                log(f"[done] {method} seed {seed}: {result_file}")
             results.append(json.loads(result_file.read_text()))
+    finally:
+        if display is not None:
+            display.close()
+            if log == display.write:
+                log = print
     outputs = write_outputs(results, out_dir, preset.name)
     for name, path in outputs.items():
         log(f"[out]  {name}: {path}")

@@ -3,7 +3,8 @@ of each figure, and the paired differences against a reference method on the sam
 
 Columns: linear top-1, kNN top-1, semantic consistency (with its label-shuffled baseline and the
 gain, which is what separates methods), semantic entropy, active dims, sparsity, effective rank,
-retrieval P@1, the share of open gates (BayesNCL), time per epoch, peak memory; on
+retrieval P@1, the share of open gates (BayesNCL), wall and CPU time per epoch (the wall time
+marked when the machine's load made it unreliable), peak memory; on
 ``fashion-mnist-scenes`` also the background measures of
 :mod:`solo_bayesncl.evaluation.background`.
 
@@ -58,6 +59,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("probe_class_top1", "background.probe_class_top1", "{:.2f}"),
     ("probe_bg_top1", "background.probe_background_top1", "{:.2f}"),
     ("s_per_epoch", "seconds_per_epoch", "{:.1f}"),
+    ("cpu_s_per_epoch", "cpu_seconds_per_epoch", "{:.1f}"),
     ("peak_memory_mb", "peak_memory_mb", "{:.0f}"),
 )
 PAIRED_COLUMNS: tuple[str, ...] = (
@@ -142,6 +144,11 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             values = _column_values(runs, source)
             row[column] = statistics.fmean(values) if values else math.nan
             row[f"{column}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
+        # wall times taken while other work loaded the machine (see benchmark.machine)
+        row["wall_unreliable"] = any(r.get("wall_unreliable") for r in runs)
+        loads = [r["epoch_load_mean"] for r in runs if r.get("epoch_load_mean") is not None]
+        row["load_max"] = max(loads) if loads else math.nan
+        row["cpu_count"] = max((r.get("cpu_count") or 0 for r in runs), default=0)
         rows.append(row)
     return rows
 
@@ -201,7 +208,7 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path, commit: str, date: str
     fields = (
         ["method", "base_method", "seeds"]
         + [c for col, _, _ in COLUMNS for c in (col, f"{col}_std")]
-        + ["linear_probe", "commit", "date"]
+        + ["linear_probe", "wall_unreliable", "commit", "date"]
     )
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
@@ -305,6 +312,8 @@ def write_markdown(
             cell = "n/a" if math.isnan(value) else fmt.format(value)
             if row["seeds"] > 1 and not math.isnan(value):
                 cell += " ± " + fmt.format(row[f"{column}_std"])
+            if column == "s_per_epoch" and row.get("wall_unreliable"):
+                cell += " †"
             cells.append(cell)
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
@@ -312,8 +321,18 @@ def write_markdown(
         "Linear and kNN top-1 in %, on backbone features (solo-learn's LinearModel and "
         "WeightedKNNClassifier). Consistency is read beside its label-shuffled baseline: "
         "`consistency_gain` = consistency - shuffled, which is what compares methods. "
-        "With several seeds a cell is mean ± sample standard deviation over the seeds.",
+        "With several seeds a cell is mean ± sample standard deviation over the seeds. "
+        "`s_per_epoch` is wall time, `cpu_s_per_epoch` the CPU time of the run's process and "
+        "its data workers.",
     ]
+    flagged = [row for row in rows if row.get("wall_unreliable")]
+    if flagged:
+        load = max(row["load_max"] for row in flagged)
+        lines.append(
+            f"† wall time measured while other work loaded the machine (mean 1-minute load up "
+            f"to {load:.1f} on {max(row['cpu_count'] for row in flagged)} cores): compare "
+            "`cpu_s_per_epoch` instead."
+        )
     probes = sorted({row.get("linear_probe") or "None" for row in rows})
     lines += ["", "Linear probe: " + "; ".join(f"`{p}`" for p in probes) + "."]
     if any(c[0].startswith("paper_") for c in columns):

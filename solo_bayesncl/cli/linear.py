@@ -59,8 +59,11 @@ def _finite_features_hook(checkpoint: Path):
     return hook
 
 
-def linear_eval(cfg: omegaconf.DictConfig):
-    """Trains a linear classifier on the frozen backbone; returns the Trainer."""
+def linear_eval(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
+    """Trains a linear classifier on the frozen backbone; returns the Trainer.
+
+    ``extra_callbacks`` are added to the Trainer's (e.g. the benchmark's progress report).
+    """
     cfg, loaded = prepare_linear_cfg(cfg)
 
     import torch
@@ -99,6 +102,7 @@ def linear_eval(cfg: omegaconf.DictConfig):
     run_root = Path(cfg.checkpoint.dir) / "linear"
     loggers = build_loggers(cfg, run_root, None)
     callbacks: list = checkpoint_callbacks(cfg, run_root)
+    callbacks.extend(extra_callbacks or [])
     trainer = build_trainer(cfg, loggers, callbacks)
     trainer.fit(model, train_loader, val_loader)
     return trainer

@@ -61,7 +61,6 @@ def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
     from lightning.pytorch import seed_everything
     from lightning.pytorch.callbacks import LearningRateMonitor
     from solo.data.pretrain_dataloader import FullTransformPipeline, NCropAugmentation
-    from solo.utils.auto_resumer import AutoResumer
     from solo.utils.misc import make_contiguous
 
     from solo_bayesncl.data.datasets import build_val_loader
@@ -115,10 +114,12 @@ def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
         ckpt_path = cfg.resume_from_checkpoint
         del cfg.resume_from_checkpoint
     elif cfg.auto_resume.enabled:
-        resumer = AutoResumer(checkpoint_dir=str(run_root), max_hours=cfg.auto_resume.max_hours)
-        ckpt_path, wandb_run_id = resumer.find_checkpoint(cfg)
-        if ckpt_path is not None:
-            print(f"Resuming from the checkpoint with the same settings: {ckpt_path}")
+        from solo_bayesncl.auto_resume import find_resume_checkpoint
+
+        # the whole resolved config must match, not solo-learn's dozen keys
+        ckpt_path, wandb_run_id = find_resume_checkpoint(
+            OmegaConf.to_container(cfg), run_root, cfg.auto_resume.max_hours
+        )
 
     loggers = build_loggers(cfg, run_root, wandb_run_id)
     callbacks: list = checkpoint_callbacks(cfg, run_root)

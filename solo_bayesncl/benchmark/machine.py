@@ -1,0 +1,165 @@
+"""What a benchmark figure depends on besides the code: the commit it ran at, the CPU time it
+took beside its wall time, and how loaded the machine was meanwhile.
+
+Wall times on a shared machine grow with everything else that runs; CPU time barely does. Each
+stage therefore records both, and the 1-minute load average sampled while it ran, so that the
+table can mark wall times taken on a machine busy with other work (:func:`load_unreliable`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["StageMeter", "cpu_seconds", "git_state", "load_unreliable"]
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def git_state(folder: Path = _PACKAGE_ROOT) -> dict[str, Any]:
+    """``{"commit": full hash, "dirty": bool}`` of the checkout holding the package, or
+    ``{"commit": "unknown", "dirty": "unknown"}`` outside a git checkout (an installed wheel).
+    Untracked files (results, logs) do not make a tree dirty; changed tracked files do."""
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["git", *args], cwd=folder, capture_output=True, text=True, timeout=20
+        )
+
+    try:
+        head = git("rev-parse", "HEAD")
+        if head.returncode != 0 or not head.stdout.strip():
+            return {"commit": "unknown", "dirty": "unknown"}
+        status = git("status", "--porcelain", "--untracked-files=no")
+        dirty: bool | str = bool(status.stdout.strip()) if status.returncode == 0 else "unknown"
+        return {"commit": head.stdout.strip(), "dirty": dirty}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "unknown", "dirty": "unknown"}
+
+
+def cpu_seconds() -> float:
+    """User + system time of this process and of its children that have ended (data workers)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _own_runnable_threads() -> int | None:
+    """Running or runnable threads of this process and its child processes (Linux ``/proc``);
+    None elsewhere. The load average counts these too, so they are subtracted from it."""
+    proc = Path("/proc")
+    if not (proc / "self" / "task").is_dir():
+        return None
+    me = os.getpid()
+    pids = [me]
+    try:
+        for entry in proc.iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == me:
+                    pids.append(int(entry.name))
+        running = 0
+        for pid in pids:
+            for task in (proc / str(pid) / "task").glob("*/stat"):
+                try:
+                    state = task.read_text().rsplit(")", 1)[1].split()[0]
+                except OSError:
+                    continue
+                running += state == "R"
+        return max(running - 1, 0)  # not counting the sampling thread itself
+    except OSError:
+        return None
+
+
+class StageMeter:
+    """Measures one stage: ``with StageMeter() as meter: ...`` then ``meter.result()``.
+
+    Wall time, CPU time of this process and its finished children (``os.times``), and every
+    ``interval`` seconds a sample of ``os.getloadavg()[0]`` and of this process tree's runnable
+    threads. With ``samples_file`` the samples are also appended there (one JSON line each), and
+    the load figures cover every sitting of a stage that was resumed."""
+
+    def __init__(self, interval: float = 2.0, samples_file: Path | None = None) -> None:
+        self.interval = interval
+        self.samples_file = samples_file
+        self._loads: list[float] = []
+        self._own: list[int] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._wall = self._cpu = 0.0
+
+    def _sample(self) -> None:
+        try:
+            self._loads.append(os.getloadavg()[0])
+        except OSError:  # not available on this platform
+            return
+        own = _own_runnable_threads()
+        if own is not None:
+            self._own.append(own)
+        if self.samples_file is not None:
+            with open(self.samples_file, "a") as f:
+                f.write(json.dumps({"load": self._loads[-1], "own_threads": own}) + "\n")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> StageMeter:
+        self._wall, self._cpu = time.perf_counter(), cpu_seconds()
+        self._sample()
+        self._thread = threading.Thread(target=self._loop, name="load-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._wall = time.perf_counter() - self._wall
+        self._cpu = cpu_seconds() - self._cpu
+
+    def result(self) -> dict[str, Any]:
+        """``wall_s``, ``cpu_s``, ``cpu_count``, ``load_mean``/``load_max`` (1-minute load
+        average) and ``own_threads_mean`` (this run's runnable threads, None if unknown)."""
+        if self.samples_file is not None and self.samples_file.is_file():
+            samples = []
+            for line in self.samples_file.read_text().splitlines():
+                try:
+                    samples.append(json.loads(line))
+                except ValueError:  # a line being written by a running sampler
+                    continue
+            self._loads = [x["load"] for x in samples]
+            self._own = [x["own_threads"] for x in samples if x["own_threads"] is not None]
+        n = len(self._loads)
+        return {
+            "wall_s": self._wall,
+            "cpu_s": self._cpu,
+            "cpu_count": os.cpu_count(),
+            "load_mean": sum(self._loads) / n if n else None,
+            "load_max": max(self._loads) if n else None,
+            "own_threads_mean": sum(self._own) / len(self._own) if self._own else None,
+            "load_samples": n,
+        }
+
+
+def load_unreliable(timing: dict[str, Any], slack: float = 0.5) -> bool:
+    """True when other work competed for the cores while the stage ran.
+
+    The run itself uses ``cpu_s / wall_s`` cores on average; the load it did not cause is the
+    mean 1-minute load minus its own runnable threads (or minus its own use where threads could
+    not be counted). Wall times are unreliable when that foreign load exceeds the cores the run
+    left free, ``cpu_count - own use``, by more than ``slack`` cores."""
+    load, wall, cores = timing.get("load_mean"), timing.get("wall_s"), timing.get("cpu_count")
+    if load is None or not wall or not cores:
+        return False
+    own_use = min(timing.get("cpu_s", 0.0) / wall, cores)
+    own_load = timing.get("own_threads_mean")
+    foreign = load - (own_use if own_load is None else own_load)
+    return foreign > cores - own_use + slack
