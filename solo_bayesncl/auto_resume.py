@@ -31,6 +31,7 @@ MAY_DIFFER: tuple[str, ...] = (
     "auto_resume",
     "checkpoint",
     "devices",
+    "enable_progress_bar",
     "num_nodes",
     "strategy",
     "data.num_workers",

@@ -272,6 +272,7 @@ def _pretrain(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any]:
         "++auto_resume.enabled=True",
         "++auto_resume.max_hours=1000000",
         "++wandb.enabled=False",
+        "++enable_progress_bar=False",  # the benchmark shows progress; the log stays readable
     ]
     cfg = _compose(Path(spec["config_dir"]), f"{spec['method']}.yaml", overrides)
     status.update(stage="pretrain", epoch=0, epochs=int(cfg.max_epochs), batch=0, batches=None)
@@ -331,6 +332,7 @@ def _linear(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict[str,
         f"seed={spec['seed']}",
         f"checkpoint.dir={run_dir / 'linear'}",
         "wandb.enabled=False",
+        "++enable_progress_bar=False",
         f"accelerator={trained.accelerator}",
         *linear.get("overrides", []),
     ]
