@@ -58,7 +58,7 @@ setup(
             "solo-bayesncl-pretrain=solo_bayesncl.cli.pretrain:main",
             "solo-bayesncl-linear=solo_bayesncl.cli.linear:main",
             "solo-bayesncl-knn=solo_bayesncl.cli.knn:main",
-            "solo-bayesncl-evaluate=solo_bayesncl.evaluation.report:main",
+            "solo-bayesncl-evaluate=solo_bayesncl.evaluation.command:main",
             "solo-bayesncl-benchmark=solo_bayesncl.benchmark.__main__:main",
             "solo-bayesncl-zoo=solo_bayesncl.zoo.cli:main",
             "solo-bayesncl-dashboard=solo_bayesncl.dashboard.__main__:main",

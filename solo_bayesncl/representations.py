@@ -17,8 +17,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm.auto import tqdm
 
-__all__ = ["GATES", "RepresentationBatch", "extract_representations", "representation_from_output"]
+__all__ = [
+    "FEATURES",
+    "GATES",
+    "RepresentationBatch",
+    "extract_representations",
+    "representation_from_output",
+]
 
 GATES: tuple[str, ...] = ("hard", "soft")
 
@@ -39,19 +46,28 @@ def representation_from_output(
     )
 
 
+FEATURES: tuple[str, ...] = ("representation", "backbone")
+"""What :func:`extract_representations` reads: the interpretable representation (the metrics'
+input) or the backbone features (the linear probe's and kNN's input)."""
+
+
 @dataclass
 class RepresentationBatch:
-    """One batch of extracted features.
+    """One batch of extracted features, on CPU.
 
     Attributes:
-        features: ``(n, k)`` float32 representation on CPU.
+        features: ``(n, k)`` float32, the requested feature (representation with ``gate``, or
+            backbone features).
         labels: ``(n,)`` int64.
+        soft_features: ``(n, k)`` float32, BayesNCL's soft-gate representation when
+            ``with_soft`` was asked; None otherwise and for methods without a gate.
         gate_open: ``(n, k)`` bool, the hard gate of BayesNCL; None for other methods.
-        images: the input batch on CPU when requested, else None.
+        images: the input batch when ``keep_images``, else None.
     """
 
     features: torch.Tensor
     labels: torch.Tensor
+    soft_features: torch.Tensor | None = None
     gate_open: torch.Tensor | None = None
     images: torch.Tensor | None = None
 
@@ -60,35 +76,47 @@ class RepresentationBatch:
 def extract_representations(
     model: nn.Module,
     loader,
+    *,
+    feature: str = "representation",
     gate: str = "hard",
-    device: torch.device | str | None = None,
+    with_soft: bool = False,
     keep_images: bool = False,
     progress: bool = False,
 ) -> Iterator[RepresentationBatch]:
-    """Yields the representation of every ``(images, labels)`` batch of ``loader``.
+    """Yields the features of every ``(images, labels)`` batch of ``loader``: the one pass over
+    data that the training-time metrics, the evaluation report and kNN evaluation share.
 
-    The model is put in eval mode for the pass and restored afterwards.
+    The batches are moved to the model's device; the model is put in eval mode for the pass and
+    restored afterwards.
     """
-    device = torch.device(device) if device is not None else next(model.parameters()).device
+    if feature not in FEATURES:
+        raise ValueError(
+            f"feature={feature!r} is not supported; allowed values: {', '.join(FEATURES)}"
+        )
+    device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    batches = loader
-    if progress:
-        from tqdm.auto import tqdm
-
-        batches = tqdm(loader, desc="extracting features", unit="batch")
+    gated = hasattr(model, "gate_output")
     try:
-        for images, labels in batches:
+        for images, labels in tqdm(
+            loader, desc="extracting features", unit="batch", disable=not progress
+        ):
             out = model(images.to(device, non_blocking=True))
-            features = representation_from_output(model, out, gate=gate)
-            gate_open = None
-            if "gate_logits" in out and hasattr(model, "gate_output"):
-                gate_open = (model.gate_output(out["gate_logits"], "hard").mask > 0.5).cpu()
-            yield RepresentationBatch(
+            if feature == "backbone":
+                features = out["feats"]
+            else:
+                features = representation_from_output(model, out, gate=gate)
+            batch = RepresentationBatch(
                 features=features.float().cpu(),
                 labels=labels.long().cpu(),
-                gate_open=gate_open,
                 images=images.cpu() if keep_images else None,
             )
+            if gated and "gate_logits" in out:
+                batch.gate_open = (model.gate_output(out["gate_logits"], "hard").mask > 0.5).cpu()
+                if with_soft:
+                    batch.soft_features = (
+                        representation_from_output(model, out, gate="soft").float().cpu()
+                    )
+            yield batch
     finally:
         model.train(was_training)

@@ -81,7 +81,7 @@ def nan_checkpoints(image_folder, tmp_path_factory) -> dict[str, Path]:
 @pytest.mark.parametrize("method", ["bayesncl", "ncl"])
 def test_report_refuses_a_nan_checkpoint(nan_checkpoints, tmp_path, capsys, method) -> None:
     pytest.importorskip("matplotlib", reason="the report pictures need matplotlib")
-    from solo_bayesncl.evaluation.report import main
+    from solo_bayesncl.evaluation.command import main
 
     ckpt = nan_checkpoints[method]
     out = tmp_path / "report"

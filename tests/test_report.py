@@ -19,10 +19,10 @@ from PIL import Image  # noqa: E402
 import solo_bayesncl  # noqa: E402,F401
 from solo_bayesncl.checkpoints import CheckpointError  # noqa: E402
 from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg  # noqa: E402
+from solo_bayesncl.evaluation.command import main  # noqa: E402
 from solo_bayesncl.evaluation.report import (  # noqa: E402
     REPORT_FILES,
     ReportError,
-    main,
     write_report,
 )
 

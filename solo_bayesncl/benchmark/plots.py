@@ -12,12 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from solo_bayesncl.benchmark.table import run_name  # noqa: E402
+from solo_bayesncl.benchmark.table import run_name
 
 __all__ = [
     "plot_accuracy_vs_consistency",
@@ -33,6 +31,14 @@ COLORS = {
     "bayesncl": "tab:red",
 }
 _SPARE = ("tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray", "gold")
+
+
+def _subplots(*grid: int, figsize: tuple[float, float], **kwargs: Any):
+    """``(figure, axes)`` like ``pyplot.subplots``, on the figure's own Agg canvas: no global
+    matplotlib backend is set or used."""
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(*grid, **kwargs)
 
 
 def _colors(results: Sequence[dict[str, Any]]) -> dict[str, str]:
@@ -60,7 +66,7 @@ def plot_accuracy_vs_consistency(results: Sequence[dict[str, Any]], path: Path) 
     """One point per run: linear top-1 against the consistency gain over its shuffled baseline;
     with several seeds, a larger marker with error bars at the mean ± std of each row."""
     colors = _colors(results)
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+    fig, ax = _subplots(figsize=(6, 4.2))
     for name, color in colors.items():
         runs = [r for r in results if run_name(r) == name]
         x = [_nan(r["metrics"].get("semantic_consistency_gain")) for r in runs]
@@ -78,7 +84,6 @@ def plot_accuracy_vs_consistency(results: Sequence[dict[str, Any]], path: Path) 
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 
@@ -102,7 +107,7 @@ def plot_metrics_over_epochs(results: Sequence[dict[str, Any]], path: Path) -> P
         ("train_nce_loss_epoch", "InfoNCE loss"),
     )
     colors = _colors(results)
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
+    fig, axes = _subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
     for ax, (column, title) in zip(axes, panels, strict=True):
         for name, color in colors.items():
             series = {}
@@ -127,7 +132,6 @@ def plot_metrics_over_epochs(results: Sequence[dict[str, Any]], path: Path) -> P
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -185,7 +189,7 @@ def plot_prior_sweep(results: Sequence[dict[str, Any]], path: Path) -> Path | No
     if not sweeps:
         return None
     ncl = [r for r in results if run_name(r) == "ncl"]
-    fig, axes = plt.subplots(
+    fig, axes = _subplots(
         len(sweeps), len(_SWEEP_PANELS), figsize=(3.6 * len(_SWEEP_PANELS), 3.2 * len(sweeps)),
         squeeze=False,
     )  # fmt: skip
@@ -209,5 +213,4 @@ def plot_prior_sweep(results: Sequence[dict[str, Any]], path: Path) -> Path | No
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path

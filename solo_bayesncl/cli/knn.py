@@ -17,26 +17,17 @@ from pathlib import Path
 import torch
 
 from solo_bayesncl.registration import require_solo_learn
+from solo_bayesncl.representations import extract_representations
 
 __all__ = ["knn_eval", "main"]
 
-FEATURES = ("backbone", "projection")
+FEATURES = {"backbone": "backbone", "projection": "representation"}
+"""``--feature`` choices and the feature :func:`extract_representations` reads for each."""
 
 
-@torch.no_grad()
-def _features(model, loader, feature: str, device) -> tuple[torch.Tensor, torch.Tensor]:
-    from solo_bayesncl.representations import representation_from_output
-
-    feats, labels = [], []
-    for images, y in loader:
-        out = model(images.to(device))
-        feats.append(
-            (out["feats"] if feature == "backbone" else representation_from_output(model, out))
-            .float()
-            .cpu()
-        )
-        labels.append(y.long())
-    return torch.cat(feats), torch.cat(labels)
+def _features(model, loader, feature: str) -> tuple[torch.Tensor, torch.Tensor]:
+    batches = list(extract_representations(model, loader, feature=FEATURES[feature]))
+    return torch.cat([b.features for b in batches]), torch.cat([b.labels for b in batches])
 
 
 def _require_finite(checkpoint: Path, feature: str, splits: dict[str, torch.Tensor]) -> None:
@@ -97,8 +88,8 @@ def knn_eval(
         DataLoader(d, batch_size=batch_size, shuffle=False, num_workers=num_workers)
         for d in (build_labelled_train_dataset(cfg, transform), build_val_dataset(cfg, transform))
     ]
-    train_x, train_y = _features(model, loaders[0], feature, device)
-    val_x, val_y = _features(model, loaders[1], feature, device)
+    train_x, train_y = _features(model, loaders[0], feature)
+    val_x, val_y = _features(model, loaders[1], feature)
     _require_finite(loaded.path, feature, {"training": train_x, "validation": val_x})
     results: dict[str, float] = {}
     for k in ks:
@@ -118,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dataset", default=None, help="defaults to the checkpoint's dataset")
     parser.add_argument("--k", type=int, nargs="+", default=[20])
     parser.add_argument("--temperature", type=float, default=0.07)
-    parser.add_argument("--feature", choices=FEATURES, default="backbone")
+    parser.add_argument("--feature", choices=tuple(FEATURES), default="backbone")
     parser.add_argument("--distance", choices=("cosine", "euclidean"), default="cosine")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--num-workers", type=int, default=2)

@@ -1,6 +1,6 @@
 """``python -m solo_bayesncl.evaluation CHECKPOINT --out REPORT_DIR``: the evaluation report."""
 
-from solo_bayesncl.evaluation.report import main
+from solo_bayesncl.evaluation.command import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

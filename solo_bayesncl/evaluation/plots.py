@@ -1,7 +1,8 @@
-"""The pictures of the evaluation report (PNG, matplotlib's Agg backend).
+"""The pictures of the evaluation report (PNG, drawn by matplotlib's Agg canvas).
 
 Every function takes plain arrays (and the :class:`~solo_bayesncl.metrics.DimensionStats` the
-metrics already computed), writes one PNG and returns its path; none needs solo-learn.
+metrics already computed), writes one PNG and returns its path; none needs solo-learn. Figures are
+drawn on their own Agg canvas, so importing this module leaves pyplot's global backend alone.
 
 - :func:`plot_top_activations`: for the most used dimensions, the validation images that activate
   each most, one row per dimension, labelled with its majority class and purity;
@@ -18,14 +19,11 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from solo_bayesncl.metrics import DimensionStats  # noqa: E402
+from solo_bayesncl.metrics import DimensionStats
 
 __all__ = [
     "plot_active_dims_per_image",
@@ -41,6 +39,13 @@ _DPI = 110
 _MATCH = np.array([46, 160, 67], dtype=np.uint8)  # green border: label = dimension's majority
 _MISMATCH = np.array([214, 39, 40], dtype=np.uint8)  # red border: another class
 _RETRIEVAL_KEY = re.compile(r"^retrieval_p@(\d+)(?:_m(\d+))?$")
+
+
+def _figure(figsize: tuple[float, float]) -> Figure:
+    """A figure with its own Agg canvas (no pyplot, no global backend)."""
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def select_top_dimensions(stats: DimensionStats, count: int) -> np.ndarray:
@@ -106,7 +111,7 @@ def plot_top_activations(
     strip_w = row_h * strip_aspect
     fig_w = label_w + strip_w + margin
     fig_h = title_h + rows * (row_h + gap_h) + margin
-    fig = plt.figure(figsize=(fig_w, fig_h))
+    fig = _figure(figsize=(fig_w, fig_h))
     fig.text(
         0.5,
         1 - 0.5 * title_h / fig_h,
@@ -155,7 +160,6 @@ def plot_top_activations(
             fontsize=8,
         )
     fig.savefig(path, dpi=_DPI)
-    plt.close(fig)
     return path
 
 
@@ -173,9 +177,8 @@ def plot_class_histograms(
     num_classes = stats.class_histogram.shape[1]
     columns = max(1, min(columns, len(dims) or 1))
     rows = max(1, -(-len(dims) // columns))
-    fig, axes = plt.subplots(
-        rows, columns, figsize=(3.3 * columns, 2.4 * rows + 0.4), squeeze=False, sharey=False
-    )
+    fig = _figure(figsize=(3.3 * columns, 2.4 * rows + 0.4))
+    axes = fig.subplots(rows, columns, squeeze=False, sharey=False)
     fig.suptitle("Class histogram of the active samples of each dimension", fontsize=10)
     x = np.arange(num_classes)
     show_names = num_classes <= 12
@@ -203,7 +206,6 @@ def plot_class_histograms(
         axes[0, 0].text(0.5, 0.5, "no active dimension", ha="center", va="center")
     fig.tight_layout()
     fig.savefig(path, dpi=_DPI)
-    plt.close(fig)
     return path
 
 
@@ -227,7 +229,8 @@ def plot_retrieval_precision(
     """P@K against the number of dims kept (the most activated ones), one line per K and per
     setting (e.g. ``{"hard gate": metrics, "soft gate": metrics}``)."""
     path = Path(path)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = _figure(figsize=(6, 4))
+    ax = fig.subplots()
     styles = ["-", "--", ":", "-."]
     plotted = False
     ticks: set[int] = set()
@@ -258,7 +261,6 @@ def plot_retrieval_precision(
     ax.set_title("Retrieval precision against dimensions kept")
     fig.tight_layout()
     fig.savefig(path, dpi=_DPI)
-    plt.close(fig)
     return path
 
 
@@ -275,7 +277,8 @@ def plot_active_dims_per_image(
     """Histogram of the number of active dimensions of each image (out of ``num_dims``)."""
     path = Path(path)
     counts = np.asarray(active_per_image)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = _figure(figsize=(6, 4))
+    ax = fig.subplots()
     ax.hist(counts, bins=_integer_bins(counts, num_dims), color="tab:blue")
     mean = float(counts.mean()) if counts.size else 0.0
     ax.axvline(mean, color="tab:red", linestyle="--", label=f"mean {mean:.1f}")
@@ -285,7 +288,6 @@ def plot_active_dims_per_image(
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=_DPI)
-    plt.close(fig)
     return path
 
 
@@ -296,7 +298,8 @@ def plot_gate_open_rates(path: str | Path, gate_open: np.ndarray) -> Path:
     gate_open = np.asarray(gate_open, dtype=bool)
     rates = gate_open.mean(axis=0) if gate_open.size else np.zeros(gate_open.shape[1])
     per_image = gate_open.sum(axis=1)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig = _figure(figsize=(10, 4))
+    left, right = fig.subplots(1, 2)
     left.hist(rates, bins=np.linspace(0, 1, 21), color="tab:purple")
     left.set_xlabel("gate-open rate (share of images)")
     left.set_ylabel("dimensions")
@@ -311,5 +314,4 @@ def plot_gate_open_rates(path: str | Path, gate_open: np.ndarray) -> Path:
     right.set_title(f"Open gates per image (mean {float(per_image.mean()):.1f})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=_DPI)
-    plt.close(fig)
     return path

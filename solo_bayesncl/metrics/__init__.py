@@ -35,7 +35,12 @@ from solo_bayesncl.metrics.semantics import (
     semantic_consistency,
     semantic_entropy,
 )
-from solo_bayesncl.metrics.sparsity import active_dims, active_dims_mask, sparsity
+from solo_bayesncl.metrics.sparsity import (
+    active_dims,
+    active_dims_mask,
+    active_dims_per_sample,
+    sparsity,
+)
 from solo_bayesncl.metrics.spectral import EffectiveRank, effective_rank, orthogonality_error
 
 __all__ = [
@@ -47,6 +52,7 @@ __all__ = [
     "RetrievalBuffer",
     "active_dims",
     "active_dims_mask",
+    "active_dims_per_sample",
     "compute_interpretability_metrics",
     "effective_rank",
     "non_finite_rows",

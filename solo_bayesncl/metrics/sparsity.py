@@ -39,3 +39,17 @@ def sparsity(features: torch.Tensor, eps: float = EPS) -> float:
     for start in range(0, features.shape[0], ROW_CHUNK):
         active += int(torch.count_nonzero(nonzero_mask(features[start : start + ROW_CHUNK], eps)))
     return 1.0 - active / features.numel()
+
+
+def active_dims_per_sample(features: torch.Tensor, eps: float = EPS) -> torch.Tensor:
+    """Number of active entries (``|F_ij| > eps``) of each row, an ``(N,)`` int64 tensor; its
+    mean over rows is ``k * (1 - sparsity)``."""
+    features = as_features(features)
+    eps = check_eps(eps)
+    counts = [
+        nonzero_mask(features[start : start + ROW_CHUNK], eps).sum(dim=1)
+        for start in range(0, features.shape[0], ROW_CHUNK)
+    ]
+    if not counts:
+        return torch.zeros(0, dtype=torch.int64, device=features.device)
+    return torch.cat(counts).long()

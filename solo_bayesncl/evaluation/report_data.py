@@ -1,0 +1,199 @@
+"""What the evaluation report reads: the validation set, and one pass of the model over it.
+
+:func:`extract_report_data` runs :func:`solo_bayesncl.representations.extract_representations`
+once and keeps what the report's files need: the metrics of the hard (and, for BayesNCL, the soft)
+gate from :class:`~solo_bayesncl.metrics.InterpretabilityAccumulator`, the per-dimension
+statistics, the features, thumbnails and gate states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from omegaconf import OmegaConf
+from torch.utils.data import Subset
+
+from solo_bayesncl.data.datasets import resolve_dataset_cfg
+from solo_bayesncl.metrics import (
+    DimensionStats,
+    InterpretabilityAccumulator,
+    active_dims_per_sample,
+    non_finite_rows,
+)
+from solo_bayesncl.representations import extract_representations
+
+__all__ = [
+    "ReportData",
+    "ReportError",
+    "class_names",
+    "dataset_cfg",
+    "dataset_label",
+    "extract_report_data",
+    "limit_images",
+    "thumbnails",
+]
+
+
+class ReportError(ValueError):
+    """The report cannot be written (folder not empty, no labelled validation data, bad option)."""
+
+
+def dataset_cfg(cfg, dataset: str | Path | None):
+    """The checkpoint's config with its data switched to ``dataset`` (a name or an image folder)."""
+    cfg = cfg.copy()
+    if dataset is None:
+        return cfg
+    folder = Path(str(dataset))
+    cfg.data.pop("offline_dataset", None)
+    if folder.is_dir():
+        cfg.data.dataset = "custom"
+        cfg.data.format = "image_folder"
+        cfg.data.val_path = str(folder)
+        cfg.data.no_labels = False
+    else:
+        cfg.data.dataset = str(dataset)
+    return resolve_dataset_cfg(cfg)
+
+
+def dataset_label(cfg) -> str:
+    """The dataset as the report names it."""
+    name = OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset
+    if name == "custom":
+        return f"custom ({cfg.data.val_path})"
+    return str(name)
+
+
+def class_names(dataset, num_classes: int | None) -> list[str]:
+    """The class names of a (possibly wrapped) dataset, else ``0 .. num_classes - 1``."""
+    inner = dataset
+    while not hasattr(inner, "classes") and hasattr(inner, "dataset"):
+        inner = inner.dataset
+    names = getattr(inner, "classes", None)
+    if names:
+        return [str(c) for c in names]
+    if not num_classes:
+        raise ReportError("the validation dataset names no classes and data.num_classes is unset")
+    return [str(i) for i in range(int(num_classes))]
+
+
+def limit_images(dataset, max_images: int | None, seed: int = 0):
+    """A seeded random subset of ``max_images`` images, in dataset order; all when None."""
+    if max_images is None or max_images >= len(dataset):
+        return dataset
+    if max_images < 1:
+        raise ReportError(f"--max-images must be >= 1, got {max_images}")
+    # a seeded random subset, in dataset order (image folders are sorted by class)
+    picks = np.sort(np.random.default_rng(seed).permutation(len(dataset))[:max_images])
+    return Subset(dataset, picks.tolist())
+
+
+def thumbnails(
+    images: torch.Tensor, mean: Sequence[float], std: Sequence[float], size: int
+) -> np.ndarray:
+    """Undo the normalisation, shrink to at most ``size`` px and return (B, h, w, 3) uint8."""
+    x = images.float() * torch.tensor(std).view(1, -1, 1, 1) + torch.tensor(mean).view(1, -1, 1, 1)
+    if x.shape[1] == 1:
+        x = x.expand(-1, 3, -1, -1)
+    h, w = x.shape[-2:]
+    if max(h, w) > size:
+        scale = size / max(h, w)
+        x = F.interpolate(
+            x,
+            size=(max(1, round(h * scale)), max(1, round(w * scale))),
+            mode="bilinear",
+            antialias=True,
+            align_corners=False,
+        )
+    x = (x.clamp(0, 1) * 255).round().to(torch.uint8)
+    return x.permute(0, 2, 3, 1).contiguous().numpy()
+
+
+@dataclass
+class ReportData:
+    """Everything the report's files are made of, from one pass over the validation set.
+
+    Attributes:
+        features: ``(N, k)`` float32, the hard-gate representation.
+        labels: ``(N,)`` int64.
+        thumbnails: ``(N, h, w, 3)`` uint8.
+        active_per_image: ``(N,)`` active dimensions of each image (sparsity's threshold).
+        metrics: the accumulator's metrics of ``features``.
+        stats: the accumulator's per-dimension statistics of ``features``.
+        gate_open: ``(N, k)`` bool hard gate (BayesNCL), else None.
+        metrics_soft_gate: the metrics of the soft-gate representation (BayesNCL), else None.
+    """
+
+    features: np.ndarray
+    labels: np.ndarray
+    thumbnails: np.ndarray
+    active_per_image: np.ndarray
+    metrics: dict[str, float]
+    stats: DimensionStats
+    gate_open: np.ndarray | None = None
+    metrics_soft_gate: dict[str, float] | None = None
+
+
+def extract_report_data(
+    model: torch.nn.Module,
+    loader,
+    num_classes: int,
+    image_stats: tuple[Sequence[float], Sequence[float], int],
+    source: str | Path,
+    accumulator_options: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> ReportData:
+    """One pass of ``model`` over ``loader``. ``image_stats`` is ``(mean, std, thumbnail size)``.
+
+    Raises :class:`ReportError` for an empty loader, and naming ``source`` when the model gives
+    NaN or Inf features (once a batch holds one, the pass only counts such rows).
+    """
+    options = accumulator_options or {}
+    gated = hasattr(model, "gate_output")
+    hard = InterpretabilityAccumulator(num_classes, **options)
+    soft = InterpretabilityAccumulator(num_classes, **options) if gated else None
+    mean, std, size = image_stats
+    features, labels, thumbs, gate_open, active = [], [], [], [], []
+    seen = non_finite = 0
+    for batch in extract_representations(
+        model, loader, with_soft=gated, keep_images=True, progress=progress
+    ):
+        rows = (
+            batch.features
+            if batch.soft_features is None
+            else torch.cat([batch.features, batch.soft_features], 1)
+        )
+        seen += rows.shape[0]
+        non_finite += non_finite_rows(rows)
+        if non_finite:
+            continue
+        hard.update(batch.features, batch.labels)
+        if soft is not None:
+            soft.update(batch.soft_features, batch.labels)
+            gate_open.append(batch.gate_open)
+        features.append(batch.features)
+        labels.append(batch.labels)
+        active.append(active_dims_per_sample(batch.features))
+        thumbs.append(thumbnails(batch.images, mean, std, size))
+    if not seen:
+        raise ReportError("the validation dataset is empty")
+    if non_finite:
+        raise ReportError(
+            f"{source}: the model gives NaN or Inf features for {non_finite} of "
+            f"{seen} images (broken weights, e.g. a diverged run); no report written"
+        )
+    return ReportData(
+        features=torch.cat(features).numpy(),
+        labels=torch.cat(labels).numpy(),
+        thumbnails=np.concatenate(thumbs),
+        active_per_image=torch.cat(active).numpy(),
+        metrics=hard.compute(),
+        stats=hard.per_dimension_stats(),
+        gate_open=torch.cat(gate_open).numpy() if soft is not None else None,
+        metrics_soft_gate=soft.compute() if soft is not None else None,
+    )
