@@ -10,7 +10,7 @@ Layouts read:
   ``method_kwargs.non_neg`` set, read as ``ncl``; the official BayesNCL code's ``simclr`` with
   ``use_bayes: True`` or a ``gating_head`` in the weights, read as ``bayesncl`` (its
   ``use_bayes: False`` runs have no gate: ``ncl``, or ``simclr`` without ``non_neg``);
-- zoo artifacts (:mod:`solo_bayesncl.zoo.artifact`), which carry their config.
+- zoo artifacts (:mod:`solo_bayesncl.artifact`), which carry their config.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
+from solo_bayesncl.artifact import is_artifact, read_artifact
 from solo_bayesncl.models import build_backbone, build_method
+from solo_bayesncl.registration import SUPPORTED_METHODS
 
 __all__ = [
     "CheckpointError",
@@ -36,7 +38,6 @@ __all__ = [
     "official_method_name",
 ]
 
-KNOWN_METHODS: tuple[str, ...] = ("bayesncl", "ncl", "simclr", "mocov2plus")
 
 
 class CheckpointError(ValueError):
@@ -118,17 +119,15 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
-    from solo_bayesncl.zoo.artifact import is_artifact, read_artifact
-
     metrics = None
     if is_artifact(path):
         cfg, state_dict, metrics = read_artifact(path)
     else:
         cfg, state_dict = _read_lightning_checkpoint(path)
     method = official_method_name(cfg, state_dict)
-    if method not in KNOWN_METHODS:
+    if method not in SUPPORTED_METHODS:
         raise CheckpointError(
-            f"{path}: method {cfg.get('method')!r} is not supported; allowed: {', '.join(KNOWN_METHODS)}"
+            f"{path}: method {cfg.get('method')!r} is not supported; allowed: {', '.join(SUPPORTED_METHODS)}"
         )
     cfg["method"] = method
     if method == "bayesncl":

@@ -20,6 +20,7 @@ from types import ModuleType
 __all__ = [
     "INSTALL_SOLO_LEARN",
     "PLUGIN_METHODS",
+    "SUPPORTED_METHODS",
     "install_registration_hook",
     "register_methods",
     "require_solo_learn",
@@ -27,6 +28,11 @@ __all__ = [
 ]
 
 PLUGIN_METHODS: tuple[str, ...] = ("bayesncl", "ncl")
+"""The methods this plugin adds to solo-learn."""
+
+SUPPORTED_METHODS: tuple[str, ...] = (*PLUGIN_METHODS, "simclr", "mocov2plus")
+"""Every method the project evaluates, loads from checkpoints and publishes: the plugin's two and
+solo-learn's two baselines of the benchmark."""
 
 INSTALL_SOLO_LEARN = (
     'pip install "setuptools<81" && pip install --no-build-isolation '

@@ -231,3 +231,29 @@ def test_standard_protocol_has_no_paper_figures_and_bad_protocol_is_named(checkp
     assert "metrics_paper" not in report
     with pytest.raises(ReportError, match="protocol='exact' is not supported; allowed values"):
         write_report(checkpoints["ncl"], tmp_path / "bad", protocol="exact", progress=False)
+
+
+def test_zoo_export_takes_the_report_as_written(bayesncl_report, tmp_path, capsys):
+    """``zoo export CKPT --metrics REPORT/metrics.json``: the report's strings and lists are not
+    figures; its numbers become the entry's metrics (soft gate prefixed, n/a left out)."""
+    from solo_bayesncl.zoo.cli import main as zoo_main
+
+    out, report = bayesncl_report
+    code = zoo_main(
+        [
+            "export",
+            report["checkpoint"],
+            "--name",
+            "bayesncl-report-test",
+            "--out",
+            str(tmp_path),
+            "--metrics",
+            str(out / "metrics.json"),
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    entry = json.loads((tmp_path / "bayesncl-report-test.entry.json").read_text())
+    hard = {k: v for k, v in report["metrics"].items() if v is not None}
+    soft = {f"soft_gate/{k}": v for k, v in report["metrics_soft_gate"].items() if v is not None}
+    assert entry["metrics"] == {**hard, **soft}
+    assert entry["metrics"]["semantic_consistency"] == report["metrics"]["semantic_consistency"]

@@ -16,7 +16,14 @@ manifests, ``os.pathsep``-separated), ``SOLO_BAYESNCL_OFFLINE=1`` (never use the
 
 from __future__ import annotations
 
-from .artifact import ARTIFACT_FORMAT, Artifact, is_artifact, open_artifact, read_artifact
+from solo_bayesncl.artifact import (
+    ARTIFACT_FORMAT,
+    Artifact,
+    is_artifact,
+    open_artifact,
+    read_artifact,
+)
+
 from .cache import cache_dir, cached_path, sha256_file
 from .errors import (
     ArtifactError,

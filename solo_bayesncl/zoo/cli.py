@@ -1,4 +1,5 @@
-"""``python -m solo_bayesncl.zoo``: list, download, export, verify and check zoo weights."""
+"""``python -m solo_bayesncl.zoo``: list, download, export, verify and check zoo weights, and
+describe the manifest's fields."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from .artifact import open_artifact
+from solo_bayesncl.artifact import ArtifactError, open_artifact
+
 from .cache import sha256_file
 from .errors import ZooError
 from .export import export_checkpoint
 from .fetch import download
-from .manifest import find_entry, load_manifests, manifest_paths, read_manifest
+from .manifest import FIELD_DOCS, find_entry, load_manifests, manifest_paths, read_manifest
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -32,6 +34,13 @@ def _cmd_list(args: argparse.Namespace) -> int:
         metrics = ", ".join(f"{k}={v:g}" for k, v in e.metrics.items()) or "-"
         size = e.size / 2**20
         print(f"{e.name:32} {e.method:11} {e.dataset:14} {e.backbone:10} {size:7.1f}  {metrics}")
+    return 0
+
+
+def _cmd_fields(args: argparse.Namespace) -> int:
+    width = max(map(len, FIELD_DOCS))
+    for name, doc in FIELD_DOCS.items():
+        print(f"{name:{width}}  {doc}")
     return 0
 
 
@@ -119,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the entries as JSON")
     p.set_defaults(func=_cmd_list)
 
+    p = sub.add_parser("fields", help="describe every field of a manifest entry")
+    p.set_defaults(func=_cmd_fields)
+
     p = sub.add_parser("download", help="download an entry into the cache and print its path")
     p.add_argument("name")
     p.add_argument("--cache", help="cache folder (default $SOLO_BAYESNCL_CACHE)")
@@ -131,7 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=".", help="output folder (default: current)")
     p.add_argument("--fp16", action="store_true", help="store weights in float16")
     p.add_argument("--url", action="append", default=[], help="upload URL (repeatable)")
-    p.add_argument("--metrics", help="JSON file of evaluation figures (default metrics.json)")
+    p.add_argument(
+        "--metrics",
+        help="JSON file of evaluation figures, e.g. an evaluation report's metrics.json "
+        "(default: metrics.json beside the checkpoint)",
+    )
     p.add_argument("--keep-momentum", action="store_true", help="keep momentum copies/queue")
     p.add_argument("--description", help="one-line description for the entry")
     p.set_defaults(func=_cmd_export)
@@ -155,6 +171,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ZooError, OSError) as err:
+    except (ZooError, ArtifactError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -1,10 +1,22 @@
-"""Exceptions raised by the model zoo.
+"""Exceptions raised by the model zoo (and :class:`~solo_bayesncl.artifact.ArtifactError`, which
+the artifact format raises).
 
 Every error names what it is about (the entry, the file, the URL) so that a user reading a
 traceback knows which download or which manifest line to look at.
 """
 
 from __future__ import annotations
+
+from solo_bayesncl.artifact import ArtifactError
+
+__all__ = [
+    "ArtifactError",
+    "ChecksumError",
+    "DownloadError",
+    "ManifestError",
+    "UnknownModelError",
+    "ZooError",
+]
 
 
 class ZooError(Exception):
@@ -53,7 +65,3 @@ class DownloadError(ZooError, OSError):
 
     def __str__(self) -> str:
         return self.args[0]
-
-
-class ArtifactError(ZooError, ValueError):
-    """A file that is not a readable zoo artifact."""

@@ -24,10 +24,11 @@ from typing import Any
 
 import torch
 
-from .artifact import Artifact, cast_floating, write_artifact
+from solo_bayesncl.artifact import Artifact, cast_floating, write_artifact
+
 from .cache import sha256_file
-from .errors import ArtifactError, ManifestError
-from .manifest import ZOO_METHODS, ZooEntry, validate_entry
+from .errors import ArtifactError
+from .manifest import ZOO_METHODS, validate_entry
 
 #: Top-level state-dict modules that are training state only (MoCo's negative queue).
 TRAINING_ONLY_STATE = ("queue", "queue_ptr")
@@ -71,6 +72,25 @@ def _plain_config(cfg: Any) -> dict[str, Any]:
         if not isinstance(node, str) or not node:
             raise ArtifactError(f"cfg lacks {'.'.join(path)}, which the manifest entry needs")
     return plain
+
+
+def report_metrics(report: Mapping[str, Any]) -> dict[str, float]:
+    """The figures of an evaluation report's ``metrics.json`` (:mod:`solo_bayesncl.evaluation`):
+    its ``metrics`` as they are and its soft-gate ones as ``soft_gate/<name>``; a figure the
+    report could not compute (``null``) is left out."""
+    figures = {k: v for k, v in report["metrics"].items() if v is not None}
+    soft = report.get("metrics_soft_gate") or {}
+    figures.update({f"soft_gate/{k}": v for k, v in soft.items() if v is not None})
+    return figures
+
+
+def _is_report(metrics: Any) -> bool:
+    return (
+        isinstance(metrics, Mapping)
+        and isinstance(metrics.get("metrics"), Mapping)
+        and "method" in metrics
+        and "num_images" in metrics
+    )
 
 
 def _plain_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
@@ -204,8 +224,9 @@ def export_checkpoint(
     ``ckpt`` is a Lightning ``.ckpt`` with solo-learn's ``args.json`` beside it, in solo-learn's
     layout or the official BayesNCL / NCL codes' (read by
     :func:`solo_bayesncl.checkpoints.load_checkpoint`), or a zoo artifact (re-export, e.g. to
-    fp16). ``metrics`` is a mapping or a JSON file; by default an artifact's own figures, else
-    ``metrics.json`` beside the checkpoint when it exists, else none.
+    fp16). ``metrics`` is a mapping or a JSON file (flat or nested figures, or an evaluation
+    report's ``metrics.json`` as written, see :func:`report_metrics`); by default an artifact's
+    own figures, else ``metrics.json`` beside the checkpoint when it exists, else none.
     """
     from solo_bayesncl.checkpoints import load_checkpoint
 
@@ -220,6 +241,8 @@ def export_checkpoint(
             metrics = json.loads(Path(metrics).read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise ArtifactError(f"cannot read metrics file {metrics}: {err}") from None
+    if _is_report(metrics):
+        metrics = report_metrics(metrics)
     return export_state_dict(
         loaded.state_dict,
         loaded.cfg,
@@ -232,10 +255,3 @@ def export_checkpoint(
         keep_momentum=keep_momentum,
         description=description,
     )
-
-
-def entry_from_export(result: ExportResult) -> ZooEntry:
-    """The exported entry as a validated :class:`ZooEntry` (needs its https URLs)."""
-    if not result.entry["urls"]:
-        raise ManifestError(f"entry {result.entry['name']!r} has no URLs yet: upload it first")
-    return ZooEntry.from_dict(result.entry, source=str(result.entry_path))

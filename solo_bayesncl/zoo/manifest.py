@@ -2,17 +2,17 @@
 
 Format ``solo-bayesncl-zoo-manifest/1``::
 
-    {"format": "solo-bayesncl-zoo-manifest/1",
-     "fields": {...one line of documentation per field...},
-     "models": [ENTRY, ...]}
+    {"format": "solo-bayesncl-zoo-manifest/1", "models": [ENTRY, ...]}
 
-An ENTRY has the required fields of :data:`REQUIRED_FIELDS` (see :class:`ZooEntry`) and may have
-the optional ones of :data:`OPTIONAL_FIELDS`. :func:`validate_entry` is the schema: it checks
-every field and the agreement between the entry and the config it carries.
+An ENTRY has the required fields of :data:`REQUIRED_FIELDS` and may have the optional ones of
+:data:`OPTIONAL_FIELDS`; :data:`FIELD_DOCS` is the one documentation of every field
+(``python -m solo_bayesncl.zoo fields`` prints it). :func:`validate_entry` is the schema: it
+checks every field and the agreement between the entry and the config it carries.
 
-Where manifests are read from (:func:`manifest_paths`): the project's ``zoo/manifest.json``
-(installed as ``solo_bayesncl/zoo/manifest.json``), then every file named in the environment variable ``SOLO_BAYESNCL_MANIFEST``
-(separated by ``os.pathsep``), which is how a user lists their own published weights.
+Where manifests are read from (:func:`manifest_paths`): the project's manifest, shipped in the
+package as ``solo_bayesncl/zoo/manifest.json``, then every file named in the environment variable
+``SOLO_BAYESNCL_MANIFEST`` (separated by ``os.pathsep``), which is how a user lists their own
+published weights.
 """
 
 from __future__ import annotations
@@ -26,13 +26,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from solo_bayesncl.registration import SUPPORTED_METHODS
+
 from .errors import ManifestError, UnknownModelError
 
 MANIFEST_FORMAT = "solo-bayesncl-zoo-manifest/1"
 MANIFEST_ENV = "SOLO_BAYESNCL_MANIFEST"
 
-#: Methods the zoo publishes: the plugin's two and the two baselines of the benchmark.
-ZOO_METHODS = ("bayesncl", "ncl", "simclr", "mocov2plus")
+#: Methods the zoo publishes: every method a checkpoint can be loaded as.
+ZOO_METHODS = SUPPORTED_METHODS
 
 REQUIRED_FIELDS = (
     "name",
@@ -198,20 +200,13 @@ def _check_config_agrees(config: Mapping[str, Any], data: Mapping[str, Any], whe
             )
 
 
-def default_manifest_path() -> Path | None:
-    """The project's manifest: ``zoo/manifest.json`` of a source checkout, else the copy
-    installed with the package (``solo_bayesncl/zoo/manifest.json``, kept identical by a test).
-    """
-    candidates = (
-        Path(__file__).resolve().parents[2] / "zoo" / "manifest.json",
-        Path(__file__).resolve().parent / "manifest.json",
-    )
-    return next((p for p in candidates if p.is_file()), None)
+PROJECT_MANIFEST = Path(__file__).resolve().parent / "manifest.json"
+"""The project's manifest, shipped with the package."""
 
 
 def manifest_paths() -> list[Path]:
     """The project's manifest followed by the files in ``$SOLO_BAYESNCL_MANIFEST``."""
-    paths = [p for p in [default_manifest_path()] if p is not None]
+    paths = [PROJECT_MANIFEST]
     extra = os.environ.get(MANIFEST_ENV, "")
     paths += [Path(p).expanduser() for p in extra.split(os.pathsep) if p]
     return paths
@@ -259,8 +254,3 @@ def find_entry(name: str, entries: Iterable[ZooEntry] | None = None) -> ZooEntry
         if entry.name == name:
             return entry
     raise UnknownModelError(name, sorted(e.name for e in entries))
-
-
-def empty_manifest() -> dict[str, Any]:
-    """A manifest document with no entries and the field documentation."""
-    return {"format": MANIFEST_FORMAT, "fields": FIELD_DOCS, "models": []}

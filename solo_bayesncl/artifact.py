@@ -1,5 +1,9 @@
 """The zoo artifact: one torch file holding weights, config and evaluation figures.
 
+It lives beside :mod:`solo_bayesncl.checkpoints` (which reads it like any checkpoint) rather than
+in :mod:`solo_bayesncl.zoo` (which downloads, exports and lists artifacts), so that loading never
+imports the zoo.
+
 Format ``solo-bayesncl-zoo/1``: ``torch.save`` of a dict with only plain containers and
 tensors, so that it loads with ``torch.load(..., weights_only=True)`` (no pickled code runs when
 a downloaded file is opened)::
@@ -32,11 +36,24 @@ from typing import Any
 
 import torch
 
-from .errors import ArtifactError
+__all__ = [
+    "ARTIFACT_FORMAT",
+    "Artifact",
+    "ArtifactError",
+    "cast_floating",
+    "is_artifact",
+    "open_artifact",
+    "read_artifact",
+    "write_artifact",
+]
 
 ARTIFACT_FORMAT = "solo-bayesncl-zoo/1"
 _KEYS = ("format", "method", "cfg", "state_dict", "metrics", "dtype", "omitted")
 _DTYPES = {"float32": torch.float32, "float16": torch.float16}
+
+
+class ArtifactError(ValueError):
+    """A file that is not a readable zoo artifact, or an artifact that cannot be written."""
 
 
 @dataclass
