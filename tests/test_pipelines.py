@@ -21,8 +21,8 @@ AUG = OmegaConf.to_container(
 def _cfg(dataset: str, augment_on: str | None = None, fmt: str = "image_folder", **changes):
     """A resolved-looking config; ``changes`` set keys of the first augmentation pipeline."""
     data = {"dataset": dataset, "format": fmt}
-    if dataset == "fashion-mnist":
-        data.update(dataset="custom", offline_dataset="fashion-mnist")
+    if dataset.startswith("fashion-mnist"):
+        data.update(dataset="custom", offline_dataset=dataset)
     if augment_on is not None:
         data["augment_on"] = augment_on
     cfg = OmegaConf.create({"data": data, "augmentations": AUG})
@@ -35,6 +35,7 @@ def _cfg(dataset: str, augment_on: str | None = None, fmt: str = "image_folder",
     ("dataset", "fmt", "expected"),
     [
         ("fashion-mnist", "image_folder", "batch"),
+        ("fashion-mnist-scenes", "image_folder", "batch"),
         ("cifar10", "image_folder", "batch"),
         ("cifar100", "image_folder", "batch"),
         ("imagenet100", "dali", "per_image"),
@@ -122,3 +123,22 @@ def test_fashion_mnist_pretraining_runs_through_the_batched_path(tmp_path):
     assert len(Spy.batches) == 120 // 16
     assert all(b == [(16, 3, 32, 32), (16, 3, 32, 32), torch.float32] for b in Spy.batches)
     assert list(tmp_path.glob("bayesncl/*/*.ckpt"))
+
+
+def test_scenes_in_memory_are_the_composited_images():
+    """The batched path serves fashion-mnist-scenes' composited pixels (not the plain items),
+    with the same stratified subset as the per-image path."""
+    if not (fashion_mnist_root() / "train-images-idx3-ubyte.gz").is_file():
+        pytest.skip("Debian's dataset-fashion-mnist is not installed")
+    from solo_bayesncl.data.pipelines import load_in_memory
+    from solo_bayesncl.data.scenes import FashionMNISTScenes
+
+    cfg = _cfg("fashion-mnist-scenes")
+    cfg.data.update(
+        num_backgrounds=5, background_seed=2, fraction=0.01, train_path=str(fashion_mnist_root())
+    )
+    subset = load_in_memory(cfg)
+    scenes = FashionMNISTScenes("train", num_backgrounds=5, seed=2)
+    picks = subset.indices[:50]
+    images = torch.stack([subset[i][1] for i in range(50)])
+    assert torch.equal(images[:, 0], torch.from_numpy(scenes.images[picks]))

@@ -42,7 +42,12 @@ __all__ = [
 ]
 
 AUGMENT_ON = ("batch", "per_image")
-IN_MEMORY_DATASETS: dict[str, int] = {"fashion-mnist": 28, "cifar10": 32, "cifar100": 32}
+IN_MEMORY_DATASETS: dict[str, int] = {
+    "fashion-mnist": 28,
+    "fashion-mnist-scenes": 28,
+    "cifar10": 32,
+    "cifar100": 32,
+}
 """Datasets the batched path serves, with their image side in pixels."""
 
 
@@ -131,13 +136,11 @@ def collate_batch(batch: Any) -> list:
 def load_in_memory(cfg: omegaconf.DictConfig) -> Dataset:
     """The training split of ``cfg``'s dataset as uint8 tensors, with ``data.fraction`` applied
     the way the per-image path applies it (stratified, same seed)."""
-    from solo_bayesncl.data.datasets import _stratified_subset
+    from solo_bayesncl.data.datasets import _stratified_subset, offline_dataset
 
     name = _dataset_name(cfg)
-    if name == "fashion-mnist":
-        from solo_bayesncl.data.fashion_mnist import FashionMNIST
-
-        source = FashionMNIST("train", root=cfg.data.train_path)
+    if name in ("fashion-mnist", "fashion-mnist-scenes"):
+        source = offline_dataset(cfg, "train", root=cfg.data.train_path)
         images = torch.from_numpy(source.images.copy())[:, None]
         targets = torch.from_numpy(source.targets.copy())
     elif name in ("cifar10", "cifar100"):
