@@ -261,3 +261,30 @@ def test_background_labels_follow_subsets():
     assert background_labels(nested).tolist() == [0, 2]
     with pytest.raises(ValueError, match="no background labels"):
         background_labels(Subset([1, 2, 3], [0]))
+
+
+def test_table_only_counts_finished_runs_and_lists_the_rest(tmp_path):
+    from solo_bayesncl.benchmark.__main__ import main
+    from solo_bayesncl.benchmark.runner import write_tables
+
+    preset = _preset(tmp_path, "methods: [ncl, bayesncl]\nseeds: [1, 2]\n")
+    out = tmp_path / "out"
+    for method, seed, gain in (("ncl", 1, 0.2), ("ncl", 2, 0.3), ("bayesncl", 1, 0.25)):
+        run_dir = out / "runs" / f"{method}-seed{seed}-{run_key(preset, method, seed)}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "result.json").write_text(json.dumps(_result(method, seed, gain)))
+    # an unfinished run: stages but no result.json
+    unfinished = out / "runs" / f"bayesncl-seed2-{run_key(preset, 'bayesncl', 2)}"
+    unfinished.mkdir()
+    (unfinished / "pretrain.json").write_text("{}")
+    results = write_tables(preset, out, log=lambda *_: None)
+    assert sorted((r["method"], r["seed"]) for r in results) == [
+        ("bayesncl", 1),
+        ("ncl", 1),
+        ("ncl", 2),
+    ]
+    text = (out / "results.md").read_text()
+    assert "| bayesncl | 1 |" in text and "| ncl | 2 |" in text
+    assert "Not finished yet, so in no figure above (1 runs): bayesncl seed 2." in text
+    assert not any(out.glob("runs/*/log.txt"))  # nothing was trained
+    assert main(["--preset", str(preset.source), "--out", str(tmp_path / "empty"), "--table-only"])

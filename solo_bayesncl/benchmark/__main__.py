@@ -41,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="paper: add the official BayesNCL evaluation's figures (consistency x100, "
         "training-mode BatchNorm, ...) beside the standard ones; see docs/fidelity.md",
     )
+    parser.add_argument(
+        "--table-only",
+        action="store_true",
+        help="train nothing: write the table and plots from the finished runs only (the "
+        "unfinished ones are listed under the table, never counted)",
+    )
     return parser
 
 
@@ -60,7 +66,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from solo_bayesncl.registration import require_solo_learn
 
     require_solo_learn("the benchmark")
-    from solo_bayesncl.benchmark.runner import Interrupted, RunFailed, run_benchmark
+    from solo_bayesncl.benchmark.runner import Interrupted, RunFailed, run_benchmark, write_tables
+
+    if args.table_only:
+        try:
+            write_tables(preset, args.out, protocol=args.protocol)
+        except RunFailed as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        return 0
 
     signal.signal(signal.SIGTERM, _raise_interrupted)
     start = time.perf_counter()

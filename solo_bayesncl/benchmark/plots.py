@@ -129,7 +129,8 @@ def plot_metrics_over_epochs(results: Sequence[dict[str, Any]], path: Path) -> P
         ax.set_title(title)
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path

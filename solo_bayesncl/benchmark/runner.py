@@ -29,6 +29,7 @@ __all__ = [
     "run_benchmark",
     "run_key",
     "write_outputs",
+    "write_tables",
 ]
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -97,7 +98,10 @@ def _short_commit(result: dict[str, Any]) -> str:
 
 
 def write_outputs(
-    results: list[dict[str, Any]], out_dir: Path, preset_name: str
+    results: list[dict[str, Any]],
+    out_dir: Path,
+    preset_name: str,
+    missing: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Path]:
     """``results.md``, ``results.csv``, ``paired_differences.csv``,
     ``accuracy_vs_consistency.png``, ``metrics_over_epochs.png`` and, when BayesNCL's prior is
@@ -123,7 +127,9 @@ def write_outputs(
     writers = {
         "markdown": (
             "results.md",
-            lambda p: write_markdown(rows, p, preset_name, commit, date, paired=paired),
+            lambda p: write_markdown(
+                rows, p, preset_name, commit, date, paired=paired, missing=missing
+            ),
         ),
         "csv": ("results.csv", lambda p: write_csv(rows, p, commit, date)),
         "paired_csv": ("paired_differences.csv", lambda p: write_paired_csv(paired, p, commit)),
@@ -144,6 +150,29 @@ def write_outputs(
         tmp.replace(final)
         outputs[key] = final
     return outputs
+
+
+def write_tables(
+    preset: Preset, out_dir: Path | None = None, protocol: str = "standard", log=print
+) -> list[dict[str, Any]]:
+    """Writes the table and plots from the preset's finished runs only, without training; the
+    runs not finished yet are listed under the table and counted nowhere."""
+    out_dir = Path(out_dir or preset.out_dir).expanduser().resolve()
+    results, missing = [], []
+    for seed in preset.seeds:
+        for method in preset.methods:
+            run_dir = out_dir / "runs" / f"{method}-seed{seed}-{run_key(preset, method, seed)}"
+            if _finished(run_dir / "result.json", protocol):
+                results.append(json.loads((run_dir / "result.json").read_text()))
+            else:
+                missing.append(f"{method} seed {seed}")
+    if not results:
+        raise RunFailed(f"no finished run of preset {preset.name} in {out_dir / 'runs'}")
+    for name, path in write_outputs(results, out_dir, preset.name, missing).items():
+        log(f"[out]  {name}: {path}")
+    if missing:
+        log(f"[todo] not finished: {', '.join(missing)}")
+    return results
 
 
 def _finished(result_file: Path, protocol: str) -> bool:

@@ -294,6 +294,7 @@ def write_markdown(
     commit: str,
     date: str,
     paired: Sequence[dict[str, Any]] = (),
+    missing: Sequence[str] = (),
 ) -> Path:
     """The table as Markdown; with several seeds, cells read ``mean ± std`` (sample std over
     seeds); the paired differences follow when given."""
@@ -352,6 +353,13 @@ def write_markdown(
             "active dimensions more background-pure than class-pure (above chance), "
             "`probe_class_top1` / `probe_bg_top1` a logistic-regression probe on frozen "
             "backbone features for the class and for the background label.",
+        ]
+    if missing:
+        lines += [
+            "",
+            f"Not finished yet, so in no figure above ({len(missing)} runs): "
+            + ", ".join(missing)
+            + ". The same benchmark command resumes them.",
         ]
     paired_lines = paired_markdown(paired)
     if paired_lines:
