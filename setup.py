@@ -50,7 +50,7 @@ setup(
     ],
     extras_require={
         "solo": [SOLO_LEARN],
-        "dali": ["nvidia-dali-cuda120"],
+        "dali": ["nvidia-dali-cuda130>=2.4"],  # the CUDA of the torch pin; README: other CUDAs
         "test": ["pytest>=7", "selenium>=4.10", "ruff>=0.5"],
     },
     entry_points={

@@ -39,6 +39,10 @@ def prepare_linear_cfg(cfg: omegaconf.DictConfig):
     cfg.backbone = OmegaConf.create(OmegaConf.to_container(loaded.cfg.backbone))
     cfg.pretrain_method = loaded.method
     cfg = resolve_with_solo(cfg, parse_cfg)
+    if cfg.data.format == "dali":
+        from solo_bayesncl.data.dali import check_linear_dali_cfg
+
+        check_linear_dali_cfg(cfg)
     return cfg, loaded
 
 
@@ -88,21 +92,29 @@ def linear_eval(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
     if not cfg.performance.disable_channel_last:
         model = model.to(memory_format=torch.channels_last)
 
-    train_dataset = build_labelled_train_dataset(cfg, linear_train_transform(cfg))
-    train_loader = DataLoader(
-        train_dataset,
-        batch_size=cfg.optimizer.batch_size,
-        shuffle=True,
-        num_workers=cfg.data.num_workers,
-        pin_memory=torch.cuda.is_available(),
-        drop_last=True,
-    )
     val_loader = build_val_loader(cfg)
+    if cfg.data.format == "dali":  # solo-learn's DALI training pipeline, our validation loader
+        from solo_bayesncl.data.dali_modules import build_linear_dali_datamodule
+
+        datamodule = build_linear_dali_datamodule(cfg)
+        datamodule.val_dataloader = lambda: val_loader
+        fit_data = {"datamodule": datamodule}
+    else:
+        train_dataset = build_labelled_train_dataset(cfg, linear_train_transform(cfg))
+        train_loader = DataLoader(
+            train_dataset,
+            batch_size=cfg.optimizer.batch_size,
+            shuffle=True,
+            num_workers=cfg.data.num_workers,
+            pin_memory=torch.cuda.is_available(),
+            drop_last=True,
+        )
+        fit_data = {"train_dataloaders": train_loader, "val_dataloaders": val_loader}
 
     run_root = Path(cfg.checkpoint.dir) / "linear"
     loggers = build_loggers(cfg, run_root, None)
     callbacks: list = checkpoint_callbacks(cfg, run_root)
     callbacks.extend(extra_callbacks or [])
     trainer = build_trainer(cfg, loggers, callbacks)
-    trainer.fit(model, train_loader, val_loader)
+    trainer.fit(model, **fit_data)
     return trainer

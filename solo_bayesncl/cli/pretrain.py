@@ -77,32 +77,9 @@ def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
 
     val_loader = build_val_loader(cfg)
     if cfg.data.format == "dali":
-        from solo.data.dali_dataloader import PretrainDALIDataModule, build_transform_pipeline_dali
+        from solo_bayesncl.data.dali_modules import build_pretrain_dali_datamodule
 
-        transform = FullTransformPipeline(
-            [
-                NCropAugmentation(
-                    build_transform_pipeline_dali(
-                        cfg.data.dataset, aug, dali_device=cfg.dali.device
-                    ),
-                    aug.num_crops,
-                )
-                for aug in cfg.augmentations
-            ]
-        )
-        datamodule = PretrainDALIDataModule(
-            dataset=cfg.data.dataset,
-            train_data_path=cfg.data.train_path,
-            transforms=transform,
-            num_large_crops=cfg.data.num_large_crops,
-            num_small_crops=cfg.data.num_small_crops,
-            num_workers=cfg.data.num_workers,
-            batch_size=cfg.optimizer.batch_size,
-            no_labels=cfg.data.no_labels,
-            data_fraction=cfg.data.fraction,
-            dali_device=cfg.dali.device,
-            encode_indexes_into_labels=cfg.dali.encode_indexes_into_labels,
-        )
+        datamodule = build_pretrain_dali_datamodule(cfg)
         datamodule.val_dataloader = lambda: val_loader
         fit_data = {"datamodule": datamodule}
     else:  # solo-learn's per-image transforms or the batched in-memory path (data.augment_on)

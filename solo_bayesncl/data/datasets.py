@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, Dataset, Subset
 from torchvision import transforms
 
+from solo_bayesncl.data.dali import check_dali_folder, resolve_dali_cfg
 from solo_bayesncl.data.fashion_mnist import MEAN_STD, FashionMNIST, fashion_mnist_root
 from solo_bayesncl.data.scenes import (
     DEFAULT_BACKGROUND_SEED,
@@ -31,6 +32,7 @@ from solo_bayesncl.data.scenes import (
 )
 
 __all__ = [
+    "DALI_DATASETS",
     "DatasetUnavailableError",
     "OFFLINE_DATASETS",
     "SOLO_DATASETS",
@@ -54,6 +56,8 @@ SOLO_DATASETS: tuple[str, ...] = (
     "imagenet100",
     "custom",
 )
+DALI_DATASETS: tuple[str, ...] = ("imagenet", "imagenet100", "custom")
+"""The datasets solo-learn's DALI loaders read (image folders)."""
 OFFLINE_DATASETS: dict[str, int] = {"fashion-mnist": 10, "fashion-mnist-scenes": 10}
 """Datasets added by the plugin, with their number of classes."""
 SCENES = "fashion-mnist-scenes"
@@ -134,12 +138,15 @@ def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
         name in SMALL_IMAGE_DATASETS if small is None else bool(small),
         force_add=True,
     )
+    if OmegaConf.select(cfg, "data.format", default="image_folder") == "dali":
+        if name not in DALI_DATASETS:
+            raise ValueError(
+                f"data.format=dali is not supported for data.dataset={name}: solo-learn's DALI "
+                f"loaders read image folders ({', '.join(DALI_DATASETS)}); use image_folder"
+            )
+        resolve_dali_cfg(cfg)
     if name not in OFFLINE_DATASETS:
         return cfg
-    if OmegaConf.select(cfg, "data.format", default="image_folder") == "dali":
-        raise ValueError(
-            f"data.format=dali is not supported for data.dataset={name}; use image_folder"
-        )
     root = fashion_mnist_root()
     mean, std = MEAN_STD
     if name == SCENES:
@@ -203,12 +210,12 @@ def check_dataset_available(cfg: omegaconf.DictConfig, download_timeout: float =
         finally:
             socket.setdefaulttimeout(previous)
         return
-    if (
-        OmegaConf.select(cfg, "data.format", default="image_folder") == "dali"
-        and not torch.cuda.is_available()
-    ):
-        raise DatasetUnavailableError(
-            "data.format=dali needs a CUDA GPU; use data.format=image_folder on CPU"
+    if OmegaConf.select(cfg, "data.format", default="image_folder") == "dali":
+        check_dali_folder(
+            cfg.data.train_path,
+            "data.train_path",
+            no_labels=bool(OmegaConf.select(cfg, "data.no_labels", default=False)),
+            batch_size=OmegaConf.select(cfg, "optimizer.batch_size", default=None),
         )
     _check_folder(cfg, "data.train_path")
     _check_folder(cfg, "data.val_path")

@@ -1,0 +1,169 @@
+"""solo-learn's DALI data modules, made to run on the CPU as well.
+
+solo-learn's ``PretrainDALIDataModule`` and ``ClassificationDALIDataModule`` build their DALI
+pipelines with the process's local rank as DALI's ``device_id``, and DALI then asks for CUDA even
+when every operator runs on the CPU. The subclasses here change only that: with
+``dali_device="cpu"`` the same pipeline builders, augmentations and iterator wrappers of solo-learn
+are used and the pipeline is built with ``device_id=None`` (DALI's CPU-only mode); with ``"gpu"``
+``setup`` is solo-learn's own. The iterators yield what solo-learn's torchvision loaders yield
+(``[indexes, views, targets]`` for pretraining, ``(x, y)`` for classification), so every
+solo-learn method, ``bayesncl`` and ``ncl`` included, trains on them unchanged.
+
+Importing this module imports solo-learn and NVIDIA DALI.
+"""
+
+from __future__ import annotations
+
+import omegaconf
+import torch
+from nvidia.dali.plugin.pytorch import LastBatchPolicy
+from solo.data.dali_dataloader import (
+    ClassificationDALIDataModule,
+    PretrainDALIDataModule,
+    PretrainPipelineBuilder,
+    PretrainWrapper,
+    Wrapper,
+    build_transform_pipeline_dali,
+)
+from solo.data.pretrain_dataloader import FullTransformPipeline, NCropAugmentation
+
+__all__ = [
+    "ClassificationDALIData",
+    "PretrainDALIData",
+    "build_linear_dali_datamodule",
+    "build_pretrain_dali_datamodule",
+]
+
+
+def _cpu_pipeline(builder):
+    """Builds ``builder``'s pipeline as solo-learn does, but with no CUDA device attached."""
+    pipeline = builder.pipeline(
+        batch_size=builder.batch_size,
+        num_threads=builder.num_threads,
+        device_id=None,
+        seed=builder.seed,
+    )
+    pipeline.build()
+    return pipeline
+
+
+def _ranks(module) -> None:
+    module.device_id = module.trainer.local_rank
+    module.shard_id = module.trainer.global_rank
+    module.num_shards = module.trainer.world_size
+    module.device = torch.device("cpu")
+
+
+class PretrainDALIData(PretrainDALIDataModule):
+    """solo-learn's pretraining DALI data module; on ``dali_device="cpu"`` its pipeline is built
+    without a CUDA device."""
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.dali_device != "cpu":
+            super().setup(stage)
+            return
+        _ranks(self)
+        builder = PretrainPipelineBuilder(
+            self.train_data_path,
+            batch_size=self.batch_size,
+            transforms=self.transforms,
+            device="cpu",
+            device_id=self.device_id,  # seeds the pipeline per rank, as in solo-learn
+            shard_id=self.shard_id,
+            num_shards=self.num_shards,
+            num_threads=self.num_workers,
+            no_labels=self.no_labels,
+            encode_indexes_into_labels=self.encode_indexes_into_labels,
+            data_fraction=self.data_fraction,
+        )
+        pipeline = _cpu_pipeline(builder)
+        self.train_loader = PretrainWrapper(
+            model_batch_size=self.batch_size,
+            model_rank=self.device_id,
+            model_device=self.device,
+            dataset_size=pipeline.epoch_size("Reader"),
+            conversion_map=builder.conversion_map if self.encode_indexes_into_labels else None,
+            pipelines=pipeline,
+            output_map=[f"large{i}" for i in range(self.num_large_crops)]
+            + [f"small{i}" for i in range(self.num_small_crops)]
+            + ["label"],
+            reader_name="Reader",
+            last_batch_policy=LastBatchPolicy.DROP,
+            auto_reset=True,
+        )
+
+
+class ClassificationDALIData(ClassificationDALIDataModule):
+    """solo-learn's classification (linear evaluation) DALI data module; on
+    ``dali_device="cpu"`` its pipelines are built without a CUDA device."""
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.dali_device != "cpu":
+            super().setup(stage)
+            return
+        _ranks(self)
+        loaders = {}
+        for split, path in (("train", self.train_data_path), ("val", self.val_data_path)):
+            validation = split == "val"
+            builder = self.pipeline_class(
+                path,
+                validation=validation,
+                batch_size=self.batch_size,
+                device="cpu",
+                device_id=self.device_id,
+                shard_id=self.shard_id,
+                num_shards=self.num_shards,
+                num_threads=self.num_workers,
+                **({} if validation else {"data_fraction": self.data_fraction}),
+            )
+            pipeline = _cpu_pipeline(builder)
+            loaders[split] = Wrapper(
+                pipelines=pipeline,
+                dataset_size=pipeline.epoch_size("Reader"),
+                output_map=["x", "label"],
+                reader_name="Reader",
+                last_batch_policy=LastBatchPolicy.PARTIAL if validation else LastBatchPolicy.DROP,
+                auto_reset=True,
+            )
+        self.train_loader, self.val_loader = loaders["train"], loaders["val"]
+
+
+def build_pretrain_dali_datamodule(cfg: omegaconf.DictConfig) -> PretrainDALIData:
+    """The pretraining data module of a checked config, as solo-learn's ``main_pretrain.py``
+    builds it (its DALI augmentation recipe for every pipeline of ``cfg.augmentations``)."""
+    transform = FullTransformPipeline(
+        [
+            NCropAugmentation(
+                build_transform_pipeline_dali(cfg.data.dataset, aug, dali_device=cfg.dali.device),
+                aug.num_crops,
+            )
+            for aug in cfg.augmentations
+        ]
+    )
+    return PretrainDALIData(
+        dataset=cfg.data.dataset,
+        train_data_path=cfg.data.train_path,
+        transforms=transform,
+        num_large_crops=cfg.data.num_large_crops,
+        num_small_crops=cfg.data.num_small_crops,
+        num_workers=max(1, int(cfg.data.num_workers)),  # DALI threads; 0 is not a thread count
+        batch_size=cfg.optimizer.batch_size,
+        no_labels=cfg.data.no_labels,
+        data_fraction=cfg.data.fraction,
+        dali_device=cfg.dali.device,
+        encode_indexes_into_labels=cfg.dali.encode_indexes_into_labels,
+    )
+
+
+def build_linear_dali_datamodule(cfg: omegaconf.DictConfig) -> ClassificationDALIData:
+    """The linear-evaluation data module of a checked config, as solo-learn's ``main_linear.py``
+    builds it."""
+    return ClassificationDALIData(
+        dataset=cfg.data.dataset,
+        train_data_path=cfg.data.train_path,
+        val_data_path=cfg.data.val_path,
+        batch_size=cfg.optimizer.batch_size,
+        num_workers=max(1, int(cfg.data.num_workers)),
+        data_fraction=cfg.data.fraction,
+        dali_device=cfg.dali.device,
+    )
