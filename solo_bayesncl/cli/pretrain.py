@@ -60,7 +60,6 @@ def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
     import torch
     from lightning.pytorch import seed_everything
     from lightning.pytorch.callbacks import LearningRateMonitor
-    from solo.data.pretrain_dataloader import FullTransformPipeline, NCropAugmentation
     from solo.utils.misc import make_contiguous
 
     from solo_bayesncl.data.datasets import build_val_loader
