@@ -102,7 +102,9 @@ def dali_runs(image_folder, tmp_path_factory):
     runs = {}
     for method in ("bayesncl", "ncl"):
         out = tmp_path_factory.mktemp(f"dali-{method}")
-        runs[method] = _pretrain(method, image_folder, out, ["data.format=dali", "++dali.device=cpu"])
+        runs[method] = _pretrain(
+            method, image_folder, out, ["data.format=dali", "++dali.device=cpu"]
+        )
     return runs
 
 
