@@ -101,14 +101,15 @@ def test_paired_differences_use_the_same_seeds_and_a_t_interval(tmp_path):
 
 def test_an_interval_that_excludes_zero_is_marked(tmp_path):
     results = [_result("ncl", s, 0.2 + 0.01 * s) for s in (1, 2, 3)] + [
-        _result("bayesncl", s, 0.3 + 0.012 * s, gate_open_rate={"mean": 0.4}) for s in (1, 2, 3)
+        _result("bayesncl", s, 0.3 + 0.012 * s, gate_open_rate={"mean": 0.4, "dims_never_open": s})
+        for s in (1, 2, 3)
     ]
     paired = paired_differences(results)
     text = write_markdown(
         aggregate(results), tmp_path / "t.md", "unit", "abc", "d", paired=paired
     ).read_text()
     assert "| bayesncl | 3 | +0.104 [+0.099, +0.109] * |" in text
-    assert "gates_open" in text and "0.400 ± 0.000" in text
+    assert "gates_open" in text and "| 0.400 ± 0.000 | 2 ± 1 |" in text
 
 
 def test_background_columns_appear_for_scenes_runs(tmp_path):

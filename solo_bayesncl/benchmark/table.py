@@ -47,6 +47,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("effective_rank", "metrics.effective_rank", "{:.1f}"),
     ("retrieval_p@1", "metrics.retrieval_p@1", "{:.3f}"),
     ("gates_open", "gate_open_rate.mean", "{:.3f}"),
+    ("gates_never_open", "gate_open_rate.dims_never_open", "{:.0f}"),
     # the paper protocol (``--protocol paper``): the official evaluation's figures
     ("paper_consistency_x100", "metrics_paper.paper_semantic_consistency_x100", "{:.2f}"),
     ("paper_active_dims", "metrics_paper.paper_active_dims", "{:.0f}"),
@@ -326,6 +327,12 @@ def write_markdown(
         "`s_per_epoch` is wall time, `cpu_s_per_epoch` the CPU time of the run's process and "
         "its data workers.",
     ]
+    if any(c[0] == "gates_open" for c in columns):
+        lines += [
+            "",
+            "`gates_open`: share of (image, dimension) gates open on the validation set; "
+            "`gates_never_open`: dimensions whose gate is closed on every validation image.",
+        ]
     flagged = [row for row in rows if row.get("wall_unreliable")]
     if flagged:
         load = max(row["load_max"] for row in flagged)
