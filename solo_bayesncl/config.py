@@ -24,8 +24,10 @@ def resolve_with_solo(
         resolve_dataset_cfg,
     )
     from solo_bayesncl.global_batch import apply_global_batch
+    from solo_bayesncl.methods.config_checks import check_run_cfg
     from solo_bayesncl.runtime import resolve_runtime
 
+    cfg = check_run_cfg(cfg)  # every value read as written, or refused, before anything else
     cfg = apply_global_batch(resolve_runtime(cfg))  # the paper's global batch on any machine
     cfg = resolve_dataset_cfg(cfg)
     if check_data:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -66,7 +67,12 @@ def knn_eval(
         resolve_dataset_cfg,
         validation_transform,
     )
+    from solo_bayesncl.methods.config_checks import require_int, require_range
 
+    ks = [require_int("k", k, low=1) for k in ks]
+    require_range("temperature", temperature, low=0.0, high=float("inf"))
+    require_int("batch_size", batch_size, low=1)
+    require_int("num_workers", num_workers, low=0)
     if feature not in FEATURES:
         raise ValueError(
             f"feature={feature!r} is not supported; allowed values: {', '.join(FEATURES)}"
@@ -115,16 +121,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--num-workers", type=int, default=2)
     parser.add_argument("--output", type=Path, default=None, help="write the results as JSON")
     args = parser.parse_args(argv)
-    results = knn_eval(
-        args.checkpoint,
-        args.k,
-        args.temperature,
-        args.feature,
-        args.distance,
-        args.dataset,
-        args.batch_size,
-        args.num_workers,
-    )
+    from solo_bayesncl.data.datasets import DatasetUnavailableError
+
+    try:
+        results = knn_eval(
+            args.checkpoint,
+            args.k,
+            args.temperature,
+            args.feature,
+            args.distance,
+            args.dataset,
+            args.batch_size,
+            args.num_workers,
+        )
+    except (ValueError, DatasetUnavailableError, OSError) as err:  # CheckpointError included
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     for key, value in results.items():
         print(f"{key}: {value:.2f}")
     if args.output is not None:

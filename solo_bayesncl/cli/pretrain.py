@@ -36,6 +36,10 @@ def prepare_pretrain_cfg(
     import solo_bayesncl  # noqa: F401  (registers bayesncl and ncl)
     from solo_bayesncl.config import resolve_with_solo
     from solo_bayesncl.data.pipelines import resolve_augment_on
+    from solo_bayesncl.methods.config_checks import (
+        check_method_kwargs,
+        check_upstream_method_kwargs,
+    )
 
     OmegaConf.set_struct(cfg, False)
     method = OmegaConf.select(cfg, "method", default=None)
@@ -43,9 +47,11 @@ def prepare_pretrain_cfg(
         raise ValueError(
             f"method={method!r} is not a solo-learn method; allowed values: {', '.join(sorted(METHODS))}"
         )
+    check_method_kwargs(cfg, METHODS[method])  # no silently ignored (misspelt) key
     cfg = resolve_with_solo(cfg, parse_cfg, check_data)
     cfg = resolve_augment_on(cfg)
     cfg = METHODS[method].add_and_assert_specific_cfg(cfg)
+    check_upstream_method_kwargs(cfg)
     cfg.interpretability = OmegaConf.select(cfg, "interpretability", default=None) or {}
     return cfg
 

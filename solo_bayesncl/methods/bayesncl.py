@@ -20,12 +20,30 @@ from solo.utils.misc import omegaconf_select
 
 from solo_bayesncl.gates import BernoulliGate, GateOutput, bernoulli_kl, resolve_gate_type
 from solo_bayesncl.losses import gated_representation, info_nce_loss
-from solo_bayesncl.methods.config_checks import ConfigError, require_range
-from solo_bayesncl.methods.ncl import NCL, batch_feature_stats, make_mlp
+from solo_bayesncl.methods.config_checks import (
+    ConfigError,
+    parse_bool,
+    require_int,
+    require_range,
+)
+from solo_bayesncl.methods.ncl import NCL, NCL_KWARGS, batch_feature_stats, make_mlp
 
 __all__ = ["BayesNCL"]
 
 EVAL_GATES: tuple[str, ...] = ("hard", "soft")
+BAYESNCL_KWARGS: tuple[str, ...] = NCL_KWARGS + (
+    "gate_type",
+    "bayesian_prior_prob",
+    "gate_threshold",
+    "sigmoid_temperature",
+    "bayesian_kl_lambda",
+    "use_kl",
+    "use_bayes",
+    "kl_eps",
+    "gating_head_hidden_dim",
+    "eval_gate",
+)
+"""Every ``method_kwargs`` key BayesNCL reads; the entry points refuse any other key."""
 
 
 class BayesNCL(NCL):
@@ -52,6 +70,8 @@ class BayesNCL(NCL):
     group (0.1), not rescaled by batch size.
     """
 
+    METHOD_KWARGS: tuple[str, ...] = BAYESNCL_KWARGS
+
     def __init__(self, cfg: omegaconf.DictConfig):
         super().__init__(cfg)
         kwargs = cfg.method_kwargs
@@ -75,7 +95,9 @@ class BayesNCL(NCL):
         cfg = super(BayesNCL, BayesNCL).add_and_assert_specific_cfg(cfg)
         kw = "method_kwargs"
         kwargs = cfg.method_kwargs
-        kwargs.use_bayes = bool(omegaconf_select(cfg, f"{kw}.use_bayes", True))
+        kwargs.use_bayes = parse_bool(
+            f"{kw}.use_bayes", omegaconf_select(cfg, f"{kw}.use_bayes", True)
+        )
         if not kwargs.use_bayes:
             # the official code builds no gating head when use_bayes is False: plain NCL
             warnings.warn(
@@ -111,9 +133,11 @@ class BayesNCL(NCL):
         kwargs.kl_eps = require_range(
             f"{kw}.kl_eps", omegaconf_select(cfg, f"{kw}.kl_eps", 0.01), 0.0, 0.5
         )
-        kwargs.use_kl = bool(omegaconf_select(cfg, f"{kw}.use_kl", True))
-        kwargs.gating_head_hidden_dim = omegaconf_select(
-            cfg, f"{kw}.gating_head_hidden_dim", kwargs.proj_hidden_dim
+        kwargs.use_kl = parse_bool(f"{kw}.use_kl", omegaconf_select(cfg, f"{kw}.use_kl", True))
+        kwargs.gating_head_hidden_dim = require_int(
+            f"{kw}.gating_head_hidden_dim",
+            omegaconf_select(cfg, f"{kw}.gating_head_hidden_dim", kwargs.proj_hidden_dim),
+            low=1,
         )
         eval_gate = str(omegaconf_select(cfg, f"{kw}.eval_gate", "hard")).lower()
         if eval_gate not in EVAL_GATES:

@@ -18,10 +18,26 @@ from torch import nn
 
 from solo_bayesncl.distributed import is_distributed
 from solo_bayesncl.losses import info_nce_loss, non_negative_representation
-from solo_bayesncl.methods.config_checks import ConfigError, require_positive_int, require_range
+from solo_bayesncl.methods.config_checks import (
+    ConfigError,
+    parse_bool,
+    require_positive_int,
+    require_range,
+)
 from solo_bayesncl.nonneg import resolve_non_neg
 
-__all__ = ["NCL", "NonFiniteTrainingError", "batch_feature_stats", "make_mlp"]
+__all__ = ["NCL", "NCL_KWARGS", "NonFiniteTrainingError", "batch_feature_stats", "make_mlp"]
+
+NCL_KWARGS: tuple[str, ...] = (
+    "proj_hidden_dim",
+    "proj_output_dim",
+    "temperature",
+    "non_neg",
+    "use_topk",
+    "topk_k",
+)
+"""Every ``method_kwargs`` key NCL reads; the entry points refuse any other key
+(:func:`solo_bayesncl.methods.config_checks.check_method_kwargs`)."""
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +81,8 @@ class NCL(BaseMethod):
         topk_k (int): how many activations to keep when ``use_topk``. Defaults to 32.
     """
 
+    METHOD_KWARGS: tuple[str, ...] = NCL_KWARGS
+
     def __init__(self, cfg: omegaconf.DictConfig):
         super().__init__(cfg)
         kwargs = cfg.method_kwargs
@@ -97,7 +115,9 @@ class NCL(BaseMethod):
         kwargs.non_neg = resolve_non_neg(
             omegaconf_select(cfg, "method_kwargs.non_neg", "rep_relu"), key="method_kwargs.non_neg"
         )
-        kwargs.use_topk = bool(omegaconf_select(cfg, "method_kwargs.use_topk", False))
+        kwargs.use_topk = parse_bool(
+            "method_kwargs.use_topk", omegaconf_select(cfg, "method_kwargs.use_topk", False)
+        )
         kwargs.topk_k = omegaconf_select(cfg, "method_kwargs.topk_k", 32)
         if kwargs.use_topk:
             topk = require_positive_int(cfg, "method_kwargs.topk_k", "activations kept per sample")
