@@ -99,15 +99,57 @@ def _read_lightning_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, to
     try:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as err:
-        raise CheckpointError(f"{path}: not a readable PyTorch checkpoint ({err})") from err
+        raise CheckpointError(
+            f"{path}: not a readable PyTorch checkpoint ({_first_line(err)})"
+        ) from None
     state_dict = payload.get("state_dict", payload) if isinstance(payload, dict) else None
     if not isinstance(state_dict, dict) or not any(k.startswith("backbone.") for k in state_dict):
         raise CheckpointError(
             f"{path}: holds no 'backbone.*' weights; is it a solo-learn checkpoint?"
         )
-    with open(args, encoding="utf-8") as f:
-        cfg = json.load(f)
+    try:
+        cfg = json.loads(args.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{args}: not a readable JSON config ({_first_line(err)})") from None
+    if not isinstance(cfg, dict):
+        raise CheckpointError(f"{args}: must hold a JSON object (the run's config)")
     return cfg, state_dict
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
+def _key_groups(keys: set[str]) -> str:
+    """``gating_head.* (4), projector.2.bias``: keys grouped by their top-level module."""
+    groups: dict[str, list[str]] = {}
+    for key in sorted(keys):
+        groups.setdefault(key.split(".", 1)[0], []).append(key)
+    return ", ".join(
+        names[0] if len(names) == 1 else f"{top}.* ({len(names)})" for top, names in groups.items()
+    )
+
+
+def _load_weights(module: nn.Module, weights: dict[str, torch.Tensor], loaded) -> None:
+    """``load_state_dict(strict=True)`` with a one-line error naming what does not match."""
+    expected = set(module.state_dict())
+    missing, unexpected = expected - set(weights), set(weights) - expected
+    if missing or unexpected:
+        parts = [f"missing {_key_groups(missing)}"] if missing else []
+        parts += [f"unexpected {_key_groups(unexpected)}"] if unexpected else []
+        raise CheckpointError(
+            f"{loaded.path}: its weights do not match the {loaded.method} model its config "
+            f"describes ({'; '.join(parts)}); is the args.json beside it from another run?"
+        )
+    try:
+        module.load_state_dict(weights, strict=True)
+    except RuntimeError as err:  # same names, other shapes
+        detail = " ".join(line.strip() for line in str(err).splitlines()[1:3])
+        raise CheckpointError(
+            f"{loaded.path}: its weights do not fit the {loaded.method} model its config "
+            f"describes ({detail}); is the args.json beside it from another run?"
+        ) from None
 
 
 def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
@@ -152,7 +194,7 @@ def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") ->
     """The solo-learn method of the checkpoint (:func:`solo_bayesncl.models.build_method`) with its
     weights loaded strictly, in eval mode."""
     model = build_method(loaded.cfg.copy())
-    model.load_state_dict(_strip_stale_keys(loaded.state_dict, model), strict=True)
+    _load_weights(model, _strip_stale_keys(loaded.state_dict, model), loaded)
     return model.to(device).eval()
 
 
@@ -168,5 +210,5 @@ def load_backbone(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") 
         for k, v in loaded.state_dict.items()
         if k.startswith("backbone.")
     }
-    backbone.load_state_dict(weights, strict=True)
+    _load_weights(backbone, weights, loaded)
     return backbone.to(device).eval()

@@ -292,3 +292,40 @@ def test_interrupt_mid_transfer_removes_the_partial_file(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         download(make_entry(["http://127.0.0.1:9/a.pt"]), progress=False)
     assert all_files(tmp_path / "cache") == []
+
+
+def _dead_pid() -> int:
+    """The id of a process that has exited."""
+    import os
+
+    pid = os.getpid() + 1
+    while True:  # find an id with no process behind it
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        except PermissionError:
+            pass
+        pid += 1
+
+
+def test_a_killed_download_leaves_no_part_file_forever(tmp_path):
+    """A SIGKILL skips every ``finally``: the next download removes the stale ``.part`` files
+    (process gone, or older than a day) and keeps the one of a live download."""
+    import os
+    import time
+
+    with serving({"/a.pt": ("ok", PAYLOAD)}) as srv:
+        entry = make_entry([srv.url("/a.pt")])
+        target = cached_path(entry)
+        target.parent.mkdir(parents=True)
+        dead = target.parent / f".{target.name}.{_dead_pid()}.x1y2.part"
+        old = target.parent / f".{target.name}.ab12cd.part"  # the former unnamed layout
+        live = target.parent / f".{target.name}.{os.getpid()}.k3m4.part"
+        for part in (dead, old, live):
+            part.write_bytes(PAYLOAD[:100])
+        two_days_ago = time.time() - 2 * 86400
+        os.utime(old, (two_days_ago, two_days_ago))
+        assert download(entry, progress=False).read_bytes() == PAYLOAD
+    assert not dead.exists() and not old.exists()
+    assert live.exists()  # another download in progress is left alone

@@ -17,7 +17,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "(features.npz + metrics.json). Open OUT/index.html in a browser; no server needed.",
     )
     parser.add_argument("report_dir", help="report folder holding features.npz")
-    parser.add_argument("--out", required=True, help="output folder (created or replaced)")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="output folder (created; an earlier dashboard there is replaced)",
+    )
     parser.add_argument(
         "--compare", default=None, help="a second report folder over the same classes"
     )
@@ -44,7 +48,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             thumb_format=args.thumb_format,
         )
-    except (FileNotFoundError, FileExistsError, KeyError, ValueError, NotADirectoryError) as err:
+    except (
+        FileNotFoundError,
+        FileExistsError,
+        KeyError,
+        ValueError,
+        NotADirectoryError,
+        PermissionError,
+    ) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"error: {message}", file=sys.stderr)
         return 2

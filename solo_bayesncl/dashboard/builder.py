@@ -9,6 +9,11 @@ Output layout (everything relative, opens from ``file://`` with no server and no
     out/assets/         dashboard.css, dashboard.js (shipped with the package)
     out/compare.html    with a second report: per class, each model's most specific dimensions
     out/b/              with a second report: the second model's own dashboard (same layout)
+    out/.dashboard-files.json   every file the build wrote; a rebuild removes only those
+
+A rebuild into the same folder removes the files the previous build listed in its manifest and
+nothing else (a ``logo.png`` a user put into ``assets/`` stays); a non-empty folder without a
+manifest is refused, since nothing says which of its files a build wrote.
 
 ``data.js`` rather than JSON because browsers block ``fetch()`` of local files.
 """
@@ -16,12 +21,14 @@ Output layout (everything relative, opens from ``file://`` with no server and no
 from __future__ import annotations
 
 import json
-import shutil
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from solo_bayesncl.files import require_writable
 
 from .bundle import FeatureBundle, load_feature_bundle
 from .sprites import FORMATS, write_sprite_sheets
@@ -33,7 +40,41 @@ PAGES = ("index.html", "dim.html")
 ASSETS = ("dashboard.css", "dashboard.js")
 COMPARE_SUBDIR = "b"
 FORMAT_VERSION = 1
-OWN_ENTRIES = frozenset({DATA_FILE, *PAGES, "compare.html", "thumbs", "assets", COMPARE_SUBDIR})
+MANIFEST_FILE = ".dashboard-files.json"
+
+
+class _Written:
+    """The files a build writes, relative to the output root, saved in its manifest before each
+    file is written (so an interrupted build is still cleaned up by the next one)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.paths: list[str] = []
+
+    def add(self, path: Path) -> Path:
+        rel = path.relative_to(self.root).as_posix()
+        if rel not in self.paths:
+            self.paths.append(rel)
+            tmp = self.root / f"{MANIFEST_FILE}.tmp"
+            tmp.write_text(json.dumps({"files": self.paths}, indent=1) + "\n", encoding="utf-8")
+            os.replace(tmp, self.root / MANIFEST_FILE)
+        return path
+
+
+def _manifest_files(out: Path) -> list[Path]:
+    """The files an earlier build listed in ``out``'s manifest (inside ``out`` only)."""
+    path = out / MANIFEST_FILE
+    try:
+        listed = json.loads(path.read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: not a readable dashboard manifest ({err})") from None
+    root = out.resolve()
+    files = []
+    for rel in listed:
+        target = (out / str(rel)).resolve()
+        if root in target.parents:  # never outside the folder, whatever the manifest says
+            files.append(out / str(rel))
+    return files
 
 
 def _sig(values: np.ndarray, digits: int = 4) -> list:
@@ -162,38 +203,50 @@ def _write_data_js(data: dict[str, Any], path: Path) -> None:
     path.write_text(f"window.{DATA_GLOBAL} = {text};\n", encoding="utf-8")
 
 
-def _copy_static(out: Path, pages: tuple[str, ...]) -> None:
+def _copy_static(out: Path, pages: tuple[str, ...], written: _Written) -> None:
     static = resources.files(__package__).joinpath("assets")
     (out / "assets").mkdir(parents=True, exist_ok=True)
     for name in ASSETS:
-        (out / "assets" / name).write_bytes(static.joinpath(name).read_bytes())
+        written.add(out / "assets" / name).write_bytes(static.joinpath(name).read_bytes())
     for name in pages:
-        (out / name).write_bytes(static.joinpath(name).read_bytes())
+        written.add(out / name).write_bytes(static.joinpath(name).read_bytes())
 
 
-def _prepare_out(out: Path) -> None:
-    """Create ``out``; refuse a folder holding anything a dashboard build does not write."""
-    if out.exists():
-        if not out.is_dir():
-            raise NotADirectoryError(f"--out {out} exists and is not a folder")
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in OWN_ENTRIES)
+def _prepare_out(out: Path) -> _Written:
+    """Create ``out``, or remove from it the files the previous build listed in its manifest
+    (and the folders they leave empty); refuse a non-empty folder without a manifest."""
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} exists and is not a folder")
+    if out.is_dir() and (out / MANIFEST_FILE).is_file():
+        files = _manifest_files(out)
+        for path in files:
+            if path.is_file() or path.is_symlink():
+                path.unlink()
+        folders = {p for f in files for p in f.parents if out in p.parents}
+        for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+    elif out.is_dir():
+        foreign = sorted(p.name for p in out.iterdir())
         if foreign:
             raise FileExistsError(
-                f"--out {out} holds files that are not part of a dashboard ({', '.join(foreign[:5])}"
+                f"--out {out} holds files no dashboard build wrote ({', '.join(foreign[:5])}"
                 f"{', ...' if len(foreign) > 5 else ''}); choose an empty or new folder"
             )
-        for stale in ("thumbs", "assets", COMPARE_SUBDIR):
-            if (out / stale).is_dir():
-                shutil.rmtree(out / stale)
-        if (out / "compare.html").exists():
-            (out / "compare.html").unlink()
     out.mkdir(parents=True, exist_ok=True)
+    written = _Written(out)
+    written.add(out / MANIFEST_FILE)
+    return written
 
 
-def _build_one(bundle: FeatureBundle, out: Path, nav: dict[str, Any], **options: Any) -> None:
+def _build_one(
+    bundle: FeatureBundle, out: Path, nav: dict[str, Any], written: _Written, **options: Any
+) -> None:
     data = _dashboard_data(bundle, out / "thumbs", nav=nav, **options)
-    _write_data_js(data, out / DATA_FILE)
-    _copy_static(out, PAGES)
+    for name in data["sprite"]["files"]:
+        written.add(out / name)
+    _write_data_js(data, written.add(out / DATA_FILE))
+    _copy_static(out, PAGES, written)
 
 
 def build_dashboard(
@@ -213,7 +266,8 @@ def build_dashboard(
     Args:
         report_dir: a report folder (``features.npz`` and optionally ``metrics.json``, see
             :mod:`solo_bayesncl.dashboard.bundle`).
-        out_dir: output folder, created if needed; an earlier dashboard there is replaced.
+        out_dir: output folder, created if needed; an earlier dashboard there is replaced (only
+            the files it listed in its manifest are removed). Checked writable first.
         compare_dir: a second report over the same classes (for example NCL next to BayesNCL).
             Adds ``compare.html`` and the second model's dashboard in ``out_dir/b/``.
         top_k: top-activating images kept per dimension.
@@ -224,6 +278,7 @@ def build_dashboard(
     """
     if thumb_format not in FORMATS:
         raise ValueError(f"thumb_format must be one of {sorted(FORMATS)}, got {thumb_format!r}")
+    require_writable(out_dir)  # before any work
     bundle = load_feature_bundle(report_dir)
     other = load_feature_bundle(compare_dir) if compare_dir is not None else None
     if other is not None and other.class_names != bundle.class_names:
@@ -232,7 +287,7 @@ def build_dashboard(
             f"({bundle.class_names[:5]}... vs {other.class_names[:5]}...)"
         )
     out = Path(out_dir)
-    _prepare_out(out)
+    written = _prepare_out(out)
     options = dict(
         top_k=top_k,
         n_random=n_random,
@@ -246,6 +301,7 @@ def build_dashboard(
         bundle,
         out,
         nav={"root": "", "compare": "compare.html" if has_compare else None, "side": "a"},
+        written=written,
         **options,
     )
     if other is not None:
@@ -253,7 +309,8 @@ def build_dashboard(
             other,
             out / COMPARE_SUBDIR,
             nav={"root": "../", "compare": "../compare.html", "side": "b"},
+            written=written,
             **options,
         )
-        _copy_static(out, ("compare.html",))
+        _copy_static(out, ("compare.html",), written)
     return out / "index.html"

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,12 @@ from solo_bayesncl.evaluation.report_data import (
     dataset_label,
     extract_report_data,
     limit_images,
+)
+from solo_bayesncl.files import (
+    NotWritableError,
+    make_temporary,
+    remove_stale_temporaries,
+    require_writable,
 )
 
 __all__ = [
@@ -70,6 +78,7 @@ REPORT_FILES: tuple[str, ...] = (
 )
 """Files every report holds; BayesNCL reports add ``gate_open_rates.png``."""
 GATE_PICTURE = "gate_open_rates.png"
+PARTIAL_SUFFIX = ".partial"
 PROTOCOLS: tuple[str, ...] = ("standard", "paper")
 """``standard``: this project's shared metrics, eval-mode BatchNorm. ``paper``: the standard
 report plus the official BayesNCL evaluation's figures (``metrics_paper``)."""
@@ -83,6 +92,21 @@ def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
             f"report folder {out_dir} exists and is not empty; choose another --out or pass "
             "--overwrite to replace its report files"
         )
+
+
+def _swap_in(staging: Path, out_dir: Path, stale: tuple[str, ...]) -> None:
+    """Moves the finished report from ``staging`` into ``out_dir``: one rename when ``out_dir``
+    does not exist, else one atomic replace per file (``metrics.json`` last), keeping any other
+    file the folder holds; ``stale`` report files the new report lacks are removed."""
+    if not out_dir.exists():
+        os.rename(staging, out_dir)
+        return
+    for name in stale:
+        (out_dir / name).unlink(missing_ok=True)
+    names = sorted(p.name for p in staging.iterdir())
+    names.sort(key=lambda name: name.startswith("metrics."))  # the report's index files last
+    for name in names:
+        os.replace(staging / name, out_dir / name)
 
 
 def gate_summary(gate_open: np.ndarray) -> dict[str, float]:
@@ -128,7 +152,9 @@ def write_report(
     Args:
         checkpoint: a checkpoint file (see the module docstring).
         out_dir: the report folder; created, and refused when it exists non-empty unless
-            ``overwrite``.
+            ``overwrite`` or cannot be written (checked first). The report is written into a
+            hidden sibling folder and moved in when complete, so an interrupted run leaves an
+            earlier report intact.
         dataset: a dataset name (``fashion-mnist``, ``cifar10``, ...) or an image folder; None
             reads the checkpoint's own validation data.
         batch_size, num_workers: the validation loader's.
@@ -154,6 +180,11 @@ def write_report(
     """
     out_dir = Path(out_dir)
     _check_out_dir(out_dir, overwrite)
+    try:
+        require_writable(out_dir)  # before any work
+    except NotWritableError as err:
+        raise ReportError(str(err)) from None
+    remove_stale_temporaries(out_dir, PARTIAL_SUFFIX)
     if protocol not in PROTOCOLS:
         raise ReportError(
             f"protocol={protocol!r} is not supported; allowed values: {', '.join(PROTOCOLS)}"
@@ -203,87 +234,91 @@ def write_report(
     metrics, stats = data.metrics, data.stats
     dims = plots.select_top_dimensions(stats, top_dims)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stale = out_dir / GATE_PICTURE
-    if overwrite and stale.is_file() and not gated:
-        stale.unlink()
-    report: dict[str, Any] = {
-        "method": loaded.method,
-        "checkpoint": str(loaded.path),
-        "dataset": dataset_label(cfg),
-        "num_images": int(features.shape[0]),
-        "representation": {
-            "bayesncl": "v = normalize(normalize(phi(z)) * m), hard gate m",
-            "ncl": "normalize(phi(z))",
-        }.get(loaded.method, "normalized projection z / ||z||"),
-        "metrics": _finite(metrics),
-    }
-    if gated:
-        report["metrics_soft_gate"] = _finite(data.metrics_soft_gate)
-        report["gate_open_rate"] = gate_summary(gate_open)
-    if protocol == "paper":
-        from solo_bayesncl.evaluation.paper import evaluate_paper_protocol
-
-        paper = evaluate_paper_protocol(
-            model,
-            cfg,
-            lambda transform: build_val_dataset(cfg, transform),
-            batch_size=batch_size,
-            num_workers=num_workers,
-            device=device,
-            max_images_subset=lambda d: limit_images(d, max_images),
-        )
-        report["protocol"] = "paper"
-        report["metrics_paper"] = _finite(paper["metrics"])
-        report["paper_protocol"] = paper["settings"]
-    report["top_dimensions"] = [
-        {
-            "dim": int(d),
-            "majority_class": names[int(stats.majority_class[d])],
-            "purity": float(stats.purity[d]),
-            "active_images": int(stats.active_count[d]),
+    # written into a hidden sibling folder, moved into out_dir only when complete: a killed
+    # run leaves an earlier report as it was (and its own folder is removed by the next run)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = make_temporary(out_dir, PARTIAL_SUFFIX, folder=True)
+    try:
+        report: dict[str, Any] = {
+            "method": loaded.method,
+            "checkpoint": str(loaded.path),
+            "dataset": dataset_label(cfg),
+            "num_images": int(features.shape[0]),
+            "representation": {
+                "bayesncl": "v = normalize(normalize(phi(z)) * m), hard gate m",
+                "ncl": "normalize(phi(z))",
+            }.get(loaded.method, "normalized projection z / ||z||"),
+            "metrics": _finite(metrics),
         }
-        for d in dims
-    ]
-    write_feature_bundle(
-        out_dir,
-        features=features,
-        labels=labels,
-        class_names=names,
-        thumbnails=thumbs,
-        gate_open_rate=gate_open.mean(axis=0) if gated else None,
-    )
+        if gated:
+            report["metrics_soft_gate"] = _finite(data.metrics_soft_gate)
+            report["gate_open_rate"] = gate_summary(gate_open)
+        if protocol == "paper":
+            from solo_bayesncl.evaluation.paper import evaluate_paper_protocol
 
-    plots.plot_top_activations(
-        out_dir / "top_activations.png",
-        features,
-        labels,
-        thumbs,
-        dims,
-        stats,
-        names,
-        per_dim=images_per_dim,
-    )
-    plots.plot_class_histograms(out_dir / "class_histograms.png", dims, stats, names)
-    settings = {"hard gate": metrics}
-    if gated:
-        settings["soft gate"] = report["metrics_soft_gate"]
-    plots.plot_retrieval_precision(out_dir / "retrieval_precision.png", settings)
-    plots.plot_active_dims_per_image(
-        out_dir / "active_dims_per_image.png", data.active_per_image, features.shape[1]
-    )
-    pictures = [name for name in REPORT_FILES if name.endswith(".png")]
-    skipped = []
-    if gated:
-        plots.plot_gate_open_rates(out_dir / GATE_PICTURE, gate_open)
-        pictures.append(GATE_PICTURE)
-    else:
-        skipped.append(f"{GATE_PICTURE}: not drawn, {loaded.method} has no gate")
+            paper = evaluate_paper_protocol(
+                model,
+                cfg,
+                lambda transform: build_val_dataset(cfg, transform),
+                batch_size=batch_size,
+                num_workers=num_workers,
+                device=device,
+                max_images_subset=lambda d: limit_images(d, max_images),
+            )
+            report["protocol"] = "paper"
+            report["metrics_paper"] = _finite(paper["metrics"])
+            report["paper_protocol"] = paper["settings"]
+        report["top_dimensions"] = [
+            {
+                "dim": int(d),
+                "majority_class": names[int(stats.majority_class[d])],
+                "purity": float(stats.purity[d]),
+                "active_images": int(stats.active_count[d]),
+            }
+            for d in dims
+        ]
+        write_feature_bundle(
+            staging,
+            features=features,
+            labels=labels,
+            class_names=names,
+            thumbnails=thumbs,
+            gate_open_rate=gate_open.mean(axis=0) if gated else None,
+        )
 
-    (out_dir / "metrics.json").write_text(
-        json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8"
-    )
-    (out_dir / "metrics.md").write_text(
-        render_markdown(report, pictures, skipped), encoding="utf-8"
-    )
+        plots.plot_top_activations(
+            staging / "top_activations.png",
+            features,
+            labels,
+            thumbs,
+            dims,
+            stats,
+            names,
+            per_dim=images_per_dim,
+        )
+        plots.plot_class_histograms(staging / "class_histograms.png", dims, stats, names)
+        settings = {"hard gate": metrics}
+        if gated:
+            settings["soft gate"] = report["metrics_soft_gate"]
+        plots.plot_retrieval_precision(staging / "retrieval_precision.png", settings)
+        plots.plot_active_dims_per_image(
+            staging / "active_dims_per_image.png", data.active_per_image, features.shape[1]
+        )
+        pictures = [name for name in REPORT_FILES if name.endswith(".png")]
+        skipped = []
+        if gated:
+            plots.plot_gate_open_rates(staging / GATE_PICTURE, gate_open)
+            pictures.append(GATE_PICTURE)
+        else:
+            skipped.append(f"{GATE_PICTURE}: not drawn, {loaded.method} has no gate")
+
+        (staging / "metrics.json").write_text(
+            json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8"
+        )
+        (staging / "metrics.md").write_text(
+            render_markdown(report, pictures, skipped), encoding="utf-8"
+        )
+        _swap_in(staging, out_dir, stale=() if gated else (GATE_PICTURE,))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return report

@@ -60,6 +60,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         urls=args.url,
         keep_momentum=args.keep_momentum,
         description=args.description,
+        overwrite=args.overwrite,
     )
     print(f"artifact  {result.path}  ({result.size} bytes)")
     print(f"sha256    {result.sha256}  ({result.sha256_path})")
@@ -150,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--keep-momentum", action="store_true", help="keep momentum copies/queue")
     p.add_argument("--description", help="one-line description for the entry")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier export of --name")
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("verify", help="hash an artifact and compare with the manifest")

@@ -129,6 +129,7 @@ def export_state_dict(
     urls: Iterable[str] = (),
     keep_momentum: bool = False,
     description: str | None = None,
+    overwrite: bool = False,
 ) -> ExportResult:
     """Write the zoo artifact of a model's weights, its sha256 file and its manifest entry.
 
@@ -145,6 +146,8 @@ def export_state_dict(
             Without URLs the entry's ``urls`` is empty and must be filled before publishing.
         keep_momentum: keep ``momentum_*`` copies and MoCo's queue (training state).
         description: optional one-line description.
+        overwrite: replace an earlier export of ``name`` in ``out_dir``; without it, an existing
+            file of that name is refused (nothing is written).
     """
     plain_cfg = _plain_config(cfg)
     method = method or plain_cfg.get("method")
@@ -188,6 +191,8 @@ def export_state_dict(
     if description:
         entry["description"] = description
     _validate_before_upload(entry)
+    if not overwrite:
+        _refuse_existing(out_dir, name)
 
     path = write_artifact(artifact, out_dir / filename)
     entry["sha256"] = sha256_file(path)
@@ -197,6 +202,19 @@ def export_state_dict(
     entry_path = out_dir / f"{name}.entry.json"
     entry_path.write_text(json.dumps(entry, indent=2) + "\n")
     return ExportResult(path, entry["sha256"], entry["size"], entry, sha_path, entry_path)
+
+
+def _export_paths(out_dir: Path, name: str) -> list[Path]:
+    return [out_dir / f"{name}.pt", out_dir / f"{name}.pt.sha256", out_dir / f"{name}.entry.json"]
+
+
+def _refuse_existing(out_dir: Path, name: str) -> None:
+    existing = [p for p in _export_paths(out_dir, name) if p.exists()]
+    if existing:
+        raise ArtifactError(
+            f"{existing[0]} exists (an earlier export named {name!r}); pass --overwrite to "
+            "replace it, or choose another --name"
+        )
 
 
 def _validate_before_upload(entry: dict[str, Any]) -> None:
@@ -217,6 +235,7 @@ def export_checkpoint(
     urls: Iterable[str] = (),
     keep_momentum: bool = False,
     description: str | None = None,
+    overwrite: bool = False,
 ) -> ExportResult:
     """Export a trained checkpoint of bayesncl, ncl, simclr or mocov2plus (see
     :func:`export_state_dict`).
@@ -228,10 +247,17 @@ def export_checkpoint(
     report's ``metrics.json`` as written, see :func:`report_metrics`); by default an artifact's
     own figures, else ``metrics.json`` beside the checkpoint when it exists, else none.
     """
-    from solo_bayesncl.checkpoints import load_checkpoint
+    from solo_bayesncl.checkpoints import CheckpointError, load_checkpoint
+    from solo_bayesncl.files import require_writable
 
     ckpt = Path(ckpt)
-    loaded = load_checkpoint(ckpt)
+    require_writable(out_dir)  # before any work
+    if not overwrite:
+        _refuse_existing(Path(out_dir), name)
+    try:
+        loaded = load_checkpoint(ckpt)
+    except CheckpointError as err:
+        raise ArtifactError(str(err)) from None
     if metrics is None and getattr(loaded, "metrics", None):
         metrics = loaded.metrics  # re-export of a zoo artifact keeps its figures
     elif metrics is None and (ckpt.parent / METRICS_FILE).is_file():
@@ -254,4 +280,5 @@ def export_checkpoint(
         urls=urls,
         keep_momentum=keep_momentum,
         description=description,
+        overwrite=overwrite,
     )

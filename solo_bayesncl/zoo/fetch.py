@@ -6,7 +6,8 @@ adds is the safety policy of the zoo:
 - a verified file already in the cache is returned without any network request;
 - bytes go to a hidden temporary ``.part`` file in the cache folder, are checked (size, then
   sha256) and only then renamed atomically to the final name, so an interrupted transfer or a
-  wrong checksum never leaves a file that looks complete;
+  wrong checksum never leaves a file that looks complete; the ``.part`` file of a killed
+  download is removed by the next download of that entry (see :mod:`solo_bayesncl.files`);
 - the entry's URLs are tried in order until one gives the right bytes;
 - a wrong checksum raises :class:`~.errors.ChecksumError` naming the entry and both hashes.
 """
@@ -16,8 +17,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import tempfile
 from pathlib import Path
+
+from solo_bayesncl.files import make_temporary, remove_stale_temporaries
 
 from .cache import cached_path, is_offline, is_verified, sha256_file
 from .errors import ChecksumError, DownloadError
@@ -76,6 +78,8 @@ def download(
         raise DownloadError(entry.name, [("(offline)", f"not in the cache at {target}")])
 
     target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in remove_stale_temporaries(target, ".part"):
+        log.info("zoo: removed %s, left by an interrupted download", stale)
     failures: list[tuple[str, str]] = []
     mismatches: list[tuple[str, str]] = []  # (url, actual sha256)
     for url in entry.urls:
@@ -101,9 +105,7 @@ def _try_url(
     Returns None on success, else ``(reason, actual_sha256)`` where the hash is given only when
     the transfer completed but its bytes are not the entry's.
     """
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = make_temporary(target, ".part")
     try:
         try:
             _fetch_to(url, tmp, progress, timeout)
