@@ -87,12 +87,12 @@ def test_solo_learn_methods_refuse_keys_they_ignore(image_folder, config, overri
         ),
         (
             "ncl.yaml",
-            "+method_kwargs.use_topk=no",
+            "++method_kwargs.use_topk=no",
             "method_kwargs.use_topk='no' is not a boolean; allowed: true, false (or 1, 0)",
         ),
         (
             "bayesncl.yaml",
-            "+method_kwargs.use_kl=yes",
+            "++method_kwargs.use_kl=yes",
             "method_kwargs.use_kl='yes' is not a boolean; allowed: true, false (or 1, 0)",
         ),
         (
@@ -102,12 +102,12 @@ def test_solo_learn_methods_refuse_keys_they_ignore(image_folder, config, overri
         ),
         (
             "bayesncl.yaml",
-            "+method_kwargs.gating_head_hidden_dim=0",
+            "++method_kwargs.gating_head_hidden_dim=0",
             "method_kwargs.gating_head_hidden_dim=0 is out of range; allowed: an integer >= 1",
         ),
         (
             "bayesncl.yaml",
-            "+method_kwargs.gating_head_hidden_dim=-1",
+            "++method_kwargs.gating_head_hidden_dim=-1",
             "method_kwargs.gating_head_hidden_dim=-1 is out of range; allowed: an integer >= 1",
         ),
         (
