@@ -66,7 +66,7 @@ def test_a_run_with_other_settings_is_not_resumed(tmp_path, capsys):
     assert len(folders) == 2
 
     # the same settings again (other workers and logging) resume the second run
-    third = _pretrain([*T, "name=base", *SWEEP, "data.num_workers=1"], tmp_path)
+    third = _pretrain([*T, "name=base", *SWEEP, "wandb.project=elsewhere"], tmp_path)
     said = capsys.readouterr().out
     assert "auto-resume: resuming the same run from" in said
     assert Path(third.ckpt_path).parent in folders

@@ -135,9 +135,10 @@ def _status(out: Path) -> dict:
 def _stop(preset: Path, out: Path, sig: int, when) -> tuple[int, str, list[int]]:
     """Starts the benchmark, sends ``sig`` once ``when(status)`` holds; returns the exit status,
     the output and the run processes it had."""
+    started = time.time()
     proc = _launch(preset, REPO)
     deadline = time.monotonic() + 900
-    while not when(_status(out)):
+    while not ((status := _status(out)).get("time", 0) > started and when(status)):
         assert proc.poll() is None, f"the benchmark ended before the signal:\n{proc.stdout.read()}"
         assert time.monotonic() < deadline, "the run never reached the stage to interrupt"
         time.sleep(0.1)

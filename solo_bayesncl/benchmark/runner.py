@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -202,7 +203,9 @@ def _run_child(spec_file: Path, log_file: Path, status_file: Path, display) -> i
         except ProcessLookupError:
             pass
 
-    previous = {s: signal.signal(s, forward) for s in _FORWARDED}
+    # signal handlers can only be set from the main thread; elsewhere signals keep their default
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, forward) for s in _FORWARDED} if main_thread else {}
     env = {**os.environ, PARENT_ENV: str(os.getpid()), "PYTHONUNBUFFERED": "1"}
     try:
         with open(log_file, "a") as log:
