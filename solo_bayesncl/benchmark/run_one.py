@@ -514,8 +514,14 @@ def _watch_parent() -> None:
     threading.Thread(target=loop, name="parent-watchdog", daemon=True).start()
 
 
+_terminating = threading.Event()
+
+
 def _terminate(signum, frame) -> None:
-    raise Terminated
+    """SIGTERM: stop once (the parent's death may signal twice: the kernel and the watchdog)."""
+    if not _terminating.is_set():
+        _terminating.set()
+        raise Terminated
 
 
 def main(argv: list[str] | None = None) -> int:
