@@ -20,7 +20,8 @@ from solo_bayesncl.dashboard import (
     write_feature_bundle,
 )
 from solo_bayesncl.dashboard.__main__ import main as cli_main
-from solo_bayesncl.dashboard.demo import read_idx, synthetic_sparse_features
+from solo_bayesncl.dashboard.demo import synthetic_sparse_features
+from solo_bayesncl.data.fashion_mnist import read_idx
 
 
 def read_data_js(path: Path) -> dict:

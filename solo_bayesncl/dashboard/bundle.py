@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import math
+import zipfile
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,6 +216,10 @@ def load_feature_bundle(path: str | Path) -> FeatureBundle:
             f"{npz_path} not found: a report folder must contain {FEATURES_FILE} with the arrays "
             f"{', '.join(REQUIRED_KEYS)} (optional: {', '.join(OPTIONAL_KEYS)})"
         )
+    if not zipfile.is_zipfile(npz_path):  # np.load would read it as a pickle
+        raise ValueError(
+            f"{npz_path}: truncated or corrupt (not a zip archive); write the report again"
+        )
     try:
         with np.load(npz_path, allow_pickle=False) as npz:
             missing = [k for k in REQUIRED_KEYS if k not in npz.files]
@@ -226,7 +232,12 @@ def load_feature_bundle(path: str | Path) -> FeatureBundle:
     except ValueError as err:  # object arrays need pickle, which we refuse
         raise ValueError(
             f"{npz_path}: could not read ({err}); store 'class_names' as a str array, not objects"
-        ) from err
+        ) from None
+    except (EOFError, OSError, zipfile.BadZipFile, zlib.error) as err:
+        raise ValueError(
+            f"{npz_path}: truncated or corrupt ({type(err).__name__}: {err}); write the report "
+            "again"
+        ) from None
     feats, labs, names, thumbs, gate = _validate(
         raw["features"],
         raw["labels"],

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.fashion_mnist import CLASS_NAMES, fashion_mnist_root, read_idx
+from ..data.fashion_mnist import CLASS_NAMES, fashion_mnist_root, read_split
 from .bundle import write_feature_bundle
 from .summaries import summarize_dimensions
 
@@ -37,9 +37,8 @@ def load_fashion_mnist(
             raise FileNotFoundError(
                 f"{p} not found (Debian package dataset-fashion-mnist installs it)"
             )
-    images = read_idx(images_path)[:n]
-    labels = read_idx(labels_path)[:n].astype(np.int64)
-    return images, labels
+    images, labels = read_split(images_path, labels_path)
+    return images[:n], labels[:n]
 
 
 def synthetic_sparse_features(

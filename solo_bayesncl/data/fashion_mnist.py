@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ __all__ = [
     "FashionMNIST",
     "fashion_mnist_root",
     "read_idx",
+    "read_split",
 ]
 
 DEFAULT_ROOT = Path("/usr/share/datasets/fashion-mnist")
@@ -38,6 +40,7 @@ CLASS_NAMES = (
     "Bag",
     "Ankle boot",
 )
+IMAGE_SHAPE = (28, 28)
 MEAN_STD = ((0.2860, 0.2860, 0.2860), (0.3530, 0.3530, 0.3530))
 
 _FILES = {
@@ -62,20 +65,58 @@ def _find(root: Path, stem: str) -> Path:
     )
 
 
-def read_idx(path: str | Path) -> np.ndarray:
-    """Reads an IDX file (optionally gzipped): the format of the MNIST family."""
+def read_idx(path: str | Path, ndim: int | None = None) -> np.ndarray:
+    """Reads an IDX file (optionally gzipped): the format of the MNIST family.
+
+    Checks the magic number (unsigned bytes), the number of dimensions when ``ndim`` is given,
+    and that the data holds exactly the bytes the header announces. A truncated or corrupt file
+    raises ``ValueError`` naming it.
+    """
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        data = f.read()
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except (EOFError, OSError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
+        if isinstance(err, FileNotFoundError):
+            raise
+        raise ValueError(
+            f"{path}: cannot be read ({type(err).__name__}: {err}); the file is truncated or "
+            "corrupt, reinstall or download it again"
+        ) from None
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
         raise ValueError(f"{path}: not an unsigned-byte IDX file (bad magic number)")
-    ndim = data[3]
-    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    values = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
+    dims = data[3]
+    if ndim is not None and dims != ndim:
+        raise ValueError(f"{path}: an IDX file of {dims} dimension(s), expected {ndim}")
+    if len(data) < 4 + 4 * dims:
+        raise ValueError(f"{path}: truncated IDX header")
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(dims))
+    values = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims)
     if values.size != int(np.prod(shape)):
         raise ValueError(f"{path}: header says shape {shape} but holds {values.size} bytes")
     return values.reshape(shape)
+
+
+def read_split(images_path: Path, labels_path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The images and labels of one split, checked to belong together."""
+    images = read_idx(images_path, ndim=3)
+    labels = read_idx(labels_path, ndim=1)
+    if images.shape[1:] != IMAGE_SHAPE:
+        raise ValueError(
+            f"{images_path}: images of {images.shape[1]}x{images.shape[2]} pixels, expected "
+            f"{IMAGE_SHAPE[0]}x{IMAGE_SHAPE[1]}"
+        )
+    if len(images) != len(labels):
+        raise ValueError(
+            f"{labels_path} holds {len(labels)} labels but {images_path} holds {len(images)} "
+            "images; the two files are not one split"
+        )
+    if labels.size and int(labels.max()) >= len(CLASS_NAMES):
+        raise ValueError(
+            f"{labels_path}: label {int(labels.max())} outside 0..{len(CLASS_NAMES) - 1}"
+        )
+    return images, labels.astype(np.int64)
 
 
 class FashionMNIST(Dataset):
@@ -101,8 +142,7 @@ class FashionMNIST(Dataset):
             raise ValueError(f"split={split!r} is not supported; allowed values: train, val")
         root = Path(root) if root is not None else fashion_mnist_root()
         images, labels = (_find(root, stem) for stem in _FILES[split])
-        self.images = read_idx(images)
-        self.targets = read_idx(labels).astype(np.int64)
+        self.images, self.targets = read_split(images, labels)
         if limit is not None and limit > 0:
             self.images, self.targets = self.images[:limit], self.targets[:limit]
         self.transform = transform
