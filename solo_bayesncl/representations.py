@@ -10,7 +10,7 @@ The linear probe and kNN read the backbone features instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +61,8 @@ class RepresentationBatch:
         labels: ``(n,)`` int64.
         soft_features: ``(n, k)`` float32, BayesNCL's soft-gate representation when
             ``with_soft`` was asked; None otherwise and for methods without a gate.
+        backbone_features: ``(n, d)`` float32 backbone features when ``with_backbone`` was
+            asked, else None.
         gate_open: ``(n, k)`` bool, the hard gate of BayesNCL; None for other methods.
         images: the input batch when ``keep_images``, else None.
     """
@@ -68,6 +70,7 @@ class RepresentationBatch:
     features: torch.Tensor
     labels: torch.Tensor
     soft_features: torch.Tensor | None = None
+    backbone_features: torch.Tensor | None = None
     gate_open: torch.Tensor | None = None
     images: torch.Tensor | None = None
 
@@ -80,14 +83,20 @@ def extract_representations(
     feature: str = "representation",
     gate: str = "hard",
     with_soft: bool = False,
+    with_backbone: bool = False,
     keep_images: bool = False,
     progress: bool = False,
+    represent: Callable[[nn.Module, dict[str, Any]], torch.Tensor] | None = None,
+    train_mode: bool = False,
 ) -> Iterator[RepresentationBatch]:
     """Yields the features of every ``(images, labels)`` batch of ``loader``: the one pass over
-    data that the training-time metrics, the evaluation report and kNN evaluation share.
+    data that the training-time metrics, the evaluation report, kNN evaluation, the paper
+    protocol and the background measures share.
 
-    The batches are moved to the model's device; the model is put in eval mode for the pass and
-    restored afterwards.
+    The batches are moved to the model's device. The model runs in eval mode, or in training
+    mode (BatchNorm on batch statistics, as the official BayesNCL evaluation) with
+    ``train_mode``; its mode is restored afterwards. ``represent(model, out)`` replaces
+    :func:`representation_from_output` for ``feature="representation"``.
     """
     if feature not in FEATURES:
         raise ValueError(
@@ -95,7 +104,7 @@ def extract_representations(
         )
     device = next(model.parameters()).device
     was_training = model.training
-    model.eval()
+    model.train(train_mode)
     gated = hasattr(model, "gate_output")
     try:
         for images, labels in tqdm(
@@ -104,11 +113,14 @@ def extract_representations(
             out = model(images.to(device, non_blocking=True))
             if feature == "backbone":
                 features = out["feats"]
+            elif represent is not None:
+                features = represent(model, out)
             else:
                 features = representation_from_output(model, out, gate=gate)
             batch = RepresentationBatch(
                 features=features.float().cpu(),
                 labels=labels.long().cpu(),
+                backbone_features=out["feats"].float().cpu() if with_backbone else None,
                 images=images.cpu() if keep_images else None,
             )
             if gated and "gate_logits" in out:

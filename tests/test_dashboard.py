@@ -51,7 +51,13 @@ def tiny_report(path: Path, *, seed: int = 0, gates: bool = True, method: str = 
         method=method,
         checkpoint="ckpt.ckpt",
         dataset="toy",
-        metrics={"semantic_consistency": 0.5, "linear_top1": 71.0},
+        metrics={
+            "semantic_consistency": 0.5,
+            "linear_top1": 71.0,
+            "num_samples": float(n),
+            "num_dims": float(k),
+            "active_dims": 6.0,
+        },
     )
     return feats, labels, thumbs
 
@@ -76,8 +82,10 @@ def test_summaries_known_values():
     s = summarize_dimensions(feats, labels, 3, top_k=3, n_random=2, n_bins=2, seed=1, block=3)
     np.testing.assert_array_equal(s.active_count, [3, 3, 2, 0])
     np.testing.assert_array_equal(s.class_counts, [[2, 1, 0], [0, 2, 1], [1, 0, 1], [0, 0, 0]])
-    np.testing.assert_array_equal(s.majority[:2], [0, 1])
+    np.testing.assert_array_equal(s.majority, [0, 1, 0, -1])  # dead: -1, as in the metrics
     np.testing.assert_allclose(s.purity, [2 / 3, 2 / 3, 1 / 2, 0])
+    # top images (|activation| order): dim 0 -> labels 0, 1, 0; dim 1 -> 2, 1, 1; dim 2 -> 0, 2
+    np.testing.assert_allclose(s.top_purity, [2 / 3, 2 / 3, 1 / 2, 0])
     np.testing.assert_array_equal(s.active_dims, [0, 1, 2])
     np.testing.assert_array_equal(s.top_index[0], [0, 3, 1])
     np.testing.assert_allclose(s.top_value[0], [0.9, 0.4, 0.1])
@@ -141,8 +149,50 @@ def test_summaries_agree_with_the_metrics_module():
     np.testing.assert_array_equal(ours.active_count, ref.active_count.numpy())
     np.testing.assert_array_equal(ours.class_counts, ref.class_histogram.numpy())
     np.testing.assert_allclose(ours.purity, ref.purity.numpy())
-    used = ours.active_count > 0
-    np.testing.assert_array_equal(ours.majority[used], ref.majority_class.numpy()[used])
+    assert (ours.active_count == 0).any()  # dead dimensions agree too (majority -1)
+    np.testing.assert_array_equal(ours.majority, ref.majority_class.numpy())
+
+
+def _selectivity_case():
+    """100 images, 5 classes of 20. Dim 0 fires on all of class 0; dim 1 on 20 random images;
+    dim 2 on one image (purity 1 by luck); dim 3 on 10 of class 1 and 9 of class 2 (a near
+    tie); dim 4 never fires."""
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(5), 20)
+    feats = np.zeros((100, 5), np.float32)
+    feats[labels == 0, 0] = rng.uniform(0.5, 1, 20)
+    feats[rng.choice(100, 20, replace=False), 1] = 1.0
+    feats[3, 2] = 1.0
+    feats[20:30, 3] = 1.0
+    feats[40:49, 3] = 2.0
+    return feats, labels
+
+
+def test_majority_significance_against_the_shuffled_baseline():
+    torch = pytest.importorskip("torch")
+    from solo_bayesncl.metrics import SIGNIFICANCE, majority_p_values
+
+    feats, labels = _selectivity_case()
+    p = majority_p_values(torch.from_numpy(feats), torch.from_numpy(labels), 5).numpy()
+    # 20 images of one class: no shuffle of 100 labels reaches purity 1 -> the smallest p
+    assert p[0] == pytest.approx(1 / 20) and p[0] <= SIGNIFICANCE
+    # one image: every shuffle gives purity 1 as well
+    assert p[2] == 1.0 and p[4] == 1.0
+    assert p[1] > SIGNIFICANCE
+    summ = summarize_dimensions(feats, labels, 5, top_k=4)
+    np.testing.assert_array_equal(summ.significant, p <= SIGNIFICANCE)
+
+
+def test_selectivity_order_leads_with_significant_pure_dimensions():
+    feats, labels = _selectivity_case()
+    summ = summarize_dimensions(feats, labels, 5, top_k=4)
+    order = summ.selectivity_order().tolist()
+    assert order[0] == 0 and 4 not in order and sorted(order) == [0, 1, 2, 3]
+    # the lucky one-image dimension (purity 1, not significant) follows every significant one
+    assert all(summ.significant[d] for d in order[: order.index(2)])
+    assert not summ.significant[2]
+    # the top images of dim 3 are its class-2 images (larger values): top purity shows it
+    assert summ.majority[3] == 1 and summ.top_purity[3] == 0.0
 
 
 def test_class_specificity_is_purity_times_coverage():
@@ -261,10 +311,17 @@ def test_build_writes_an_offline_dashboard(tmp_path):
     active = np.flatnonzero((np.abs(feats) > 1e-5).any(axis=0))
     counts = (np.abs(feats) > 1e-5).sum(axis=0)
     assert sorted(data["dims"]["id"]) == active.tolist() and data["meta"]["n_active"] == 6
-    assert data["dims"]["count"] == sorted(data["dims"]["count"], reverse=True)
     assert data["dims"]["count"] == counts[data["dims"]["id"]].tolist()
+    # most selective first: significant majorities, then purity (see test_selectivity_order)
+    significant = data["dims"]["significant"]
+    assert significant == sorted(significant, reverse=True)
+    for flag in (True, False):
+        purity = [p for p, f in zip(data["dims"]["purity"], significant, strict=True) if f == flag]
+        assert purity == sorted(purity, reverse=True)
     assert data["dims"]["gate"] == pytest.approx(np.linspace(0, 1, 8)[data["dims"]["id"]], abs=1e-3)
+    # one tile per figure: images, dimensions and active dimensions are facts, not metrics
     assert data["meta"]["metrics"] == {"semantic_consistency": 0.5, "linear_top1": 71.0}
+    assert (data["meta"]["n_images"], data["meta"]["n_dims"]) == (60, 8)
     assert data["class_names"][2] == "<b>bird</b>"  # kept verbatim, escaped by the page
 
     # every referenced image is stored exactly once, and tile t shows image index[t]

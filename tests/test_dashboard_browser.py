@@ -120,10 +120,13 @@ def test_index_lists_active_dimensions_with_loaded_thumbnails(driver, dashboard)
     n_thumbs = sum(min(8, len(t)) for t in data["dims"]["top"])
     assert len(driver.find_elements(By.CSS_SELECTOR, ".card .thumb img")) == n_thumbs
     assert not broken_images(driver)
-    # cards in the order of how many images they fire on
+    # cards lead with the most selective dimensions: data.js order, significant ones first
     ids = [int(c.get_attribute("href").split("d=")[1]) for c in cards]
-    counts = (np.abs(bundle.features.astype(np.float32)) > 1e-5).sum(axis=0)[ids]
-    assert list(counts) == sorted(counts, reverse=True)
+    assert ids == data["dims"]["id"]
+    significant = data["dims"]["significant"]
+    assert significant[0] and significant == sorted(significant, reverse=True)
+    marked = [bool(c.find_elements(By.CSS_SELECTOR, ".ns")) for c in cards]
+    assert marked == [not f for f in significant]
     assert "semantic consistency" in driver.find_element(By.CSS_SELECTOR, ".head").text
     assert_offline(driver)
 
@@ -141,7 +144,11 @@ def test_class_filter_and_sorting(driver, dashboard):
     data = data_of(dashboard)
     purity = [data["dims"]["purity"][c["pos"]] for c in visible_cards(driver)]
     assert len(purity) == total and purity == sorted(purity, reverse=True)
+    Select(driver.find_element(By.ID, "sort")).select_by_value("least")
+    assert [c["pos"] for c in visible_cards(driver)] == list(range(total))[::-1]
     Select(driver.find_element(By.ID, "sort")).select_by_value("count")
+    counts = [data["dims"]["count"][c["pos"]] for c in visible_cards(driver)]
+    assert counts == sorted(counts, reverse=True)
 
 
 def test_dimension_page_opens_from_its_card(driver, dashboard):

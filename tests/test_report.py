@@ -113,9 +113,54 @@ def test_bayesncl_report_writes_every_file(bayesncl_report, image_folder):
     gate = saved["gate_open_rate"]
     assert 0.0 <= gate["min"] <= gate["mean"] <= gate["max"] <= 1.0
     assert len(saved["top_dimensions"]) <= 6
+    assert len(saved["least_selective_dimensions"]) <= 6
     markdown = (out / "metrics.md").read_text()
     assert "| metric | hard gate | soft gate |" in markdown
     assert "label-shuffled baseline" in markdown and "zeroes no entry" in markdown
+
+
+def test_report_leads_with_the_most_selective_dimensions(bayesncl_report):
+    """Dimensions are listed by selectivity (significant majority first, then purity), the least
+    selective ones are a second list and picture, and each shows the purity of its top images
+    beside its purity over all active images, both recomputed here from features.npz."""
+    from solo_bayesncl.dashboard.bundle import load_feature_bundle
+    from solo_bayesncl.metrics import SIGNIFICANCE, majority_p_values
+
+    out, report = bayesncl_report
+    bundle = load_feature_bundle(out)
+    feats = bundle.features.astype(np.float32)
+    labels = bundle.labels
+    p = majority_p_values(torch.from_numpy(feats), torch.from_numpy(labels), 6).numpy()
+    norm = np.linalg.norm(feats, axis=1, keepdims=True)
+    active = np.abs(feats / np.maximum(norm, 1e-12)) > 1e-5
+    rows = report["top_dimensions"]
+    keys = [
+        (not r["majority_significant"], -r["purity"], -r["active_images"], r["dim"]) for r in rows
+    ]
+    assert keys == sorted(keys) and rows
+    least = report["least_selective_dimensions"]
+    assert [(not r["majority_significant"], -r["purity"]) for r in least] == sorted(
+        (not r["majority_significant"], -r["purity"]) for r in least
+    )[::-1]
+    for r in rows + least:
+        d = r["dim"]
+        counts = np.bincount(labels[active[:, d]], minlength=6)
+        assert r["active_images"] == counts.sum()
+        assert r["purity"] == pytest.approx(counts.max() / counts.sum())
+        assert r["majority_significant"] == (p[d] <= SIGNIFICANCE)
+        majority = int(np.argmax(counts))
+        top = np.argsort(-feats[:, d], kind="stable")[:5]
+        top = top[feats[top, d] != 0]
+        assert r["purity_top"] == pytest.approx((labels[top] == majority).mean())
+    assert (out / "least_selective_activations.png").is_file()
+    markdown = (out / "metrics.md").read_text()
+    assert (
+        "## Most selective dimensions" in markdown and "## Least selective dimensions" in markdown
+    )
+    assert "purity (top images) | purity (all active)" in markdown
+    for r in rows:
+        if not r["majority_significant"]:
+            assert f"| {r['dim']} | {r['majority_class']} (n.s.) |" in markdown
 
 
 def test_bundle_matches_the_metrics_and_feeds_the_dashboard(bayesncl_report):

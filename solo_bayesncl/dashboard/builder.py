@@ -29,10 +29,11 @@ from typing import Any
 import numpy as np
 
 from solo_bayesncl.files import require_writable
+from solo_bayesncl.metrics import EPS, SIGNIFICANCE
 
 from .bundle import FeatureBundle, load_feature_bundle
 from .sprites import FORMATS, write_sprite_sheets
-from .summaries import EPS, class_specificity, most_specific_dims, summarize_dimensions
+from .summaries import class_specificity, most_specific_dims, summarize_dimensions
 
 DATA_FILE = "data.js"
 DATA_GLOBAL = "DASHBOARD_DATA"
@@ -75,6 +76,10 @@ def _manifest_files(out: Path) -> list[Path]:
         if root in target.parents:  # never outside the folder, whatever the manifest says
             files.append(out / str(rel))
     return files
+
+
+FACT_METRICS = frozenset({"num_samples", "num_dims", "active_dims"})
+"""Metrics the page already shows as facts (images, dimensions, active dimensions): one tile each."""
 
 
 def _sig(values: np.ndarray, digits: int = 4) -> list:
@@ -120,8 +125,8 @@ def _dashboard_data(
         seed=seed,
     )
     active = summ.active_dims
-    # Default order: by how many images a dimension fires on (ties by id).
-    order = active[np.lexsort((active, -summ.active_count[active]))]
+    # Default order: the most selective dimensions first (see selectivity_order).
+    order = summ.selectivity_order()
 
     refs = np.concatenate([summ.top_index[order].reshape(-1), summ.random_index[order].reshape(-1)])
     images = np.unique(refs[refs >= 0])  # each referenced image once
@@ -154,11 +159,16 @@ def _dashboard_data(
         "method": bundle.method,
         "checkpoint": bundle.checkpoint,
         "dataset": bundle.dataset,
-        "metrics": {k: (v if np.isfinite(v) else None) for k, v in bundle.metrics.items()},
+        "metrics": {
+            k: (v if np.isfinite(v) else None)
+            for k, v in bundle.metrics.items()
+            if k not in FACT_METRICS  # shown once, as the facts below
+        },
         "n_images": bundle.num_images,
         "n_dims": bundle.num_dims,
         "n_active": len(active),
         "eps": EPS,
+        "significance": SIGNIFICANCE,
         "signed": bool((bundle.features < 0).any()),
         "seed": seed,
         "top_k": top_k,
@@ -182,6 +192,8 @@ def _dashboard_data(
             "count": summ.active_count[order].tolist(),
             "majority": summ.majority[order].tolist(),
             "purity": _sig(summ.purity[order]),
+            "top_purity": _sig(summ.top_purity[order]),
+            "significant": summ.significant[order].tolist(),
             "mean": _sig(summ.mean_active[order]),
             "gate": None if gate is None else _sig(gate[order]),
             "top": top_tiles,

@@ -11,10 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import torch
+
+from solo_bayesncl.metrics import EPS, semantic_consistency, sparsity
 
 from ..data.fashion_mnist import CLASS_NAMES, fashion_mnist_root, read_split
 from .bundle import write_feature_bundle
-from .summaries import summarize_dimensions
 
 FASHION_MNIST_DIR = fashion_mnist_root()
 FASHION_MNIST_CLASSES = CLASS_NAMES
@@ -85,10 +87,9 @@ def make_demo_report(
     gate = None
     if gates:
         rng = np.random.default_rng(seed + 1)
-        fired = (feats > 1e-5).mean(axis=0)
+        fired = (feats > EPS).mean(axis=0)
         gate = np.clip(fired + rng.uniform(0.0, 0.05, size=k) * (fired > 0), 0, 1)
-    summary = summarize_dimensions(feats, labels, len(FASHION_MNIST_CLASSES), top_k=1, n_random=0)
-    active = summary.active_dims
+    feats_t, labels_t = torch.from_numpy(feats), torch.from_numpy(labels.astype(np.int64))
     return write_feature_bundle(
         out,
         features=feats.astype(np.float16),
@@ -100,7 +101,9 @@ def make_demo_report(
         checkpoint="(synthetic demo, no checkpoint)",
         dataset=f"Fashion-MNIST test, first {len(labels)} images",
         metrics={
-            "sparsity": float((feats <= 1e-5).mean()),
-            "semantic_consistency": float(summary.purity[active].mean()),
+            "sparsity": sparsity(feats_t),
+            "semantic_consistency": semantic_consistency(
+                feats_t, labels_t, len(FASHION_MNIST_CLASSES)
+            ),
         },
     )

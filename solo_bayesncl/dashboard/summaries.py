@@ -1,12 +1,14 @@
 """Per-dimension summaries of a feature matrix, vectorised over dimensions.
 
-Activity follows semantic consistency (DESIGN section 3, ``solo_bayesncl.metrics.semantics``):
-rows are L2-normalised (``Fn = F / ||F_i||``, a zero row stays zero) and dimension ``j`` *fires*
-on image ``i`` when ``|Fn_ij| > eps`` (eps = 1e-5). Absolute values make this meaningful for
-signed features (SimCLR, MoCo) too; for unit-norm rows (the gated ``v`` of BayesNCL, NCL's
-``normalize(phi(z))``) it is the plain ``|F_ij| > eps``. Activation values (top images,
-histograms, means) are the features as given. Everything is computed per block of columns, with
-no Python loop over single dimensions.
+Activity follows semantic consistency (``solo_bayesncl.metrics.semantics``): rows are
+L2-normalised (``Fn = F / ||F_i||``, a zero row stays zero) and dimension ``j`` *fires* on image
+``i`` when ``|Fn_ij| > eps`` (``solo_bayesncl.metrics.EPS``). Absolute values make this meaningful
+for signed features (SimCLR, MoCo) too; for unit-norm rows (the gated ``v`` of BayesNCL, NCL's
+``normalize(phi(z))``) it is the plain ``|F_ij| > eps``. Counts, majority class, purity and its
+significance come from :mod:`solo_bayesncl.metrics` (one definition for the report and the
+dashboard); this module adds what only the pages show: top and random images, activation
+histograms and means, the purity of the top images. Everything is computed per block of columns,
+with no Python loop over single dimensions.
 """
 
 from __future__ import annotations
@@ -14,8 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-EPS = 1e-5
+from solo_bayesncl.metrics import (
+    EPS,
+    SIGNIFICANCE,
+    majority_p_values,
+    per_dimension_stats,
+    selectivity_order,
+)
 
 
 @dataclass
@@ -25,9 +34,13 @@ class DimensionSummaries:
     Attributes:
         active_count: (k,) number of images each dimension fires on (``|Fn_ij| > eps``).
         class_counts: (k, C) number of images of each class each dimension fires on.
-        majority: (k,) most frequent class among the images a dimension fires on (0 if none).
+        majority: (k,) most frequent class among the images a dimension fires on (-1 if none).
         purity: (k,) share of that class among them, the per-dimension term of semantic
-            consistency (DESIGN section 3); 0 for a dimension that never fires.
+            consistency; 0 for a dimension that never fires.
+        p_value: (k,) permutation p-value of the purity against the label-shuffled baseline
+            (:func:`solo_bayesncl.metrics.majority_p_values`); 1 for a dimension that never fires.
+        top_purity: (k,) share of the majority class among the dimension's top images
+            (``top_index``); 0 for a dimension that never fires.
         mean_active: (k,) mean |activation| over the images a dimension fires on.
         top_index, top_value: (k, K) firing images with the largest |activation| (signed value
             kept), sorted descending; padded with index -1 / value 0 when fewer than K fire.
@@ -41,6 +54,8 @@ class DimensionSummaries:
     class_counts: np.ndarray
     majority: np.ndarray
     purity: np.ndarray
+    p_value: np.ndarray
+    top_purity: np.ndarray
     mean_active: np.ndarray
     top_index: np.ndarray
     top_value: np.ndarray
@@ -52,8 +67,23 @@ class DimensionSummaries:
 
     @property
     def active_dims(self) -> np.ndarray:
-        """Indices of the dimensions that fire on at least one image (DESIGN section 3)."""
+        """Indices of the dimensions that fire on at least one image."""
         return np.flatnonzero(self.active_count > 0)
+
+    @property
+    def significant(self) -> np.ndarray:
+        """(k,) bool: the majority class beats the label-shuffled baseline (p <= SIGNIFICANCE)."""
+        return self.p_value <= SIGNIFICANCE
+
+    def selectivity_order(self) -> np.ndarray:
+        """The active dimensions, most selective first
+        (:func:`solo_bayesncl.metrics.selectivity_order`)."""
+        order = selectivity_order(
+            torch.as_tensor(self.active_count),
+            torch.as_tensor(self.purity),
+            torch.as_tensor(self.p_value),
+        )
+        return order.numpy()
 
 
 def _top_rows(score: np.ndarray, count: int) -> np.ndarray:
@@ -77,7 +107,8 @@ def summarize_dimensions(
 ) -> DimensionSummaries:
     """Summarise every column of ``features`` (N, k) given integer ``labels`` (N,).
 
-    Memory is O(N * block); the random samples depend only on ``seed`` and ``block``.
+    Memory is O(N * block) plus a float32 copy of ``features`` for the metrics' statistics; the
+    random samples depend only on ``seed`` and ``block``.
     """
     if top_k < 1 or n_random < 0 or n_bins < 1:
         raise ValueError(
@@ -87,8 +118,6 @@ def summarize_dimensions(
     if n == 0:
         raise ValueError("features has no rows (N = 0)")
     labels = np.asarray(labels, dtype=np.int64)
-    onehot = np.zeros((n, num_classes), dtype=np.float32)
-    onehot[np.arange(n), labels] = 1.0
     kk, rr = min(top_k, n), min(n_random, n)
     rng = np.random.default_rng(seed)
     sq_norm = np.zeros(n, np.float64)
@@ -98,8 +127,10 @@ def summarize_dimensions(
     norm = np.sqrt(sq_norm)
     inv_norm = np.where(norm > 0, 1.0 / np.maximum(norm, 1e-300), 0.0)
 
-    active_count = np.zeros(k, np.int64)
-    class_counts = np.zeros((k, num_classes), np.int64)
+    feats_t = torch.as_tensor(np.asarray(features, dtype=np.float32))
+    labels_t = torch.as_tensor(labels)
+    stats = per_dimension_stats(feats_t, labels_t, num_classes, eps=eps)
+    p_value = majority_p_values(feats_t, labels_t, num_classes, eps=eps, seed=seed).numpy()
     mean_active = np.zeros(k, np.float64)
     top_index = np.full((k, top_k), -1, np.int64)
     top_value = np.zeros((k, top_k), np.float32)
@@ -116,8 +147,6 @@ def summarize_dimensions(
         mag = np.abs(feats)
         act = mag * inv_norm[:, None] > eps
         count = act.sum(axis=0)
-        active_count[start:stop] = count
-        class_counts[start:stop] = np.rint(act.astype(np.float32).T @ onehot).astype(np.int64)
         mean_active[start:stop] = np.where(act, mag, 0).sum(axis=0) / np.maximum(count, 1)
 
         rows = _top_rows(np.where(act, mag, -1.0), kk)
@@ -145,13 +174,17 @@ def summarize_dimensions(
         hist_low[start:stop] = low
         hist_high[start:stop] = high
 
-    majority = class_counts.argmax(axis=1)
-    purity = class_counts.max(axis=1) / np.maximum(active_count, 1)
+    majority = stats.majority_class.numpy()
+    top_labels = np.where(top_index >= 0, labels[np.maximum(top_index, 0)], -2)
+    top_shown = (top_index >= 0).sum(axis=1)
+    top_purity = (top_labels == majority[:, None]).sum(axis=1) / np.maximum(top_shown, 1)
     return DimensionSummaries(
-        active_count=active_count,
-        class_counts=class_counts,
+        active_count=stats.active_count.numpy(),
+        class_counts=stats.class_histogram.numpy(),
         majority=majority,
-        purity=purity,
+        purity=stats.purity.numpy(),
+        p_value=p_value,
+        top_purity=top_purity,
         mean_active=mean_active,
         top_index=top_index,
         top_value=top_value,

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from solo_bayesncl.representations import extract_representations
+
 __all__ = ["background_labels", "background_measures", "background_share"]
 
 
@@ -61,17 +63,11 @@ def background_share(
     return count / int(active.sum()), count
 
 
-@torch.no_grad()
-def _extract(model, loader, device) -> tuple[torch.Tensor, torch.Tensor]:
+def _extract(model, loader) -> tuple[torch.Tensor, torch.Tensor]:
     """Backbone features and the hard-gate representation of every image of ``loader``."""
-    from solo_bayesncl.representations import representation_from_output
-
-    feats, reps = [], []
-    for images, _ in loader:
-        out = model(images.to(device))
-        feats.append(out["feats"].float().cpu())
-        reps.append(representation_from_output(model, out, gate="hard").float().cpu())
-    return torch.cat(feats), torch.cat(reps)
+    batches = list(extract_representations(model, loader, with_backbone=True))
+    feats = torch.cat([b.backbone_features for b in batches])
+    return feats, torch.cat([b.features for b in batches])
 
 
 def _probe(train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val_y: np.ndarray):
@@ -123,7 +119,7 @@ def background_measures(
     feats, reps, classes, backgrounds = {}, {}, {}, {}
     for split, dataset in data.items():
         loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers)
-        feats[split], reps[split] = _extract(model, loader, device)
+        feats[split], reps[split] = _extract(model, loader)
         inner = dataset.dataset if hasattr(dataset, "indices") else dataset
         picks = np.asarray(dataset.indices) if hasattr(dataset, "indices") else slice(None)
         classes[split] = np.asarray(inner.targets)[picks]

@@ -55,6 +55,20 @@ def _paper_markdown(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _dimension_table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| dim | majority class | purity (top images) | purity (all active) | active images |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for d in rows:
+        mark = "" if d["majority_significant"] else " (n.s.)"
+        lines.append(
+            f"| {d['dim']} | {d['majority_class']}{mark} | {d['purity_top']:.3f} | "
+            f"{d['purity']:.3f} | {d['active_images']} |"
+        )
+    return lines
+
+
 def render_markdown(report: dict[str, Any], pictures: list[str], skipped: list[str]) -> str:
     """The content of ``metrics.md`` for the content of ``metrics.json``."""
     metrics = report["metrics"]
@@ -104,16 +118,22 @@ def render_markdown(report: dict[str, Any], pictures: list[str], skipped: list[s
     if gate is not None:
         lines += ["", "## Hard gate", "", "| statistic | value |", "|---|---:|"]
         lines += [f"| {k} | {v if isinstance(v, int) else f'{v:.4f}'} |" for k, v in gate.items()]
+    sel = report["selectivity"]
     lines += [
         "",
-        "## Most used dimensions",
+        "## Most selective dimensions",
         "",
-        "| dim | majority class | purity | active images |",
-    ]
-    lines.append("|---:|---|---:|---:|")
-    lines += [
-        f"| {d['dim']} | {d['majority_class']} | {d['purity']:.3f} | {d['active_images']} |"
-        for d in report["top_dimensions"]
+        f"A majority class is significant when label shuffling ({sel['permutations']} "
+        f"permutations) never reaches the dimension's purity (p <= {sel['significance']}); "
+        f"{sel['significant_dims']} active dimensions have one. n.s. marks the others. Purity "
+        f"is the majority's share among the top {sel['top_images']} images and among all "
+        "images the dimension is active on.",
+        "",
+        *_dimension_table(report["top_dimensions"]),
+        "",
+        "## Least selective dimensions",
+        "",
+        *_dimension_table(report["least_selective_dimensions"]),
     ]
     lines += ["", "## Pictures", ""]
     lines += [f"- [{name}]({name})" for name in pictures]

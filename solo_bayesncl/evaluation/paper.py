@@ -30,6 +30,7 @@ from torch import nn
 
 from solo_bayesncl.losses import gated_representation
 from solo_bayesncl.metrics.paper_protocol import paper_metrics, paper_singular_value_entropy
+from solo_bayesncl.representations import extract_representations
 
 __all__ = [
     "OFFICIAL_GATE_TEMPERATURE",
@@ -71,14 +72,12 @@ def paper_val_transform(cfg):
     return validation_transform(cfg)
 
 
-@torch.no_grad()
-def _extract(model: nn.Module, loader, device) -> tuple[torch.Tensor, torch.Tensor]:
-    features, labels = [], []
-    for images, targets in loader:
-        out = model(images.to(device, non_blocking=True))
-        features.append(paper_representation(model, out).float().cpu())
-        labels.append(targets.long().cpu())
-    return torch.cat(features), torch.cat(labels)
+def _extract(model: nn.Module, loader) -> tuple[torch.Tensor, torch.Tensor]:
+    """The official features of every image, BatchNorm on each batch's statistics."""
+    batches = list(
+        extract_representations(model, loader, represent=paper_representation, train_mode=True)
+    )
+    return torch.cat([b.features for b in batches]), torch.cat([b.labels for b in batches])
 
 
 @torch.no_grad()
@@ -150,7 +149,7 @@ def evaluate_paper_protocol(
         val = max_images_subset(val)
     loader = DataLoader(val, batch_size=batch_size, shuffle=False, num_workers=num_workers)
     official = copy.deepcopy(model).to(device).train()
-    features, labels = _extract(official, loader, device)
+    features, labels = _extract(official, loader)
     metrics = paper_metrics(features, labels)
     entropy = _training_batch_entropy(official, cfg, batch_size, device, seed)
     metrics["paper_singular_value_entropy"] = entropy if entropy is not None else float("nan")

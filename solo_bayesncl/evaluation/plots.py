@@ -4,8 +4,10 @@ Every function takes plain arrays (and the :class:`~solo_bayesncl.metrics.Dimens
 metrics already computed), writes one PNG and returns its path; none needs solo-learn. Figures are
 drawn on their own Agg canvas, so importing this module leaves pyplot's global backend alone.
 
-- :func:`plot_top_activations`: for the most used dimensions, the validation images that activate
-  each most, one row per dimension, labelled with its majority class and purity;
+- :func:`plot_top_activations`: for chosen dimensions (the report draws the most and the least
+  selective), the validation images that activate each most, one row per dimension, labelled with
+  its majority class ("n.s." when label shuffling reaches its purity), its purity over the top
+  images and over all its active images;
 - :func:`plot_class_histograms`: per dimension, the class histogram of its active samples;
 - :func:`plot_retrieval_precision`: retrieval precision P@K against the number of dims kept;
 - :func:`plot_active_dims_per_image`: the distribution of active dimensions per image;
@@ -32,7 +34,7 @@ __all__ = [
     "plot_retrieval_precision",
     "plot_top_activations",
     "retrieval_curves",
-    "select_top_dimensions",
+    "top_images",
 ]
 
 _DPI = 110
@@ -48,15 +50,12 @@ def _figure(figsize: tuple[float, float]) -> Figure:
     return fig
 
 
-def select_top_dimensions(stats: DimensionStats, count: int) -> np.ndarray:
-    """The ``count`` most used dimensions: most active samples first, then largest summed
-    activation (which orders dense features, where every dimension is active on every image).
-    Dimensions with no active sample are never selected."""
-    active = stats.active_count.numpy()
-    activation = stats.activation_sum.numpy()
-    order = np.lexsort((np.arange(active.size), -activation, -active))
-    order = order[active[order] > 0]
-    return order[: max(int(count), 0)]
+def top_images(features: np.ndarray, dim: int, count: int) -> np.ndarray:
+    """The (at most ``count``) images with the largest value on ``dim``, largest first; images
+    where it is 0 are left out. The rows of :func:`plot_top_activations`."""
+    column = features[:, dim]
+    order = np.argsort(-column, kind="stable")[:count]
+    return order[column[order] != 0]
 
 
 def _class_name(class_names: Sequence[str], index: int) -> str:
@@ -94,12 +93,16 @@ def plot_top_activations(
     stats: DimensionStats,
     class_names: Sequence[str],
     per_dim: int = 8,
+    significant: Sequence[bool] | None = None,
+    title: str = "most selective",
 ) -> Path:
     """Grid of the images with the largest value on each dimension of ``dims`` (one row each).
 
-    The row's label gives the dimension, its majority class among active samples, its purity
-    (that share) and how many images it is active on. A thumbnail's border is green when its label
-    is the majority class, red otherwise. Only images active on the dimension are shown.
+    The row's label gives the dimension, its majority class among active samples ("n.s." when
+    ``significant`` says the label-shuffled baseline reaches its purity), the purity of the
+    shown top images, the purity over all its active images and how many images it is active on.
+    A thumbnail's border is green when its label is the majority class, red otherwise. Only
+    images active on the dimension are shown. ``title`` names the dimensions in the heading.
     """
     path = Path(path)
     dims = list(dims)
@@ -115,7 +118,7 @@ def plot_top_activations(
     fig.text(
         0.5,
         1 - 0.5 * title_h / fig_h,
-        f"Top-{per_dim} activating validation images of the {len(dims)} most used dimensions\n"
+        f"Top-{per_dim} activating validation images of the {len(dims)} {title} dimensions\n"
         "border: green = the dimension's majority class, red = another class",
         ha="center",
         va="center",
@@ -133,7 +136,8 @@ def plot_top_activations(
         for r in range(rows)
     ]
     active_count = stats.active_count.numpy()
-    for ax, dim in zip(axes, dims or [None], strict=False):
+    flags = list(significant) if significant is not None else [True] * len(dims)
+    for ax, dim, flag in zip(axes, dims or [None], flags or [True], strict=False):
         ax.set_xticks([])
         ax.set_yticks([])
         for spine in ax.spines.values():
@@ -141,9 +145,7 @@ def plot_top_activations(
         if dim is None:
             ax.text(0.5, 0.5, "no active dimension", ha="center", va="center")
             continue
-        column = features[:, dim]
-        order = np.argsort(-column, kind="stable")[:per_dim]
-        order = order[column[order] != 0]
+        order = top_images(features, dim, per_dim)
         majority = int(stats.majority_class[dim])
         strip = (
             _strip(thumbnails[order], labels[order], majority, per_dim)
@@ -151,9 +153,11 @@ def plot_top_activations(
             else np.full((h, w * per_dim, 3), 255, dtype=np.uint8)
         )
         ax.imshow(strip, interpolation="nearest", aspect="auto")
+        top_purity = float((labels[order] == majority).mean()) if len(order) else 0.0
         ax.set_ylabel(
-            f"dim {dim}\n{_class_name(class_names, majority)}\n"
-            f"purity {float(stats.purity[dim]):.2f}, n={int(active_count[dim])}",
+            f"dim {dim}\n{_class_name(class_names, majority)}{'' if flag else ' (n.s.)'}\n"
+            f"purity top {top_purity:.2f}, all {float(stats.purity[dim]):.2f}\n"
+            f"n={int(active_count[dim])}",
             rotation=0,
             ha="right",
             va="center",

@@ -13,10 +13,15 @@ The report folder holds:
 ``metrics.json``
     ``method``, ``checkpoint``, ``dataset``, ``num_images``, ``metrics`` (hard gate; the
     representation of DESIGN section 2) and, for BayesNCL, ``metrics_soft_gate`` and a
-    ``gate_open_rate`` summary; ``top_dimensions`` lists the dimensions of the pictures.
+    ``gate_open_rate`` summary; ``top_dimensions`` lists the most selective dimensions (a
+    majority class that beats the label-shuffled baseline first, then purity; see
+    :func:`solo_bayesncl.metrics.selectivity_order`) and ``least_selective_dimensions`` the
+    least selective, each with its majority class, whether that majority is significant, the
+    purity of its top images and over all its active images.
 ``metrics.md``
     the same as readable tables, semantic consistency beside its label-shuffled baseline.
-``top_activations.png``, ``class_histograms.png``, ``retrieval_precision.png``,
+``top_activations.png`` (most selective dimensions), ``least_selective_activations.png``,
+``class_histograms.png``, ``retrieval_precision.png``,
 ``active_dims_per_image.png``, ``gate_open_rates.png`` (BayesNCL only)
     see :mod:`solo_bayesncl.evaluation.plots`.
 ``features.npz``
@@ -57,6 +62,7 @@ from solo_bayesncl.files import (
     remove_stale_temporaries,
     require_writable,
 )
+from solo_bayesncl.metrics import MAJORITY_PERMUTATIONS, SIGNIFICANCE, selectivity_order
 
 __all__ = [
     "GATE_PICTURE",
@@ -72,6 +78,7 @@ REPORT_FILES: tuple[str, ...] = (
     "metrics.md",
     "features.npz",
     "top_activations.png",
+    "least_selective_activations.png",
     "class_histograms.png",
     "retrieval_precision.png",
     "active_dims_per_image.png",
@@ -232,7 +239,28 @@ def write_report(
         data.gate_open,
     )
     metrics, stats = data.metrics, data.stats
-    dims = plots.select_top_dimensions(stats, top_dims)
+    order = selectivity_order(stats.active_count, stats.purity, torch.from_numpy(data.p_value))
+    order = order.numpy()
+    most, least = order[:top_dims], order[::-1][:top_dims]
+    significant = data.p_value <= SIGNIFICANCE
+
+    def describe(dims) -> list[dict[str, Any]]:
+        rows = []
+        for d in dims:
+            majority = int(stats.majority_class[d])
+            top = plots.top_images(features, int(d), images_per_dim)
+            rows.append(
+                {
+                    "dim": int(d),
+                    "majority_class": names[majority],
+                    "majority_significant": bool(significant[d]),
+                    "p_value": float(data.p_value[d]),
+                    "purity_top": float((labels[top] == majority).mean()) if len(top) else 0.0,
+                    "purity": float(stats.purity[d]),
+                    "active_images": int(stats.active_count[d]),
+                }
+            )
+        return rows
 
     # written into a hidden sibling folder, moved into out_dir only when complete: a killed
     # run leaves an earlier report as it was (and its own folder is removed by the next run)
@@ -268,15 +296,14 @@ def write_report(
             report["protocol"] = "paper"
             report["metrics_paper"] = _finite(paper["metrics"])
             report["paper_protocol"] = paper["settings"]
-        report["top_dimensions"] = [
-            {
-                "dim": int(d),
-                "majority_class": names[int(stats.majority_class[d])],
-                "purity": float(stats.purity[d]),
-                "active_images": int(stats.active_count[d]),
-            }
-            for d in dims
-        ]
+        report["selectivity"] = {
+            "permutations": MAJORITY_PERMUTATIONS,
+            "significance": SIGNIFICANCE,
+            "significant_dims": int(significant[order].sum()),
+            "top_images": images_per_dim,
+        }
+        report["top_dimensions"] = describe(most)
+        report["least_selective_dimensions"] = describe(least)
         write_feature_bundle(
             staging,
             features=features,
@@ -286,17 +313,23 @@ def write_report(
             gate_open_rate=gate_open.mean(axis=0) if gated else None,
         )
 
-        plots.plot_top_activations(
-            staging / "top_activations.png",
-            features,
-            labels,
-            thumbs,
-            dims,
-            stats,
-            names,
-            per_dim=images_per_dim,
-        )
-        plots.plot_class_histograms(staging / "class_histograms.png", dims, stats, names)
+        for name, dims, title in (
+            ("top_activations.png", most, "most selective"),
+            ("least_selective_activations.png", least, "least selective"),
+        ):
+            plots.plot_top_activations(
+                staging / name,
+                features,
+                labels,
+                thumbs,
+                dims,
+                stats,
+                names,
+                per_dim=images_per_dim,
+                significant=significant[dims],
+                title=title,
+            )
+        plots.plot_class_histograms(staging / "class_histograms.png", most, stats, names)
         settings = {"hard gate": metrics}
         if gated:
             settings["soft gate"] = report["metrics_soft_gate"]

@@ -24,6 +24,7 @@ from solo_bayesncl.metrics import (
     DimensionStats,
     InterpretabilityAccumulator,
     active_dims_per_sample,
+    majority_p_values,
     non_finite_rows,
 )
 from solo_bayesncl.representations import extract_representations
@@ -126,6 +127,8 @@ class ReportData:
         metrics: the accumulator's metrics of ``features``.
         stats: the accumulator's per-dimension statistics of ``features``.
         gate_open: ``(N, k)`` bool hard gate (BayesNCL), else None.
+        p_value: ``(k,)`` permutation p-value of each dimension's purity against the
+            label-shuffled baseline (:func:`solo_bayesncl.metrics.majority_p_values`).
         metrics_soft_gate: the metrics of the soft-gate representation (BayesNCL), else None.
     """
 
@@ -135,6 +138,7 @@ class ReportData:
     active_per_image: np.ndarray
     metrics: dict[str, float]
     stats: DimensionStats
+    p_value: np.ndarray
     gate_open: np.ndarray | None = None
     metrics_soft_gate: dict[str, float] | None = None
 
@@ -187,13 +191,15 @@ def extract_report_data(
             f"{source}: the model gives NaN or Inf features for {non_finite} of "
             f"{seen} images (broken weights, e.g. a diverged run); no report written"
         )
+    all_features, all_labels = torch.cat(features), torch.cat(labels)
     return ReportData(
-        features=torch.cat(features).numpy(),
-        labels=torch.cat(labels).numpy(),
+        features=all_features.numpy(),
+        labels=all_labels.numpy(),
         thumbnails=np.concatenate(thumbs),
         active_per_image=torch.cat(active).numpy(),
         metrics=hard.compute(),
         stats=hard.per_dimension_stats(),
+        p_value=majority_p_values(all_features, all_labels, num_classes).numpy(),
         gate_open=torch.cat(gate_open).numpy() if soft is not None else None,
         metrics_soft_gate=soft.compute() if soft is not None else None,
     )

@@ -24,6 +24,7 @@ from solo_bayesncl.methods.config_checks import (
     require_positive_int,
     require_range,
 )
+from solo_bayesncl.metrics import EPS
 from solo_bayesncl.nonneg import resolve_non_neg
 
 __all__ = ["NCL", "NCL_KWARGS", "NonFiniteTrainingError", "batch_feature_stats", "make_mlp"]
@@ -41,13 +42,11 @@ NCL_KWARGS: tuple[str, ...] = (
 
 log = logging.getLogger(__name__)
 
-ACTIVE_EPS = 1e-5
-"""An entry counts as active when its magnitude exceeds this (DESIGN section 3)."""
-
 
 def batch_feature_stats(v: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Per-step feature statistics of a representation batch: active dimensions and sparsity."""
-    active = v.detach().abs() > ACTIVE_EPS
+    """Per-step feature statistics of a representation batch: active dimensions and sparsity
+    (an entry is active when ``|v_ij| > EPS``, the metrics' threshold)."""
+    active = v.detach().abs() > EPS
     return {
         "train_active_dims": active.any(dim=0).sum().float(),
         "train_sparsity": 1.0 - active.float().mean(),

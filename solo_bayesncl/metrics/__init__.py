@@ -22,7 +22,13 @@ from solo_bayesncl.metrics.accumulator import (
     InterpretabilityAccumulator,
     compute_interpretability_metrics,
 )
-from solo_bayesncl.metrics.baseline import shuffled_semantic_consistency
+from solo_bayesncl.metrics.baseline import (
+    MAJORITY_PERMUTATIONS,
+    SIGNIFICANCE,
+    majority_p_values,
+    selectivity_order,
+    shuffled_semantic_consistency,
+)
 from solo_bayesncl.metrics.dimension_stats import DimensionStats, per_dimension_stats
 from solo_bayesncl.metrics.retrieval import (
     RetrievalBuffer,
@@ -44,6 +50,10 @@ from solo_bayesncl.metrics.sparsity import (
 from solo_bayesncl.metrics.spectral import EffectiveRank, effective_rank, orthogonality_error
 
 __all__ = [
+    "MAJORITY_PERMUTATIONS",
+    "SIGNIFICANCE",
+    "majority_p_values",
+    "selectivity_order",
     "EPS",
     "METRIC_DESCRIPTIONS",
     "DimensionStats",

@@ -36,19 +36,14 @@ def permuted_labels(labels: torch.Tensor, permutations: int, seed: int) -> torch
     return torch.stack(rows) if rows else labels.new_empty(0, labels.numel())
 
 
-def shuffled_consistencies_from_masks(
+def _shuffled_class_counts(
     mask_chunks: Iterable[torch.Tensor],
     labels: torch.Tensor,
     num_classes: int,
-    permutations: int = 5,
-    seed: int = 0,
+    permutations: int,
+    seed: int,
 ) -> torch.Tensor:
-    """Semantic consistency under each label permutation, from activity masks.
-
-    ``mask_chunks`` yields boolean (b x k) activity masks ``|Fn_ij| > eps`` of consecutive
-    samples (in order, together N rows); ``labels`` holds the N labels in the same order.
-    Returns a float64 tensor of ``permutations`` consistencies.
-    """
+    """``(P, C, k)`` float64: active samples of each class per dimension under each permutation."""
     if permutations < 1:
         raise ValueError(f"permutations must be >= 1, got {permutations}")
     permuted = permuted_labels(labels, permutations, seed)
@@ -69,7 +64,79 @@ def shuffled_consistencies_from_masks(
         raise ValueError(f"masks cover {start} samples but there are {labels.numel()} labels")
     if counts is None:
         raise ValueError("no samples: the shuffled baseline needs at least one sample")
+    return counts
+
+
+def shuffled_consistencies_from_masks(
+    mask_chunks: Iterable[torch.Tensor],
+    labels: torch.Tensor,
+    num_classes: int,
+    permutations: int = 5,
+    seed: int = 0,
+) -> torch.Tensor:
+    """Semantic consistency under each label permutation, from activity masks.
+
+    ``mask_chunks`` yields boolean (b x k) activity masks ``|Fn_ij| > eps`` of consecutive
+    samples (in order, together N rows); ``labels`` holds the N labels in the same order.
+    Returns a float64 tensor of ``permutations`` consistencies.
+    """
+    counts = _shuffled_class_counts(mask_chunks, labels, num_classes, permutations, seed)
     return torch.tensor([consistency_from_counts(c) for c in counts], dtype=torch.float64)
+
+
+MAJORITY_PERMUTATIONS = 19
+"""Label permutations behind :func:`majority_p_values`: the smallest p-value is 1/20 = 0.05."""
+
+SIGNIFICANCE = 0.05
+"""A dimension's majority class is significant when its p-value is at most this."""
+
+
+def majority_p_values(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    eps: float = EPS,
+    permutations: int = MAJORITY_PERMUTATIONS,
+    seed: int = 0,
+) -> torch.Tensor:
+    """Per-dimension permutation p-value of its purity against the label-shuffled baseline.
+
+    Purity is the share of the majority class among a dimension's active samples; with the
+    labels permuted (as in :func:`shuffled_semantic_consistency`) it shows how pure the same
+    dimension looks by chance (a dimension active on few samples looks pure by luck). The
+    p-value is ``(1 + #{p : purity_p >= purity}) / (1 + permutations)``, a ``(k,)`` float64
+    tensor; a dimension with no active sample gets 1.
+    """
+    features = as_features(features)
+    num_classes = check_num_classes(num_classes)
+    labels = as_labels(labels, features.shape[0], num_classes, features.device)
+    stats, masks = class_statistics_chunked(
+        features, labels, num_classes, check_eps(eps), with_sums=False, keep_masks=True
+    )
+    counts = stats.class_active.T.cpu().double()  # (k, C)
+    active = counts.sum(dim=1)
+    purity = counts.max(dim=1).values / active.clamp_min(1)
+    shuffled = _shuffled_class_counts(masks, labels, num_classes, permutations, seed)
+    shuffled_purity = shuffled.max(dim=1).values / active.clamp_min(1)  # (P, k)
+    p = (1 + (shuffled_purity >= purity - 1e-12).sum(dim=0)).double() / (1 + permutations)
+    return torch.where(active > 0, p, torch.ones_like(p))
+
+
+def selectivity_order(
+    active_count: torch.Tensor, purity: torch.Tensor, p_value: torch.Tensor
+) -> torch.Tensor:
+    """The dimensions with an active sample, most selective first: a majority class that beats
+    the label-shuffled baseline (``p_value <= SIGNIFICANCE``) before one that does not, then
+    higher purity, then more active samples, then lower index. Reversed, it lists the least
+    selective first. Returns int64 indices."""
+    active = torch.as_tensor(active_count)
+    purity = torch.as_tensor(purity, dtype=torch.float64)
+    significant = torch.as_tensor(p_value) <= SIGNIFICANCE
+    rows = [
+        (not bool(significant[j]), -float(purity[j]), -int(active[j]), j)
+        for j in torch.nonzero(active > 0).flatten().tolist()
+    ]
+    return torch.tensor([row[-1] for row in sorted(rows)], dtype=torch.int64)
 
 
 def shuffled_semantic_consistency(

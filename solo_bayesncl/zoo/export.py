@@ -25,6 +25,8 @@ from typing import Any
 import torch
 
 from solo_bayesncl.artifact import Artifact, cast_floating, write_artifact
+from solo_bayesncl.checkpoints import CheckpointError, load_checkpoint
+from solo_bayesncl.files import require_writable
 
 from .cache import sha256_file
 from .errors import ArtifactError
@@ -247,9 +249,6 @@ def export_checkpoint(
     report's ``metrics.json`` as written, see :func:`report_metrics`); by default an artifact's
     own figures, else ``metrics.json`` beside the checkpoint when it exists, else none.
     """
-    from solo_bayesncl.checkpoints import CheckpointError, load_checkpoint
-    from solo_bayesncl.files import require_writable
-
     ckpt = Path(ckpt)
     require_writable(out_dir)  # before any work
     if not overwrite:

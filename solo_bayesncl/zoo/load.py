@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import torch
 
+from solo_bayesncl.checkpoints import load_backbone, load_checkpoint, load_method
+
 from .fetch import DEFAULT_TIMEOUT, download
 from .manifest import ZooEntry
 
@@ -36,8 +38,6 @@ def load_artifact(
     """
     if as_ not in _LOAD_AS:
         raise ValueError(f"as_ must be one of {_LOAD_AS}, got {as_!r}")
-    from solo_bayesncl.checkpoints import load_backbone, load_checkpoint, load_method
-
     loaded = load_checkpoint(path)  # reads zoo artifacts through .artifact.read_artifact
     build = load_method if as_ == "method" else load_backbone
     return build(loaded, device=device)

@@ -52,6 +52,8 @@
       freq: d.count[i] / this.data.meta.n_images,
       majority: d.majority[i],
       purity: d.purity[i],
+      topPurity: d.top_purity[i],
+      significant: d.significant[i],
       mean: d.mean[i],
       gate: d.gate ? d.gate[i] : null,
       top: d.top[i],
@@ -89,6 +91,13 @@
     var ink = c < PALETTE.length && LIGHT.indexOf(c) >= 0 ? "#1d2330" : "#fff";
     return '<span class="cls" style="--c:' + classColor(c) + ";color:" + ink + '">' +
       esc(model.className(c)) + "</span>";
+  }
+
+  /* The majority class, marked "n.s." when label shuffling gives the same purity by chance. */
+  function majorityTag(model, d) {
+    return classTag(model, d.majority) + (d.significant ? "" :
+      ' <span class="ns" title="not significant: the label-shuffled baseline reaches this ' +
+      'purity (p > ' + model.data.meta.significance + ')">n.s.</span>');
   }
 
   function nav(model, current) {
@@ -167,7 +176,9 @@
     var opts = data.class_names.map(function (name, c) {
       return '<option value="' + c + '">' + esc(name) + "</option>";
     }).join("");
-    var sorts = '<option value="count">images fired on</option>' +
+    var sorts = '<option value="selective">most selective</option>' +
+      '<option value="least">least selective</option>' +
+      '<option value="count">images fired on</option>' +
       '<option value="purity">purity</option>' +
       (data.dims.gate ? '<option value="gate">gate-open rate</option>' : "") +
       '<option value="id">dimension id</option>';
@@ -178,10 +189,11 @@
       cards.push('<a class="card" href="' + model.href(d.id) + '" data-pos="' + i +
         '" data-majority="' + d.majority + '"' + (eager ? ' data-filled="1"' : "") +
         '><div class="card-head"><span class="dim-id">dim ' +
-        d.id + "</span>" + classTag(model, d.majority) + '</div><div class="bar" title="purity">' +
+        d.id + "</span>" + majorityTag(model, d) + '</div><div class="bar" title="purity">' +
         '<i style="width:' + (100 * d.purity).toFixed(1) + "%;background:" +
         classColor(d.majority) + '"></i></div><div class="stats"><span><b>' + pct(d.purity) +
-        "</b> purity</span><span><b>" + pct(d.freq) + "</b> of images</span>" +
+        "</b> purity</span><span><b>" + pct(d.topPurity) + "</b> of top images</span><span><b>" +
+        pct(d.freq) + "</b> of images</span>" +
         (d.gate !== null ? "<span><b>" + pct(d.gate) + "</b> gate open</span>" : "") +
         '</div><div class="strip" style="height:' + THUMB_CARD + 'px">' +
         (eager ? cardStrip(model, i) : "") + "</div></a>");
@@ -202,7 +214,7 @@
     if (state.get("class") !== null) filter.value = state.get("class");
     if (state.get("sort") !== null) sort.value = state.get("sort");
     if (!filter.value) filter.value = "all";
-    if (!sort.value) sort.value = "count";
+    if (!sort.value) sort.value = "selective";
 
     function key(el) {
       var d = data.dims, i = +el.dataset.pos;
@@ -210,10 +222,12 @@
         case "purity": return [-d.purity[i], -d.count[i]];
         case "gate": return [-d.gate[i], -d.count[i]];
         case "id": return [d.id[i], 0];
-        default: return [-d.count[i], d.id[i]];
+        case "count": return [-d.count[i], d.id[i]];
+        case "least": return [-i, 0];
+        default: return [i, 0]; /* data.js lists the most selective first */
       }
     }
-    var order = "count";
+    var order = "selective";
     function apply() {
       var cls = filter.value;
       var shown = 0;
@@ -304,8 +318,9 @@
     var prev = i > 0 ? model.dim(i - 1).id : null;
     var next = i + 1 < model.size() ? model.dim(i + 1).id : null;
     var facts = [
-      [classTag(model, d.majority), "majority class"],
-      [pct(d.purity), "purity"],
+      [majorityTag(model, d), "majority class"],
+      [pct(d.purity), "purity (all images fired on)"],
+      [pct(d.topPurity), "purity of the top images"],
       [d.count + " <small>(" + pct(d.freq) + ")</small>", "images fired on"],
       [num(d.mean), "mean |activation| when firing"]
     ];
@@ -313,7 +328,7 @@
     var pager = '<div class="pager">' +
       (prev !== null ? '<a href="' + model.href(prev) + '">← dim ' + prev + "</a>" :
         "<span></span>") +
-      '<span class="muted">' + (i + 1) + " of " + model.size() + " by images fired on</span>" +
+      '<span class="muted">' + (i + 1) + " of " + model.size() + " by selectivity</span>" +
       (next !== null ? '<a href="' + model.href(next) + '">dim ' + next + " →</a>" :
         "<span></span>") +
       "</div>";
