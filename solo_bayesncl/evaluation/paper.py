@@ -110,8 +110,9 @@ def _training_batch_entropy(
     if len(train) == 0:
         return None
     picks = np.random.default_rng(seed).permutation(len(train))[: min(batch_size, len(train))]
-    torch.manual_seed(seed)
-    views = [train[int(i)][1] for i in picks]
+    with torch.random.fork_rng():  # seeded views, the caller's random state untouched
+        torch.manual_seed(seed)
+        views = [train[int(i)][1] for i in picks]
     x = torch.cat([torch.stack([v[c] for v in views]) for c in range(len(views[0]))])
     out = model(x.to(device))
     return paper_singular_value_entropy(paper_representation(model, out).float())
