@@ -27,6 +27,7 @@ from torch import nn
 
 from solo_bayesncl.artifact import is_artifact, read_artifact
 from solo_bayesncl.models import build_backbone, build_method
+from solo_bayesncl import registration
 from solo_bayesncl.registration import SUPPORTED_METHODS
 
 __all__ = [
@@ -193,6 +194,7 @@ def _strip_stale_keys(
 def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
     """The solo-learn method of the checkpoint (:func:`solo_bayesncl.models.build_method`) with its
     weights loaded strictly, in eval mode."""
+    registration.register()
     model = build_method(loaded.cfg.copy())
     _load_weights(model, _strip_stale_keys(loaded.state_dict, model), loaded)
     return model.to(device).eval()
@@ -201,6 +203,7 @@ def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") ->
 def load_backbone(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
     """The bare backbone (:func:`solo_bayesncl.models.build_backbone`) with the checkpoint's
     weights, in eval mode."""
+    registration.register()
     try:
         backbone = build_backbone(loaded.cfg, loaded.method)
     except ValueError as err:

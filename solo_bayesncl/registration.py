@@ -1,20 +1,26 @@
 """Registration of ``bayesncl`` and ``ncl`` into solo-learn's method registry.
 
-solo-learn's pipelines look methods up in the dict ``solo.methods.METHODS``. Importing
-``solo_bayesncl`` adds our classes to it whichever package is imported first:
+solo-learn's pipelines look methods up in the dict ``solo.methods.METHODS``. Two ways in:
 
-- if ``solo.methods`` is already imported, the methods are registered at once;
-- otherwise a one-shot import hook registers them right after ``solo.methods`` is first
-  imported, so ``import solo_bayesncl`` stays fast (no solo-learn, Lightning or timm import) for
-  the parts that do not need the host (losses, metrics, zoo downloads, dashboard).
+- :func:`register` (``solo_bayesncl.register()``) imports ``solo.methods`` and registers the
+  methods; idempotent. Every entry point and the checkpoint loader call it.
+- ``import solo_bayesncl`` registers them too, whichever package is imported first: at once if
+  ``solo.methods`` is already imported, otherwise through an import hook that registers them
+  right after ``solo.methods`` is imported, so ``import solo_bayesncl`` stays fast (no
+  solo-learn, Lightning or timm import) for the parts that do not need the host. The hook stays
+  in ``sys.meta_path`` until registration has succeeded: if an import of ``solo.methods`` fails,
+  the next successful one still registers the methods.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+import threading
+import warnings
 from types import ModuleType
 
 __all__ = [
@@ -22,6 +28,8 @@ __all__ = [
     "PLUGIN_METHODS",
     "SUPPORTED_METHODS",
     "install_registration_hook",
+    "is_registered",
+    "register",
     "register_methods",
     "require_solo_learn",
     "solo_learn_available",
@@ -59,18 +67,8 @@ def require_solo_learn(entry_point: str) -> None:
         raise SystemExit(2)
 
 
-def register_methods() -> bool:
-    """Adds ``bayesncl`` and ``ncl`` to ``solo.methods.METHODS`` (imports solo-learn).
-
-    Idempotent. Returns False, registering nothing, when solo-learn is not installed.
-    """
-    if not solo_learn_available():
-        return False
-    if "solo.methods" not in sys.modules:
-        importlib.import_module("solo.methods")
-    # read from sys.modules: during the hook, ``solo`` itself may still be initialising
-    registry = sys.modules["solo.methods"]
-
+def _register_into(registry: ModuleType) -> None:
+    """Adds the plugin's classes to a loaded ``solo.methods`` module, then drops the hook."""
     from solo_bayesncl.methods import NCL, BayesNCL
 
     registry.METHODS.setdefault("bayesncl", BayesNCL)
@@ -79,7 +77,32 @@ def register_methods() -> bool:
         if cls.__name__ not in registry.__all__:
             registry.__all__.append(cls.__name__)
         setattr(registry, cls.__name__, cls)
+    _remove_hook()
+
+
+def is_registered() -> bool:
+    """Whether ``bayesncl`` and ``ncl`` are in a loaded ``solo.methods.METHODS``."""
+    registry = sys.modules.get("solo.methods")
+    methods = getattr(registry, "METHODS", None) or {}
+    return all(name in methods for name in PLUGIN_METHODS)
+
+
+def register() -> bool:
+    """Imports ``solo.methods`` and adds ``bayesncl`` and ``ncl`` to its ``METHODS``.
+
+    Idempotent. Returns False, registering nothing, when solo-learn is not installed; an error
+    while importing solo-learn or the plugin's methods propagates.
+    """
+    if not solo_learn_available():
+        return False
+    if "solo.methods" not in sys.modules:
+        importlib.import_module("solo.methods")  # the hook, when installed, registers here
+    # read from sys.modules: during the hook, ``solo`` itself may still be initialising
+    _register_into(sys.modules["solo.methods"])
     return True
+
+
+register_methods = register  # the name used before register() existed
 
 
 class _RegisteringLoader(importlib.abc.Loader):
@@ -92,33 +115,55 @@ class _RegisteringLoader(importlib.abc.Loader):
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        register_methods()
+        self._loader.exec_module(module)  # a failure here leaves the hook for the next import
+        try:
+            _register_into(module)
+        except Exception as err:  # noqa: BLE001  (reported, and register() raises it again)
+            warnings.warn(
+                f"solo_bayesncl could not register bayesncl and ncl into solo.methods "
+                f"({type(err).__name__}: {err}); call solo_bayesncl.register() to see why",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
 
 class _SoloMethodsFinder(importlib.abc.MetaPathFinder):
-    """Finds ``solo.methods`` through the other finders and wraps its loader once."""
+    """Finds ``solo.methods`` through the other finders and wraps its loader.
+
+    Stays installed until :func:`_register_into` has run, so a failed import of
+    ``solo.methods`` does not lose the registration.
+    """
+
+    def __init__(self) -> None:
+        self._busy = threading.local()
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != "solo.methods":
+        if fullname != "solo.methods" or getattr(self._busy, "active", False):
             return None
-        sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
-        spec = importlib.util.find_spec(fullname)
+        self._busy.active = True  # the lookup below must not find this finder again
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._busy.active = False
         if spec is None or spec.loader is None:
             return spec
         spec.loader = _RegisteringLoader(spec.loader)
         return spec
 
 
+def _remove_hook() -> None:
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _SoloMethodsFinder)]
+
+
 def install_registration_hook() -> bool:
-    """Registers now if ``solo.methods`` is loaded, else on its first import.
+    """Registers now if ``solo.methods`` is loaded, else on its first successful import.
 
     Returns whether solo-learn is installed.
     """
     if not solo_learn_available():
         return False
     if "solo.methods" in sys.modules:
-        return register_methods()
+        return register()
     if not any(isinstance(f, _SoloMethodsFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _SoloMethodsFinder())
     return True
