@@ -1,4 +1,4 @@
-"""The Bernoulli gate of BayesNCL and its KL to the prior (DESIGN section 2, steps 3, 4 and 7).
+"""The Bernoulli gate of BayesNCL and its KL to the prior (docs/method.md: "The gate", "The KL to the prior").
 
 A gating head ``q`` reads the stop-gradient backbone features and gives one logit per feature
 dimension. BayesNCL (Cui, Zhang & Hu, arXiv 2605.28441) treats each dimension's gate as a Bernoulli
@@ -68,12 +68,12 @@ def resolve_gate_type(name: str, key: str = "gate_type") -> str:
 
 
 def gate_probabilities(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """``alpha = sigmoid(logits / tau_g)`` (DESIGN 2.3)."""
+    """``alpha = sigmoid(logits / tau_g)`` (docs/method.md, "The gate")."""
     return torch.sigmoid(logits / temperature)
 
 
 def hard_threshold_ste(probs: torch.Tensor, threshold: float = 0.5) -> torch.Tensor:
-    """Hard gate ``1[probs > t]`` with a straight-through gradient (DESIGN 2.4).
+    """Hard gate ``1[probs > t]`` with a straight-through gradient (docs/method.md, "The gate").
 
     The value is exactly 0 or 1; the gradient with respect to ``probs`` is the identity
     (``m + probs - sg(probs)``).
@@ -121,7 +121,7 @@ def bernoulli_kl(probs: torch.Tensor, prior: float, eps: float = 0.01) -> torch.
     """KL(Bernoulli(alpha) || Bernoulli(rho)), summed over dimensions, averaged over samples.
 
     ``KL = sum_k [alpha_k log(alpha_k / rho) + (1 - alpha_k) log((1 - alpha_k) / (1 - rho))]``
-    with ``alpha`` and ``rho`` clamped to ``[eps, 1 - eps]`` (DESIGN 2.7; official eps = 0.01),
+    with ``alpha`` and ``rho`` clamped to ``[eps, 1 - eps]`` (docs/method.md, "The KL to the prior"; official eps = 0.01),
     computed in float32 whatever the input precision.
 
     Args:

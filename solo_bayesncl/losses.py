@@ -1,4 +1,4 @@
-"""Contrastive losses on (gated) non-negative features (DESIGN section 2, steps 5, 6 and 8).
+"""Contrastive losses on (gated) non-negative features (docs/method.md, "The objective").
 
 BayesNCL (Cui, Zhang & Hu, arXiv 2605.28441) trains with InfoNCE (SimCLR's NT-Xent, Chen et al.
 2020) on the gated representation ``v = normalize(normalize(phi(z)) * m)`` plus ``lambda`` times

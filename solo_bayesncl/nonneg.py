@@ -1,4 +1,4 @@
-"""Non-negativity maps ``phi`` applied to the projector output (DESIGN section 2, step 2).
+"""Non-negativity maps ``phi`` applied to the projector output (docs/method.md, "Non-negativity").
 
 NCL (Wang et al., ICLR 2024, arXiv 2403.12459) makes contrastive features non-negative with a map
 ``z+ = phi(z)``; BayesNCL (Cui, Zhang & Hu, ICML 2026, arXiv 2605.28441) keeps the same maps.

@@ -1,4 +1,4 @@
-"""The representation the interpretability metrics read, for every method (DESIGN section 2).
+"""The representation the interpretability metrics read, for every method (docs/method.md).
 
 - ``bayesncl``: ``v = normalize(normalize(phi(z)) * m)`` with the hard gate, or the soft gate
   ``normalize(u * alpha)`` on request (it zeroes nothing, so on threshold-based metrics such as

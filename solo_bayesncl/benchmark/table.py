@@ -2,7 +2,7 @@
 of each figure, and the paired differences against a reference method on the same seeds.
 
 Columns: linear top-1, kNN top-1, semantic consistency (with its label-shuffled baseline and the
-gain, which is what separates methods), semantic entropy, active dims, sparsity, effective rank,
+gain, which is what separates methods; docs/method.md "Chance floor"), semantic entropy, active dims, sparsity, effective rank,
 retrieval P@1, the share of open gates (BayesNCL), wall and CPU time per epoch (the wall time
 marked when the machine's load made it unreliable), peak memory; on
 ``fashion-mnist-scenes`` also the background measures of

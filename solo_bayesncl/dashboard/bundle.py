@@ -5,7 +5,7 @@ A report folder contains
 ``features.npz``
     ``features``  (N, k) float16/float32, the representation the interpretability metrics read
                   (``v`` for BayesNCL, ``normalize(phi(z))`` for NCL, the normalized projection
-                  for SimCLR/MoCo; see DESIGN section 2);
+                  for SimCLR/MoCo; see docs/method.md);
     ``labels``    (N,) integer class ids in ``[0, C)``;
     ``class_names`` (C,) str;
     ``thumbnails`` (N, h, w, 3) uint8, one small image per row of ``features``;

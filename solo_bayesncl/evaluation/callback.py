@@ -1,4 +1,4 @@
-"""A Lightning callback that computes the interpretability metrics (DESIGN section 3) on the
+"""A Lightning callback that computes the interpretability metrics (docs/method.md, "Metrics") on the
 whole validation set every ``interpretability.frequency`` epochs, for any of the four methods.
 
 Config (all optional)::

@@ -12,7 +12,7 @@ The report folder holds:
 
 ``metrics.json``
     ``method``, ``checkpoint``, ``dataset``, ``num_images``, ``metrics`` (hard gate; the
-    representation of DESIGN section 2) and, for BayesNCL, ``metrics_soft_gate`` and a
+    representation of docs/method.md) and, for BayesNCL, ``metrics_soft_gate`` and a
     ``gate_open_rate`` summary; ``top_dimensions`` lists the most selective dimensions (a
     majority class that beats the label-shuffled baseline first, then purity; see
     :func:`solo_bayesncl.metrics.selectivity_order`) and ``least_selective_dimensions`` the

@@ -3,7 +3,7 @@ arXiv 2605.28441) for solo-learn.
 
 On top of NCL, a gating head ``q`` reads the stop-gradient backbone features and opens or closes
 every feature dimension per sample with a hard Bernoulli gate (straight-through gradient); a
-Bernoulli(``rho``) prior on the gates enters the loss through a KL term (DESIGN section 2):
+Bernoulli(``rho``) prior on the gates enters the loss through a KL term (docs/method.md):
 
     L = InfoNCE(normalize(u * m)) + lambda * KL(alpha || rho) + L_online_classifier
 """

@@ -1,4 +1,4 @@
-"""Interpretability metrics shared by every method (DESIGN section 3).
+"""Interpretability metrics shared by every method (docs/method.md, "Metrics").
 
 Host-independent: plain PyTorch and NumPy, no solo-learn or Lightning. One definition of each
 metric, vectorised over dimensions, device-agnostic (CPU or CUDA tensors) and streaming::

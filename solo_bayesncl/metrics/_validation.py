@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
-#: Threshold below which an entry counts as zero (``|F_ij| <= EPS``), DESIGN section 3.
+#: Threshold below which an entry counts as zero (``|F_ij| <= EPS``), docs/method.md "Metrics".
 EPS: float = 1e-5
 
 

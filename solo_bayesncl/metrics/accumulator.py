@@ -104,7 +104,7 @@ METRIC_DESCRIPTIONS: dict[str, str] = {
 
 
 class InterpretabilityAccumulator:
-    """Accumulates batches and computes every interpretability metric (DESIGN section 3).
+    """Accumulates batches and computes every interpretability metric (docs/method.md, "Metrics").
 
     Example::
 

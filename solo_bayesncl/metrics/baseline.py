@@ -1,4 +1,4 @@
-"""Label-shuffled baseline for semantic consistency (DESIGN section 3).
+"""Label-shuffled baseline for semantic consistency (docs/method.md, "Metrics").
 
 Semantic consistency has a chance floor that rises with sparsity: a dimension with few active
 samples has a high majority share by luck. The baseline recomputes the consistency on the same

@@ -1,4 +1,4 @@
-"""Retrieval precision on the most activated dimensions (DESIGN section 3).
+"""Retrieval precision on the most activated dimensions (docs/method.md, "Metrics").
 
 Each sample queries all the others (the query itself is excluded) by cosine similarity computed
 on the ``m`` most activated dimensions only; P@K is the share of the K nearest neighbours that

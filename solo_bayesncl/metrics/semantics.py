@@ -1,4 +1,4 @@
-"""Semantic consistency and semantic entropy of feature dimensions (DESIGN section 3).
+"""Semantic consistency and semantic entropy of feature dimensions (docs/method.md, "Metrics").
 
 Both read the *row-normalised* features ``Fn = F / ||F_i||`` (a zero row stays zero) and call
 sample ``i`` active in dimension ``j`` when ``|Fn_ij| > eps``. A dimension enters the average when

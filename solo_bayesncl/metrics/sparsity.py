@@ -1,4 +1,4 @@
-"""Active dimensions and sparsity (DESIGN section 3).
+"""Active dimensions and sparsity (docs/method.md, "Metrics").
 
 Both read the features ``F`` exactly as given (no row normalisation).
 """
