@@ -1,9 +1,9 @@
-"""kNN evaluation of a pretrained checkpoint: ``python main_knn.py CHECKPOINT [--k 10 20]``."""
+"""kNN evaluation of a pretrained checkpoint: ``python main_knn.py CHECKPOINT [--k 10 20]``.
 
-from solo_bayesncl.registration import require_solo_learn
+The same as the installed ``solo-bayesncl-knn`` command (:func:`solo_bayesncl.cli.knn.main`).
+"""
+
+from solo_bayesncl.cli.knn import main
 
 if __name__ == "__main__":
-    require_solo_learn("main_knn.py")
-    from solo_bayesncl.cli.knn import main
-
     raise SystemExit(main())

@@ -1,22 +1,13 @@
 """Offline linear evaluation of a pretrained checkpoint (any of the four methods).
 
-    python main_linear.py pretrained_feature_extractor=trained_models/bayesncl/RUN/NAME.ckpt
-    python main_linear.py data.dataset=fashion-mnist pretrained_feature_extractor=PATH max_epochs=10
+    python main_linear.py "pretrained_feature_extractor='trained_models/bayesncl/RUN/NAME-ep=1.ckpt'"
+    python main_linear.py "pretrained_feature_extractor='PATH'" max_epochs=10 data.fraction=-1
+
+The dataset, fraction and crop size come from the checkpoint's args.json unless overridden. The
+same as the installed ``solo-bayesncl-linear`` command (:func:`solo_bayesncl.cli.linear.main`).
 """
 
-import hydra
-from omegaconf import DictConfig
-
-from solo_bayesncl.registration import require_solo_learn
-
-
-@hydra.main(version_base="1.2", config_path="scripts/linear/cifar", config_name="linear")
-def main(cfg: DictConfig) -> None:
-    from solo_bayesncl.cli.linear import linear_eval
-
-    linear_eval(cfg)
-
+from solo_bayesncl.cli.linear import main
 
 if __name__ == "__main__":
-    require_solo_learn("main_linear.py")
-    main()
+    raise SystemExit(main())

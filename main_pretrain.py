@@ -3,21 +3,11 @@
 python main_pretrain.py --config-name bayesncl.yaml                  # CIFAR-100, the paper's run
 python main_pretrain.py --config-name ncl.yaml data.dataset=fashion-mnist max_epochs=5
 python main_pretrain.py --config-path scripts/pretrain/imagenet-100 --config-name bayesncl.yaml
+
+The same as the installed ``solo-bayesncl-pretrain`` command (:func:`solo_bayesncl.cli.pretrain.main`).
 """
 
-import hydra
-from omegaconf import DictConfig
-
-from solo_bayesncl.registration import require_solo_learn
-
-
-@hydra.main(version_base="1.2", config_path="scripts/pretrain/cifar", config_name="bayesncl")
-def main(cfg: DictConfig) -> None:
-    from solo_bayesncl.cli.pretrain import pretrain
-
-    pretrain(cfg)
-
+from solo_bayesncl.cli.pretrain import main
 
 if __name__ == "__main__":
-    require_solo_learn("main_pretrain.py")
-    main()
+    raise SystemExit(main())

@@ -29,8 +29,17 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     python_requires=">=3.10",
-    packages=find_packages(include=["solo_bayesncl", "solo_bayesncl.*"]),
-    package_data={"solo_bayesncl": ["benchmark/presets/*.yaml", "dashboard/assets/*", "zoo/*.json"]},
+    # the Hydra configs stay at the top level (``scripts/``, solo-learn's layout) and ship as the
+    # package ``solo_bayesncl.configs``: one copy of each file (see solo_bayesncl.shipped_configs)
+    packages=[
+        *find_packages(include=["solo_bayesncl", "solo_bayesncl.*"]),
+        "solo_bayesncl.configs",
+    ],
+    package_dir={"solo_bayesncl.configs": "scripts"},
+    package_data={
+        "solo_bayesncl": ["benchmark/presets/*.yaml", "dashboard/assets/*", "zoo/*.json"],
+        "solo_bayesncl.configs": ["pretrain/**/*.yaml", "linear/**/*.yaml"],
+    },
     include_package_data=True,
     install_requires=[
         "torch>=2.1",

@@ -25,9 +25,9 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
+from solo_bayesncl import registration
 from solo_bayesncl.artifact import is_artifact, read_artifact
 from solo_bayesncl.models import build_backbone, build_method
-from solo_bayesncl import registration
 from solo_bayesncl.registration import SUPPORTED_METHODS
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "load_method",
     "official_method_name",
 ]
-
 
 
 class CheckpointError(ValueError):

@@ -3,12 +3,36 @@ built, around solo-learn's own ``parse_cfg``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import omegaconf
 from omegaconf import OmegaConf
 
-__all__ = ["resolve_with_solo"]
+__all__ = ["dataset_run_name", "resolve_with_solo"]
+
+_DATASET_TOKENS = (
+    "fashion-mnist",
+    "imagenet-100",
+    "imagenet100",
+    "imagenet",
+    "cifar100",
+    "cifar10",
+    "stl10",
+    "custom",
+)
+_DATASET_IN_NAME = re.compile(
+    r"(?<![A-Za-z0-9])(" + "|".join(map(re.escape, _DATASET_TOKENS)) + r")(?![A-Za-z0-9])"
+)
+
+
+def dataset_run_name(name: str, dataset: str) -> str:
+    """The run name with the dataset actually trained on: the first dataset named in ``name``
+    is replaced (``bayesncl-cifar100`` on Fashion-MNIST is ``bayesncl-fashion-mnist``), and a
+    name that names none gets ``-<dataset>`` appended. Checkpoint files carry this name."""
+    if _DATASET_IN_NAME.search(name):
+        return _DATASET_IN_NAME.sub(dataset, name, count=1)
+    return f"{name}-{dataset}"
 
 
 def resolve_with_solo(
@@ -17,7 +41,8 @@ def resolve_with_solo(
     check_data: bool = True,
 ) -> omegaconf.DictConfig:
     """Machine settings, dataset mapping and early data checks, then solo-learn's ``parse_cfg``
-    (pretraining's or linear evaluation's), then the plugin datasets' class counts."""
+    (pretraining's or linear evaluation's), then the plugin datasets' class counts. The run name
+    is made to say the dataset (:func:`dataset_run_name`)."""
     from solo_bayesncl.data.datasets import (
         OFFLINE_DATASETS,
         check_dataset_available,
@@ -30,6 +55,8 @@ def resolve_with_solo(
     cfg = check_run_cfg(cfg)  # every value read as written, or refused, before anything else
     cfg = apply_global_batch(resolve_runtime(cfg))  # the paper's global batch on any machine
     cfg = resolve_dataset_cfg(cfg)
+    dataset = OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset
+    cfg.name = dataset_run_name(str(OmegaConf.select(cfg, "name", default=None) or "run"), dataset)
     if check_data:
         check_dataset_available(cfg)
     cfg = parse_cfg(cfg)

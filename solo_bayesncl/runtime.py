@@ -32,7 +32,9 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     - ``devices: auto`` is every visible GPU, or ``[0]`` (one process) on CPU; an integer ``n``
       becomes ``[0, ..., n-1]``; a list is kept.
     - ``strategy: auto`` is ``ddp`` with more than one device, else ``auto``.
-    - A half precision that the CPU cannot run (``16-mixed``) falls back to ``32`` with a warning.
+    - ``precision: auto`` (the shipped configs' value) is ``16-mixed`` on GPU, as in solo-learn's
+      configs, and ``32`` on CPU. An explicit half precision that the CPU cannot run
+      (``16-mixed``) falls back to ``32`` with a warning.
     """
     accelerator = str(_select(cfg, "accelerator", "auto")).lower()
     if accelerator == "auto":
@@ -61,7 +63,9 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
         strategy = "ddp" if len(devices) > 1 or _select(cfg, "num_nodes", 1) > 1 else "auto"
     cfg.strategy = strategy
 
-    precision = str(_select(cfg, "precision", "32"))
+    precision = str(_select(cfg, "precision", "auto"))
+    if precision == "auto":
+        precision = "32" if accelerator == "cpu" else "16-mixed"
     if accelerator == "cpu" and precision not in _CPU_PRECISIONS:
         warnings.warn(f"precision={precision} is not supported on CPU; using 32", stacklevel=2)
         precision = "32"

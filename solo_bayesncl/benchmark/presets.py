@@ -25,6 +25,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from solo_bayesncl.shipped_configs import resolve_config_dir
+
 __all__ = ["METHODS", "Preset", "PresetError", "available_presets", "load_preset"]
 
 PRESET_DIR = Path(__file__).with_name("presets")
@@ -108,10 +110,6 @@ class Preset:
 def available_presets() -> list[str]:
     """Names of the presets shipped with the package."""
     return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
-
-
-def _repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
 
 
 def _is_int(value: Any) -> bool:
@@ -214,9 +212,10 @@ def load_preset(name_or_path: str | Path) -> Preset:
     for key in ("name", "config_dir", "out_dir"):
         if key in raw and not isinstance(raw[key], str):
             raise PresetError(f"{path}: {key} must be a string, got {raw[key]!r}")
-    config_dir = Path(raw.get("config_dir", "scripts/pretrain/cifar"))
-    if not config_dir.is_absolute():
-        config_dir = _repo_root() / config_dir
+    try:  # relative: the current folder, else the shipped configs (installed package included)
+        config_dir = resolve_config_dir(raw.get("config_dir", "scripts/pretrain/cifar"))
+    except FileNotFoundError as err:
+        raise PresetError(f"{path}: config_dir: {err}") from None
     if not config_dir.is_dir():
         raise PresetError(f"{path}: config_dir {config_dir} is not a folder")
     method_overrides_raw = raw.get("method_overrides") or {}

@@ -305,9 +305,11 @@ def _pretrain(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any]:
 
 
 def linear_config_dir(pretrain_config_dir: str | Path) -> Path:
-    """``.../pretrain/<group>`` -> ``.../linear/<group>`` (path components, not text)."""
-    path = Path(pretrain_config_dir)
-    return path.parent.parent / "linear" / path.name
+    """``.../pretrain/<group>`` -> ``.../linear/<group>`` (path components, not text; see
+    :func:`solo_bayesncl.shipped_configs.linear_dir_for`)."""
+    from solo_bayesncl.shipped_configs import linear_dir_for
+
+    return linear_dir_for(pretrain_config_dir)
 
 
 def _linear(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict[str, Any]:
@@ -355,7 +357,9 @@ def _linear(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict[str,
         cfg.scheduler.lr_decay_steps = [int(epochs * 0.6), int(epochs * 0.8)]
     probe = linear_probe_label(config_name, cfg)
     status.update(stage="linear", epoch=0, epochs=int(cfg.max_epochs), batch=0, batches=None)
-    trainer = linear_eval(cfg, extra_callbacks=_callbacks(run_dir, spec["seed"], status, "linear"))
+    trainer = linear_eval(
+        cfg, overrides, extra_callbacks=_callbacks(run_dir, spec["seed"], status, "linear")
+    )
     _check_finished(trainer, "linear evaluation")
     log_dir = next(lg for lg in trainer.loggers if isinstance(lg, CSVLogger)).log_dir
     metrics = Path(log_dir) / "metrics.csv"  # this attempt's own log

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from solo_bayesncl.checkpoints import LoadedCheckpoint
 from solo_bayesncl.registration import require_solo_learn
 from solo_bayesncl.representations import extract_representations
 
@@ -45,7 +46,7 @@ def _require_finite(checkpoint: Path, feature: str, splits: dict[str, torch.Tens
 
 
 def knn_eval(
-    checkpoint: str | Path,
+    checkpoint: str | Path | LoadedCheckpoint,
     ks: Sequence[int] = (20,),
     temperature: float = 0.07,
     feature: str = "backbone",
@@ -55,7 +56,10 @@ def knn_eval(
     num_workers: int = 2,
     device: str | None = None,
 ) -> dict[str, float]:
-    """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set."""
+    """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set.
+
+    ``checkpoint`` is a path or what :func:`solo_bayesncl.checkpoints.load_checkpoint` returned.
+    """
     require_solo_learn("main_knn.py")
     from solo.utils.knn import WeightedKNNClassifier
     from torch.utils.data import DataLoader
@@ -81,7 +85,7 @@ def knn_eval(
         raise ValueError(
             f"distance={distance!r} is not supported; allowed values: cosine, euclidean"
         )
-    loaded = load_checkpoint(checkpoint)
+    loaded = checkpoint if isinstance(checkpoint, LoadedCheckpoint) else load_checkpoint(checkpoint)
     cfg = loaded.cfg.copy()
     if dataset is not None:
         cfg.data.dataset = dataset
@@ -122,6 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=None, help="write the results as JSON")
     args = parser.parse_args(argv)
     from solo_bayesncl.data.datasets import DatasetUnavailableError
+    from solo_bayesncl.registration import quiet_third_party_warnings
+
+    quiet_third_party_warnings()
 
     try:
         results = knn_eval(

@@ -1,16 +1,19 @@
 """Offline linear evaluation of a pretrained backbone, with solo-learn's ``LinearModel``.
 
-    python main_linear.py pretrained_feature_extractor=PATH.ckpt            # CIFAR-100 config
-    python main_linear.py --config-name linear.yaml data.dataset=fashion-mnist pretrained_feature_extractor=PATH
+    solo-bayesncl-linear "pretrained_feature_extractor='PATH.ckpt'"     # or python main_linear.py
+    solo-bayesncl-linear "pretrained_feature_extractor='PATH.ckpt'" data.fraction=-1 max_epochs=10
 
 The backbone's architecture and stem come from the checkpoint (any of the four methods, and the
-official NCL/BayesNCL layouts, see :mod:`solo_bayesncl.checkpoints`); the config gives the data
-and the optimizer. Results are logged to ``metrics.csv`` (and wandb when on) under
-``checkpoint.dir/linear``.
+official NCL/BayesNCL layouts, see :mod:`solo_bayesncl.checkpoints`), and so do the data it was
+trained on: the dataset, its paths, ``data.fraction``, ``data.val_fraction``, the crop size and
+the normalisation, each unless given as an override (:func:`inherit_from_checkpoint`). The
+config (``scripts/linear/cifar/linear.yaml``) gives the optimizer and the schedule. Results are
+logged to ``metrics.csv`` (and wandb when on) under ``checkpoint.dir/linear``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import omegaconf
@@ -18,12 +21,56 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.registration import require_solo_learn
 
-__all__ = ["linear_eval", "prepare_linear_cfg"]
+__all__ = ["inherit_from_checkpoint", "linear_eval", "main", "prepare_linear_cfg"]
+
+_DATASET_KEYS = ("data.train_path", "data.val_path", "data.fraction", "data.val_fraction")
 
 
-def prepare_linear_cfg(cfg: omegaconf.DictConfig):
-    """Checks the config and loads the checkpoint; returns ``(cfg, loaded_checkpoint)``."""
+def _given(key: str, explicit: set[str]) -> bool:
+    return any(key == e or key.startswith(e + ".") for e in explicit)
+
+
+def inherit_from_checkpoint(
+    cfg: omegaconf.DictConfig, trained: omegaconf.DictConfig, explicit: Iterable[str] = ()
+) -> omegaconf.DictConfig:
+    """Takes the data settings of the pretraining run (``trained``, its ``args.json``) into a
+    linear-evaluation config, except the keys in ``explicit`` (overrides the user gave; a key
+    also covers its children, ``data`` covers every ``data.*``).
+
+    The dataset always follows the checkpoint unless given. Its paths, ``fraction``,
+    ``val_fraction`` and normalisation follow only while the dataset is the checkpoint's; the
+    crop size always does (the backbone was trained at that resolution).
+    """
+    explicit = {k.split("=", 1)[0].lstrip("+~") for k in explicit}
+    trained_dataset = OmegaConf.select(trained, "data.offline_dataset", default=None)
+    trained_dataset = trained_dataset or OmegaConf.select(trained, "data.dataset", default=None)
+    if trained_dataset is not None and not _given("data.dataset", explicit):
+        OmegaConf.update(cfg, "data.dataset", str(trained_dataset), force_add=True)
+    same_dataset = str(OmegaConf.select(cfg, "data.dataset", default="")) == str(trained_dataset)
+    keys = [k for k in _DATASET_KEYS if same_dataset]
+    pipelines = OmegaConf.select(trained, "augmentations", default=None) or []
+    aug = pipelines[0] if len(pipelines) else {}
+    taken = {key: OmegaConf.select(trained, key, default=None) for key in keys}
+    taken["data.augmentations.crop_size"] = aug.get("crop_size", None)
+    if same_dataset:
+        taken["data.augmentations.mean"] = aug.get("mean", None)
+        taken["data.augmentations.std"] = aug.get("std", None)
+    for key, value in taken.items():
+        if value is not None and not _given(key, explicit):
+            OmegaConf.update(cfg, key, value, force_add=True)
+    return cfg
+
+
+def prepare_linear_cfg(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()):
+    """Checks the config and loads the checkpoint; returns ``(cfg, loaded_checkpoint)``.
+
+    The data settings come from the checkpoint except the keys in ``explicit``
+    (:func:`inherit_from_checkpoint`).
+    """
     require_solo_learn("main_linear.py")
+    from solo_bayesncl import registration
+
+    registration.register()
     from solo.args.linear import parse_cfg
 
     from solo_bayesncl.checkpoints import load_checkpoint
@@ -36,6 +83,7 @@ def prepare_linear_cfg(cfg: omegaconf.DictConfig):
             "pretrained_feature_extractor is missing: give the path of a pretrained checkpoint"
         )
     loaded = load_checkpoint(path)
+    cfg = inherit_from_checkpoint(cfg, loaded.cfg, explicit)
     cfg.backbone = OmegaConf.create(OmegaConf.to_container(loaded.cfg.backbone))
     cfg.pretrain_method = loaded.method
     cfg = resolve_with_solo(cfg, parse_cfg)
@@ -63,12 +111,19 @@ def _finite_features_hook(checkpoint: Path):
     return hook
 
 
-def linear_eval(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
+def linear_eval(
+    cfg: omegaconf.DictConfig,
+    explicit: Iterable[str] = (),
+    extra_callbacks: list | None = None,
+    prepared=None,
+):
     """Trains a linear classifier on the frozen backbone; returns the Trainer.
 
-    ``extra_callbacks`` are added to the Trainer's (e.g. the benchmark's progress report).
+    ``explicit``: the keys the user gave (see :func:`prepare_linear_cfg`); ``extra_callbacks``
+    are added to the Trainer's (e.g. the benchmark's progress report); ``prepared``: the result
+    of :func:`prepare_linear_cfg` when already run.
     """
-    cfg, loaded = prepare_linear_cfg(cfg)
+    cfg, loaded = prepared if prepared is not None else prepare_linear_cfg(cfg, explicit)
 
     import torch
     from lightning.pytorch import seed_everything
@@ -118,3 +173,23 @@ def linear_eval(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
     trainer = build_trainer(cfg, loggers, callbacks)
     trainer.fit(model, **fit_data)
     return trainer
+
+
+def _run(cfg: omegaconf.DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from solo_bayesncl.cli.console import input_errors, print_run_summary
+
+    explicit = list(HydraConfig.get().overrides.task)
+    with input_errors("solo-bayesncl-linear"):
+        prepared = prepare_linear_cfg(cfg, explicit)
+    trainer = linear_eval(prepared[0], prepared=prepared)
+    print_run_summary(f"linear evaluation {prepared[0].name}", trainer)
+
+
+def main() -> int:
+    """``solo-bayesncl-linear`` / ``python main_linear.py``: Hydra overrides on ``sys.argv``."""
+    from solo_bayesncl.cli.console import hydra_entry_point
+    from solo_bayesncl.shipped_configs import linear_config_dir
+
+    return hydra_entry_point(_run, linear_config_dir("cifar"), "linear", "solo-bayesncl-linear")

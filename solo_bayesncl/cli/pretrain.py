@@ -1,6 +1,9 @@
 """Self-supervised pretraining through solo-learn's pipeline, for any method in its registry.
 
-``python main_pretrain.py --config-name bayesncl.yaml`` runs :func:`pretrain` on a Hydra config.
+``solo-bayesncl-pretrain --config-name bayesncl.yaml`` (or ``python main_pretrain.py ...`` in a
+checkout) runs :func:`pretrain` on a Hydra config composed from the shipped
+``scripts/pretrain/cifar`` folder (``--config-path`` picks another, e.g.
+``scripts/pretrain/imagenet-100``).
 solo-learn provides the backbones, augmentations, data loading (DALI included), LARS, schedulers,
 the online linear and kNN evaluation, checkpointing and auto-resume; this module adds what its own
 script lacks here: configs that follow the machine (:mod:`solo_bayesncl.runtime`), the offline
@@ -17,7 +20,7 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.registration import require_solo_learn
 
-__all__ = ["pretrain", "prepare_pretrain_cfg"]
+__all__ = ["main", "pretrain", "prepare_pretrain_cfg"]
 
 
 def prepare_pretrain_cfg(
@@ -30,10 +33,12 @@ def prepare_pretrain_cfg(
     key fails here with a message naming it.
     """
     require_solo_learn("main_pretrain.py")
+    from solo_bayesncl import registration
+
+    registration.register()
     from solo.args.pretrain import parse_cfg
     from solo.methods import METHODS
 
-    import solo_bayesncl  # noqa: F401  (registers bayesncl and ncl)
     from solo_bayesncl.config import resolve_with_solo
     from solo_bayesncl.data.pipelines import resolve_augment_on
     from solo_bayesncl.methods.config_checks import (
@@ -56,12 +61,16 @@ def prepare_pretrain_cfg(
     return cfg
 
 
-def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
+def pretrain(
+    cfg: omegaconf.DictConfig, extra_callbacks: list | None = None, prepared: bool = False
+):
     """Trains ``cfg.method`` as solo-learn's pretraining script would; returns the Trainer.
 
-    ``extra_callbacks`` are added to the Trainer's (e.g. the benchmark's epoch timer).
+    ``extra_callbacks`` are added to the Trainer's (e.g. the benchmark's epoch timer);
+    ``prepared`` says ``cfg`` already went through :func:`prepare_pretrain_cfg`.
     """
-    cfg = prepare_pretrain_cfg(cfg)
+    if not prepared:
+        cfg = prepare_pretrain_cfg(cfg)
 
     import torch
     from lightning.pytorch import seed_everything
@@ -114,3 +123,21 @@ def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
     trainer = build_trainer(cfg, loggers, callbacks)
     trainer.fit(model, ckpt_path=ckpt_path, **fit_data)
     return trainer
+
+
+def _run(cfg: omegaconf.DictConfig) -> None:
+    from solo_bayesncl.cli.console import input_errors, print_run_summary
+
+    with input_errors("solo-bayesncl-pretrain"):
+        cfg = prepare_pretrain_cfg(cfg)
+    print_run_summary(f"pretraining {cfg.name}", pretrain(cfg, prepared=True))
+
+
+def main() -> int:
+    """``solo-bayesncl-pretrain`` / ``python main_pretrain.py``: Hydra overrides on ``sys.argv``."""
+    from solo_bayesncl.cli.console import hydra_entry_point
+    from solo_bayesncl.shipped_configs import pretrain_config_dir
+
+    return hydra_entry_point(
+        _run, pretrain_config_dir("cifar"), "bayesncl", "solo-bayesncl-pretrain"
+    )
