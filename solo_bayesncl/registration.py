@@ -10,6 +10,10 @@ solo-learn's pipelines look methods up in the dict ``solo.methods.METHODS``. Two
   solo-learn, Lightning or timm import) for the parts that do not need the host. The hook stays
   in ``sys.meta_path`` until registration has succeeded: if an import of ``solo.methods`` fails,
   the next successful one still registers the methods.
+
+The entry points also use :func:`require_solo_learn` (the one message when solo-learn is
+missing) and :func:`quiet_third_party_warnings` (hides the known-harmless warnings that
+importing solo-learn prints).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ __all__ = [
     "SUPPORTED_METHODS",
     "install_registration_hook",
     "is_registered",
+    "quiet_third_party_warnings",
     "register",
     "register_methods",
     "require_solo_learn",
@@ -65,6 +70,31 @@ def require_solo_learn(entry_point: str) -> None:
             f"Install it with:\n  {INSTALL_SOLO_LEARN}\n"
         )
         raise SystemExit(2)
+
+
+# (category, message regex) of third-party warnings that say nothing about the user's run:
+# deprecations inside libraries we pin and timm's registry notices when solo-learn registers its
+# own backbones under timm's names.
+_HARMLESS: tuple[tuple[type[Warning], str], ...] = (
+    (Warning, r"pkg_resources is deprecated"),
+    (FutureWarning, r"Importing from timm\.\S+ is deprecated"),
+    (UserWarning, r"Overwriting \S+ in registry with solo\.backbones"),
+    (FutureWarning, r"`torch\.cuda\.amp\.custom_(fwd|bwd)\(args\.\.\.\)` is deprecated"),
+    (Warning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),
+    (UserWarning, r"'pin_memory' argument is set as true but no accelerator is found"),
+)
+
+
+def quiet_third_party_warnings() -> None:
+    """Hides the known-harmless warnings that importing solo-learn and its dependencies prints
+    (listed above; nothing else). Called by the entry points only, never at import.
+
+    Does nothing when the user chose warning filters (``python -W ...`` or ``PYTHONWARNINGS``).
+    """
+    if sys.warnoptions:
+        return
+    for category, message in _HARMLESS:
+        warnings.filterwarnings("ignore", message=message, category=category)
 
 
 def _register_into(registry: ModuleType) -> None:

@@ -120,10 +120,113 @@ def bayesncl_checkpoint(image_folder, tmp_path_factory) -> Path:
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    (out / "pretrain.stdout").write_text(proc.stdout)
+    (out / "pretrain.stderr").write_text(proc.stderr)
     (ckpt,) = list((out / "bayesncl").glob("*/*.ckpt"))
     rows = _read_csv(ckpt.parent / "metrics.csv")
     assert any(r.get("interp/semantic_consistency") for r in rows)
     return ckpt
+
+
+@solo
+@pytest.mark.slow
+def test_pretraining_starts_quietly_and_ends_with_a_summary(bayesncl_checkpoint):
+    out = bayesncl_checkpoint.parents[2]
+    stdout, stderr = (out / "pretrain.stdout").read_text(), (out / "pretrain.stderr").read_text()
+    for noise in (
+        "pkg_resources is deprecated",
+        "Importing from timm",
+        "Overwriting",
+        "precision=",
+    ):
+        assert noise not in stderr, f"{noise!r} in the terminal:\n{stderr[-2000:]}"
+    assert bayesncl_checkpoint.name.startswith("bayesncl-custom-")  # trained on data.dataset=custom
+    summary = stdout[stdout.index("== pretraining bayesncl-custom finished") :].splitlines()
+    acc = float(summary[1].removeprefix("last validation top-1: ").removesuffix("%"))
+    last = [r["val_acc1"] for r in _read_csv(bayesncl_checkpoint.parent / "metrics.csv")]
+    assert acc == pytest.approx(float([v for v in last if v][-1]))
+    assert summary[2] == f"checkpoint:  {bayesncl_checkpoint}"
+    assert summary[3] == f"metrics.csv: {bayesncl_checkpoint.parent / 'metrics.csv'}"
+
+
+@solo
+@pytest.mark.slow
+def test_main_linear_takes_the_data_from_the_checkpoint(bayesncl_checkpoint, tmp_path):
+    # as the README's evaluate block: no data.* given, the linear config says cifar100
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "main_linear.py"),
+            f"pretrained_feature_extractor='{bayesncl_checkpoint}'",
+            "max_epochs=1",
+            "data.num_workers=0",
+            "optimizer.batch_size=8",
+            f"checkpoint.dir={tmp_path}",
+            "accelerator=cpu",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (metrics,) = list((tmp_path / "linear").glob("*/metrics.csv"))
+    assert any(r.get("val_acc1") for r in _read_csv(metrics))
+    assert "== linear evaluation linear-custom finished" in proc.stdout
+    assert f"metrics.csv: {metrics}" in proc.stdout
+    (args,) = list((tmp_path / "linear").glob("*/args.json"))
+    trained = json.loads((bayesncl_checkpoint.parent / "args.json").read_text())
+    used = json.loads(args.read_text())
+    assert used["data"]["train_path"] == trained["data"]["train_path"]
+    assert used["data"]["augmentations"]["crop_size"] == trained["augmentations"][0]["crop_size"]
+
+
+def test_linear_config_inherits_only_what_is_not_given():
+    from omegaconf import OmegaConf
+
+    from solo_bayesncl.cli.linear import inherit_from_checkpoint
+
+    trained = OmegaConf.create(
+        {
+            "data": {
+                "dataset": "custom",
+                "offline_dataset": "fashion-mnist",
+                "train_path": "/data/fm",
+                "val_path": "/data/fm",
+                "fraction": 0.05,
+                "val_fraction": 0.1,
+            },
+            "augmentations": [{"crop_size": 28, "mean": [0.3] * 3, "std": [0.35] * 3}],
+        }
+    )
+
+    def linear_cfg():
+        return OmegaConf.create(
+            {
+                "data": {
+                    "dataset": "cifar100",
+                    "train_path": "./datasets",
+                    "val_path": "./datasets",
+                    "fraction": -1,
+                    "val_fraction": -1,
+                    "augmentations": {"crop_size": 32},
+                }
+            }
+        )
+
+    cfg = inherit_from_checkpoint(linear_cfg(), trained)
+    assert cfg.data.dataset == "fashion-mnist" and cfg.data.train_path == "/data/fm"
+    assert (cfg.data.fraction, cfg.data.val_fraction) == (0.05, 0.1)
+    assert cfg.data.augmentations.crop_size == 28 and list(cfg.data.augmentations.mean) == [0.3] * 3
+    cfg = inherit_from_checkpoint(linear_cfg(), trained, ["data.fraction=-1", "++max_epochs=3"])
+    assert cfg.data.fraction == -1 and cfg.data.val_fraction == 0.1
+    # another dataset keeps its own paths, fraction and normalisation; the crop size follows
+    cfg = inherit_from_checkpoint(linear_cfg(), trained, ["data.dataset=cifar100"])
+    assert cfg.data.dataset == "cifar100" and cfg.data.train_path == "./datasets"
+    assert cfg.data.fraction == -1 and "mean" not in cfg.data.augmentations
+    assert cfg.data.augmentations.crop_size == 28
+    cfg = inherit_from_checkpoint(linear_cfg(), trained, ["data.augmentations.crop_size=32"])
+    assert cfg.data.augmentations.crop_size == 32
 
 
 @solo

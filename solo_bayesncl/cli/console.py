@@ -9,44 +9,20 @@ from __future__ import annotations
 import contextlib
 import csv
 import sys
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import omegaconf
+
+from solo_bayesncl.registration import quiet_third_party_warnings, require_solo_learn
 
 __all__ = [
     "INPUT_ERRORS",
     "hydra_entry_point",
     "input_errors",
     "print_run_summary",
-    "quiet_third_party_warnings",
     "run_summary",
 ]
-
-# (category, message regex) of third-party warnings that say nothing about the user's run:
-# deprecations inside libraries we pin and timm's registry notices when solo-learn registers its
-# own backbones under timm's names.
-_HARMLESS: tuple[tuple[type[Warning], str], ...] = (
-    (Warning, r"pkg_resources is deprecated"),
-    (FutureWarning, r"Importing from timm\.\S+ is deprecated"),
-    (UserWarning, r"Overwriting \S+ in registry with solo\.backbones"),
-    (FutureWarning, r"`torch\.cuda\.amp\.custom_(fwd|bwd)\(args\.\.\.\)` is deprecated"),
-    (Warning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),
-    (UserWarning, r"'pin_memory' argument is set as true but no accelerator is found"),
-)
-
-
-def quiet_third_party_warnings() -> None:
-    """Hides the known-harmless third-party warnings listed above (nothing else).
-
-    Does nothing when the user chose warning filters (``python -W ...`` or ``PYTHONWARNINGS``).
-    """
-    if sys.warnoptions:
-        return
-    for category, message in _HARMLESS:
-        warnings.filterwarnings("ignore", message=message, category=category)
-
 
 INPUT_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,  # config checks, CheckpointError
@@ -142,8 +118,6 @@ def hydra_entry_point(
     config path; every Hydra flag (``--help``, ``--cfg job``, ``--config-name``, overrides) works
     as in solo-learn's scripts."""
     import hydra
-
-    from solo_bayesncl.registration import require_solo_learn
 
     quiet_third_party_warnings()
     help_only = any(

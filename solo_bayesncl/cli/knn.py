@@ -124,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--num-workers", type=int, default=2)
     parser.add_argument("--output", type=Path, default=None, help="write the results as JSON")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not {"-h", "--help"} & set(argv):
+        require_solo_learn("solo-bayesncl-knn")
     args = parser.parse_args(argv)
     from solo_bayesncl.data.datasets import DatasetUnavailableError
     from solo_bayesncl.registration import quiet_third_party_warnings

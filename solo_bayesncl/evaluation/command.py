@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from solo_bayesncl.registration import require_solo_learn
+from solo_bayesncl.registration import quiet_third_party_warnings, require_solo_learn
 
 __all__ = ["main", "parse_args"]
 
@@ -55,6 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns 0, or 2 with a one-line error on bad input."""
     args = parse_args(argv)
     require_solo_learn("python -m solo_bayesncl.evaluation")
+    quiet_third_party_warnings()
     # imported here: the checks above answer at once, without loading torch and solo-learn
     import torch
 
