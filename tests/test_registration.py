@@ -23,7 +23,7 @@ def _run(code: str, pythonpath: list[str], env: dict[str, str] | None = None) ->
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(pythonpath)},
-        timeout=300,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout

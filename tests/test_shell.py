@@ -55,7 +55,7 @@ def test_every_console_script_answers_help_from_another_folder(name, tmp_path):
         text=True,
         cwd=tmp_path,
         env={**_env_without_checkout(), "PYTHONPATH": str(REPO)},
-        timeout=300,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "usage" in proc.stdout.lower() or "powered by hydra" in proc.stdout.lower()
@@ -92,7 +92,7 @@ def test_relative_config_path_is_read_from_the_shipped_configs(tmp_path):
         text=True,
         cwd=tmp_path,
         env={**_env_without_checkout(), "PYTHONPATH": str(REPO)},
-        timeout=300,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "dataset: imagenet100" in proc.stdout
@@ -131,6 +131,8 @@ def test_preset_config_dir_resolves_from_any_folder(tmp_path, monkeypatch):
         ("scripts/pretrain/imagenet-100", "ncl.yaml"),
         ("scripts/linear/cifar", "linear.yaml"),
         ("scripts/linear/imagenet-100", "linear.yaml"),
+        ("scripts/linear/cifar", "linear_sgd.yaml"),
+        ("scripts/linear/imagenet-100", "linear_sgd.yaml"),
     ],
 )
 def test_precision_follows_the_machine_without_a_warning(config_dir, name, monkeypatch):
@@ -206,7 +208,7 @@ def test_missing_dataset_is_one_line_and_exit_2(tmp_path):
             "PYTHONPATH": str(REPO),
             "SOLO_BAYESNCL_FASHION_MNIST": str(empty),
         },
-        timeout=300,
+        timeout=900,
     )
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -235,7 +237,7 @@ def test_entry_points_filter_the_known_third_party_warnings_and_the_library_does
             capture_output=True,
             text=True,
             env={**_env_without_checkout(), "PYTHONPATH": str(REPO)},
-            timeout=300,
+            timeout=900,
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         found = [n for n in noisy if n in proc.stderr]
@@ -276,7 +278,7 @@ def test_wheel_ships_the_configs_and_its_commands_run_from_another_folder(tmp_pa
         capture_output=True,
         text=True,
         env=_env_without_checkout(),
-        timeout=300,
+        timeout=900,
     )
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = dist.glob("solo_bayesncl-*.whl")
@@ -300,7 +302,7 @@ def test_wheel_ships_the_configs_and_its_commands_run_from_another_folder(tmp_pa
         capture_output=True,
         text=True,
         env=_env_without_checkout(),
-        timeout=300,
+        timeout=900,
     )
     assert install.returncode == 0, install.stderr[-3000:]
 
