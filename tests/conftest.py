@@ -75,3 +75,50 @@ def tiny_pretrain_overrides(image_folder: Path, out_dir: Path) -> list[str]:
         "accelerator=cpu",
         "devices=1",
     ]
+
+
+def untrained_checkpoint(
+    folder: Path,
+    config: str,
+    image_folder: Path,
+    proj_hidden_dim: int,
+    proj_output_dim: int,
+    edit=None,
+) -> Path:
+    """A solo-learn-layout checkpoint (``last.ckpt`` + ``args.json``) of an untrained model of a
+    shipped CIFAR config on ``image_folder`` (seed 0); ``edit(model)`` may change its weights
+    first. Needs solo-learn."""
+    import json
+
+    import torch
+    from omegaconf import OmegaConf
+
+    from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.models import build_method
+
+    cfg = prepare_pretrain_cfg(
+        compose(
+            "scripts/pretrain/cifar",
+            config,
+            [
+                "data.dataset=custom",
+                f"data.train_path={image_folder / 'train'}",
+                f"data.val_path={image_folder / 'val'}",
+                f"method_kwargs.proj_hidden_dim={proj_hidden_dim}",
+                f"method_kwargs.proj_output_dim={proj_output_dim}",
+                "optimizer.batch_size=8",
+                "accelerator=cpu",
+            ],
+        ),
+        check_data=False,
+    )
+    torch.manual_seed(0)
+    model = build_method(cfg)
+    if edit is not None:
+        with torch.no_grad():
+            edit(model)
+    folder.mkdir(parents=True)
+    path = folder / "last.ckpt"
+    torch.save({"state_dict": model.state_dict()}, path)
+    (folder / "args.json").write_text(json.dumps(OmegaConf.to_container(cfg, resolve=True)))
+    return path

@@ -173,37 +173,13 @@ def test_dashboard_to_an_unwritable_folder_is_one_line(tmp_path, capsys):
 def two_checkpoints(image_folder, tmp_path_factory) -> dict[str, Path]:
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     pytest.importorskip("matplotlib", reason="the report pictures need matplotlib")
-    from conftest import compose
-    from omegaconf import OmegaConf
-    from solo.methods import METHODS
-
-    from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg
+    from conftest import untrained_checkpoint
 
     root = tmp_path_factory.mktemp("runs")
-    paths = {}
-    for name in ("ncl", "bayesncl"):
-        cfg = prepare_pretrain_cfg(
-            compose(
-                "scripts/pretrain/cifar",
-                f"{name}.yaml",
-                [
-                    "data.dataset=custom",
-                    f"data.train_path={image_folder / 'train'}",
-                    f"data.val_path={image_folder / 'val'}",
-                    "method_kwargs.proj_hidden_dim=16",
-                    "method_kwargs.proj_output_dim=16",
-                    "optimizer.batch_size=8",
-                    "accelerator=cpu",
-                ],
-            ),
-            check_data=False,
-        )
-        torch.manual_seed(0)
-        model = METHODS[cfg.method](cfg)
-        (root / name).mkdir()
-        paths[name] = root / name / "last.ckpt"
-        torch.save({"state_dict": model.state_dict()}, paths[name])
-        (root / name / "args.json").write_text(json.dumps(OmegaConf.to_container(cfg)))
+    paths = {
+        name: untrained_checkpoint(root / name, f"{name}.yaml", image_folder, 16, 16)
+        for name in ("ncl", "bayesncl")
+    }
     return paths
 
 

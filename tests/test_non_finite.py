@@ -3,7 +3,6 @@ linear evaluation and the metrics, and stop training instead of hiding in zero r
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -35,38 +34,14 @@ def _checkpoint(folder: Path, config: str, image_folder: Path, broken: bool) -> 
     """A solo-learn-layout checkpoint of an untrained model; ``broken`` puts NaN into the
     backbone's last batch-norm scale (so its features and every projection are NaN)."""
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
-    from conftest import compose
-    from omegaconf import OmegaConf
-    from solo.methods import METHODS
+    from conftest import untrained_checkpoint
 
-    from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg
+    def nan_scale(model) -> None:
+        model.backbone.layer4[-1].bn2.weight.fill_(math.nan)
 
-    cfg = prepare_pretrain_cfg(
-        compose(
-            "scripts/pretrain/cifar",
-            config,
-            [
-                "data.dataset=custom",
-                f"data.train_path={image_folder / 'train'}",
-                f"data.val_path={image_folder / 'val'}",
-                "method_kwargs.proj_hidden_dim=16",
-                f"method_kwargs.proj_output_dim={NUM_DIMS}",
-                "optimizer.batch_size=8",
-                "accelerator=cpu",
-            ],
-        ),
-        check_data=False,
+    return untrained_checkpoint(
+        folder, config, image_folder, 16, NUM_DIMS, edit=nan_scale if broken else None
     )
-    torch.manual_seed(0)
-    model = METHODS[cfg.method](cfg)
-    if broken:
-        with torch.no_grad():
-            model.backbone.layer4[-1].bn2.weight.fill_(math.nan)
-    folder.mkdir(parents=True)
-    path = folder / "last.ckpt"
-    torch.save({"state_dict": model.state_dict()}, path)
-    (folder / "args.json").write_text(json.dumps(OmegaConf.to_container(cfg, resolve=True)))
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,11 @@ import torch
 pytest.importorskip("solo", reason="needs upstream solo-learn installed")
 pytest.importorskip("matplotlib", reason="the report pictures need matplotlib")
 
-from conftest import compose  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
+from conftest import untrained_checkpoint  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import solo_bayesncl  # noqa: E402,F401
 from solo_bayesncl.checkpoints import CheckpointError  # noqa: E402
-from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg  # noqa: E402
 from solo_bayesncl.evaluation.command import main  # noqa: E402
 from solo_bayesncl.evaluation.report import (  # noqa: E402
     REPORT_FILES,
@@ -31,31 +29,7 @@ NUM_DIMS = 64
 
 def _checkpoint(folder: Path, config: str, image_folder: Path) -> Path:
     """A solo-learn-layout checkpoint (``.ckpt`` + ``args.json``) of an untrained model."""
-    from solo.methods import METHODS
-
-    cfg = prepare_pretrain_cfg(
-        compose(
-            "scripts/pretrain/cifar",
-            config,
-            [
-                "data.dataset=custom",
-                f"data.train_path={image_folder / 'train'}",
-                f"data.val_path={image_folder / 'val'}",
-                "method_kwargs.proj_hidden_dim=32",
-                f"method_kwargs.proj_output_dim={NUM_DIMS}",
-                "optimizer.batch_size=8",
-                "accelerator=cpu",
-            ],
-        ),
-        check_data=False,
-    )
-    torch.manual_seed(0)
-    model = METHODS[cfg.method](cfg)
-    folder.mkdir(parents=True)
-    path = folder / "last.ckpt"
-    torch.save({"state_dict": model.state_dict()}, path)
-    (folder / "args.json").write_text(json.dumps(OmegaConf.to_container(cfg, resolve=True)))
-    return path
+    return untrained_checkpoint(folder, config, image_folder, 32, NUM_DIMS)
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,18 @@ from typing import Any
 
 import numpy as np
 import torch
+from omegaconf import OmegaConf
+from torch.utils.data import DataLoader
 
+from solo_bayesncl.checkpoints import load_checkpoint, load_method
+from solo_bayesncl.data.datasets import (
+    OFFLINE_DATASETS,
+    SCENES,
+    build_labelled_train_dataset,
+    build_val_dataset,
+    validation_transform,
+)
+from solo_bayesncl.metrics import compute_interpretability_metrics, per_dimension_stats
 from solo_bayesncl.representations import extract_representations
 
 __all__ = ["background_labels", "background_measures", "background_share"]
@@ -88,19 +99,6 @@ def background_measures(
 ) -> dict[str, Any]:
     """Every background measure of the module docstring for ``checkpoint`` on the scenes data
     it was trained on (its training subset for the probes, its validation subset otherwise)."""
-    from omegaconf import OmegaConf
-    from torch.utils.data import DataLoader
-
-    from solo_bayesncl.checkpoints import load_checkpoint, load_method
-    from solo_bayesncl.data.datasets import (
-        OFFLINE_DATASETS,
-        SCENES,
-        build_labelled_train_dataset,
-        build_val_dataset,
-        validation_transform,
-    )
-    from solo_bayesncl.metrics import compute_interpretability_metrics, per_dimension_stats
-
     loaded = load_checkpoint(checkpoint)
     cfg = loaded.cfg
     name = OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset

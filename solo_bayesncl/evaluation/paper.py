@@ -27,7 +27,9 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 from torch import nn
+from torch.utils.data import DataLoader
 
+from solo_bayesncl.data.datasets import build_train_dataset, validation_transform
 from solo_bayesncl.losses import gated_representation
 from solo_bayesncl.metrics.paper_protocol import paper_metrics, paper_singular_value_entropy
 from solo_bayesncl.representations import extract_representations
@@ -62,8 +64,6 @@ def paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
 def paper_val_transform(cfg):
     """solo-learn's classification validation transform of the dataset, as the official
     evaluation uses; the plugin's own for datasets solo-learn does not know (offline ones)."""
-    from solo_bayesncl.data.datasets import validation_transform
-
     name = OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset
     if name in _SOLO_CLASSIFICATION_DATASETS:
         from solo.data.classification_dataloader import prepare_transforms
@@ -94,8 +94,6 @@ def _training_batch_entropy(
         NCropAugmentation,
         build_transform_pipeline,
     )
-
-    from solo_bayesncl.data.datasets import build_train_dataset
 
     transform = FullTransformPipeline(
         [
@@ -143,8 +141,6 @@ def evaluate_paper_protocol(
         ``{"metrics": {...}, "settings": {...}}``: the figures under ``paper_`` names (see
         :func:`solo_bayesncl.metrics.paper_protocol.paper_metrics`) and how they were obtained.
     """
-    from torch.utils.data import DataLoader
-
     val = val_dataset_factory(paper_val_transform(cfg))
     if max_images_subset is not None:
         val = max_images_subset(val)

@@ -48,6 +48,7 @@ from solo_bayesncl.dashboard.bundle import write_feature_bundle
 from solo_bayesncl.data.datasets import build_val_dataset, image_params, validation_transform
 from solo_bayesncl.evaluation import plots
 from solo_bayesncl.evaluation.markdown import render_markdown
+from solo_bayesncl.evaluation.paper import evaluate_paper_protocol
 from solo_bayesncl.evaluation.report_data import (
     ReportError,
     class_names,
@@ -282,8 +283,6 @@ def write_report(
             report["metrics_soft_gate"] = _finite(data.metrics_soft_gate)
             report["gate_open_rate"] = gate_summary(gate_open)
         if protocol == "paper":
-            from solo_bayesncl.evaluation.paper import evaluate_paper_protocol
-
             paper = evaluate_paper_protocol(
                 model,
                 cfg,

@@ -24,7 +24,6 @@ from solo_bayesncl.artifact import (
     read_artifact,
 )
 
-from .cache import cache_dir, cached_path, sha256_file
 from .errors import (
     ArtifactError,
     ChecksumError,
@@ -34,7 +33,7 @@ from .errors import (
     ZooError,
 )
 from .export import ExportResult, export_checkpoint, export_state_dict
-from .fetch import download, remove_cached
+from .fetch import cache_dir, cached_path, download, remove_cached, sha256_file
 from .load import load_artifact, load_model
 from .manifest import (
     MANIFEST_FORMAT,

@@ -13,10 +13,9 @@ from pathlib import Path
 
 from solo_bayesncl.artifact import ArtifactError, open_artifact
 
-from .cache import sha256_file
 from .errors import ZooError
 from .export import export_checkpoint
-from .fetch import download
+from .fetch import download, sha256_file
 from .manifest import FIELD_DOCS, find_entry, load_manifests, manifest_paths, read_manifest
 
 

@@ -28,8 +28,8 @@ from solo_bayesncl.artifact import Artifact, cast_floating, write_artifact
 from solo_bayesncl.checkpoints import CheckpointError, load_checkpoint
 from solo_bayesncl.files import require_writable
 
-from .cache import sha256_file
 from .errors import ArtifactError
+from .fetch import sha256_file
 from .manifest import ZOO_METHODS, validate_entry
 
 #: Top-level state-dict modules that are training state only (MoCo's negative queue).

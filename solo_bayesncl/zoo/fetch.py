@@ -1,5 +1,8 @@
 """Download a zoo entry by name: verified, cached, with mirrors.
 
+The cache folder is ``$SOLO_BAYESNCL_CACHE`` when set, else ``~/.cache/solo-bayesncl``. A file
+under its final name is always complete and verified.
+
 HTTP is pooch's (``pooch.HTTPDownloader``: requests with a tqdm progress bar); what this module
 adds is the safety policy of the zoo:
 
@@ -15,13 +18,13 @@ adds is the safety policy of the zoo:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 from pathlib import Path
 
 from solo_bayesncl.files import make_temporary, remove_stale_temporaries
 
-from .cache import cached_path, is_offline, is_verified, sha256_file
 from .errors import ChecksumError, DownloadError
 from .manifest import ZooEntry, find_entry
 
@@ -31,6 +34,48 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 60
 #: Bytes per read while downloading (pooch defaults to 1 KiB, slow for 45 MB weights).
 _CHUNK = 1 << 20
+
+CACHE_ENV = "SOLO_BAYESNCL_CACHE"
+OFFLINE_ENV = "SOLO_BAYESNCL_OFFLINE"
+
+
+def cache_dir(path: str | os.PathLike[str] | None = None) -> Path:
+    """The cache folder: ``path`` if given, else ``$SOLO_BAYESNCL_CACHE``, else the default."""
+    if path is not None:
+        return Path(path).expanduser()
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path("~/.cache/solo-bayesncl").expanduser()
+
+
+def is_offline() -> bool:
+    """True when ``$SOLO_BAYESNCL_OFFLINE`` is set to 1/true/yes: never touch the network."""
+    return os.environ.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def cached_path(entry: ZooEntry, root: str | os.PathLike[str] | None = None) -> Path:
+    """Final location of ``entry`` in the cache: ``<cache>/<name>-<sha256[:12]>-<file>``.
+
+    The hash prefix keeps two versions of one name apart when a manifest entry is updated.
+    """
+    return cache_dir(root) / f"{entry.name}-{entry.sha256[:12]}-{entry.filename}"
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def is_verified(path: Path, entry: ZooEntry) -> bool:
+    """True when ``path`` exists with the entry's size and sha256."""
+    return (
+        path.is_file() and path.stat().st_size == entry.size and sha256_file(path) == entry.sha256
+    )
 
 
 def _downloader(url: str, progress: bool, timeout: float):
