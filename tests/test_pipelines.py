@@ -142,3 +142,32 @@ def test_scenes_in_memory_are_the_composited_images():
     picks = subset.indices[:50]
     images = torch.stack([subset[i][1] for i in range(50)])
     assert torch.equal(images[:, 0], torch.from_numpy(scenes.images[picks]))
+
+
+@pytest.mark.skipif(not solo_learn_available(), reason="needs upstream solo-learn installed")
+def test_datamodule_augments_training_batches_only_and_decorrelates_ranks():
+    from types import SimpleNamespace
+
+    from solo_bayesncl.data.pipelines import batch_datamodule
+
+    if not (fashion_mnist_root() / "train-images-idx3-ubyte.gz").is_file():
+        pytest.skip("Debian's dataset-fashion-mnist is not installed")
+    cfg = _cfg("fashion-mnist", "batch")
+    cfg.data.update(train_path=str(fashion_mnist_root()), fraction=0.01, num_workers=0)
+    cfg.optimizer = {"batch_size": 8}
+    dm = batch_datamodule(cfg)
+    batch = next(iter(dm.train_dataloader()))
+    assert batch[1].dtype == torch.uint8 and batch[1].shape == (8, 1, 28, 28)
+    dm.trainer = SimpleNamespace(training=False, world_size=1, global_rank=0)
+    assert dm.on_after_batch_transfer(batch, 0) is batch  # validation: left alone
+    dm.trainer.training = True
+    indexes, views, targets = dm.on_after_batch_transfer(batch, 0)
+    assert [tuple(v.shape) for v in views] == [(8, 3, 32, 32)] * 2
+    assert indexes is batch[0] and targets is batch[2]
+    seeds = []
+    for rank in (0, 1):
+        torch.manual_seed(7)
+        dm.trainer = SimpleNamespace(training=True, world_size=2, global_rank=rank)
+        dm.setup("fit")
+        seeds.append(torch.initial_seed())
+    assert seeds == [7, 8]

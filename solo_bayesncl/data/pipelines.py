@@ -10,10 +10,11 @@
   and view still gets its own random parameters; the suite's equivalence test compares the two
   paths' output statistics.
 
-Left unset, ``data.augment_on`` is ``batch`` where that equivalence holds (those datasets,
-``data.format=image_folder``, recipes without equalization and without downscaling crops) and
-``per_image`` everywhere else. ImageNet-100 and image folders keep solo-learn's loaders (DALI
-included).
+The batched path's training loader runs without workers (``data.num_workers`` still sets the
+validation loader's). Left unset, ``data.augment_on`` is ``batch`` where that equivalence holds
+(those datasets, ``data.format=image_folder``, recipes without equalization and without
+downscaling crops) and ``per_image`` everywhere else. ImageNet-100 and image folders keep
+solo-learn's loaders (DALI included).
 """
 
 from __future__ import annotations
@@ -176,10 +177,28 @@ def recipes(cfg: omegaconf.DictConfig) -> list[Recipe]:
     return [Recipe.from_cfg(aug, *solo_normalization(cfg, aug)) for aug in cfg.augmentations]
 
 
-def batch_datamodule(cfg: omegaconf.DictConfig, val_loader: DataLoader | None = None):
+def batch_datamodule(
+    cfg: omegaconf.DictConfig, val_loader: DataLoader | None = None, num_workers: int = 0
+):
     """The ``batch`` path as a Lightning data module: in-memory uint8 batches, augmented on the
-    training device in ``on_after_batch_transfer`` (training batches only)."""
+    training device in ``on_after_batch_transfer`` (training batches only).
+
+    The training loader runs in the training process (``num_workers=0``; ``data.num_workers``
+    still sets the validation loader's workers): it only indexes a tensor, and on two CPU cores
+    loader workers made the step slower, not faster (``microbenchmarks/bench_pipeline.py``,
+    variants ``batch/w0`` and ``batch/w2``).
+    """
+    import warnings
+
     import lightning.pytorch as pl
+    from lightning.fabric.utilities.warnings import PossibleUserWarning
+
+    # Lightning advises workers for any loader without them; here that advice is measured wrong
+    warnings.filterwarnings(
+        "ignore",
+        message="The 'train_dataloader' does not have many workers",
+        category=PossibleUserWarning,
+    )
 
     class InMemoryPretrainDataModule(pl.LightningDataModule):
         def __init__(self) -> None:
@@ -187,7 +206,15 @@ def batch_datamodule(cfg: omegaconf.DictConfig, val_loader: DataLoader | None = 
             self.dataset = load_in_memory(cfg)
             self.augmentation = MultiViewAugmentation(recipes(cfg))
             self.batch_size = int(cfg.optimizer.batch_size)
-            self.num_workers = int(cfg.data.num_workers)
+            self.num_workers = num_workers
+
+        def setup(self, stage: str | None = None) -> None:
+            # The augmentation draws from the process's global RNG, which seed_everything makes
+            # identical on every DDP rank: offset it by the rank so that the images of different
+            # ranks get independent parameters too.
+            trainer = self.trainer
+            if trainer is not None and trainer.world_size > 1:
+                torch.manual_seed(torch.initial_seed() + trainer.global_rank)
 
         def train_dataloader(self) -> DataLoader:
             return DataLoader(
