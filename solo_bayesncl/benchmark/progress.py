@@ -122,6 +122,10 @@ class ProgressDisplay:
             dynamic_ncols=True,
             bar_format="{desc} |{bar}| {percentage:3.0f}% all runs [{elapsed}<{remaining}]",
         )
+        stream = self.bar.fp
+        # a terminal redraws in place; a log file (CI, nohup) gets a line every 30 s
+        self._interval = 0.5 if getattr(stream, "isatty", lambda: False)() else 30.0
+        self._drawn = 0.0
         self._base = initial
         self._label = ""
         self._run: RunProgress | None = None
@@ -155,7 +159,10 @@ class ProgressDisplay:
             refresh=False,
         )
         self.bar.n = self._base + done
-        self.bar.refresh()
+        now = time.perf_counter()
+        if now - self._drawn >= self._interval or not status:
+            self._drawn = now
+            self.bar.refresh()
 
     def finish_run(self) -> None:
         if self._run is not None:
