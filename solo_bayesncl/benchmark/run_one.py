@@ -9,8 +9,9 @@ file exists, so an interrupted run picks up where it stopped. Finished means rea
   An interrupted pretraining resumes from its last readable checkpoint
   (:mod:`solo_bayesncl.auto_resume`); each epoch's randomness is seeded from the run's seed and
   the epoch, so a resumed run trains as the uninterrupted one would (with ``data.num_workers=0``;
-  with loader workers, epoch 0 and a resumed epoch draw their workers' seeds earlier, so their
-  augmentations differ from an uninterrupted run's, with the same distributions).
+  with loader workers, the first epoch after a resume draws its workers' seeds before the epoch
+  is seeded, so its augmentations differ from an uninterrupted run's, with the same
+  distributions).
 - linear evaluation: the attempt's own Trainer reached ``max_epochs``; its accuracy is read from
   the ``metrics.csv`` of that Trainer's logger, never from another attempt's folder.
 
