@@ -191,6 +191,26 @@ def test_dali_and_torchvision_loaders_agree_on_the_same_folder(image_folder, tmp
 
 
 @needs_dali
+def test_imagenet100_config_takes_dali_on_the_cpu_without_edits(image_folder):
+    """The ImageNet-100 configs ask for DALI with ``dali.device: auto``: on a CPU it resolves to
+    DALI's CPU operators, on GPUs to solo-learn's GPU path."""
+    from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg
+
+    cfg = compose(
+        "scripts/pretrain/imagenet-100",
+        "bayesncl.yaml",
+        [
+            f"data.train_path={image_folder / 'train'}",
+            f"data.val_path={image_folder / 'val'}",
+            f"optimizer.batch_size={BATCH}",
+            "accelerator=cpu",
+        ],
+    )
+    cfg = prepare_pretrain_cfg(cfg)
+    assert cfg.data.format == "dali" and cfg.dali.device == "cpu"
+
+
+@needs_dali
 def test_linear_evaluation_through_dali_on_cpu(dali_runs, image_folder, tmp_path):
     from solo_bayesncl.cli.linear import linear_eval
 
