@@ -144,7 +144,7 @@ def test_pretraining_starts_quietly_and_ends_with_a_summary(bayesncl_checkpoint)
     summary = stdout[stdout.index("== pretraining bayesncl-custom finished") :].splitlines()
     acc = float(summary[1].removeprefix("last validation top-1: ").removesuffix("%"))
     last = [r["val_acc1"] for r in _read_csv(bayesncl_checkpoint.parent / "metrics.csv")]
-    assert acc == pytest.approx(float([v for v in last if v][-1]))
+    assert acc == pytest.approx(float([v for v in last if v][-1]), abs=0.005)  # printed to 0.01
     assert summary[2] == f"checkpoint:  {bayesncl_checkpoint}"
     assert summary[3] == f"metrics.csv: {bayesncl_checkpoint.parent / 'metrics.csv'}"
 
