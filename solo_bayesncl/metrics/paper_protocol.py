@@ -27,6 +27,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from solo_bayesncl.metrics._validation import EPS
+
 __all__ = [
     "CONSISTENCY_SCALE",
     "PAPER_EPS",
@@ -42,8 +44,8 @@ __all__ = [
     "paper_sparsity",
 ]
 
-PAPER_EPS = 1e-5
-"""The activity threshold of the official evaluation."""
+PAPER_EPS = EPS
+"""The activity threshold of the official evaluation: the same 1e-5 as the project's metrics."""
 CONSISTENCY_SCALE = 100.0
 """The paper prints semantic consistency x100 (22.02 is a share of 0.2202)."""
 RETRIEVAL_DIMS: tuple[int, ...] = tuple(range(0, 512 + 32, 32))
