@@ -216,29 +216,26 @@ def test_linear_evaluation_through_dali_on_cpu(dali_runs, image_folder, tmp_path
 
     _, run_dir = dali_runs["bayesncl"]
     (ckpt,) = list(run_dir.glob("*.ckpt"))
-    cfg = compose(
-        "scripts/linear/cifar",
-        "linear.yaml",
-        [
-            f"pretrained_feature_extractor='{ckpt}'",
-            "data.dataset=custom",
-            f"data.train_path={image_folder / 'train'}",
-            f"data.val_path={image_folder / 'val'}",
-            "data.format=dali",
-            "++dali.device=cpu",
-            "data.num_workers=1",
-            "data.augmentations.crop_size=224",
-            f"optimizer.batch_size={BATCH}",
-            "max_epochs=1",
-            f"checkpoint.dir={tmp_path}",
-            "auto_resume.enabled=False",
-            "accelerator=cpu",
-            "devices=1",
-            "+limit_train_batches=3",
-        ],
-    )
+    overrides = [
+        f"pretrained_feature_extractor='{ckpt}'",
+        "data.dataset=custom",
+        f"data.train_path={image_folder / 'train'}",
+        f"data.val_path={image_folder / 'val'}",
+        "data.format=dali",
+        "++dali.device=cpu",
+        "data.num_workers=1",
+        "data.augmentations.crop_size=224",
+        f"optimizer.batch_size={BATCH}",
+        "max_epochs=1",
+        f"checkpoint.dir={tmp_path}",
+        "auto_resume.enabled=False",
+        "accelerator=cpu",
+        "devices=1",
+        "+limit_train_batches=3",
+    ]
+    cfg = compose("scripts/linear/cifar", "linear.yaml", overrides)
     capture = _capture()
-    linear_eval(cfg, extra_callbacks=[capture])
+    linear_eval(cfg, explicit=overrides, extra_callbacks=[capture])
     assert capture.batches
     for x, y in capture.batches:
         assert x.shape == (BATCH, 3, 224, 224) and x.dtype == torch.float32
