@@ -186,9 +186,11 @@ def test_linear_crop_size_and_epochs_are_checked():
 def test_knn_refuses_k_zero_in_one_line(tmp_path, capsys):
     from solo_bayesncl.cli.knn import main
 
-    assert main([str(tmp_path / "none.ckpt"), "--k", "5", "0"]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path / "none.ckpt"), "--k", "5", "0"])
+    assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert err == "error: k=0 is out of range; allowed: an integer >= 1\n"
+    assert err == "solo-bayesncl-knn: error: k=0 is out of range; allowed: an integer >= 1\n"
 
 
 @pytest.mark.parametrize(

@@ -163,8 +163,9 @@ def test_ncl_weights_with_a_bayesncl_config_name_the_missing_keys(image_folder, 
         f"{ckpt}: its weights do not match the bayesncl model its config describes (missing "
         "gating_head.* (4)); is the args.json beside it from another run?"
     )
-    assert main([str(ckpt), "--num-workers", "0"]) == 2
-    assert capsys.readouterr().err == f"error: {err.value}\n"
+    with pytest.raises(SystemExit, match="2"):
+        main([str(ckpt), "--num-workers", "0"])
+    assert capsys.readouterr().err == f"solo-bayesncl-knn: error: {err.value}\n"
 
 
 def test_knn_on_a_corrupt_checkpoint_is_one_line(tmp_path, capsys):
@@ -175,7 +176,8 @@ def test_knn_on_a_corrupt_checkpoint_is_one_line(tmp_path, capsys):
     ckpt = tmp_path / "run" / "last.ckpt"
     ckpt.write_bytes(b"PK\x03\x04 truncated")
     (tmp_path / "run" / "args.json").write_text("{}")
-    assert main([str(ckpt)]) == 2
+    with pytest.raises(SystemExit, match="2"):
+        main([str(ckpt)])
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {ckpt}: not a readable PyTorch checkpoint (")
+    assert err.startswith(f"solo-bayesncl-knn: error: {ckpt}: not a readable PyTorch checkpoint (")
     assert err.count("\n") == 1

@@ -128,12 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not {"-h", "--help"} & set(argv):
         require_solo_learn("solo-bayesncl-knn")
     args = parser.parse_args(argv)
-    from solo_bayesncl.data.datasets import DatasetUnavailableError
+    from solo_bayesncl.cli.console import input_errors
     from solo_bayesncl.registration import quiet_third_party_warnings
 
     quiet_third_party_warnings()
-
-    try:
+    # bad options, unreadable checkpoints and NaN features: one line and exit status 2
+    with input_errors("solo-bayesncl-knn"):
         results = knn_eval(
             args.checkpoint,
             args.k,
@@ -144,9 +144,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.batch_size,
             args.num_workers,
         )
-    except (ValueError, DatasetUnavailableError, OSError) as err:  # CheckpointError included
-        print(f"error: {err}", file=sys.stderr)
-        return 2
     for key, value in results.items():
         print(f"{key}: {value:.2f}")
     if args.output is not None:
