@@ -19,7 +19,8 @@ import omegaconf
 import torch
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, Dataset, Subset
-from torchvision import transforms
+from torchvision import datasets, transforms
+from torchvision.datasets import ImageFolder
 
 from solo_bayesncl.data.dali import check_dali_folder, resolve_dali_cfg
 from solo_bayesncl.data.fashion_mnist import MEAN_STD, FashionMNIST, fashion_mnist_root
@@ -188,8 +189,6 @@ def check_dataset_available(cfg: omegaconf.DictConfig, download_timeout: float =
         offline_dataset(cfg, "train", root=cfg.data.train_path)  # a clear FileNotFoundError
         return
     if name in ("cifar10", "cifar100"):
-        from torchvision import datasets
-
         cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
         root = str(cfg.data.train_path)
         previous = socket.getdefaulttimeout()
@@ -305,8 +304,6 @@ def build_labelled_train_dataset(cfg: omegaconf.DictConfig, transform) -> Datase
             dataset, dataset.targets, float(OmegaConf.select(cfg, "data.fraction", default=-1))
         )
     if name == "custom":
-        from torchvision.datasets import ImageFolder
-
         return ImageFolder(str(cfg.data.train_path), transform)
     from solo.data.classification_dataloader import prepare_datasets
 
@@ -328,8 +325,6 @@ def build_val_dataset(cfg: omegaconf.DictConfig, transform=None) -> Dataset | No
     if cfg.data.val_path is None or (name == "custom" and no_labels):
         return None
     if name == "custom":
-        from torchvision.datasets import ImageFolder
-
         return ImageFolder(str(cfg.data.val_path), transform)
     from solo.data.classification_dataloader import prepare_datasets
 

@@ -24,7 +24,8 @@ from typing import Any
 import omegaconf
 import torch
 from omegaconf import OmegaConf
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, default_collate
+from torchvision import datasets
 
 from solo_bayesncl.data.batch_augment import MultiViewAugmentation, Recipe, unsupported_reason
 
@@ -129,8 +130,6 @@ def collate_batch(batch: Any) -> list:
     a list of single items (a plain ``Dataset`` wrapper without ``__getitems__``) stacked."""
     if isinstance(batch, tuple) and len(batch) == 3 and isinstance(batch[0], torch.Tensor):
         return list(batch)
-    from torch.utils.data import default_collate
-
     return default_collate(batch)
 
 
@@ -145,8 +144,6 @@ def load_in_memory(cfg: omegaconf.DictConfig) -> Dataset:
         images = torch.from_numpy(source.images.copy())[:, None]
         targets = torch.from_numpy(source.targets.copy())
     elif name in ("cifar10", "cifar100"):
-        from torchvision import datasets
-
         cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
         source = cls(str(cfg.data.train_path), train=True, download=False)
         images = torch.from_numpy(source.data).permute(0, 3, 1, 2).contiguous()

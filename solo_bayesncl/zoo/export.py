@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import DictConfig, OmegaConf
 
 from solo_bayesncl.artifact import Artifact, cast_floating, write_artifact
 from solo_bayesncl.checkpoints import CheckpointError, load_checkpoint
@@ -57,13 +58,8 @@ def _is_momentum_state(key: str) -> bool:
 
 def _plain_config(cfg: Any) -> dict[str, Any]:
     """A JSON-serialisable plain dict from a DictConfig or a mapping."""
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(cfg, DictConfig):
-            cfg = OmegaConf.to_container(cfg, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf comes with solo-learn
-        pass
+    if isinstance(cfg, DictConfig):
+        cfg = OmegaConf.to_container(cfg, resolve=True)
     if not isinstance(cfg, Mapping):
         raise ArtifactError(f"cfg must be a mapping or a DictConfig, got {type(cfg).__name__}")
     plain = json.loads(json.dumps(cfg, default=lambda o: "<not serializable>"))
