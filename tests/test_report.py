@@ -202,7 +202,7 @@ def test_unknown_method_is_a_clear_error(checkpoints, tmp_path, capsys):
     args = json.loads((checkpoints["ncl"].parent / "args.json").read_text())
     args["method"] = "byol"
     (folder / "args.json").write_text(json.dumps(args))
-    pattern = rf"{path}: method 'byol' is not supported; allowed: bayesncl, ncl, simclr, mocov2plus"
+    pattern = rf"{path}: method 'byol' is not supported; allowed: simclr, mocov2plus, ncl, bayesncl"
     with pytest.raises(CheckpointError, match=pattern):
         write_report(path, tmp_path / "out", progress=False)
     assert main([str(path), "--out", str(tmp_path / "out2")]) == 2

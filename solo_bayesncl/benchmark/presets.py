@@ -25,12 +25,13 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from solo_bayesncl.registration import SUPPORTED_METHODS
 from solo_bayesncl.shipped_configs import resolve_config_dir
 
 __all__ = ["METHODS", "Preset", "PresetError", "available_presets", "load_preset"]
 
 PRESET_DIR = Path(__file__).with_name("presets")
-METHODS: tuple[str, ...] = ("simclr", "mocov2plus", "ncl", "bayesncl")
+METHODS: tuple[str, ...] = SUPPORTED_METHODS
 _KEYS = {
     "name",
     "config_dir",

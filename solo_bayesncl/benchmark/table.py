@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from solo_bayesncl.registration import SUPPORTED_METHODS
+
 __all__ = [
     "COLUMNS",
     "PAIRED_COLUMNS",
@@ -75,7 +77,7 @@ PAIRED_COLUMNS: tuple[str, ...] = (
     "probe_bg_top1",
 )
 """Figures whose paired difference against the reference is reported."""
-METHOD_ORDER = ("simclr", "mocov2plus", "ncl", "bayesncl")
+METHOD_ORDER = SUPPORTED_METHODS
 REFERENCE = "ncl"
 
 # two-sided 95% quantiles of Student's t, degrees of freedom 1..30
