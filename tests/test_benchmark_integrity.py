@@ -294,12 +294,19 @@ def test_an_unfinished_fit_is_never_taken_as_finished():
     _check_finished(trainer(TrainerStatus.FINISHED, 6), "pretraining")
 
 
-def test_linear_configs_are_found_by_path_components():
+def test_linear_configs_are_found_by_path_components(tmp_path):
     from solo_bayesncl.benchmark.run_one import linear_config_dir
+    from solo_bayesncl.shipped_configs import linear_config_dir as shipped_linear_dir
 
-    assert linear_config_dir("/x/pretraining/scripts/pretrain/cifar") == Path(
-        "/x/pretraining/scripts/linear/cifar"
-    )
+    # a folder named like "pretraining" above the configs must not be rewritten
+    root = tmp_path / "pretraining" / "scripts"
+    (root / "pretrain" / "cifar").mkdir(parents=True)
+    (root / "linear" / "cifar").mkdir(parents=True)
+    assert linear_config_dir(root / "pretrain" / "cifar") == root / "linear" / "cifar"
+    # without a sibling linear/ folder, the shipped linear configs of that group are used
+    lone = tmp_path / "pretraining" / "elsewhere" / "pretrain" / "cifar"
+    lone.mkdir(parents=True)
+    assert linear_config_dir(lone) == shipped_linear_dir("cifar")
 
 
 # ---- CPU time, load, commit ------------------------------------------------------------------
