@@ -6,6 +6,7 @@ offline when no login is stored, so that no default asks for one or hangs.
 
 from __future__ import annotations
 
+import csv
 import inspect
 import os
 import secrets
@@ -16,7 +17,7 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.runtime import trainer_devices
 
-__all__ = ["build_loggers", "build_trainer", "checkpoint_callbacks"]
+__all__ = ["build_loggers", "build_trainer", "checkpoint_callbacks", "last_logged_value"]
 
 
 def _wandb_login_available() -> bool:
@@ -96,3 +97,13 @@ def checkpoint_callbacks(cfg: omegaconf.DictConfig, run_root: Path) -> list:
             keep_prev=cfg.checkpoint.keep_prev,
         )
     ]
+
+
+def last_logged_value(metrics_csv: Path, column: str) -> float | None:
+    """The last non-empty value of ``column`` in a Lightning ``metrics.csv``; None if never logged."""
+    value = None
+    with open(metrics_csv, newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get(column):
+                value = float(row[column])
+    return value

@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from solo_bayesncl.trainer import last_logged_value
+
 __all__ = ["LINEAR_CONFIG", "PARENT_ENV", "StageUnfinished", "linear_probe_label", "run"]
 
 #: Environment variable holding the pid of the benchmark process that started this run.
@@ -72,15 +74,6 @@ def _peak_memory_mb() -> float:
     if torch.cuda.is_available():
         return torch.cuda.max_memory_allocated() / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
-def _last_value(metrics_csv: Path, column: str) -> float | None:
-    value = None
-    with open(metrics_csv, newline="") as f:
-        for row in csv.DictReader(f):
-            if row.get(column):
-                value = float(row[column])
-    return value
 
 
 def _compose(config_dir: Path, name: str, overrides: list[str]):
@@ -301,7 +294,7 @@ def _pretrain(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any]:
         **_epoch_timing(run_dir, "pretrain", trainer.max_epochs),
         "epochs": int(trainer.max_epochs),
         "peak_memory_mb": _peak_memory_mb(),
-        "online_linear_top1": _last_value(metrics, "val_acc1"),
+        "online_linear_top1": last_logged_value(metrics, "val_acc1"),
     }
 
 
@@ -364,7 +357,7 @@ def _linear(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict[str,
     _check_finished(trainer, "linear evaluation")
     log_dir = next(lg for lg in trainer.loggers if isinstance(lg, CSVLogger)).log_dir
     metrics = Path(log_dir) / "metrics.csv"  # this attempt's own log
-    top1 = _last_value(metrics, "val_acc1")
+    top1 = last_logged_value(metrics, "val_acc1")
     if top1 is None:
         raise StageUnfinished(f"linear evaluation logged no val_acc1 in {metrics}")
     return {"linear_top1": top1, "linear_metrics_csv": str(metrics), "linear_probe": probe}

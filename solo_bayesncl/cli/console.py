@@ -7,7 +7,6 @@ Only the entry points call these; importing the library changes no global state.
 from __future__ import annotations
 
 import contextlib
-import csv
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -50,18 +49,11 @@ def input_errors(command: str) -> Iterator[None]:
         raise SystemExit(2) from None
 
 
-def _last_value(metrics_csv: Path, column: str) -> float | None:
-    value = None
-    with open(metrics_csv, newline="") as f:
-        for row in csv.DictReader(f):
-            if row.get(column):
-                value = float(row[column])
-    return value
-
-
 def run_summary(trainer) -> dict[str, str | float | None]:
     """Last validation top-1 accuracy, last checkpoint and ``metrics.csv`` of a finished fit."""
     from lightning.pytorch.loggers import CSVLogger
+
+    from solo_bayesncl.trainer import last_logged_value
 
     checkpoint = None
     for callback in trainer.callbacks:
@@ -73,7 +65,7 @@ def run_summary(trainer) -> dict[str, str | float | None]:
         if isinstance(logger, CSVLogger):
             path = Path(logger.log_dir) / "metrics.csv"
             metrics_csv = str(path) if path.is_file() else None
-    val_acc1 = _last_value(Path(metrics_csv), "val_acc1") if metrics_csv else None
+    val_acc1 = last_logged_value(Path(metrics_csv), "val_acc1") if metrics_csv else None
     if val_acc1 is None and "val_acc1" in trainer.callback_metrics:
         val_acc1 = float(trainer.callback_metrics["val_acc1"])
     return {"val_acc1": val_acc1, "checkpoint": checkpoint, "metrics_csv": metrics_csv}
