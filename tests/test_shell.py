@@ -246,12 +246,14 @@ def test_entry_points_filter_the_known_third_party_warnings_and_the_library_does
 
 def test_no_references_to_documents_outside_the_repository():
     # the method is explained in docs/method.md, not in a document users do not have
+    unshipped_doc = "design".upper()  # the name of a team document that is not in the repository
     offenders = []
     files = [*REPO.glob("*.md"), *REPO.glob("*.py"), *REPO.glob("docs/**/*.md")]
-    files += [*REPO.glob("solo_bayesncl/**/*.py"), *REPO.glob("benchmarks/*.py")]
+    files += [*REPO.glob("solo_bayesncl/**/*.py"), *REPO.glob("microbenchmarks/*.py")]
+    files += [*REPO.glob("results/**/*.md"), *REPO.glob("scripts/**/*.yaml")]
     for path in files:
         for i, line in enumerate(path.read_text().splitlines(), 1):
-            if "DESIGN" in line:
+            if unshipped_doc in line:
                 offenders.append(f"{path.relative_to(REPO)}:{i}")
     assert not offenders, offenders
     assert (REPO / "docs" / "method.md").is_file()
