@@ -9,7 +9,10 @@ solo-learn's pipelines look methods up in the dict ``solo.methods.METHODS``. Two
   right after ``solo.methods`` is imported, so ``import solo_bayesncl`` stays fast (no
   solo-learn, Lightning or timm import) for the parts that do not need the host. The hook stays
   in ``sys.meta_path`` until registration has succeeded: if an import of ``solo.methods`` fails,
-  the next successful one still registers the methods.
+  the next successful one still registers the methods. When ``solo_bayesncl.methods`` is what
+  imports ``solo.methods`` (``from solo_bayesncl.methods import BayesNCL`` first), its classes do
+  not exist yet at that moment: the hook then registers them when ``solo_bayesncl.methods`` has
+  finished loading.
 
 The entry points also use :func:`require_solo_learn` (the one message when solo-learn is
 missing) and :func:`quiet_third_party_warnings` (hides the known-harmless warnings that
@@ -135,8 +138,20 @@ def register() -> bool:
 register_methods = register  # the name used before register() existed
 
 
+_HOOKED_MODULES = ("solo.methods", "solo_bayesncl.methods")
+"""The modules whose loading the hook watches: solo-learn's registry and the plugin's classes."""
+
+
+def _plugin_methods_loading() -> bool:
+    """Whether ``solo_bayesncl.methods`` is part-way through its own import (its module exists,
+    its classes do not yet), as when it is the import that loads ``solo.methods``."""
+    module = sys.modules.get("solo_bayesncl.methods")
+    return module is not None and not all(hasattr(module, name) for name in ("BayesNCL", "NCL"))
+
+
 class _RegisteringLoader(importlib.abc.Loader):
-    """Runs the real loader of ``solo.methods``, then registers the plugin's methods."""
+    """Runs the real loader of a watched module, then registers the plugin's methods once both
+    ``solo.methods`` and ``solo_bayesncl.methods`` are loaded (the second to finish does it)."""
 
     def __init__(self, loader: importlib.abc.Loader) -> None:
         self._loader = loader
@@ -146,8 +161,11 @@ class _RegisteringLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)  # a failure here leaves the hook for the next import
+        registry = sys.modules.get("solo.methods")
+        if registry is None or _plugin_methods_loading():
+            return  # the other watched module registers when it has loaded
         try:
-            _register_into(module)
+            _register_into(registry)
         except Exception as err:  # noqa: BLE001  (reported, and register() raises it again)
             warnings.warn(
                 f"solo_bayesncl could not register bayesncl and ncl into solo.methods "
@@ -158,7 +176,8 @@ class _RegisteringLoader(importlib.abc.Loader):
 
 
 class _SoloMethodsFinder(importlib.abc.MetaPathFinder):
-    """Finds ``solo.methods`` through the other finders and wraps its loader.
+    """Finds the watched modules (:data:`_HOOKED_MODULES`) through the other finders and wraps
+    their loaders.
 
     Stays installed until :func:`_register_into` has run, so a failed import of
     ``solo.methods`` does not lose the registration.
@@ -168,7 +187,7 @@ class _SoloMethodsFinder(importlib.abc.MetaPathFinder):
         self._busy = threading.local()
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != "solo.methods" or getattr(self._busy, "active", False):
+        if fullname not in _HOOKED_MODULES or getattr(self._busy, "active", False):
             return None
         self._busy.active = True  # the lookup below must not find this finder again
         try:

@@ -105,6 +105,27 @@ def test_register_is_explicit_and_idempotent(fake_solo, tmp_path):
 
 @pytest.mark.solo
 @pytest.mark.skipif(not solo_learn_available(), reason="needs upstream solo-learn installed")
+def test_importing_the_plugin_methods_first_registers_them_without_a_warning():
+    # solo_bayesncl.methods imports solo.methods part-way through its own import, before its
+    # classes exist: registration must wait for them, not fail with a circular-import warning
+    out = _run(
+        """
+        import sys, warnings
+        warnings.simplefilter("error", RuntimeWarning)
+        from solo_bayesncl.methods import NCL, BayesNCL
+        import solo.methods
+        from solo_bayesncl.registration import _SoloMethodsFinder
+        print(solo.methods.METHODS["bayesncl"] is BayesNCL, solo.methods.METHODS["ncl"] is NCL)
+        print("hook left:", any(isinstance(f, _SoloMethodsFinder) for f in sys.meta_path))
+        """,
+        [str(REPO)],
+    )
+    assert "True True" in out
+    assert "hook left: False" in out
+
+
+@pytest.mark.solo
+@pytest.mark.skipif(not solo_learn_available(), reason="needs upstream solo-learn installed")
 def test_real_solo_methods_registered_after_a_failed_first_import():
     # None in sys.modules makes "import solo.methods.base" fail, hence the first solo.methods
     out = _run(
