@@ -40,13 +40,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import statistics
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -54,7 +52,13 @@ from types import SimpleNamespace
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_train_step import build_model, make_step, quartiles  # noqa: E402
+from bench_train_step import (  # noqa: E402
+    build_model,
+    load_summary,
+    make_step,
+    prepare_process,
+    quartiles,
+)
 
 DEFAULT_LOADERS = ("pil/w0", "pil/w2", "dali/t1", "dali/t2")
 TARGET_EFFICIENCY = 0.85
@@ -338,14 +342,7 @@ def run(args: argparse.Namespace) -> None:
                 value = (model_result["cpu"] / model_result["n"]) / (r["cpu"] / r["n"])
                 word = "meets" if value >= TARGET_EFFICIENCY else "misses"
                 print(f"{name}: CPU-time efficiency {value:.3f}: {word} the target")
-        q1, med, q3 = quartiles(loads)
-        cores = os.cpu_count() or 1
-        busy = med > cores
-        print(
-            f"1-minute load average during the run: median {med:.1f} (min {min(loads):.1f}, "
-            f"max {max(loads):.1f}) on {cores} logical CPUs"
-            + (": the machine was busy, wall times are inflated; compare CPU times" if busy else "")
-        )
+        print(load_summary(loads))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -383,12 +380,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    warnings.filterwarnings("ignore", category=UserWarning)
-    logging.getLogger().setLevel(logging.ERROR)
+    prepare_process(args.threads)
     run(args)
 
 

@@ -37,19 +37,24 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import statistics
 import sys
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_train_step import build_model, make_step, quartiles, synchronize  # noqa: E402
+from bench_train_step import (  # noqa: E402
+    build_model,
+    load_summary,
+    make_step,
+    prepare_process,
+    quartiles,
+    synchronize,
+)
 
 DEFAULT_VARIANTS = ("model", "per_image/w2", "per_image/w0", "batch/w0", "batch/w2")
 TARGET_EFFICIENCY = 0.85
@@ -261,17 +266,7 @@ def report(args, bs, walls, per_round, turn_wall, turn_cpu, turn_steps, loads) -
         print(
             f"best pipeline: {best}, efficiency {value:.3f}: {word} the target >= {TARGET_EFFICIENCY}"
         )
-    q1, med, q3 = quartiles(loads)
-    cores = os.cpu_count() or 1
-    print(
-        f"1-minute load average during the run: median {med:.1f} (min {min(loads):.1f}, max "
-        f"{max(loads):.1f}) on {cores} logical CPUs"
-        + (
-            ": the machine was busy, wall times are inflated; compare CPU times and paired ratios"
-            if med > cores
-            else ""
-        )
-    )
+    print(load_summary(loads))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -305,12 +300,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    warnings.filterwarnings("ignore", category=UserWarning)
-    logging.getLogger().setLevel(logging.ERROR)
+    prepare_process(args.threads)
     run(args)
 
 

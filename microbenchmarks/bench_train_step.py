@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import statistics
 import tempfile
 import time
@@ -245,6 +246,22 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
         return values[0], values[0], values[0]
     q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
     return q1, q2, q3
+
+
+def load_summary(loads: list[float]) -> str:
+    """The machine's 1-minute load averages sampled during a run, median and range, with a
+    warning when the median exceeds the logical CPUs (wall times are then inflated)."""
+    _, med, _ = quartiles(loads)
+    cores = os.cpu_count() or 1
+    line = (
+        f"1-minute load average during the run: median {med:.1f} (min {min(loads):.1f}, "
+        f"max {max(loads):.1f}) on {cores} logical CPUs"
+    )
+    if med > cores:
+        line += (
+            ": the machine was busy, wall times are inflated; compare CPU times and paired ratios"
+        )
+    return line
 
 
 def verdict(paired: list[float]) -> str:
@@ -460,15 +477,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def prepare_process(threads: int) -> None:
+    """What every microbenchmark sets before it times anything: ``threads`` intra-op threads
+    (0 keeps PyTorch's default) and no library warnings or notices between the figures (solo-learn's
+    scheduler_interval notice, Lightning's and timm's deprecations, DALI's and the loaders' hints).
+    """
+    if threads > 0:
+        torch.set_num_threads(threads)
+    for category in (FutureWarning, DeprecationWarning, UserWarning):
+        warnings.filterwarnings("ignore", category=category)
+    logging.getLogger().setLevel(logging.ERROR)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    warnings.filterwarnings("ignore", category=UserWarning, module=r"(timm|solo|lightning)")
-    warnings.filterwarnings("ignore", message="precision=.* not supported on CPU")
-    logging.getLogger().setLevel(logging.ERROR)  # solo-learn's scheduler_interval notice
+    prepare_process(args.threads)
     import solo_bayesncl  # noqa: F401  (registers bayesncl and ncl with solo-learn)
 
     run(args)

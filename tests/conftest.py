@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
@@ -122,3 +123,70 @@ def untrained_checkpoint(
     torch.save({"state_dict": model.state_dict()}, path)
     (folder / "args.json").write_text(json.dumps(OmegaConf.to_container(cfg, resolve=True)))
     return path
+
+
+def tiny_preset_file(
+    path: Path,
+    data: Path,
+    out_dir: str | Path,
+    *,
+    methods: tuple[str, ...] = ("bayesncl",),
+    max_epochs: int = 1,
+    extra_overrides: tuple[str, ...] = (),
+    **keys,
+) -> Path:
+    """Writes to ``path`` a benchmark preset of seconds-long CPU runs on ``data`` (a folder with
+    ``train/`` and ``val/``); ``keys`` add or replace top-level preset keys. Returns ``path``."""
+    preset = {
+        "name": "tiny",
+        "config_dir": str(REPO / "scripts/pretrain/cifar"),
+        "methods": list(methods),
+        "seeds": [5],
+        "overrides": [
+            "data.dataset=custom",
+            f"data.train_path={data / 'train'}",
+            f"data.val_path={data / 'val'}",
+            "data.num_workers=0",
+            "optimizer.batch_size=8",
+            "method_kwargs.proj_hidden_dim=32",
+            "method_kwargs.proj_output_dim=16",
+            f"max_epochs={max_epochs}",
+            *extra_overrides,
+            "accelerator=cpu",
+        ],
+        "linear": {"max_epochs": 1, "batch_size": 8, "lr": 0.1},
+        "knn": {"k": 3},
+        "report": {"num_workers": 0, "batch_size": 16, "top_dims": 4},
+        "out_dir": str(out_dir),
+        **keys,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(preset, sort_keys=False))
+    return path
+
+
+def fake_result(method: str, seed: int, gain: float, linear: float = 80.0, variant=None, **extra):
+    """A benchmark ``result.json`` payload with known values (consistency 0.3 + gain beside a
+    shuffled baseline of 0.3), for the table and plot tests."""
+    result = {
+        "method": method,
+        "seed": seed,
+        "linear_top1": linear,
+        "knn_top1": linear - 1.0,
+        "seconds_per_epoch": 10.0,
+        "peak_memory_mb": 1000.0,
+        "metrics": {
+            "semantic_consistency": 0.3 + gain,
+            "semantic_consistency_shuffled": 0.3,
+            "semantic_consistency_gain": gain,
+            "semantic_entropy_freq": 1.5,
+            "active_dims": 100.0,
+            "sparsity": 0.5,
+            "effective_rank": 40.0,
+            "retrieval_p@1": 0.7,
+        },
+        **extra,
+    }
+    if variant:
+        result["variant"] = variant
+    return result

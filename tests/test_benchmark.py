@@ -8,38 +8,17 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import fake_result, tiny_preset_file
 
 from solo_bayesncl.benchmark.presets import available_presets, load_preset
 from solo_bayesncl.benchmark.table import aggregate, write_csv, write_markdown
 
 
-def _result(method: str, seed: int, linear: float, gain: float) -> dict:
-    return {
-        "method": method,
-        "seed": seed,
-        "linear_top1": linear,
-        "knn_top1": linear - 1.0,
-        "seconds_per_epoch": 10.0,
-        "peak_memory_mb": 1000.0,
-        "metrics": {
-            "semantic_consistency": 0.3 + gain,
-            "semantic_consistency_shuffled": 0.3,
-            "semantic_consistency_gain": gain,
-            "semantic_entropy_freq": 1.5,
-            "active_dims": 100.0,
-            "sparsity": 0.5,
-            "effective_rank": 40.0,
-            "retrieval_p@1": 0.7,
-        },
-    }
-
-
 def test_table_from_known_results(tmp_path):
     results = [
-        _result("bayesncl", 5, 80.0, 0.2),
-        _result("bayesncl", 6, 82.0, 0.4),
-        _result("simclr", 5, 79.0, 0.0),
+        fake_result("bayesncl", 5, 0.2, 80.0),
+        fake_result("bayesncl", 6, 0.4, 82.0),
+        fake_result("simclr", 5, 0.0, 79.0),
     ]
     rows = aggregate(results)
     assert [r["method"] for r in rows] == ["simclr", "bayesncl"]  # the canonical method order
@@ -91,32 +70,13 @@ def test_tiny_preset_runs_all_methods_then_skips(image_folder, tmp_path):
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     from solo_bayesncl.benchmark.runner import run_benchmark
 
-    preset_file = tmp_path / "tiny.yaml"
-    preset_file.write_text(
-        f"""
-name: tiny
-config_dir: {REPO / "scripts/pretrain/cifar"}
-methods: [simclr, mocov2plus, ncl, bayesncl]
-seeds: [5]
-overrides:
-  - data.dataset=custom
-  - data.train_path={image_folder / "train"}
-  - data.val_path={image_folder / "val"}
-  - data.num_workers=0
-  - optimizer.batch_size=8
-  - method_kwargs.proj_hidden_dim=32
-  - method_kwargs.proj_output_dim=16
-  - max_epochs=1
-  - interpretability.enabled=True
-  - interpretability.frequency=1
-  - accelerator=cpu
-method_overrides:
-  mocov2plus: [method_kwargs.queue_size=64]
-linear: {{max_epochs: 1, batch_size: 8, lr: 0.1}}
-knn: {{k: 3}}
-report: {{num_workers: 0, batch_size: 16, top_dims: 4}}
-out_dir: {tmp_path / "results"}
-"""
+    preset_file = tiny_preset_file(
+        tmp_path / "tiny.yaml",
+        image_folder,
+        tmp_path / "results",
+        methods=("simclr", "mocov2plus", "ncl", "bayesncl"),
+        extra_overrides=("interpretability.enabled=True", "interpretability.frequency=1"),
+        method_overrides={"mocov2plus": ["method_kwargs.queue_size=64"]},
     )
     preset = load_preset(preset_file)
     log: list[str] = []

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, tiny_preset_file
 
 from solo_bayesncl.registration import solo_learn_available
 
@@ -61,31 +61,13 @@ def small_folder(image_folder, tmp_path_factory) -> Path:
 
 
 def _preset(folder: Path, data: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "tiny.yaml"
-    path.write_text(
-        f"""
-name: tiny
-config_dir: {REPO / "scripts/pretrain/cifar"}
-methods: [bayesncl]
-seeds: [5]
-overrides:
-  - data.dataset=custom
-  - data.train_path={data / "train"}
-  - data.val_path={data / "val"}
-  - data.num_workers=0
-  - optimizer.batch_size=8
-  - method_kwargs.proj_hidden_dim=32
-  - method_kwargs.proj_output_dim=16
-  - max_epochs=3
-  - accelerator=cpu
-linear: {{max_epochs: 2, batch_size: 8, lr: 0.1}}
-knn: {{k: 3}}
-report: {{num_workers: 0, batch_size: 16, top_dims: 4}}
-out_dir: results
-"""
+    return tiny_preset_file(
+        folder / "tiny.yaml",
+        data,
+        "results",
+        max_epochs=3,
+        linear={"max_epochs": 2, "batch_size": 8, "lr": 0.1},
     )
-    return path
 
 
 def _launch(preset: Path, cwd: Path) -> subprocess.Popen:

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, fake_result
 
 from solo_bayesncl.benchmark.presets import load_preset
 from solo_bayesncl.benchmark.runner import run_key
@@ -20,27 +20,6 @@ from solo_bayesncl.benchmark.table import (
     write_markdown,
     write_paired_csv,
 )
-
-
-def _result(method, seed, gain, linear=80.0, variant=None, **extra) -> dict:
-    result = {
-        "method": method,
-        "seed": seed,
-        "linear_top1": linear,
-        "knn_top1": linear - 1.0,
-        "seconds_per_epoch": 10.0,
-        "peak_memory_mb": 1000.0,
-        "metrics": {
-            "semantic_consistency": 0.3 + gain,
-            "semantic_consistency_shuffled": 0.3,
-            "semantic_consistency_gain": gain,
-            "active_dims": 100.0,
-        },
-        **extra,
-    }
-    if variant:
-        result["variant"] = variant
-    return result
 
 
 def test_t_quantiles():
@@ -56,15 +35,15 @@ def test_t_quantiles():
 
 def test_paired_differences_use_the_same_seeds_and_a_t_interval(tmp_path):
     results = [
-        _result("ncl", 1, 0.20),
-        _result("ncl", 2, 0.30),
-        _result("ncl", 3, 0.25),
-        _result("bayesncl", 1, 0.25),
-        _result("bayesncl", 2, 0.32),
-        _result("bayesncl", 3, 0.33),
-        _result("bayesncl", 4, 0.90),  # no NCL run with seed 4: not paired
-        _result("bayesncl", 1, 0.20, variant="bayesncl_rho0.3"),
-        _result("bayesncl", 2, 0.30, variant="bayesncl_rho0.3"),
+        fake_result("ncl", 1, 0.20),
+        fake_result("ncl", 2, 0.30),
+        fake_result("ncl", 3, 0.25),
+        fake_result("bayesncl", 1, 0.25),
+        fake_result("bayesncl", 2, 0.32),
+        fake_result("bayesncl", 3, 0.33),
+        fake_result("bayesncl", 4, 0.90),  # no NCL run with seed 4: not paired
+        fake_result("bayesncl", 1, 0.20, variant="bayesncl_rho0.3"),
+        fake_result("bayesncl", 2, 0.30, variant="bayesncl_rho0.3"),
     ]
     paired = paired_differences(results)
     gain = next(
@@ -100,8 +79,10 @@ def test_paired_differences_use_the_same_seeds_and_a_t_interval(tmp_path):
 
 
 def test_an_interval_that_excludes_zero_is_marked(tmp_path):
-    results = [_result("ncl", s, 0.2 + 0.01 * s) for s in (1, 2, 3)] + [
-        _result("bayesncl", s, 0.3 + 0.012 * s, gate_open_rate={"mean": 0.4, "dims_never_open": s})
+    results = [fake_result("ncl", s, 0.2 + 0.01 * s) for s in (1, 2, 3)] + [
+        fake_result(
+            "bayesncl", s, 0.3 + 0.012 * s, gate_open_rate={"mean": 0.4, "dims_never_open": s}
+        )
         for s in (1, 2, 3)
     ]
     paired = paired_differences(results)
@@ -119,7 +100,7 @@ def test_background_columns_appear_for_scenes_runs(tmp_path):
         "probe_class_top1": 70.0,
         "probe_background_top1": 99.0,
     }
-    results = [_result("ncl", 1, 0.2, background=bg)]
+    results = [fake_result("ncl", 1, 0.2, background=bg)]
     text = write_markdown(aggregate(results), tmp_path / "t.md", "u", "c", "d").read_text()
     assert "bg_consistency_gain" in text and "| ncl | 1 |" in text and "| 0.050 | 0.250 |" in text
     assert "Background measures (fashion-mnist-scenes)" in text
@@ -197,12 +178,12 @@ def test_study_presets_load():
     assert {"0.1", "0.3", "0.5"} <= rhos
 
 
-def _sweep_result(tmp_path, method, seed, rho, lam, gain):
+def _sweepfake_result(tmp_path, method, seed, rho, lam, gain):
     folder = tmp_path / f"{method}-{rho}-{lam}-{seed}"
     folder.mkdir()
     kwargs = {"bayesian_prior_prob": rho, "bayesian_kl_lambda": lam}
     (folder / "args.json").write_text(json.dumps({"method_kwargs": kwargs}))
-    return _result(
+    return fake_result(
         method,
         seed,
         gain,
@@ -219,9 +200,9 @@ def test_prior_sweep_plot_needs_a_sweep(tmp_path):
         prior_settings,
     )
 
-    runs = [_result("ncl", s, 0.2) for s in (1, 2)]
+    runs = [fake_result("ncl", s, 0.2) for s in (1, 2)]
     runs += [
-        _sweep_result(tmp_path, "bayesncl", s, rho, lam, 0.2 + rho / 10)
+        _sweepfake_result(tmp_path, "bayesncl", s, rho, lam, 0.2 + rho / 10)
         for s in (1, 2)
         for rho, lam in ((0.1, 3e-5), (0.3, 3e-5), (0.8, 3e-5), (0.3, 3e-3))
     ]
@@ -274,7 +255,7 @@ def test_table_only_counts_finished_runs_and_lists_the_rest(tmp_path):
     for method, seed, gain in (("ncl", 1, 0.2), ("ncl", 2, 0.3), ("bayesncl", 1, 0.25)):
         run_dir = out / "runs" / f"{method}-seed{seed}-{run_key(preset, method, seed)}"
         run_dir.mkdir(parents=True)
-        (run_dir / "result.json").write_text(json.dumps(_result(method, seed, gain)))
+        (run_dir / "result.json").write_text(json.dumps(fake_result(method, seed, gain)))
     # an unfinished run: stages but no result.json
     unfinished = out / "runs" / f"bayesncl-seed2-{run_key(preset, 'bayesncl', 2)}"
     unfinished.mkdir()

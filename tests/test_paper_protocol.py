@@ -299,33 +299,16 @@ def test_table_shows_paper_columns_only_with_the_paper_protocol(paper, tmp_path)
 @pytest.mark.slow
 def test_benchmark_protocol_paper_adds_only_the_missing_stage(image_folder, tmp_path):
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
-    from conftest import REPO
+    from conftest import tiny_preset_file
 
     from solo_bayesncl.benchmark.presets import load_preset
     from solo_bayesncl.benchmark.runner import run_benchmark
 
-    preset_file = tmp_path / "tiny.yaml"
-    preset_file.write_text(
-        f"""
-name: tiny
-config_dir: {REPO / "scripts/pretrain/cifar"}
-methods: [bayesncl]
-seeds: [5]
-overrides:
-  - data.dataset=custom
-  - data.train_path={image_folder / "train"}
-  - data.val_path={image_folder / "val"}
-  - data.num_workers=0
-  - optimizer.batch_size=8
-  - method_kwargs.proj_hidden_dim=32
-  - method_kwargs.proj_output_dim=16
-  - max_epochs=1
-  - accelerator=cpu
-linear: {{config: linear.yaml, max_epochs: 1, batch_size: 8}}
-knn: {{k: 3}}
-report: {{num_workers: 0, batch_size: 16, top_dims: 4}}
-out_dir: {tmp_path / "results"}
-"""
+    preset_file = tiny_preset_file(
+        tmp_path / "tiny.yaml",
+        image_folder,
+        tmp_path / "results",
+        linear={"config": "linear.yaml", "max_epochs": 1, "batch_size": 8},
     )
     preset = load_preset(preset_file)
     standard = run_benchmark(preset, log=lambda _: None)
