@@ -356,6 +356,26 @@ def test_git_state_outside_a_checkout_is_unknown(tmp_path):
     assert git_state(tmp_path) == {"commit": head, "dirty": True}
 
 
+def test_results_and_docs_the_benchmark_rewrote_do_not_make_the_code_dirty(tmp_path):
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid"}
+    env.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t.invalid")
+    files = ["results/study/results.md", "results/study/results.csv", "docs/r.md", "README.md"]
+    files += ["pkg/code.py", "presets/p.yaml"]
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("a")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "x"], cwd=tmp_path, check=True, env=env)
+    for name in files[:4]:  # a finished preset rewrote its tables; the README was edited
+        (tmp_path / name).write_text("b")
+    assert git_state(tmp_path)["dirty"] is False
+    for name in files[4:]:  # code and configs a run reads
+        (tmp_path / name).write_text("b")
+        assert git_state(tmp_path)["dirty"] is True, name
+        subprocess.run(["git", "checkout", "-q", "--", name], cwd=tmp_path, check=True)
+
+
 # ---- table and progress ----------------------------------------------------------------------
 
 

@@ -20,11 +20,20 @@ __all__ = ["StageMeter", "cpu_seconds", "git_state", "load_unreliable"]
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
+NOT_RUN_BY_A_BENCHMARK: tuple[str, ...] = ("results/", "docs/", "*.md")
+"""Git pathspecs of the checkout whose changes do not make a result's commit dirty: the study
+results a benchmark writes into ``results/`` (a run that follows another would otherwise count
+the first one's tables as uncommitted code) and the documentation."""
+
 
 def git_state(folder: Path = _PACKAGE_ROOT) -> dict[str, Any]:
     """``{"commit": full hash, "dirty": bool}`` of the checkout holding the package, or
     ``{"commit": "unknown", "dirty": "unknown"}`` outside a git checkout (an installed wheel).
-    Untracked files (results, logs) do not make a tree dirty; changed tracked files do."""
+
+    Dirty means a changed tracked file that a run could execute or read (code, configs, presets).
+    Untracked files (results, logs) do not count, nor do changes to :data:`NOT_RUN_BY_A_BENCHMARK`
+    (the committed ``results/`` that the benchmark itself rewrites, and documentation).
+    """
 
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -35,7 +44,8 @@ def git_state(folder: Path = _PACKAGE_ROOT) -> dict[str, Any]:
         head = git("rev-parse", "HEAD")
         if head.returncode != 0 or not head.stdout.strip():
             return {"commit": "unknown", "dirty": "unknown"}
-        status = git("status", "--porcelain", "--untracked-files=no")
+        excluded = [f":(exclude){pattern}" for pattern in NOT_RUN_BY_A_BENCHMARK]
+        status = git("status", "--porcelain", "--untracked-files=no", "--", ".", *excluded)
         dirty: bool | str = bool(status.stdout.strip()) if status.returncode == 0 else "unknown"
         return {"commit": head.stdout.strip(), "dirty": dirty}
     except (OSError, subprocess.SubprocessError):
