@@ -6,12 +6,14 @@ What it does as the official evaluation does, and the ``standard`` protocol does
 - the model stays in training mode (the official code never calls ``eval()``): BatchNorm
   normalises each batch with its own statistics, over the validation set in dataset order,
   unshuffled (class-sorted for image folders), so the values depend on the batch size;
-- the validation images get solo-learn's classification transform of the dataset (CIFAR: its own
-  mean/std, not the pretraining views'; ImageNet: 256 px resize, 224 px centre crop);
+- the validation images get solo-learn's classification transform of the dataset (CIFAR-10's
+  mean/std for CIFAR-10 and CIFAR-100 alike, not the pretraining views'; ImageNet: 256 px
+  resize, 224 px centre crop);
 - the gate is ``1[sigmoid(a / 1.0) > 0.5]``, with the official temperature and threshold;
 - the metrics are those of :mod:`solo_bayesncl.metrics.paper_protocol`; the singular-value
-  entropy is taken on one training batch of two augmented views (the official code logs it on
-  the first training batch of an epoch).
+  entropy is taken on one training batch of two augmented views, each view forwarded as its own
+  batch (the official code logs it on the first training batch of an epoch, where solo-learn
+  forwards every view separately, so BatchNorm sees one view's batch at a time).
 
 The caller's model is not touched: the pass runs on a copy (training-mode BatchNorm updates its
 running statistics).
@@ -29,7 +31,11 @@ from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader
 
-from solo_bayesncl.data.datasets import build_train_dataset, validation_transform
+from solo_bayesncl.data.datasets import (
+    build_train_dataset,
+    official_transforms,
+    validation_transform,
+)
 from solo_bayesncl.losses import gated_representation
 from solo_bayesncl.metrics.paper_protocol import paper_metrics, paper_singular_value_entropy
 from solo_bayesncl.representations import extract_representations
@@ -45,7 +51,6 @@ __all__ = [
 OFFICIAL_GATE_TEMPERATURE = 1.0
 OFFICIAL_GATE_THRESHOLD = 0.5
 """The official evaluation thresholds ``sigmoid(a / 1.0)`` at 0.5 whatever the run trained with."""
-_SOLO_CLASSIFICATION_DATASETS = ("cifar10", "cifar100", "stl10", "imagenet", "imagenet100")
 
 
 def paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
@@ -64,12 +69,8 @@ def paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
 def paper_val_transform(cfg):
     """solo-learn's classification validation transform of the dataset, as the official
     evaluation uses; the plugin's own for datasets solo-learn does not know (offline ones)."""
-    name = OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset
-    if name in _SOLO_CLASSIFICATION_DATASETS:
-        from solo.data.classification_dataloader import prepare_transforms
-
-        return prepare_transforms(name)[1]
-    return validation_transform(cfg)
+    official = official_transforms(cfg)
+    return validation_transform(cfg) if official is None else official[1]
 
 
 def _extract(model: nn.Module, loader) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,9 +112,11 @@ def _training_batch_entropy(
     with torch.random.fork_rng():  # seeded views, the caller's random state untouched
         torch.manual_seed(seed)
         views = [train[int(i)][1] for i in picks]
-    x = torch.cat([torch.stack([v[c] for v in views]) for c in range(len(views[0]))])
-    out = model(x.to(device))
-    return paper_singular_value_entropy(paper_representation(model, out).float())
+    features = []
+    for c in range(len(views[0])):  # one forward per view, as solo-learn's training step
+        out = model(torch.stack([v[c] for v in views]).to(device))
+        features.append(paper_representation(model, out).float())
+    return paper_singular_value_entropy(torch.cat(features))
 
 
 def evaluate_paper_protocol(
