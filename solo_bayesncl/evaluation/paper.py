@@ -1,5 +1,7 @@
 """The ``paper`` evaluation protocol: the official BayesNCL evaluation (arXiv 2605.28441), run on
-a checkpoint of any of the four methods, for numbers that read beside the paper's table.
+a checkpoint of any of the four methods, for numbers that read beside the paper's table; and the
+``ncl-paper`` protocol: the NCL repository's evaluation (arXiv 2403.12459), the same pass with
+NCL's features and formulas (:func:`evaluate_ncl_paper_protocol`).
 
 What it does as the official evaluation does, and the ``standard`` protocol does not:
 
@@ -36,14 +38,18 @@ from solo_bayesncl.data.datasets import (
     official_transforms,
     validation_transform,
 )
-from solo_bayesncl.losses import gated_representation
+from solo_bayesncl.losses import gated_representation, keep_top_k
+from solo_bayesncl.metrics.ncl_paper_protocol import ncl_paper_metrics
 from solo_bayesncl.metrics.paper_protocol import paper_metrics, paper_singular_value_entropy
+from solo_bayesncl.nonneg import non_negative
 from solo_bayesncl.representations import extract_representations
 
 __all__ = [
     "OFFICIAL_GATE_TEMPERATURE",
     "OFFICIAL_GATE_THRESHOLD",
+    "evaluate_ncl_paper_protocol",
     "evaluate_paper_protocol",
+    "ncl_paper_representation",
     "paper_representation",
     "paper_val_transform",
 ]
@@ -58,12 +64,32 @@ def paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
     ``normalize(phi(z))`` (NCL) or ``normalize(normalize(phi(z)) * 1[sigmoid(a) > 0.5])``."""
     z = out["z"].float()
     if "gate_logits" in out:
-        probs = torch.sigmoid(out["gate_logits"].float() / OFFICIAL_GATE_TEMPERATURE)
-        mask = (probs > OFFICIAL_GATE_THRESHOLD).float()
+        mask = _official_mask(out)
         return gated_representation(z, mask, model.non_neg, getattr(model, "top_k", None))
     if hasattr(model, "representation"):  # NCL: deterministic, no gate
         return model.representation(out)
     return F.normalize(z, dim=-1)
+
+
+def _official_mask(out: dict[str, Any]) -> torch.Tensor:
+    probs = torch.sigmoid(out["gate_logits"].float() / OFFICIAL_GATE_TEMPERATURE)
+    return (probs > OFFICIAL_GATE_THRESHOLD).float()
+
+
+def ncl_paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
+    """The NCL evaluation's features, not normalised: ``z`` (SimCLR, MoCo), ``phi(z)`` (NCL;
+    ``relu(z)`` for ``relu``/``rep_relu``, as the NCL code applies) and, for BayesNCL, which the
+    NCL code does not know, ``phi(z) * 1[sigmoid(a) > 0.5]`` (the gate of the official BayesNCL
+    evaluation)."""
+    z = out["z"].float()
+    non_neg = getattr(model, "non_neg", None)
+    if non_neg is None:
+        return z
+    u = non_negative(z, non_neg)
+    top_k = getattr(model, "top_k", None)
+    if top_k is not None:
+        u = keep_top_k(u, top_k)
+    return u * _official_mask(out) if "gate_logits" in out else u
 
 
 def paper_val_transform(cfg):
@@ -73,12 +99,28 @@ def paper_val_transform(cfg):
     return validation_transform(cfg) if official is None else official[1]
 
 
-def _extract(model: nn.Module, loader) -> tuple[torch.Tensor, torch.Tensor]:
-    """The official features of every image, BatchNorm on each batch's statistics."""
-    batches = list(
-        extract_representations(model, loader, represent=paper_representation, train_mode=True)
-    )
-    return torch.cat([b.features for b in batches]), torch.cat([b.labels for b in batches])
+def _official_pass(
+    model: nn.Module,
+    cfg,
+    val_dataset_factory,
+    represent,
+    *,
+    batch_size: int,
+    num_workers: int,
+    device,
+    max_images_subset=None,
+) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """``(model copy, features, labels)``: the ``represent`` features of every validation image
+    through the official evaluations' pass (solo-learn's classification transform, unshuffled,
+    BatchNorm on each batch's statistics), on a training-mode copy of ``model``."""
+    val = val_dataset_factory(paper_val_transform(cfg))
+    if max_images_subset is not None:
+        val = max_images_subset(val)
+    loader = DataLoader(val, batch_size=batch_size, shuffle=False, num_workers=num_workers)
+    official = copy.deepcopy(model).to(device).train()
+    batches = list(extract_representations(official, loader, represent=represent, train_mode=True))
+    features = torch.cat([b.features for b in batches])
+    return official, features, torch.cat([b.labels for b in batches])
 
 
 @torch.no_grad()
@@ -144,12 +186,16 @@ def evaluate_paper_protocol(
         ``{"metrics": {...}, "settings": {...}}``: the figures under ``paper_`` names (see
         :func:`solo_bayesncl.metrics.paper_protocol.paper_metrics`) and how they were obtained.
     """
-    val = val_dataset_factory(paper_val_transform(cfg))
-    if max_images_subset is not None:
-        val = max_images_subset(val)
-    loader = DataLoader(val, batch_size=batch_size, shuffle=False, num_workers=num_workers)
-    official = copy.deepcopy(model).to(device).train()
-    features, labels = _extract(official, loader)
+    official, features, labels = _official_pass(
+        model,
+        cfg,
+        val_dataset_factory,
+        paper_representation,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        device=device,
+        max_images_subset=max_images_subset,
+    )
     metrics = paper_metrics(features, labels)
     entropy = _training_batch_entropy(official, cfg, batch_size, device, seed)
     metrics["paper_singular_value_entropy"] = entropy if entropy is not None else float("nan")
@@ -164,3 +210,40 @@ def evaluate_paper_protocol(
         ),
     }
     return {"metrics": metrics, "settings": settings}
+
+
+def evaluate_ncl_paper_protocol(
+    model: nn.Module,
+    cfg,
+    val_dataset_factory,
+    *,
+    batch_size: int,
+    num_workers: int,
+    device,
+    max_images_subset=None,
+) -> dict[str, Any]:
+    """Runs the NCL repository's evaluation on ``model`` (left unchanged): the pass of
+    :func:`evaluate_paper_protocol` (training-mode BatchNorm, unshuffled, solo-learn's
+    classification transform) on :func:`ncl_paper_representation`, and the formulas of
+    :mod:`solo_bayesncl.metrics.ncl_paper_protocol`. Arguments as there.
+
+    Returns:
+        ``{"metrics": {...}, "settings": {...}}``, the figures under ``ncl_paper_`` names.
+    """
+    _, features, labels = _official_pass(
+        model,
+        cfg,
+        val_dataset_factory,
+        ncl_paper_representation,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        device=device,
+        max_images_subset=max_images_subset,
+    )
+    settings = {
+        "batchnorm": "batch statistics (training mode), unshuffled loader in dataset order",
+        "batch_size": batch_size,
+        "features": "z, phi(z) for non-negative runs, times 1[sigmoid(a) > 0.5] for BayesNCL; "
+        "not normalised",
+    }
+    return {"metrics": ncl_paper_metrics(features, labels), "settings": settings}
