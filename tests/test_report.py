@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -243,12 +244,50 @@ def test_paper_protocol_adds_the_official_figures(checkpoints, image_folder, tmp
     assert "## Paper protocol" in (out / "metrics.md").read_text()
 
 
+def test_ncl_paper_protocol_reports_the_ncl_formulas_on_relu_z(checkpoints, tmp_path):
+    """``--protocol ncl-paper``: NCL's formulas on ``relu(z)``, not normalised, BatchNorm on the
+    statistics of each unshuffled batch; recomputed here from the model by hand."""
+    import copy
+
+    from torch.utils.data import DataLoader
+
+    from solo_bayesncl.checkpoints import load_checkpoint, load_method
+    from solo_bayesncl.data.datasets import build_val_dataset, validation_transform
+    from solo_bayesncl.metrics.ncl_paper_protocol import ncl_paper_metrics
+
+    out = tmp_path / "ncl"
+    args = [str(checkpoints["ncl"]), "--out", str(out), "--batch-size", "8"]
+    args += ["--num-workers", "0", "--no-progress", "--protocol", "ncl-paper"]
+    assert main(args) == 0
+    report = json.loads((out / "metrics.json").read_text())
+    assert report["protocol"] == "ncl-paper" and "metrics_paper" not in report
+    loaded = load_checkpoint(checkpoints["ncl"])
+    model = copy.deepcopy(load_method(loaded, device="cpu")).train()
+    val = build_val_dataset(loaded.cfg, validation_transform(loaded.cfg))
+    features, labels = [], []
+    with torch.no_grad():
+        for x, y in DataLoader(val, batch_size=8, shuffle=False):
+            features.append(torch.relu(model(x)["z"].float()))
+            labels.append(y)
+    want = ncl_paper_metrics(torch.cat(features), torch.cat(labels))
+    got = report["metrics_ncl_paper"]
+    assert set(got) == set(want)
+    assert f"ncl_paper_retrieval_p@10_m{NUM_DIMS - 32}" in got
+    for key, value in want.items():
+        if math.isnan(value):  # written as null (strict JSON)
+            assert got[key] is None, key
+        else:
+            assert got[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+    assert "## NCL paper protocol" in (out / "metrics.md").read_text()
+
+
 def test_standard_protocol_has_no_paper_figures_and_bad_protocol_is_named(checkpoints, tmp_path):
     report = write_report(
         checkpoints["ncl"], tmp_path / "std", batch_size=16, num_workers=0, progress=False
     )
     assert "metrics_paper" not in report
-    with pytest.raises(ReportError, match="protocol='exact' is not supported; allowed values"):
+    allowed = "allowed values: standard, paper, ncl-paper"
+    with pytest.raises(ReportError, match=f"protocol='exact' is not supported; {allowed}"):
         write_report(checkpoints["ncl"], tmp_path / "bad", protocol="exact", progress=False)
 
 

@@ -9,6 +9,12 @@ trained on: the dataset, its paths, ``data.fraction``, ``data.val_fraction``, th
 the normalisation, each unless given as an override (:func:`inherit_from_checkpoint`). The
 config (``scripts/linear/cifar/linear.yaml``) gives the optimizer and the schedule. Results are
 logged to ``metrics.csv`` (and wandb when on) under ``checkpoint.dir/linear``.
+
+``probe`` picks the data transforms (:data:`PROBES`): ``standard`` normalises the training and
+the validation images with the pretraining views' mean/std (CIFAR-100's for a CIFAR-100
+checkpoint), what the backbone was trained on; ``official`` uses solo-learn's classification
+transforms on both sides, as the official NCL/BayesNCL probe does (CIFAR-10's mean/std for
+CIFAR-100 too, bilinear random resized crops).
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.registration import require_solo_learn
 
-__all__ = ["inherit_from_checkpoint", "linear_eval", "main", "prepare_linear_cfg"]
+__all__ = ["PROBES", "inherit_from_checkpoint", "linear_eval", "main", "prepare_linear_cfg"]
+
+PROBES: tuple[str, ...] = ("standard", "official")
+"""``probe`` values: the transforms of the linear probe (see the module docstring)."""
 
 _DATASET_KEYS = ("data.train_path", "data.val_path", "data.fraction", "data.val_fraction")
 
@@ -87,11 +96,30 @@ def prepare_linear_cfg(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()):
     cfg.backbone = OmegaConf.create(OmegaConf.to_container(loaded.cfg.backbone))
     cfg.pretrain_method = loaded.method
     cfg = resolve_with_solo(cfg, parse_cfg)
+    _check_probe(cfg)
     if cfg.data.format == "dali":
         from solo_bayesncl.data.dali import check_linear_dali_cfg
 
         check_linear_dali_cfg(cfg)
     return cfg, loaded
+
+
+def _check_probe(cfg: omegaconf.DictConfig) -> None:
+    """``probe`` is one of :data:`PROBES`, and ``official`` only where solo-learn has the
+    dataset's classification transforms."""
+    from solo_bayesncl.data.datasets import official_transforms
+
+    probe = OmegaConf.select(cfg, "probe", default=None) or "standard"
+    if probe not in PROBES:
+        raise ValueError(f"probe={probe!r} is not supported; allowed values: {', '.join(PROBES)}")
+    if probe == "official" and official_transforms(cfg) is None:
+        name = OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset
+        raise ValueError(
+            f"probe=official: the official code has no transforms for data.dataset={name} "
+            "(solo-learn's classification transforms know cifar10, cifar100, stl10, imagenet, "
+            "imagenet100); use probe=standard"
+        )
+    OmegaConf.update(cfg, "probe", probe, force_add=True)
 
 
 def _finite_features_hook(checkpoint: Path):
@@ -136,6 +164,7 @@ def linear_eval(
         build_labelled_train_dataset,
         build_val_loader,
         linear_train_transform,
+        official_transforms,
     )
     from solo_bayesncl.trainer import build_loggers, build_trainer, checkpoint_callbacks
 
@@ -147,7 +176,9 @@ def linear_eval(
     if not cfg.performance.disable_channel_last:
         model = model.to(memory_format=torch.channels_last)
 
-    val_loader = build_val_loader(cfg)
+    official = official_transforms(cfg) if cfg.get("probe", "standard") == "official" else None
+    train_transform, val_transform = official or (linear_train_transform(cfg), None)
+    val_loader = build_val_loader(cfg, transform=val_transform)
     if cfg.data.format == "dali":  # solo-learn's DALI training pipeline, our validation loader
         from solo_bayesncl.data.dali_modules import build_linear_dali_datamodule
 
@@ -155,7 +186,7 @@ def linear_eval(
         datamodule.val_dataloader = lambda: val_loader
         fit_data = {"datamodule": datamodule}
     else:
-        train_dataset = build_labelled_train_dataset(cfg, linear_train_transform(cfg))
+        train_dataset = build_labelled_train_dataset(cfg, train_transform)
         train_loader = DataLoader(
             train_dataset,
             batch_size=cfg.optimizer.batch_size,

@@ -43,6 +43,7 @@ __all__ = [
     "build_val_loader",
     "image_params",
     "linear_train_transform",
+    "official_transforms",
     "check_dataset_available",
     "offline_dataset",
     "resolve_dataset_cfg",
@@ -68,6 +69,8 @@ _ALIASES = {
     "fmnist": "fashion-mnist",
     "fashion_mnist_scenes": SCENES,
 }
+_SOLO_CLASSIFICATION_DATASETS = ("cifar10", "cifar100", "stl10", "imagenet", "imagenet100")
+"""Datasets solo-learn's classification loaders know by name (their own transforms)."""
 SMALL_IMAGE_DATASETS = ("cifar10", "cifar100")
 """Datasets that get the small-image stem by default (solo-learn does it for CIFAR). Fashion-MNIST
 keeps the ImageNet stem unless ``backbone.small_stem=True``: at 32 px the CIFAR stem costs ~14x the
@@ -251,15 +254,42 @@ def build_train_dataset(cfg: omegaconf.DictConfig, transform) -> Dataset:
 
 def image_params(cfg: omegaconf.DictConfig) -> tuple[int, list[float], list[float]]:
     """``(crop_size, mean, std)`` of a pretraining config (first augmentation pipeline) or of a
-    linear-evaluation config (``data.augmentations``)."""
+    linear-evaluation config (``data.augmentations``): the mean/std are the pretraining views'
+    (:func:`~solo_bayesncl.data.pipelines.solo_normalization`, solo-learn's table for CIFAR,
+    STL-10 and ImageNet), so that every evaluation feeds what the backbone was trained on."""
+    from solo_bayesncl.data.pipelines import solo_normalization
+
     pipelines = OmegaConf.select(cfg, "augmentations", default=None)
     aug = (
         pipelines[0] if pipelines else OmegaConf.select(cfg, "data.augmentations", default={}) or {}
     )
     crop = int(aug.get("crop_size", 224))
-    mean = list(aug.get("mean", None) or (0.485, 0.456, 0.406))
-    std = list(aug.get("std", None) or (0.229, 0.224, 0.225))
+    mean, std = solo_normalization(cfg, aug)
     return crop, mean, std
+
+
+def official_transforms(
+    cfg: omegaconf.DictConfig,
+) -> tuple[transforms.Compose, transforms.Compose] | None:
+    """solo-learn's classification ``(train, validation)`` transforms of the dataset, which the
+    official NCL/BayesNCL probe and evaluation use (CIFAR-100 included: CIFAR-10's mean/std on
+    both sides); None for datasets solo-learn does not know by name (image folders and the
+    plugin's offline datasets), where the plugin's own transforms are the only ones."""
+    name = _dataset_name(cfg)
+    if name not in _SOLO_CLASSIFICATION_DATASETS:
+        return None
+    from solo.data.classification_dataloader import prepare_transforms
+
+    return prepare_transforms(name)
+
+
+def _normalized_as(transform: transforms.Compose, mean, std) -> transforms.Compose:
+    """``transform`` with its ``Normalize`` step replaced by one with ``mean``/``std``."""
+    steps = [
+        transforms.Normalize(mean, std) if isinstance(t, transforms.Normalize) else t
+        for t in transform.transforms
+    ]
+    return transforms.Compose(steps)
 
 
 def validation_transform(cfg: omegaconf.DictConfig) -> transforms.Compose:
@@ -328,31 +358,38 @@ def build_val_dataset(cfg: omegaconf.DictConfig, transform=None) -> Dataset | No
         return ImageFolder(str(cfg.data.val_path), transform)
     from solo.data.classification_dataloader import prepare_datasets
 
+    fmt = OmegaConf.select(cfg, "data.format", default="image_folder")
     _, val = prepare_datasets(
-        name, transform, transform, cfg.data.train_path, cfg.data.val_path, download=False
+        name,
+        transform,
+        transform,
+        cfg.data.train_path,
+        cfg.data.val_path,
+        data_format="image_folder" if fmt == "dali" else fmt,
+        download=False,
     )
     return val
 
 
-def build_val_loader(cfg: omegaconf.DictConfig, batch_size: int | None = None) -> DataLoader | None:
-    """Validation loader in solo-learn's ``(X, y)`` format, None when there is no labelled data."""
-    name = _dataset_name(cfg)
-    if name in ("imagenet", "imagenet100", "cifar10", "cifar100", "stl10"):
-        from solo.data.classification_dataloader import prepare_data
+def build_val_loader(
+    cfg: omegaconf.DictConfig, batch_size: int | None = None, transform=None
+) -> DataLoader | None:
+    """Validation loader in solo-learn's ``(X, y)`` format, None when there is no labelled data.
 
-        if cfg.data.val_path is None:
-            return None
-        fmt = "image_folder" if cfg.data.format == "dali" else cfg.data.format
-        _, loader = prepare_data(
-            name,
-            train_data_path=cfg.data.train_path,
-            val_data_path=cfg.data.val_path,
-            data_format=fmt,
-            batch_size=batch_size or cfg.optimizer.batch_size,
-            num_workers=cfg.data.num_workers,
+    ``transform`` defaults to the standard one: for the datasets solo-learn knows by name its
+    classification validation transform (CIFAR: none; ImageNet: 256 px resize, 224 px centre
+    crop) normalised with the pretraining views' mean/std (:func:`image_params`) in place of its
+    own, which is CIFAR-10's for CIFAR-100 too; :func:`validation_transform` for the others.
+    """
+    if transform is None:
+        official = official_transforms(cfg)
+        _, mean, std = image_params(cfg)
+        transform = (
+            validation_transform(cfg)
+            if official is None
+            else _normalized_as(official[1], mean, std)
         )
-        return loader
-    dataset = build_val_dataset(cfg)
+    dataset = build_val_dataset(cfg, transform)
     if dataset is None:
         return None
     return DataLoader(

@@ -43,8 +43,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--protocol",
         default="standard",
-        help="standard or paper; paper: add the official BayesNCL evaluation's figures (training-mode BatchNorm, "
-        "consistency x100, ...) beside the standard ones; see docs/fidelity.md",
+        help="standard, paper or ncl-paper; paper: add the official BayesNCL evaluation's figures "
+        "(training-mode BatchNorm, consistency x100, ...) beside the standard ones; ncl-paper: "
+        "the NCL repository's evaluation figures instead (sparsity below 1e-2, L2 retrieval, ...); "
+        "see docs/fidelity.md",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing report")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")

@@ -55,6 +55,26 @@ def _paper_markdown(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _ncl_paper_markdown(report: dict[str, Any]) -> list[str]:
+    """The ncl-paper section of ``metrics.md``: every figure of the NCL repository's evaluation."""
+    figures = report.get("metrics_ncl_paper")
+    if figures is None:
+        return []
+    return [
+        "",
+        "## NCL paper protocol (the NCL repository's evaluation)",
+        "",
+        "BatchNorm in training mode over the unshuffled validation set (batch "
+        f"{report['ncl_paper_protocol']['batch_size']}); features not normalised; sparsity and "
+        "consistency in percent; orthogonality the median of |C - I| over dimensions summing "
+        "above 10; retrieval P@10 by Euclidean distance. See docs/fidelity.md.",
+        "",
+        "| NCL figure | value |",
+        "|---|---:|",
+        *(f"| {k} | {'n/a' if v is None else f'{v:.6g}'} |" for k, v in figures.items()),
+    ]
+
+
 def _dimension_table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "| dim | majority class | purity (top images) | purity (all active) | active images |",
@@ -114,6 +134,7 @@ def render_markdown(report: dict[str, Any], pictures: list[str], skipped: list[s
         lines += ["| metric | value |", "|---|---:|"]
         lines += [f"| {key} | {format_value(key, value)} |" for key, value in metrics.items()]
     lines += _paper_markdown(report)
+    lines += _ncl_paper_markdown(report)
     gate = report.get("gate_open_rate")
     if gate is not None:
         lines += ["", "## Hard gate", "", "| statistic | value |", "|---|---:|"]

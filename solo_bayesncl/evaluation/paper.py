@@ -1,17 +1,21 @@
 """The ``paper`` evaluation protocol: the official BayesNCL evaluation (arXiv 2605.28441), run on
-a checkpoint of any of the four methods, for numbers that read beside the paper's table.
+a checkpoint of any of the four methods, for numbers that read beside the paper's table; and the
+``ncl-paper`` protocol: the NCL repository's evaluation (arXiv 2403.12459), the same pass with
+NCL's features and formulas (:func:`evaluate_ncl_paper_protocol`).
 
 What it does as the official evaluation does, and the ``standard`` protocol does not:
 
 - the model stays in training mode (the official code never calls ``eval()``): BatchNorm
   normalises each batch with its own statistics, over the validation set in dataset order,
   unshuffled (class-sorted for image folders), so the values depend on the batch size;
-- the validation images get solo-learn's classification transform of the dataset (CIFAR: its own
-  mean/std, not the pretraining views'; ImageNet: 256 px resize, 224 px centre crop);
+- the validation images get solo-learn's classification transform of the dataset (CIFAR-10's
+  mean/std for CIFAR-10 and CIFAR-100 alike, not the pretraining views'; ImageNet: 256 px
+  resize, 224 px centre crop);
 - the gate is ``1[sigmoid(a / 1.0) > 0.5]``, with the official temperature and threshold;
 - the metrics are those of :mod:`solo_bayesncl.metrics.paper_protocol`; the singular-value
-  entropy is taken on one training batch of two augmented views (the official code logs it on
-  the first training batch of an epoch).
+  entropy is taken on one training batch of two augmented views, each view forwarded as its own
+  batch (the official code logs it on the first training batch of an epoch, where solo-learn
+  forwards every view separately, so BatchNorm sees one view's batch at a time).
 
 The caller's model is not touched: the pass runs on a copy (training-mode BatchNorm updates its
 running statistics).
@@ -29,15 +33,23 @@ from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader
 
-from solo_bayesncl.data.datasets import build_train_dataset, validation_transform
-from solo_bayesncl.losses import gated_representation
+from solo_bayesncl.data.datasets import (
+    build_train_dataset,
+    official_transforms,
+    validation_transform,
+)
+from solo_bayesncl.losses import gated_representation, keep_top_k
+from solo_bayesncl.metrics.ncl_paper_protocol import ncl_paper_metrics
 from solo_bayesncl.metrics.paper_protocol import paper_metrics, paper_singular_value_entropy
+from solo_bayesncl.nonneg import non_negative
 from solo_bayesncl.representations import extract_representations
 
 __all__ = [
     "OFFICIAL_GATE_TEMPERATURE",
     "OFFICIAL_GATE_THRESHOLD",
+    "evaluate_ncl_paper_protocol",
     "evaluate_paper_protocol",
+    "ncl_paper_representation",
     "paper_representation",
     "paper_val_transform",
 ]
@@ -45,7 +57,6 @@ __all__ = [
 OFFICIAL_GATE_TEMPERATURE = 1.0
 OFFICIAL_GATE_THRESHOLD = 0.5
 """The official evaluation thresholds ``sigmoid(a / 1.0)`` at 0.5 whatever the run trained with."""
-_SOLO_CLASSIFICATION_DATASETS = ("cifar10", "cifar100", "stl10", "imagenet", "imagenet100")
 
 
 def paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
@@ -53,31 +64,63 @@ def paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
     ``normalize(phi(z))`` (NCL) or ``normalize(normalize(phi(z)) * 1[sigmoid(a) > 0.5])``."""
     z = out["z"].float()
     if "gate_logits" in out:
-        probs = torch.sigmoid(out["gate_logits"].float() / OFFICIAL_GATE_TEMPERATURE)
-        mask = (probs > OFFICIAL_GATE_THRESHOLD).float()
+        mask = _official_mask(out)
         return gated_representation(z, mask, model.non_neg, getattr(model, "top_k", None))
     if hasattr(model, "representation"):  # NCL: deterministic, no gate
         return model.representation(out)
     return F.normalize(z, dim=-1)
 
 
+def _official_mask(out: dict[str, Any]) -> torch.Tensor:
+    probs = torch.sigmoid(out["gate_logits"].float() / OFFICIAL_GATE_TEMPERATURE)
+    return (probs > OFFICIAL_GATE_THRESHOLD).float()
+
+
+def ncl_paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
+    """The NCL evaluation's features, not normalised: ``z`` (SimCLR, MoCo), ``phi(z)`` (NCL;
+    ``relu(z)`` for ``relu``/``rep_relu``, as the NCL code applies) and, for BayesNCL, which the
+    NCL code does not know, ``phi(z) * 1[sigmoid(a) > 0.5]`` (the gate of the official BayesNCL
+    evaluation)."""
+    z = out["z"].float()
+    non_neg = getattr(model, "non_neg", None)
+    if non_neg is None:
+        return z
+    u = non_negative(z, non_neg)
+    top_k = getattr(model, "top_k", None)
+    if top_k is not None:
+        u = keep_top_k(u, top_k)
+    return u * _official_mask(out) if "gate_logits" in out else u
+
+
 def paper_val_transform(cfg):
     """solo-learn's classification validation transform of the dataset, as the official
     evaluation uses; the plugin's own for datasets solo-learn does not know (offline ones)."""
-    name = OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset
-    if name in _SOLO_CLASSIFICATION_DATASETS:
-        from solo.data.classification_dataloader import prepare_transforms
-
-        return prepare_transforms(name)[1]
-    return validation_transform(cfg)
+    official = official_transforms(cfg)
+    return validation_transform(cfg) if official is None else official[1]
 
 
-def _extract(model: nn.Module, loader) -> tuple[torch.Tensor, torch.Tensor]:
-    """The official features of every image, BatchNorm on each batch's statistics."""
-    batches = list(
-        extract_representations(model, loader, represent=paper_representation, train_mode=True)
-    )
-    return torch.cat([b.features for b in batches]), torch.cat([b.labels for b in batches])
+def _official_pass(
+    model: nn.Module,
+    cfg,
+    val_dataset_factory,
+    represent,
+    *,
+    batch_size: int,
+    num_workers: int,
+    device,
+    max_images_subset=None,
+) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """``(model copy, features, labels)``: the ``represent`` features of every validation image
+    through the official evaluations' pass (solo-learn's classification transform, unshuffled,
+    BatchNorm on each batch's statistics), on a training-mode copy of ``model``."""
+    val = val_dataset_factory(paper_val_transform(cfg))
+    if max_images_subset is not None:
+        val = max_images_subset(val)
+    loader = DataLoader(val, batch_size=batch_size, shuffle=False, num_workers=num_workers)
+    official = copy.deepcopy(model).to(device).train()
+    batches = list(extract_representations(official, loader, represent=represent, train_mode=True))
+    features = torch.cat([b.features for b in batches])
+    return official, features, torch.cat([b.labels for b in batches])
 
 
 @torch.no_grad()
@@ -111,9 +154,11 @@ def _training_batch_entropy(
     with torch.random.fork_rng():  # seeded views, the caller's random state untouched
         torch.manual_seed(seed)
         views = [train[int(i)][1] for i in picks]
-    x = torch.cat([torch.stack([v[c] for v in views]) for c in range(len(views[0]))])
-    out = model(x.to(device))
-    return paper_singular_value_entropy(paper_representation(model, out).float())
+    features = []
+    for c in range(len(views[0])):  # one forward per view, as solo-learn's training step
+        out = model(torch.stack([v[c] for v in views]).to(device))
+        features.append(paper_representation(model, out).float())
+    return paper_singular_value_entropy(torch.cat(features))
 
 
 def evaluate_paper_protocol(
@@ -141,12 +186,16 @@ def evaluate_paper_protocol(
         ``{"metrics": {...}, "settings": {...}}``: the figures under ``paper_`` names (see
         :func:`solo_bayesncl.metrics.paper_protocol.paper_metrics`) and how they were obtained.
     """
-    val = val_dataset_factory(paper_val_transform(cfg))
-    if max_images_subset is not None:
-        val = max_images_subset(val)
-    loader = DataLoader(val, batch_size=batch_size, shuffle=False, num_workers=num_workers)
-    official = copy.deepcopy(model).to(device).train()
-    features, labels = _extract(official, loader)
+    official, features, labels = _official_pass(
+        model,
+        cfg,
+        val_dataset_factory,
+        paper_representation,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        device=device,
+        max_images_subset=max_images_subset,
+    )
     metrics = paper_metrics(features, labels)
     entropy = _training_batch_entropy(official, cfg, batch_size, device, seed)
     metrics["paper_singular_value_entropy"] = entropy if entropy is not None else float("nan")
@@ -161,3 +210,40 @@ def evaluate_paper_protocol(
         ),
     }
     return {"metrics": metrics, "settings": settings}
+
+
+def evaluate_ncl_paper_protocol(
+    model: nn.Module,
+    cfg,
+    val_dataset_factory,
+    *,
+    batch_size: int,
+    num_workers: int,
+    device,
+    max_images_subset=None,
+) -> dict[str, Any]:
+    """Runs the NCL repository's evaluation on ``model`` (left unchanged): the pass of
+    :func:`evaluate_paper_protocol` (training-mode BatchNorm, unshuffled, solo-learn's
+    classification transform) on :func:`ncl_paper_representation`, and the formulas of
+    :mod:`solo_bayesncl.metrics.ncl_paper_protocol`. Arguments as there.
+
+    Returns:
+        ``{"metrics": {...}, "settings": {...}}``, the figures under ``ncl_paper_`` names.
+    """
+    _, features, labels = _official_pass(
+        model,
+        cfg,
+        val_dataset_factory,
+        ncl_paper_representation,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        device=device,
+        max_images_subset=max_images_subset,
+    )
+    settings = {
+        "batchnorm": "batch statistics (training mode), unshuffled loader in dataset order",
+        "batch_size": batch_size,
+        "features": "z, phi(z) for non-negative runs, times 1[sigmoid(a) > 0.5] for BayesNCL; "
+        "not normalised",
+    }
+    return {"metrics": ncl_paper_metrics(features, labels), "settings": settings}

@@ -48,7 +48,7 @@ from solo_bayesncl.dashboard.bundle import write_feature_bundle
 from solo_bayesncl.data.datasets import build_val_dataset, image_params, validation_transform
 from solo_bayesncl.evaluation import plots
 from solo_bayesncl.evaluation.markdown import render_markdown
-from solo_bayesncl.evaluation.paper import evaluate_paper_protocol
+from solo_bayesncl.evaluation.paper import evaluate_ncl_paper_protocol, evaluate_paper_protocol
 from solo_bayesncl.evaluation.report_data import (
     ReportError,
     class_names,
@@ -87,9 +87,10 @@ REPORT_FILES: tuple[str, ...] = (
 """Files every report holds; BayesNCL reports add ``gate_open_rates.png``."""
 GATE_PICTURE = "gate_open_rates.png"
 PARTIAL_SUFFIX = ".partial"
-PROTOCOLS: tuple[str, ...] = ("standard", "paper")
+PROTOCOLS: tuple[str, ...] = ("standard", "paper", "ncl-paper")
 """``standard``: this project's shared metrics, eval-mode BatchNorm. ``paper``: the standard
-report plus the official BayesNCL evaluation's figures (``metrics_paper``)."""
+report plus the official BayesNCL evaluation's figures (``metrics_paper``). ``ncl-paper``: the
+standard report plus the NCL repository's evaluation figures (``metrics_ncl_paper``)."""
 
 
 def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
@@ -175,9 +176,10 @@ def write_report(
         retrieval_max_samples: cap on the vectors used for retrieval precision.
         overwrite: replace the report files in a non-empty ``out_dir``.
         progress: show a progress bar while extracting features.
-        protocol: ``standard`` (eval-mode BatchNorm, the shared metric definitions) or
+        protocol: ``standard`` (eval-mode BatchNorm, the shared metric definitions),
             ``paper``, which adds ``metrics_paper``: the official BayesNCL evaluation
-            (:mod:`solo_bayesncl.evaluation.paper`), beside the standard figures.
+            (:mod:`solo_bayesncl.evaluation.paper`), beside the standard figures, or
+            ``ncl-paper``, which adds ``metrics_ncl_paper``: the NCL repository's evaluation.
 
     Returns:
         The content of ``metrics.json``.
@@ -282,8 +284,12 @@ def write_report(
         if gated:
             report["metrics_soft_gate"] = _finite(data.metrics_soft_gate)
             report["gate_open_rate"] = gate_summary(gate_open)
-        if protocol == "paper":
-            paper = evaluate_paper_protocol(
+        if protocol != "standard":
+            evaluate, key = {
+                "paper": (evaluate_paper_protocol, "paper"),
+                "ncl-paper": (evaluate_ncl_paper_protocol, "ncl_paper"),
+            }[protocol]
+            paper = evaluate(
                 model,
                 cfg,
                 lambda transform: build_val_dataset(cfg, transform),
@@ -292,9 +298,9 @@ def write_report(
                 device=device,
                 max_images_subset=lambda d: limit_images(d, max_images),
             )
-            report["protocol"] = "paper"
-            report["metrics_paper"] = _finite(paper["metrics"])
-            report["paper_protocol"] = paper["settings"]
+            report["protocol"] = protocol
+            report[f"metrics_{key}"] = _finite(paper["metrics"])
+            report[f"{key}_protocol"] = paper["settings"]
         report["selectivity"] = {
             "permutations": MAJORITY_PERMUTATIONS,
             "significance": SIGNIFICANCE,

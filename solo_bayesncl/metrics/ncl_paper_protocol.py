@@ -1,0 +1,151 @@
+"""The ``ncl-paper`` evaluation protocol: the metrics as the NCL repository's own evaluation
+computes them (Wang et al., "Non-negative Contrastive Learning", arXiv 2403.12459, its
+``main_eval.py``), so that numbers can be put beside the NCL paper's table.
+
+They differ from the BayesNCL evaluation (:mod:`solo_bayesncl.metrics.paper_protocol`) and from
+this project's definitions (:mod:`solo_bayesncl.metrics`) on purpose:
+
+- the features are not row-normalised before sparsity and orthogonality (NCL evaluates ``z``, or
+  ``relu(z)``, as the projector gives it);
+- sparsity: per sample, the percentage of entries with ``|f| < 1e-2`` (:data:`NCL_SPARSITY_EPS`),
+  averaged over samples;
+- semantic consistency ("cluster acc"): dimensions whose ReLU sum over the set is above 0, rows
+  L2-normalised, for each dimension the majority-class share of the samples with ``|f| > 1e-5``,
+  x100, mean and (sample) standard deviation over dimensions; the entropy of the same class
+  distribution, ``-sum p log(p + 1e-5)``, beside it;
+- orthogonality ("disentanglement"): only dimensions whose column sum is above 10
+  (:data:`NCL_ORTHOGONALITY_MIN_SUM`), columns L2-normalised, the median of all ``d^2`` entries
+  of ``|F^T F - I|``;
+- retrieval: dimensions ranked by the signed sum of the row-normalised features, the first
+  ``m = 0, 32, ..., d - 32`` kept **without** renormalising, neighbours by Euclidean distance,
+  the nearest dropped (the query itself unless tied), precision at 10 with the query skipped if
+  it appears among the next ten (the NCL code prints it as ``map``).
+
+Ties in the distance ranking (``m = 0``: every distance is 0) go to the lower index; the NCL code
+leaves them to ``torch.sort``. Plain PyTorch on whatever device the tensors are on.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "NCL_ACTIVE_EPS",
+    "NCL_ORTHOGONALITY_MIN_SUM",
+    "NCL_RETRIEVAL_K",
+    "NCL_RETRIEVAL_STEP",
+    "NCL_SPARSITY_EPS",
+    "ncl_paper_metrics",
+    "ncl_paper_orthogonality",
+    "ncl_paper_retrieval",
+    "ncl_paper_semantic_consistency",
+    "ncl_paper_sparsity",
+]
+
+NCL_SPARSITY_EPS = 1e-2
+"""An entry counts as zero for NCL's sparsity when ``|f| < 1e-2``."""
+NCL_ACTIVE_EPS = 1e-5
+"""A sample is active on a dimension for NCL's consistency when ``|f| > 1e-5``."""
+NCL_ORTHOGONALITY_MIN_SUM = 10.0
+"""NCL's orthogonality keeps the dimensions whose column sum is above 10."""
+NCL_RETRIEVAL_STEP = 32
+"""``m`` runs over ``0, 32, ...`` below the feature dimension."""
+NCL_RETRIEVAL_K = 10
+
+
+def ncl_paper_sparsity(features: torch.Tensor) -> float:
+    """Mean over samples of the percentage of entries with ``|f| < 1e-2``."""
+    per_sample = (features.float().abs() < NCL_SPARSITY_EPS).float().mean(dim=1) * 100
+    return float(per_sample.mean())
+
+
+def _mean_std(values: torch.Tensor) -> tuple[float, float]:
+    if values.numel() == 0:
+        return float("nan"), float("nan")
+    std = float(values.std()) if values.numel() > 1 else float("nan")
+    return float(values.mean()), std
+
+
+def ncl_paper_semantic_consistency(
+    features: torch.Tensor, labels: torch.Tensor
+) -> dict[str, float]:
+    """``{"mean", "std"}`` of the per-dimension majority-class share x100 and
+    ``{"entropy_mean", "entropy_std"}`` of the class distribution's entropy (see the module
+    docstring); a dimension with no active sample is skipped, as in the NCL code."""
+    f = features.float()
+    f = F.normalize(f[:, F.relu(f).sum(dim=0) > 0], dim=1)
+    labels = labels.to(f.device).long()
+    one_hot = F.one_hot(labels, int(labels.max()) + 1).to(f.dtype) if labels.numel() else None
+    if one_hot is None or f.shape[1] == 0:
+        nan = float("nan")
+        return {"mean": nan, "std": nan, "entropy_mean": nan, "entropy_std": nan}
+    counts = (f.abs() > NCL_ACTIVE_EPS).to(f.dtype).T @ one_hot  # (d, C)
+    totals = counts.sum(dim=1)
+    p = counts[totals > 0] / totals[totals > 0, None]
+    share = p.max(dim=1).values * 100
+    entropy = -(p * torch.log(p + NCL_ACTIVE_EPS)).sum(dim=1)
+    mean, std = _mean_std(share)
+    entropy_mean, entropy_std = _mean_std(entropy)
+    return {"mean": mean, "std": std, "entropy_mean": entropy_mean, "entropy_std": entropy_std}
+
+
+def ncl_paper_orthogonality(features: torch.Tensor) -> float:
+    """The median of ``|F^T F - I|`` over the column-normalised dimensions whose column sum is
+    above 10; NaN when none is."""
+    f = features.float()
+    f = F.normalize(f[:, f.sum(dim=0) > NCL_ORTHOGONALITY_MIN_SUM], dim=0)
+    d = f.shape[1]
+    if d == 0:
+        return float("nan")
+    return float((f.T @ f - torch.eye(d, device=f.device, dtype=f.dtype)).abs().median())
+
+
+@torch.no_grad()
+def ncl_paper_retrieval(
+    features: torch.Tensor, labels: torch.Tensor, chunk_size: int = 512
+) -> dict[int, float]:
+    """``{m: P@10}`` of the NCL code's retrieval (see the module docstring), queries in chunks
+    of ``chunk_size`` rows.
+
+    Raises:
+        ValueError: fewer than 11 vectors (the NCL code reads 11 neighbours).
+    """
+    n, d = features.shape
+    if n < NCL_RETRIEVAL_K + 1:
+        raise ValueError(f"NCL retrieval needs at least 11 vectors, got {n}")
+    f = F.normalize(features.float(), p=2, dim=1)
+    _, order = torch.sort(f.sum(dim=0), descending=True, stable=True)
+    labels = labels.to(f.device)
+    out: dict[int, float] = {}
+    for m in range(0, d, NCL_RETRIEVAL_STEP):
+        sub = f[:, order[:m]]
+        correct = 0.0
+        for start in range(0, n, chunk_size):
+            queries = torch.arange(start, min(start + chunk_size, n), device=f.device)
+            dist = torch.cdist(
+                sub[queries], sub, compute_mode="donot_use_mm_for_euclid_dist"
+            )  # exact: a vector's distance to itself is 0
+            ranked = torch.sort(dist, dim=1, stable=True).indices[:, 1 : NCL_RETRIEVAL_K + 1]
+            hits = (labels[ranked] == labels[queries, None]) & (ranked != queries[:, None])
+            correct += float(hits.sum())
+        out[m] = correct / (n * NCL_RETRIEVAL_K)
+    return out
+
+
+def ncl_paper_metrics(features: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+    """Every figure of the NCL repository's evaluation, flat, under ``ncl_paper_`` names:
+    percentages (sparsity, consistency) as the NCL code prints them, retrieval as
+    ``ncl_paper_retrieval_p@10_m{M}``."""
+    consistency = ncl_paper_semantic_consistency(features, labels)
+    metrics = {
+        "ncl_paper_sparsity_x100": ncl_paper_sparsity(features),
+        "ncl_paper_semantic_consistency_x100": consistency["mean"],
+        "ncl_paper_semantic_consistency_x100_std": consistency["std"],
+        "ncl_paper_semantic_entropy": consistency["entropy_mean"],
+        "ncl_paper_semantic_entropy_std": consistency["entropy_std"],
+        "ncl_paper_orthogonality_median": ncl_paper_orthogonality(features),
+    }
+    for m, value in ncl_paper_retrieval(features, labels).items():
+        metrics[f"ncl_paper_retrieval_p@{NCL_RETRIEVAL_K}_m{m}"] = value
+    return metrics
