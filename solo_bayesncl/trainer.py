@@ -2,6 +2,11 @@
 
 Every run writes ``metrics.csv`` beside its checkpoints; wandb logs too when ``wandb.enabled``,
 offline when no login is stored, so that no default asks for one or hangs.
+
+A job of several processes (DDP) is one run: its id, hence its folder, checkpoints and
+``metrics.csv``, is decided once (:func:`solo_bayesncl.auto_resume.decide_job_run`), and
+:func:`job_run_agreement` stops every process before training when they do not agree on it.
+Lightning writes the files from global rank 0 only.
 """
 
 from __future__ import annotations
@@ -9,15 +14,21 @@ from __future__ import annotations
 import csv
 import inspect
 import os
-import secrets
 from pathlib import Path
 
 import omegaconf
 from omegaconf import OmegaConf
 
+from solo_bayesncl.auto_resume import JobRun
 from solo_bayesncl.runtime import trainer_devices
 
-__all__ = ["build_loggers", "build_trainer", "checkpoint_callbacks", "last_logged_value"]
+__all__ = [
+    "build_loggers",
+    "build_trainer",
+    "checkpoint_callbacks",
+    "job_run_agreement",
+    "last_logged_value",
+]
 
 
 def _wandb_login_available() -> bool:
@@ -27,10 +38,10 @@ def _wandb_login_available() -> bool:
     return netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore")
 
 
-def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, wandb_run_id: str | None) -> list:
+def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, run: JobRun) -> list:
     """wandb (when ``wandb.enabled``) first, then a CSV logger writing ``metrics.csv`` into the
-    run's checkpoint folder. Without stored wandb credentials, wandb logs offline instead of
-    prompting for a login."""
+    run's checkpoint folder, ``<run id>`` with wandb, ``offline-<run id>`` without. Without stored
+    wandb credentials, wandb logs offline instead of prompting for a login."""
     from lightning.pytorch.loggers import CSVLogger
 
     loggers: list = []
@@ -46,16 +57,42 @@ def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, wandb_run_id: s
             project=cfg.wandb.project,
             entity=cfg.wandb.entity,
             offline=offline,
-            resume="allow" if wandb_run_id else None,
-            id=wandb_run_id,
+            resume="allow" if run.ckpt_path else None,
+            id=run.run_id,  # every process's logger names the same run
         )
         wandb_logger.log_hyperparams(OmegaConf.to_container(cfg))
         loggers.append(wandb_logger)
-        version = str(wandb_logger.version)
+        version = run.run_id
     else:
-        version = "offline-" + secrets.token_hex(4)
+        version = f"offline-{run.run_id}"
     loggers.append(CSVLogger(save_dir=str(run_dir_root), name="", version=version))
     return loggers
+
+
+def job_run_agreement(run: JobRun):
+    """A callback that stops every process, before anything is restored or trained, when the
+    processes of a job disagree on its :class:`~solo_bayesncl.auto_resume.JobRun`; global rank 0
+    then names the run and the checkpoint they all resume from, once."""
+    from lightning.pytorch import Callback
+
+    class JobRunAgreement(Callback):
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            if trainer.world_size == 1:
+                return
+            mine = run.to_json()
+            theirs = trainer.strategy.broadcast(mine, src=0)
+            agree = trainer.strategy.reduce_boolean_decision(theirs == mine, all=True)
+            if not agree:
+                raise RuntimeError(
+                    f"the {trainer.world_size} processes of this job chose different runs "
+                    f"(rank 0: {theirs}; rank {trainer.global_rank}: {mine}); start them with "
+                    "one launcher and one config (under torchrun give --rdzv-id or --standalone)"
+                )
+            if trainer.is_global_zero:
+                what = f"resume from {run.ckpt_path}" if run.ckpt_path else "start it"
+                print(f"run {run.run_id}: the {trainer.world_size} processes {what}", flush=True)
+
+    return JobRunAgreement()
 
 
 def build_trainer(cfg: omegaconf.DictConfig, loggers: list, callbacks: list):

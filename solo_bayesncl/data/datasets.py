@@ -31,6 +31,7 @@ from solo_bayesncl.data.scenes import (
     check_scene_args,
     scenes_mean_std,
 )
+from solo_bayesncl.distributed import whole_set_in_every_process
 
 __all__ = [
     "DALI_DATASETS",
@@ -335,7 +336,12 @@ def build_val_dataset(cfg: omegaconf.DictConfig, transform=None) -> Dataset | No
 
 
 def build_val_loader(cfg: omegaconf.DictConfig, batch_size: int | None = None) -> DataLoader | None:
-    """Validation loader in solo-learn's ``(X, y)`` format, None when there is no labelled data."""
+    """Validation loader in solo-learn's ``(X, y)`` format, None when there is no labelled data.
+
+    With several processes (``devices`` x ``num_nodes`` > 1) every process reads the whole set
+    (:func:`solo_bayesncl.distributed.whole_set_in_every_process`): the validation figures are
+    those of the whole set, each image counted once, as with one process.
+    """
     name = _dataset_name(cfg)
     if name in ("imagenet", "imagenet100", "cifar10", "cifar100", "stl10"):
         from solo.data.classification_dataloader import prepare_data
@@ -351,11 +357,11 @@ def build_val_loader(cfg: omegaconf.DictConfig, batch_size: int | None = None) -
             batch_size=batch_size or cfg.optimizer.batch_size,
             num_workers=cfg.data.num_workers,
         )
-        return loader
+        return _for_every_process(cfg, loader)
     dataset = build_val_dataset(cfg)
     if dataset is None:
         return None
-    return DataLoader(
+    loader = DataLoader(
         dataset,
         batch_size=batch_size or cfg.optimizer.batch_size,
         shuffle=False,
@@ -363,3 +369,12 @@ def build_val_loader(cfg: omegaconf.DictConfig, batch_size: int | None = None) -
         pin_memory=torch.cuda.is_available(),
         drop_last=False,
     )
+    return _for_every_process(cfg, loader)
+
+
+def _for_every_process(cfg: omegaconf.DictConfig, loader: DataLoader) -> DataLoader:
+    devices = OmegaConf.select(cfg, "devices", default=None)  # a list once resolved
+    processes = (len(devices) if OmegaConf.is_list(devices) else 1) * int(
+        OmegaConf.select(cfg, "num_nodes", default=1) or 1
+    )
+    return whole_set_in_every_process(loader) if processes > 1 else loader
