@@ -23,6 +23,7 @@ __all__ = [
     "is_distributed",
     "launched_as_rank_zero",
     "rank",
+    "rank_seed",
     "whole_set_in_every_process",
 ]
 
@@ -53,6 +54,13 @@ def launched_as_rank_zero() -> bool:
         if value.isdigit() and int(value) > 0:
             return False
     return True
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of global rank ``rank``'s random streams in a job seeded with ``seed``: rank 0
+    keeps ``seed``; the others are far enough apart (100,003 per rank) that a seed that also
+    counts epochs never gives two ranks the same stream."""
+    return (seed + rank * 100_003) % 2**32
 
 
 def gather_with_grad(x: torch.Tensor) -> torch.Tensor:

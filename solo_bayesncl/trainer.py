@@ -19,15 +19,17 @@ from pathlib import Path
 import omegaconf
 from omegaconf import OmegaConf
 
-from solo_bayesncl.auto_resume import JobRun
+from solo_bayesncl.auto_resume import JobRun, shared_with_launched_processes
 from solo_bayesncl.runtime import trainer_devices
 
 __all__ = [
     "build_loggers",
     "build_trainer",
     "checkpoint_callbacks",
+    "fit_job",
     "job_run_agreement",
     "last_logged_value",
+    "per_rank_random_streams",
 ]
 
 
@@ -95,6 +97,35 @@ def job_run_agreement(run: JobRun):
     return JobRunAgreement()
 
 
+def per_rank_random_streams():
+    """A callback that gives each process of a multi-process job random streams of its own.
+
+    ``seed_everything`` seeds every process alike, and the augmentations draw from the process's
+    generators (the batched path and solo-learn's per-image transforms from torch's and Python's,
+    loader workers from seeds drawn from torch's), so without it the i-th image of every rank
+    would get the same crop, jitter and flip. Once the rank is known (``setup``), Python, NumPy
+    and torch are seeded from :func:`~solo_bayesncl.distributed.rank_seed`; a one-process run is
+    left as it is. (DALI's pipelines take solo-learn's seed plus the local device id.)
+    """
+    import random
+
+    import numpy as np
+    import torch
+    from lightning.pytorch import Callback
+
+    from solo_bayesncl.distributed import rank_seed
+
+    class PerRankRandomStreams(Callback):
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            if trainer.world_size > 1:
+                seed = rank_seed(torch.initial_seed(), trainer.global_rank)
+                random.seed(seed)
+                np.random.seed(seed)
+                torch.manual_seed(seed)
+
+    return PerRankRandomStreams()
+
+
 def build_trainer(cfg: omegaconf.DictConfig, loggers: list, callbacks: list):
     """A Trainer from the config's Trainer keys, with devices as Lightning takes them."""
     from lightning.pytorch import Trainer
@@ -117,6 +148,28 @@ def build_trainer(cfg: omegaconf.DictConfig, loggers: list, callbacks: list):
         }
     )
     return Trainer(**kwargs)
+
+
+def fit_job(
+    cfg: omegaconf.DictConfig, run: JobRun, run_root: Path, model, callbacks: list, **fit_data
+):
+    """Builds the loggers and the Trainer of the job ``run`` and fits ``model``; returns the
+    Trainer. The callbacks are the run agreement, the per-rank random streams, solo-learn's
+    Checkpointer (``checkpoint.enabled``), then ``callbacks``. Lightning's launcher starts the
+    other processes inside ``fit``, which therefore runs with ``run`` in the environment."""
+    trainer = build_trainer(
+        cfg,
+        build_loggers(cfg, run_root, run),
+        [
+            job_run_agreement(run),
+            per_rank_random_streams(),
+            *checkpoint_callbacks(cfg, run_root),
+            *callbacks,
+        ],
+    )
+    with shared_with_launched_processes(run):
+        trainer.fit(model, ckpt_path=run.ckpt_path, **fit_data)
+    return trainer
 
 
 def checkpoint_callbacks(cfg: omegaconf.DictConfig, run_root: Path) -> list:

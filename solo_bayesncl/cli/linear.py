@@ -131,19 +131,14 @@ def linear_eval(
     from solo.utils.misc import make_contiguous
     from torch.utils.data import DataLoader
 
-    from solo_bayesncl.auto_resume import decide_job_run, shared_with_launched_processes
+    from solo_bayesncl.auto_resume import decide_job_run
     from solo_bayesncl.checkpoints import load_backbone
     from solo_bayesncl.data.datasets import (
         build_labelled_train_dataset,
         build_val_loader,
         linear_train_transform,
     )
-    from solo_bayesncl.trainer import (
-        build_loggers,
-        build_trainer,
-        checkpoint_callbacks,
-        job_run_agreement,
-    )
+    from solo_bayesncl.trainer import fit_job
 
     seed_everything(cfg.seed)
     backbone = load_backbone(loaded)
@@ -174,13 +169,7 @@ def linear_eval(
 
     run_root = Path(cfg.checkpoint.dir) / "linear"
     run = decide_job_run(OmegaConf.to_container(cfg), run_root, resume=False)  # one per job
-    loggers = build_loggers(cfg, run_root, run)
-    callbacks: list = [job_run_agreement(run), *checkpoint_callbacks(cfg, run_root)]
-    callbacks.extend(extra_callbacks or [])
-    trainer = build_trainer(cfg, loggers, callbacks)
-    with shared_with_launched_processes(run):
-        trainer.fit(model, **fit_data)
-    return trainer
+    return fit_job(cfg, run, run_root, model, list(extra_callbacks or []), **fit_data)
 
 
 def _run(cfg: omegaconf.DictConfig) -> None:

@@ -77,17 +77,12 @@ def pretrain(
     from lightning.pytorch.callbacks import LearningRateMonitor
     from solo.utils.misc import make_contiguous
 
-    from solo_bayesncl.auto_resume import decide_job_run, shared_with_launched_processes
+    from solo_bayesncl.auto_resume import decide_job_run
     from solo_bayesncl.data.datasets import build_val_loader
     from solo_bayesncl.data.pipelines import pretrain_fit_data
     from solo_bayesncl.evaluation.callback import build_interpretability_callback
     from solo_bayesncl.models import build_method
-    from solo_bayesncl.trainer import (
-        build_loggers,
-        build_trainer,
-        checkpoint_callbacks,
-        job_run_agreement,
-    )
+    from solo_bayesncl.trainer import fit_job
 
     seed_everything(cfg.seed)
     model = build_method(cfg)
@@ -119,18 +114,13 @@ def pretrain(
         explicit_ckpt=explicit_ckpt,
     )
 
-    loggers = build_loggers(cfg, run_root, run)
-    callbacks: list = [job_run_agreement(run), *checkpoint_callbacks(cfg, run_root)]
+    callbacks: list = []
     interpretability = build_interpretability_callback(cfg, val_loader)
     if interpretability is not None:
         callbacks.append(interpretability)
     callbacks.append(LearningRateMonitor(logging_interval="step"))
     callbacks.extend(extra_callbacks or [])
-
-    trainer = build_trainer(cfg, loggers, callbacks)
-    with shared_with_launched_processes(run):  # Lightning's launcher starts the other ranks here
-        trainer.fit(model, ckpt_path=run.ckpt_path, **fit_data)
-    return trainer
+    return fit_job(cfg, run, run_root, model, callbacks, **fit_data)
 
 
 def _run(cfg: omegaconf.DictConfig) -> None:
