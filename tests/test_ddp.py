@@ -243,6 +243,19 @@ def _readable(path: Path) -> bool:
     return True
 
 
+def _start(config: str, overrides: list[str], log: Path) -> subprocess.Popen:
+    """The command in the background, in a session of its own (so that it can be killed with
+    the rank Lightning starts), its output into ``log``."""
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            _command(config, overrides),
+            cwd=log.parent,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def _agreement(line: str) -> bool:
     """Rank 0's line once the processes agreed on the run (``run <id>: the 2 processes ...``)."""
     return line.startswith("run ") and ": the 2 processes " in line
@@ -258,7 +271,8 @@ def _kill_job(proc: subprocess.Popen) -> None:
 @pytest.mark.slow
 def test_killed_two_process_run_resumes_and_a_changed_config_starts_anew(tmp_path):
     overrides = [
-        *TINY,
+        *(o for o in TINY if not o.startswith("data.fraction=")),
+        "data.fraction=0.004",  # 240 images, 7 steps: an epoch long enough to be killed in
         "data.val_fraction=0.005",
         "method_kwargs.proj_hidden_dim=64",
         "method_kwargs.proj_output_dim=32",
@@ -267,15 +281,7 @@ def test_killed_two_process_run_resumes_and_a_changed_config_starts_anew(tmp_pat
         f"checkpoint.dir={tmp_path / 'ck'}",
     ]
     root = tmp_path / "ck" / "bayesncl"
-    log = tmp_path / "first.log"
-    with open(log, "w") as out:
-        first = subprocess.Popen(
-            _command("bayesncl.yaml", overrides),
-            cwd=tmp_path,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    first = _start("bayesncl.yaml", overrides, tmp_path / "first.log")
     try:
         _wait_for(lambda: any(_readable(p) for p in root.glob("*/*-ep=0.ckpt")), first)
     finally:
@@ -291,18 +297,11 @@ def test_killed_two_process_run_resumes_and_a_changed_config_starts_anew(tmp_pat
     assert list(resumed.glob("*-ep=1.ckpt"))
     rows = _rows(resumed / "metrics.csv")
     assert {int(r["epoch"]) for r in rows} == {1}  # epoch 1 only: epoch 0 came from ckpt0
-    assert _logged(rows, "train_nce_loss_epoch")[-1][0] == 2 * STEPS_PER_EPOCH - 1
+    assert _logged(rows, "train_nce_loss_epoch")[-1][0] == 2 * 7 - 1
 
     changed = [*overrides, "method_kwargs.bayesian_kl_lambda=1.0e-4"]
     log = tmp_path / "changed.log"
-    with open(log, "w") as out:
-        third = subprocess.Popen(
-            _command("bayesncl.yaml", changed),
-            cwd=tmp_path,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    third = _start("bayesncl.yaml", changed, log)
     try:
         _wait_for(lambda: any(map(_agreement, log.read_text().splitlines())), third)
     finally:
