@@ -10,20 +10,50 @@ resume settings). The layout is solo-learn's own: ``checkpoint.dir/<method>/<ver
 
 A checkpoint that cannot be read (a process killed while writing it) is skipped with a message,
 and the next older one of the same run is used.
+
+With several processes (DDP) the decision is made once per job (:func:`decide_job_run`): which
+checkpoint to resume and the run's id, hence its one folder. Lightning's own launcher starts the
+processes of ranks 1.. by re-running the script; the process the user started decides before it
+launches them and hands its decision down in the environment (:data:`JOB_RUN_ENV`), so no other
+process scans the folder again (a checkpoint could age past ``max_hours`` or appear in between).
+When an external launcher (SLURM's srun, torchrun) starts every process, each one scans the same
+files and derives a new run's id from the job's id (``SLURM_JOB_ID``, ``TORCHELASTIC_RUN_ID``),
+and the Trainer checks, once the processes are connected, that all of them agree
+(:func:`solo_bayesncl.trainer.job_run_agreement`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import re
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAY_DIFFER", "config_differences", "find_resume_checkpoint"]
+from solo_bayesncl.distributed import launched_as_rank_zero
+
+__all__ = [
+    "JOB_RUN_ENV",
+    "MAY_DIFFER",
+    "JobRun",
+    "config_differences",
+    "config_fingerprint",
+    "decide_job_run",
+    "find_resume_checkpoint",
+    "shared_with_launched_processes",
+]
+
+JOB_RUN_ENV = "SOLO_BAYESNCL_JOB_RUN"
+"""The environment variable in which the deciding process hands its :class:`JobRun` to the
+processes Lightning's launcher starts (they inherit its environment)."""
+#: Job ids that every process of an externally launched job shares ("none" is torchrun's default).
+_JOB_ID_ENV = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
 
 #: Dotted keys (and everything below them) that two sittings of the same run may set differently.
 MAY_DIFFER: tuple[str, ...] = (
@@ -34,6 +64,7 @@ MAY_DIFFER: tuple[str, ...] = (
     "enable_progress_bar",
     "num_nodes",
     "strategy",
+    "sync_batchnorm",  # follows the machine (off on the CPU), like devices
     "data.num_workers",
     "performance",
     "resume_from_checkpoint",
@@ -167,3 +198,97 @@ def find_resume_checkpoint(
             f"run. The closest ({closest[0].name}) differs in {_describe(closest[1])}"
         )
     return None, None
+
+
+def config_fingerprint(cfg_container: dict[str, Any]) -> str:
+    """A short hash of the config, apart from :data:`MAY_DIFFER`: two processes of one job
+    (and two sittings of one run) give the same one."""
+    flat = [
+        (key, _normalise(key, value))
+        for key, value in sorted(_flatten(cfg_container))
+        if not _may_differ(key)
+    ]
+    return hashlib.sha256(json.dumps(flat, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """What every process of a job must agree on before training: the run's id (its folder is
+    ``offline-<id>``, or ``<id>`` with wandb), the checkpoint it resumes from (None for a new
+    run) and the config's fingerprint (:func:`config_fingerprint`)."""
+
+    run_id: str
+    ckpt_path: str | None
+    fingerprint: str
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"run_id": self.run_id, "ckpt_path": self.ckpt_path, "fingerprint": self.fingerprint}
+        )
+
+
+def _new_run_id(fingerprint: str, ckpt_path: str | None) -> str:
+    """A new run's id: derived from the job's id when an external launcher started every
+    process (they derive the same one), else random (the deciding process hands it down)."""
+    job = next(
+        (os.environ[k] for k in _JOB_ID_ENV if os.environ.get(k) not in (None, "", "none")), None
+    )
+    if job is None:
+        return secrets.token_hex(4)
+    return hashlib.sha256(f"{job}|{fingerprint}|{ckpt_path}".encode()).hexdigest()[:8]
+
+
+def decide_job_run(
+    cfg_container: dict[str, Any],
+    run_root: str | Path,
+    resume: bool,
+    max_hours: float = 36,
+    explicit_ckpt: str | None = None,
+    log: Callable[[str], None] = print,
+) -> JobRun:
+    """The run this job trains, the same in every one of its processes (see the module
+    docstring).
+
+    ``explicit_ckpt`` (``resume_from_checkpoint``) wins over auto-resume; ``resume`` says whether
+    auto-resume looks for an earlier sitting (:func:`find_resume_checkpoint`). A resumed run keeps
+    its id when it had one from wandb. In a process Lightning's launcher started, the deciding
+    process's choice is read from :data:`JOB_RUN_ENV`; a config that differs from the one it
+    decided for is refused.
+    """
+    fingerprint = config_fingerprint(cfg_container)
+    shared = os.environ.get(JOB_RUN_ENV)
+    if shared and not launched_as_rank_zero():
+        run = JobRun(**json.loads(shared))
+        if run.fingerprint != fingerprint:
+            raise RuntimeError(
+                f"this process's config (fingerprint {fingerprint}) differs from the one the job "
+                f"was started with ({run.fingerprint}); every process must run the same config"
+            )
+        return run
+    quiet = not launched_as_rank_zero()  # every process of an external launch scans; one speaks
+    ckpt_path, run_id = explicit_ckpt, None
+    if ckpt_path is None and resume:
+        found, run_id = find_resume_checkpoint(
+            cfg_container, run_root, max_hours, log=(lambda _: None) if quiet else log
+        )
+        ckpt_path = None if found is None else str(found)
+    if run_id and str(run_id).startswith("offline-"):
+        run_id = None  # an offline sitting's folder name: the new sitting gets a folder of its own
+    ckpt_path = None if ckpt_path is None else str(ckpt_path)
+    return JobRun(run_id or _new_run_id(fingerprint, ckpt_path), ckpt_path, fingerprint)
+
+
+@contextlib.contextmanager
+def shared_with_launched_processes(run: JobRun):
+    """Puts ``run`` into the environment while the block runs (Lightning's launcher starts the
+    other processes inside ``Trainer.fit`` and copies the environment to them); the previous
+    value is back afterwards, so a later run in this process decides anew."""
+    previous = os.environ.get(JOB_RUN_ENV)
+    os.environ[JOB_RUN_ENV] = run.to_json()
+    try:
+        yield run
+    finally:
+        if previous is None:
+            os.environ.pop(JOB_RUN_ENV, None)
+        else:
+            os.environ[JOB_RUN_ENV] = previous

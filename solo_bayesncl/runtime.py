@@ -15,6 +15,8 @@ import omegaconf
 import torch
 from omegaconf import OmegaConf
 
+from solo_bayesncl.distributed import launched_as_rank_zero
+
 __all__ = ["resolve_runtime", "trainer_devices"]
 
 _CPU_PRECISIONS = {"32", "32-true", "64", "64-true", "bf16", "bf16-mixed", "bf16-true"}
@@ -35,6 +37,11 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     - ``precision: auto`` (the shipped configs' value) is ``16-mixed`` on GPU, as in solo-learn's
       configs, and ``32`` on CPU. An explicit half precision that the CPU cannot run
       (``16-mixed``) falls back to ``32`` with a warning.
+    - ``sync_batchnorm`` (BatchNorm statistics over the global batch, the shipped configs'
+      ``True``) is kept on GPUs, where Lightning converts the layers to torch's ``SyncBatchNorm``;
+      it is off on the CPU, where torch's ``SyncBatchNorm`` refuses to run ("only work with GPU
+      modules"): several CPU processes then normalise each its own part of the batch, which one
+      line says (printed by the deciding process only).
     """
     accelerator = str(_select(cfg, "accelerator", "auto")).lower()
     if accelerator == "auto":
@@ -71,7 +78,15 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
         precision = "32"
     cfg.precision = precision
     if accelerator == "cpu":
-        cfg.sync_batchnorm = bool(_select(cfg, "sync_batchnorm", False)) and len(devices) > 1
+        processes = len(devices) * int(_select(cfg, "num_nodes", 1))
+        if bool(_select(cfg, "sync_batchnorm", False)) and processes > 1 and launched_as_rank_zero():
+            print(
+                "sync_batchnorm: torch's SyncBatchNorm runs on GPUs only; on the CPU each of the "
+                f"{processes} processes normalises its part of the batch with its own BatchNorm "
+                "statistics",
+                flush=True,
+            )
+        cfg.sync_batchnorm = False
     return cfg
 
 

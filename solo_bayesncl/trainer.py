@@ -2,6 +2,11 @@
 
 Every run writes ``metrics.csv`` beside its checkpoints; wandb logs too when ``wandb.enabled``,
 offline when no login is stored, so that no default asks for one or hangs.
+
+A job of several processes (DDP) is one run: its id, hence its folder, checkpoints and
+``metrics.csv``, is decided once (:func:`solo_bayesncl.auto_resume.decide_job_run`), and
+:func:`job_run_agreement` stops every process before training when they do not agree on it.
+Lightning writes the files from global rank 0 only.
 """
 
 from __future__ import annotations
@@ -9,15 +14,23 @@ from __future__ import annotations
 import csv
 import inspect
 import os
-import secrets
 from pathlib import Path
 
 import omegaconf
 from omegaconf import OmegaConf
 
+from solo_bayesncl.auto_resume import JobRun, shared_with_launched_processes
 from solo_bayesncl.runtime import trainer_devices
 
-__all__ = ["build_loggers", "build_trainer", "checkpoint_callbacks", "last_logged_value"]
+__all__ = [
+    "build_loggers",
+    "build_trainer",
+    "checkpoint_callbacks",
+    "fit_job",
+    "job_run_agreement",
+    "last_logged_value",
+    "per_rank_random_streams",
+]
 
 
 def _wandb_login_available() -> bool:
@@ -27,10 +40,10 @@ def _wandb_login_available() -> bool:
     return netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore")
 
 
-def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, wandb_run_id: str | None) -> list:
+def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, run: JobRun) -> list:
     """wandb (when ``wandb.enabled``) first, then a CSV logger writing ``metrics.csv`` into the
-    run's checkpoint folder. Without stored wandb credentials, wandb logs offline instead of
-    prompting for a login."""
+    run's checkpoint folder, ``<run id>`` with wandb, ``offline-<run id>`` without. Without stored
+    wandb credentials, wandb logs offline instead of prompting for a login."""
     from lightning.pytorch.loggers import CSVLogger
 
     loggers: list = []
@@ -46,16 +59,71 @@ def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, wandb_run_id: s
             project=cfg.wandb.project,
             entity=cfg.wandb.entity,
             offline=offline,
-            resume="allow" if wandb_run_id else None,
-            id=wandb_run_id,
+            resume="allow" if run.ckpt_path else None,
+            id=run.run_id,  # every process's logger names the same run
         )
         wandb_logger.log_hyperparams(OmegaConf.to_container(cfg))
         loggers.append(wandb_logger)
-        version = str(wandb_logger.version)
+        version = run.run_id
     else:
-        version = "offline-" + secrets.token_hex(4)
+        version = f"offline-{run.run_id}"
     loggers.append(CSVLogger(save_dir=str(run_dir_root), name="", version=version))
     return loggers
+
+
+def job_run_agreement(run: JobRun):
+    """A callback that stops every process, before anything is restored or trained, when the
+    processes of a job disagree on its :class:`~solo_bayesncl.auto_resume.JobRun`; global rank 0
+    then names the run and the checkpoint they all resume from, once."""
+    from lightning.pytorch import Callback
+
+    class JobRunAgreement(Callback):
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            if trainer.world_size == 1:
+                return
+            mine = run.to_json()
+            theirs = trainer.strategy.broadcast(mine, src=0)
+            agree = trainer.strategy.reduce_boolean_decision(theirs == mine, all=True)
+            if not agree:
+                raise RuntimeError(
+                    f"the {trainer.world_size} processes of this job chose different runs "
+                    f"(rank 0: {theirs}; rank {trainer.global_rank}: {mine}); start them with "
+                    "one launcher and one config (under torchrun give --rdzv-id or --standalone)"
+                )
+            if trainer.is_global_zero:
+                what = f"resume from {run.ckpt_path}" if run.ckpt_path else "start it"
+                print(f"run {run.run_id}: the {trainer.world_size} processes {what}", flush=True)
+
+    return JobRunAgreement()
+
+
+def per_rank_random_streams():
+    """A callback that gives each process of a multi-process job random streams of its own.
+
+    ``seed_everything`` seeds every process alike, and the augmentations draw from the process's
+    generators (the batched path and solo-learn's per-image transforms from torch's and Python's,
+    loader workers from seeds drawn from torch's), so without it the i-th image of every rank
+    would get the same crop, jitter and flip. Once the rank is known (``setup``), Python, NumPy
+    and torch are seeded from :func:`~solo_bayesncl.distributed.rank_seed`; a one-process run is
+    left as it is. (DALI's pipelines take solo-learn's seed plus the local device id.)
+    """
+    import random
+
+    import numpy as np
+    import torch
+    from lightning.pytorch import Callback
+
+    from solo_bayesncl.distributed import rank_seed
+
+    class PerRankRandomStreams(Callback):
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            if trainer.world_size > 1:
+                seed = rank_seed(torch.initial_seed(), trainer.global_rank)
+                random.seed(seed)
+                np.random.seed(seed)
+                torch.manual_seed(seed)
+
+    return PerRankRandomStreams()
 
 
 def build_trainer(cfg: omegaconf.DictConfig, loggers: list, callbacks: list):
@@ -80,6 +148,28 @@ def build_trainer(cfg: omegaconf.DictConfig, loggers: list, callbacks: list):
         }
     )
     return Trainer(**kwargs)
+
+
+def fit_job(
+    cfg: omegaconf.DictConfig, run: JobRun, run_root: Path, model, callbacks: list, **fit_data
+):
+    """Builds the loggers and the Trainer of the job ``run`` and fits ``model``; returns the
+    Trainer. The callbacks are the run agreement, the per-rank random streams, solo-learn's
+    Checkpointer (``checkpoint.enabled``), then ``callbacks``. Lightning's launcher starts the
+    other processes inside ``fit``, which therefore runs with ``run`` in the environment."""
+    trainer = build_trainer(
+        cfg,
+        build_loggers(cfg, run_root, run),
+        [
+            job_run_agreement(run),
+            per_rank_random_streams(),
+            *checkpoint_callbacks(cfg, run_root),
+            *callbacks,
+        ],
+    )
+    with shared_with_launched_processes(run):
+        trainer.fit(model, ckpt_path=run.ckpt_path, **fit_data)
+    return trainer
 
 
 def checkpoint_callbacks(cfg: omegaconf.DictConfig, run_root: Path) -> list:

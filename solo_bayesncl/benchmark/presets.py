@@ -12,6 +12,10 @@ after the method's ``method_overrides``)::
       bayesncl_rho0.3: {method: bayesncl, overrides: [method_kwargs.rho=0.3]}
     methods: [ncl, bayesncl, bayesncl_rho0.3]
 
+A preset may pretrain on several devices (``devices=2`` in ``overrides``, with the other Trainer
+keys Lightning takes): each run's pretraining is then one DDP job started from the run's own
+process, and its linear probe, kNN and report run in that process alone.
+
 Every key and value is checked when the preset is read, before anything trains: an unknown key
 (``linear: {max_epoch: 1}``) or a value of the wrong type is refused with the known keys.
 """

@@ -87,7 +87,8 @@ def _compose(config_dir: Path, name: str, overrides: list[str]):
 
 
 def _callbacks(run_dir: Path, seed: int, status, stage: str) -> list:
-    """The benchmark's Lightning callbacks (Lightning imported only in the run process)."""
+    """The benchmark's Lightning callbacks (Lightning imported only in the run process);
+    ``status`` None in the processes of ranks 1.. of a pretraining, which only seed."""
     from lightning.pytorch import Callback
 
     class EpochTimer(Callback):
@@ -119,14 +120,19 @@ def _callbacks(run_dir: Path, seed: int, status, stage: str) -> list:
             self._start = None
 
     class EpochSeeder(Callback):
-        """Seeds Python, NumPy and torch from (seed, epoch) when an epoch starts, so that an
-        epoch's randomness does not depend on whether the run was resumed before it."""
+        """Seeds Python, NumPy and torch from (seed, epoch, rank) when an epoch starts, so that
+        an epoch's randomness does not depend on whether the run was resumed before it. The
+        global rank keeps the processes of a multi-process run on streams of their own (the
+        batched augmentation draws from torch's global generator); rank 0's is the one-process
+        stream."""
 
         def on_train_epoch_start(self, trainer, pl_module) -> None:
             import numpy as np
             import torch
 
-            epoch_seed = (seed * 1_000_003 + trainer.current_epoch) % 2**32
+            from solo_bayesncl.distributed import rank_seed
+
+            epoch_seed = rank_seed(seed * 1_000_003 + trainer.current_epoch, trainer.global_rank)
             random.seed(epoch_seed)
             np.random.seed(epoch_seed)
             torch.manual_seed(epoch_seed)
@@ -168,6 +174,8 @@ def _callbacks(run_dir: Path, seed: int, status, stage: str) -> list:
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             self._write(trainer, batch_idx + 1, force=False)
 
+    if stage == "pretrain" and status is None:  # a process of rank 1..: it records nothing
+        return [EpochSeeder()]
     if stage == "pretrain":
         return [EpochSeeder(), EpochTimer(), Progress(), AttemptLog()]
     return [EpochTimer(), Progress()]  # linear evaluation restarts from scratch when interrupted
@@ -252,15 +260,10 @@ def _epoch_timing(run_dir: Path, stage: str, epochs: int) -> dict[str, Any]:
     }
 
 
-def _pretrain(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any]:
-    import torch
-
-    from solo_bayesncl.cli.pretrain import pretrain
-
-    out = run_dir / "pretrain"
-    overrides = spec["overrides"] + [
+def _pretrain_overrides(spec: dict[str, Any], run_dir: Path) -> list[str]:
+    return spec["overrides"] + [
         f"seed={spec['seed']}",
-        f"checkpoint.dir={out}",
+        f"checkpoint.dir={run_dir / 'pretrain'}",
         "++checkpoint.enabled=True",
         "++checkpoint.frequency=1",  # the last epoch must be saved
         "++auto_resume.enabled=True",
@@ -268,9 +271,20 @@ def _pretrain(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any]:
         "++wandb.enabled=False",
         "++enable_progress_bar=False",  # the benchmark shows progress; the log stays readable
     ]
-    cfg = _compose(Path(spec["config_dir"]), f"{spec['method']}.yaml", overrides)
+
+
+def _pretrain(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any]:
+    import torch
+
+    from solo_bayesncl.cli.pretrain import pretrain
+
+    cfg = _compose(
+        Path(spec["config_dir"]), f"{spec['method']}.yaml", _pretrain_overrides(spec, run_dir)
+    )
     status.update(stage="pretrain", epoch=0, epochs=int(cfg.max_epochs), batch=0, batches=None)
     trainer = pretrain(cfg, extra_callbacks=_callbacks(run_dir, spec["seed"], status, "pretrain"))
+    if torch.distributed.is_initialized():  # a multi-process job, over: the later stages run in
+        torch.distributed.destroy_process_group()  # this process alone, with no group to sync
     _check_finished(trainer, "pretraining")
     checkpointer = next(
         (cb for cb in trainer.callbacks if type(cb).__name__ == "Checkpointer"), None
@@ -332,6 +346,7 @@ def _linear(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict[str,
         "++enable_progress_bar=False",
         f"accelerator={trained.accelerator}",
         *linear.get("overrides", []),
+        "devices=1",  # the probe runs in this process (pretraining may have used several)
     ]
     if dataset not in ("fashion-mnist",):
         overrides += [f"data.train_path={data.train_path}", f"data.val_path={data.val_path}"]
@@ -407,13 +422,35 @@ def _report(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict[str,
     }
 
 
+def _pretrain_other_rank(spec: dict[str, Any], run_dir: Path) -> None:
+    """A process that Lightning's launcher started for rank 1.. of a multi-process pretraining
+    (it re-runs this module): it trains its part and records nothing; rank 0 writes the stage's
+    files, then runs the linear probe, kNN and the report in one process."""
+    from solo_bayesncl.cli.pretrain import pretrain
+
+    cfg = _compose(
+        Path(spec["config_dir"]), f"{spec['method']}.yaml", _pretrain_overrides(spec, run_dir)
+    )
+    pretrain(cfg, extra_callbacks=_callbacks(run_dir, spec["seed"], None, "pretrain"))
+
+
 def run(spec_path: Path) -> dict[str, Any]:
-    """Runs every unfinished stage of the run described by ``spec_path``; returns its result."""
+    """Runs every unfinished stage of the run described by ``spec_path``; returns its result.
+
+    With ``devices`` > 1 in the preset, pretraining is one Lightning DDP job started from this
+    process; the processes Lightning starts for the other ranks re-run this module, train, and
+    return ``{}`` (:func:`_pretrain_other_rank`)."""
     from solo_bayesncl.benchmark.machine import StageMeter, git_state, load_unreliable
     from solo_bayesncl.benchmark.progress import StatusFile
+    from solo_bayesncl.distributed import launched_as_rank_zero
 
     spec = json.loads(spec_path.read_text())
     run_dir = spec_path.parent
+    if not launched_as_rank_zero():
+        _pretrain_other_rank(spec, run_dir)
+        return {}
+    # the processes Lightning starts for the other ranks watch this one, not the benchmark
+    os.environ[PARENT_ENV] = str(os.getpid())
     status = StatusFile(run_dir / "status.json")
     code = git_state()
     stages: dict[str, dict[str, Any]] = {}

@@ -72,8 +72,11 @@ def run_summary(trainer) -> dict[str, str | float | None]:
 
 
 def print_run_summary(title: str, trainer) -> dict[str, str | float | None]:
-    """Prints :func:`run_summary` after a run, one item per line; returns it."""
+    """Prints :func:`run_summary` after a run, one item per line; returns it. In a job of
+    several processes only global rank 0 prints (the others return the same summary)."""
     summary = run_summary(trainer)
+    if not trainer.is_global_zero:
+        return summary
     acc = summary["val_acc1"]
     lines = [
         f"== {title} finished",

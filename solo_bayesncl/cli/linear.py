@@ -159,6 +159,7 @@ def linear_eval(
     from solo.utils.misc import make_contiguous
     from torch.utils.data import DataLoader
 
+    from solo_bayesncl.auto_resume import decide_job_run
     from solo_bayesncl.checkpoints import load_backbone
     from solo_bayesncl.data.datasets import (
         build_labelled_train_dataset,
@@ -166,7 +167,7 @@ def linear_eval(
         linear_train_transform,
         official_transforms,
     )
-    from solo_bayesncl.trainer import build_loggers, build_trainer, checkpoint_callbacks
+    from solo_bayesncl.trainer import fit_job
 
     seed_everything(cfg.seed)
     backbone = load_backbone(loaded)
@@ -198,12 +199,8 @@ def linear_eval(
         fit_data = {"train_dataloaders": train_loader, "val_dataloaders": val_loader}
 
     run_root = Path(cfg.checkpoint.dir) / "linear"
-    loggers = build_loggers(cfg, run_root, None)
-    callbacks: list = checkpoint_callbacks(cfg, run_root)
-    callbacks.extend(extra_callbacks or [])
-    trainer = build_trainer(cfg, loggers, callbacks)
-    trainer.fit(model, **fit_data)
-    return trainer
+    run = decide_job_run(OmegaConf.to_container(cfg), run_root, resume=False)  # one per job
+    return fit_job(cfg, run, run_root, model, list(extra_callbacks or []), **fit_data)
 
 
 def _run(cfg: omegaconf.DictConfig) -> None:

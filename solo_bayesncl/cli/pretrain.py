@@ -77,11 +77,12 @@ def pretrain(
     from lightning.pytorch.callbacks import LearningRateMonitor
     from solo.utils.misc import make_contiguous
 
+    from solo_bayesncl.auto_resume import decide_job_run
     from solo_bayesncl.data.datasets import build_val_loader
     from solo_bayesncl.data.pipelines import pretrain_fit_data
     from solo_bayesncl.evaluation.callback import build_interpretability_callback
     from solo_bayesncl.models import build_method
-    from solo_bayesncl.trainer import build_loggers, build_trainer, checkpoint_callbacks
+    from solo_bayesncl.trainer import fit_job
 
     seed_everything(cfg.seed)
     model = build_method(cfg)
@@ -100,29 +101,26 @@ def pretrain(
         fit_data = pretrain_fit_data(cfg, val_loader)
 
     run_root = Path(cfg.checkpoint.dir) / cfg.method
-    ckpt_path, wandb_run_id = None, None
-    if cfg.resume_from_checkpoint is not None:
-        ckpt_path = cfg.resume_from_checkpoint
+    explicit_ckpt = cfg.resume_from_checkpoint
+    if explicit_ckpt is not None:
         del cfg.resume_from_checkpoint
-    elif cfg.auto_resume.enabled:
-        from solo_bayesncl.auto_resume import find_resume_checkpoint
+    # one decision for the whole job, whatever the number of processes; the whole resolved config
+    # must match an earlier sitting's, not solo-learn's dozen keys
+    run = decide_job_run(
+        OmegaConf.to_container(cfg),
+        run_root,
+        resume=bool(cfg.auto_resume.enabled),
+        max_hours=cfg.auto_resume.max_hours,
+        explicit_ckpt=explicit_ckpt,
+    )
 
-        # the whole resolved config must match, not solo-learn's dozen keys
-        ckpt_path, wandb_run_id = find_resume_checkpoint(
-            OmegaConf.to_container(cfg), run_root, cfg.auto_resume.max_hours
-        )
-
-    loggers = build_loggers(cfg, run_root, wandb_run_id)
-    callbacks: list = checkpoint_callbacks(cfg, run_root)
+    callbacks: list = []
     interpretability = build_interpretability_callback(cfg, val_loader)
     if interpretability is not None:
         callbacks.append(interpretability)
     callbacks.append(LearningRateMonitor(logging_interval="step"))
     callbacks.extend(extra_callbacks or [])
-
-    trainer = build_trainer(cfg, loggers, callbacks)
-    trainer.fit(model, ckpt_path=ckpt_path, **fit_data)
-    return trainer
+    return fit_job(cfg, run, run_root, model, callbacks, **fit_data)
 
 
 def _run(cfg: omegaconf.DictConfig) -> None:

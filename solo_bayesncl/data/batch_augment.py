@@ -22,6 +22,11 @@ recipe:
 
 Equalization is not offered (solo-learn's recipes leave it at 0): a pipeline that asks for it is
 refused with a message pointing at ``data.augment_on=per_image``.
+
+Every random parameter is drawn from torch's global generator of the process that augments (kornia's
+samplers and ``torch.rand``). Under DDP each process augments its own share of the batch, and the
+Trainer seeds each process's generator by its rank
+(:func:`solo_bayesncl.trainer.per_rank_random_streams`), so the shares get independent parameters.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from solo_bayesncl.data.scenes import (
     check_scene_args,
     scenes_mean_std,
 )
+from solo_bayesncl.distributed import whole_set_in_every_process
 
 __all__ = [
     "DALI_DATASETS",
@@ -376,6 +377,10 @@ def build_val_loader(
 ) -> DataLoader | None:
     """Validation loader in solo-learn's ``(X, y)`` format, None when there is no labelled data.
 
+    With several processes (``devices`` x ``num_nodes`` > 1) every process reads the whole set
+    (:func:`solo_bayesncl.distributed.whole_set_in_every_process`): the validation figures are
+    those of the whole set, each image counted once, as with one process.
+
     ``transform`` defaults to the standard one: for the datasets solo-learn knows by name its
     classification validation transform (CIFAR: none; ImageNet: 256 px resize, 224 px centre
     crop) normalised with the pretraining views' mean/std (:func:`image_params`) in place of its
@@ -392,7 +397,7 @@ def build_val_loader(
     dataset = build_val_dataset(cfg, transform)
     if dataset is None:
         return None
-    return DataLoader(
+    loader = DataLoader(
         dataset,
         batch_size=batch_size or cfg.optimizer.batch_size,
         shuffle=False,
@@ -400,3 +405,12 @@ def build_val_loader(
         pin_memory=torch.cuda.is_available(),
         drop_last=False,
     )
+    return _for_every_process(cfg, loader)
+
+
+def _for_every_process(cfg: omegaconf.DictConfig, loader: DataLoader) -> DataLoader:
+    devices = OmegaConf.select(cfg, "devices", default=None)  # a list once resolved
+    processes = (len(devices) if OmegaConf.is_list(devices) else 1) * int(
+        OmegaConf.select(cfg, "num_nodes", default=1) or 1
+    )
+    return whole_set_in_every_process(loader) if processes > 1 else loader

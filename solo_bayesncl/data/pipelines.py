@@ -239,14 +239,6 @@ def batch_datamodule(
             self.batch_size = int(cfg.optimizer.batch_size)
             self.num_workers = num_workers
 
-        def setup(self, stage: str | None = None) -> None:
-            # The augmentation draws from the process's global RNG, which seed_everything makes
-            # identical on every DDP rank: offset it by the rank so that the images of different
-            # ranks get independent parameters too.
-            trainer = self.trainer
-            if trainer is not None and trainer.world_size > 1:
-                torch.manual_seed(torch.initial_seed() + trainer.global_rank)
-
         def train_dataloader(self) -> DataLoader:
             return DataLoader(
                 self.dataset,
@@ -265,6 +257,8 @@ def batch_datamodule(
             if self.trainer is not None and not self.trainer.training:
                 return batch
             indexes, images, targets = batch
+            # draws from torch's global generator: per rank under DDP (the Trainer's
+            # solo_bayesncl.trainer.per_rank_random_streams callback seeds it by rank)
             with torch.no_grad():
                 views = self.augmentation(images)
             return [indexes, views, targets]

@@ -69,7 +69,9 @@ class InterpretabilityCallback(Callback):
     """Evaluates the interpretable representation on ``val_loader`` at the end of training epochs.
 
     Runs on the global-zero process only (the validation set is read whole there) and logs with
-    ``rank_zero_only``.
+    ``rank_zero_only``; under DDP the other processes wait for it in their next collective
+    operation. Its figures are therefore those of a one-process evaluation of the same weights,
+    however many processes train.
     """
 
     def __init__(
