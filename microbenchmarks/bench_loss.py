@@ -1,8 +1,9 @@
 """Times the InfoNCE loss of solo-bayesncl against solo-learn's SimCLR loss, and the gated path.
 
 Forward + backward on the same random features, repeated after a warm-up; the median is reported
-with the ratio to solo-learn's ``simclr_loss_func`` measured in the same run. Also prints the
-largest difference between the two loss values (they compute the same formula).
+with the ratio to solo-learn's ``simclr_loss_func`` measured in the same run. InfoNCE runs as the
+training steps call it (``check_inputs=False``: no input check, which reads the device). Also
+prints the largest difference between the two loss values (they compute the same formula).
 
 Usage::
 
@@ -68,13 +69,14 @@ def make_steps(n_images: int, k: int, solo_loss: Callable | None) -> dict[str, C
 
     def ours() -> None:
         z.grad = None
-        info_nce_loss(F.normalize(z, dim=-1), indexes, TEMPERATURE).backward()
+        info_nce_loss(F.normalize(z, dim=-1), indexes, TEMPERATURE, check_inputs=False).backward()
 
     def gated() -> None:
         z.grad = logits.grad = None
         out = gate(logits)
         v = gated_representation(z, out.mask, non_neg="rep_relu")
-        loss = info_nce_loss(v, indexes, TEMPERATURE) + 3e-5 * bernoulli_kl(out.probs, 0.8)
+        loss = info_nce_loss(v, indexes, TEMPERATURE, check_inputs=False)
+        loss = loss + 3e-5 * bernoulli_kl(out.probs, 0.8)
         loss.backward()
 
     steps = {"solo simclr_loss_func": solo} if solo_loss is not None else {}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 from collections.abc import Callable
 
@@ -55,6 +56,13 @@ def timed(fn: Callable[[], object], device: str, repeat: int = 1) -> tuple[float
             torch.cuda.synchronize()
         best = min(best, time.perf_counter() - start)
     return best, result
+
+
+def load_average() -> str:
+    """The 1-, 5- and 15-minute load averages and the logical CPUs (timings on a machine whose
+    load exceeds its CPUs are inflated, multi-threaded vectorised code most)."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} logical CPUs"
 
 
 def summarize_stats(stats: metrics.DimensionStats) -> dict[str, float]:
@@ -99,7 +107,7 @@ def main() -> None:
     parser.add_argument(
         "--loop-queries", type=int, default=500, help="queries timed in the retrieval loop"
     )
-    parser.add_argument("--tol", type=float, default=1e-4, help="relative agreement tolerance")
+    parser.add_argument("--tol", type=float, default=1e-6, help="relative agreement tolerance")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     args = parser.parse_args()
@@ -120,6 +128,7 @@ def main() -> None:
         f"threads={torch.get_num_threads()} zeros={float((features == 0).float().mean()):.3f} "
         f"repeat={args.repeat}"
     )
+    print(f"at start: {load_average()}")
 
     def entropy_keys(h: dict[str, float]) -> dict[str, float]:
         return {f"semantic_entropy_{name}": value for name, value in h.items()}
@@ -244,6 +253,7 @@ def main() -> None:
         f"{'met' if whole_ratio >= TARGET_WHOLE_SET else 'NOT met'}; "
         f"values agree (rel tol {args.tol:g}): {'yes' if all_ok else 'NO'}"
     )
+    print(f"at end: {load_average()}")
     print("whole-set metrics:")
     for key, value in whole.items():
         print(f"  {key:<36}{value:.6f}")

@@ -18,20 +18,25 @@ interquartile range of the step time per method, the ratios bayesncl/ncl and bay
 against the target of at most 3% over ncl (the paper reports +6% on CIFAR-100 and +13% on
 ImageNet-100, arXiv 2605.28441). Also parameter counts and, on CUDA, peak memory per method.
 ``--breakdown`` times bayesncl's extra pieces on their own (gating head forward and backward,
-gate, KL, gated normalisation) to show where an overhead comes from.
+gate, KL, gated normalisation) to show where an overhead comes from. Also printed: the FLOPs of
+one step per method as ``torch.utils.flop_counter.FlopCounterMode`` counts them, the GFLOP/s
+reached at the median step time and its share of the fp32 limit (on CPU estimated from
+``/proc/cpuinfo``, or ``--peak-gflops``). ``--compare-memory-format`` adds bayesncl with the other
+memory format (channels-last against contiguous, ``performance.disable_channel_last``).
 
 Usage::
 
     python microbenchmarks/bench_train_step.py [--batch-size 64] [--image-size 32] [--steps 10]
         [--warmup 3] [--threads 1] [--device cpu|cuda] [--precision 32|bf16|16]
         [--backbone resnet18] [--small-stem] [--proj 2048 256] [--images random|fashion-mnist]
-        [--breakdown]
+        [--breakdown] [--compare-memory-format] [--peak-gflops G]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import logging
 import os
 import statistics
@@ -202,6 +207,75 @@ def make_step(
     return step
 
 
+def count_step_flops(model: torch.nn.Module, batch: Batch, precision: str) -> int:
+    """FLOPs of one ``training_step`` and its backward, as ``torch.utils.flop_counter.
+    FlopCounterMode`` counts them (matrix products and convolutions, 2 per multiply-add; the
+    element-wise work is not counted). Runs one step without the optimizer update."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    device = batch[0].device
+    model.zero_grad(set_to_none=True)
+    with FlopCounterMode(display=False) as counter:
+        with autocast(device, precision):
+            loss = model.training_step(batch, 0)
+        loss.backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops()
+
+
+def cpu_peak_gflops(cores: int) -> tuple[float, str]:
+    """fp32 peak of ``cores`` cores from ``/proc/cpuinfo`` (Linux): clock x FLOPs per cycle, with
+    64 per cycle for Intel AVX-512 (two 512-bit FMA units), 32 for AVX2/FMA and for AMD's
+    AVX-512 (Zen 4 runs 512-bit FMAs on two 256-bit units). Returns the figure and how it was
+    reached; 0 when the file cannot tell."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return 0.0, "no /proc/cpuinfo: pass --peak-gflops"
+
+    def first(field: str) -> str:
+        for line in text.splitlines():
+            if line.startswith(field):
+                return line.split(":", 1)[1].strip()
+        return ""
+
+    flags, vendor = first("flags").split(), first("vendor_id")
+    try:
+        ghz = float(first("cpu MHz")) / 1000
+    except ValueError:
+        return 0.0, "no clock in /proc/cpuinfo: pass --peak-gflops"
+    if "avx512f" in flags and vendor == "GenuineIntel":
+        per_cycle, unit = 64, "Intel AVX-512, 2 FMA units"
+    elif "fma" in flags:
+        per_cycle, unit = (
+            32,
+            "AVX-512 on 256-bit FMA units (AMD)" if "avx512f" in flags else "AVX2 FMA",
+        )
+    else:
+        per_cycle, unit = 8, "SSE"
+    peak = cores * per_cycle * ghz
+    return peak, f"{cores} cores x {ghz:.2f} GHz x {per_cycle} FLOP/cycle ({unit})"
+
+
+def report_flops(
+    flops: dict[str, int], wall: dict[str, list[float]], peak: float, how: str
+) -> None:
+    """FLOPs per step, achieved GFLOP/s at the median step time and the share of ``peak``."""
+    print("FLOPs per step (torch.utils.flop_counter.FlopCounterMode over training_step + backward:")
+    print("matrix products and convolutions, 2 per multiply-add; element-wise work not counted)")
+    print(f"limit: {peak:.0f} GFLOP/s fp32 = {how}" if peak else f"limit: unknown ({how})")
+    for name, count in flops.items():
+        rate = count / statistics.median(wall[name]) / 1e9
+        share = f", {rate / peak:.2f} of the limit" if peak else ""
+        print(f"  {name:<22} {count / 1e9:8.1f} GFLOP  {rate:7.1f} GFLOP/s{share}")
+    if "bayesncl" in flops and "ncl" in flops:
+        print(
+            f"  bayesncl/ncl FLOP ratio {flops['bayesncl'] / flops['ncl']:.3f}: the step-time "
+            "ratio's floor where the step is bound by these products"
+        )
+    print()
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -367,6 +441,11 @@ def breakdown(
     )
 
 
+def memory_format_name(cfg) -> str:
+    """``contiguous`` or ``channels-last``, as the pretraining entry point lays out the model."""
+    return "contiguous" if cfg.performance.disable_channel_last else "channels-last"
+
+
 def report(title: str, times: dict[str, list[float]], peak: dict[str, int] | None) -> None:
     """Median and IQR per method, the bayesncl ratios and the verdict against the target."""
     print(f"{title}:")
@@ -399,7 +478,12 @@ def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as data_dir:
         cfgs = {name: build_cfg(name, args, Path(data_dir)) for name in METHODS}
     models = {name: build_model(cfg, device) for name, cfg in cfgs.items()}
+    if args.compare_memory_format:
+        other = copy.deepcopy(cfgs["bayesncl"])
+        other.performance.disable_channel_last = not other.performance.disable_channel_last
+        models[f"bayesncl {memory_format_name(other)}"] = build_model(other, device)
     batch = make_batch(args, int(cfgs["ncl"].data.num_classes), device)
+    flops = {name: count_step_flops(m, batch, args.precision) for name, m in models.items()}
     steps = {name: make_step(m, batch, device, args.precision) for name, m in models.items()}
 
     threads = f"{torch.get_num_threads()} threads" if device.type == "cpu" else ""
@@ -412,6 +496,9 @@ def run(args: argparse.Namespace) -> None:
         f"{args.image_size}px ({args.images}), projector {hidden}/{output}, "
         f"optimizer {cfgs['bayesncl'].optimizer.name}"
     )
+    print(
+        f"memory format: {memory_format_name(cfgs['bayesncl'])} (performance.disable_channel_last)"
+    )
     print(f"one step = training_step + backward + optimizer step; {args.steps} interleaved rounds")
     print(f"after {args.warmup} warm-up rounds, order rotating each round\n")
 
@@ -423,10 +510,28 @@ def run(args: argparse.Namespace) -> None:
     extra = counts["bayesncl"]["total"] / counts["ncl"]["total"] - 1
     print(f"  bayesncl has {extra:+.1%} parameters over ncl (the gating head)\n")
 
+    loads = [os.getloadavg()[0]]
     wall, cpu, peak = time_interleaved(steps, args.steps, args.warmup, device)
+    loads.append(os.getloadavg()[0])
     report("wall-clock time per step", wall, peak if device.type == "cuda" else None)
     if device.type == "cpu":
         report("process CPU time per step (excludes waiting for a busy core)", cpu, None)
+        cores = min(torch.get_num_threads(), os.cpu_count() or 1)
+        limit, how = cpu_peak_gflops(cores)
+        if args.peak_gflops:
+            limit, how = args.peak_gflops, "--peak-gflops"
+        report_flops(flops, wall, limit, how)
+    else:
+        report_flops(flops, wall, args.peak_gflops, "--peak-gflops" if args.peak_gflops else "")
+    if args.compare_memory_format:
+        name = next(n for n in steps if n.startswith("bayesncl "))
+        paired = [o / b for o, b in zip(wall[name], wall["bayesncl"], strict=True)]
+        q1, med, q3 = quartiles(paired)
+        print(
+            f"{name} / bayesncl {memory_format_name(cfgs['bayesncl'])}: paired per round: "
+            f"median {med:.3f}, IQR [{q1:.3f}, {q3:.3f}]\n"
+        )
+    print(load_summary(loads))
     times = wall
 
     if args.breakdown:
@@ -459,6 +564,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--images", choices=("random", "fashion-mnist"), default="random")
     parser.add_argument(
         "--breakdown", action="store_true", help="also time bayesncl's extra work alone"
+    )
+    parser.add_argument(
+        "--compare-memory-format",
+        action="store_true",
+        help="also time bayesncl with the other memory format (channels-last vs contiguous)",
+    )
+    parser.add_argument(
+        "--peak-gflops",
+        type=float,
+        default=0.0,
+        help="the FLOP limit to report against (default on cpu: from /proc/cpuinfo)",
     )
     args = parser.parse_args(argv)
     for key in ("batch_size", "image_size", "steps"):

@@ -68,8 +68,9 @@ def resolve_gate_type(name: str, key: str = "gate_type") -> str:
 
 
 def gate_probabilities(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """``alpha = sigmoid(logits / tau_g)`` (docs/method.md, "The gate")."""
-    return torch.sigmoid(logits / temperature)
+    """``alpha = sigmoid(logits / tau_g)`` (docs/method.md, "The gate"); at ``tau_g = 1`` the
+    division (an exact no-op) is skipped."""
+    return torch.sigmoid(logits if temperature == 1.0 else logits / temperature)
 
 
 def hard_threshold_ste(probs: torch.Tensor, threshold: float = 0.5) -> torch.Tensor:
@@ -117,6 +118,36 @@ def gumbel_sample(
     return torch.sigmoid((logits + noise) / temperature)
 
 
+class _BernoulliKL(torch.autograd.Function):
+    """Forward and backward of :func:`bernoulli_kl` in few passes over the ``(N, k)`` gates.
+
+    With ``a = clamp(alpha, eps, 1 - eps)``, ``c = log(1 - a) - log(1 - rho)`` and
+    ``d = log a - log rho - c``, the per-gate KL is ``a (log a - log rho) + (1 - a) c = a d + c``
+    and its derivative in ``alpha`` is ``d`` inside the clamp range, 0 outside (the clamp's).
+    """
+
+    @staticmethod
+    def forward(ctx, probs: torch.Tensor, rho: float, eps: float) -> torch.Tensor:
+        alpha = probs.float().clamp(eps, 1.0 - eps)
+        # 1 - a is exact or within half an ulp for a in [eps, 1 - eps], so log(1 - a) is as
+        # accurate as log1p(-a) here (and vectorised on the CPU, where log1p is not)
+        closed = torch.log(1.0 - alpha).sub_(math.log1p(-rho))
+        logit_diff = torch.log(alpha).sub_(math.log(rho)).sub_(closed)
+        kl = torch.addcmul(closed, alpha, logit_diff).sum(dim=-1).mean()
+        # the clamp passes gradient strictly inside (eps, 1 - eps), as torch.clamp's does here
+        ctx.save_for_backward(logit_diff, (alpha > eps) & (alpha < 1.0 - eps))
+        ctx.rows = probs.numel() // max(probs.shape[-1], 1) if probs.ndim else 1
+        ctx.dtype = probs.dtype
+        return kl
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        logit_diff, inside = ctx.saved_tensors
+        scale = grad / ctx.rows
+        return (logit_diff * inside).mul_(scale).to(ctx.dtype), None, None
+
+
 def bernoulli_kl(probs: torch.Tensor, prior: float, eps: float = 0.01) -> torch.Tensor:
     """KL(Bernoulli(alpha) || Bernoulli(rho)), summed over dimensions, averaged over samples.
 
@@ -136,13 +167,8 @@ def bernoulli_kl(probs: torch.Tensor, prior: float, eps: float = 0.01) -> torch.
         raise ValueError(f"prior={prior} must be in (0, 1)")
     if not 0.0 < float(eps) < 0.5:
         raise ValueError(f"eps={eps} must be in (0, 0.5)")
-    alpha = probs.float().clamp(eps, 1.0 - eps)
     rho = min(max(float(prior), eps), 1.0 - eps)
-    rho_t = torch.tensor(rho, dtype=alpha.dtype, device=alpha.device)
-    kl = alpha * (alpha.log() - rho_t.log()) + (1.0 - alpha) * (
-        torch.log1p(-alpha) - torch.log1p(-rho_t)
-    )
-    return kl.sum(dim=-1).mean()
+    return _BernoulliKL.apply(probs, rho, float(eps))
 
 
 _SAMPLERS = {"binary_concrete": binary_concrete_sample, "gumbel": gumbel_sample}

@@ -29,14 +29,29 @@ __all__ = [
 ]
 
 
+class _RepReLU(torch.autograd.Function):
+    """``relu(z)`` forward, ``gelu'(z)`` backward: one pass each way."""
+
+    @staticmethod
+    def forward(ctx, z: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(z)
+        return F.relu(z)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (z,) = ctx.saved_tensors
+        return torch.ops.aten.gelu_backward(grad, z)
+
+
 def rep_relu(z: torch.Tensor) -> torch.Tensor:
     """ReLU in the forward pass with GELU's gradient in the backward pass.
 
-    ``gelu(z) - sg(gelu(z)) + sg(relu(z))``: the value equals ``relu(z)`` exactly and the gradient
-    is ``gelu'(z)`` (NCL, arXiv 2403.12459, official code's ``rep_relu``).
+    The value equals ``relu(z)`` exactly and the gradient is ``gelu'(z)`` (NCL, arXiv
+    2403.12459, official code's ``rep_relu``, written there as ``gelu(z) - sg(gelu(z)) +
+    sg(relu(z))``); computed as one autograd function, so neither pass evaluates GELU's value.
     """
-    gelu_z = F.gelu(z)
-    return gelu_z - gelu_z.detach() + F.relu(z).detach()
+    return _RepReLU.apply(z)
 
 
 def _identity(z: torch.Tensor) -> torch.Tensor:

@@ -321,3 +321,18 @@ def test_kl_of_nan_probabilities_is_nan() -> None:
     probs = torch.full((2, 3), 0.3)
     probs[1, 2] = math.nan
     assert math.isnan(float(bernoulli_kl(probs, prior=0.8)))
+
+
+def test_kl_gradient_is_the_closed_form_one_zero_where_clamped() -> None:
+    """d KL / d alpha = log(a / (1 - a)) - log(rho / (1 - rho)), over the rows' mean, inside the
+    clamp range; 0 where alpha is clamped (the clamp passes no gradient there)."""
+    probs = torch.tensor([[0.001, 0.2, 0.5, 0.7], [0.9, 0.995, 0.3, 0.05]], dtype=torch.float64)
+    probs.requires_grad_(True)
+    bernoulli_kl(probs, prior=0.8, eps=0.01).backward()
+    rho = 0.8
+    for (row, col), alpha in zip(
+        [(r, c) for r in range(2) for c in range(4)], probs.detach().flatten().tolist(), strict=True
+    ):
+        inside = 0.01 < alpha < 0.99
+        expected = (math.log(alpha / (1 - alpha)) - math.log(rho / (1 - rho))) / 2 if inside else 0
+        assert probs.grad[row, col].item() == pytest.approx(expected, rel=1e-5, abs=1e-7)

@@ -19,6 +19,7 @@ from solo_bayesncl.losses import (
     info_nce_loss,
     keep_top_k,
     non_negative_representation,
+    normalize_rows,
 )
 from solo_bayesncl.nonneg import NON_NEGATIVITY_MAPS
 
@@ -447,3 +448,21 @@ def test_nan_z_gives_a_nan_loss_not_a_finite_one() -> None:
     v = non_negative_representation(broken, "relu")
     loss = info_nce_loss(v, idx, gather_distributed=False, check_inputs=False)
     assert math.isnan(float(loss))
+
+
+def test_normalize_rows_gradient_matches_the_projection_formula() -> None:
+    """grad of x / ||x|| is (g - y (y . g)) / ||x||; a zero row gets zero gradient, a row below
+    the clamp ``eps`` gets g / eps (its norm is a constant there)."""
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 6, generator=gen, dtype=torch.float64)
+    x[1] = 0.0
+    x[2] = 1e-14  # norm 2.4e-14 < eps = 1e-12
+    g = torch.randn(4, 6, generator=gen, dtype=torch.float64)
+    xr = x.clone().requires_grad_(True)
+    normalize_rows(xr).backward(g)
+    for i in (0, 3):
+        norm = x[i].norm()
+        y = x[i] / norm
+        torch.testing.assert_close(xr.grad[i], (g[i] - y * (y @ g[i])) / norm)
+    assert torch.equal(xr.grad[1], torch.zeros(6, dtype=torch.float64))
+    torch.testing.assert_close(xr.grad[2], g[2] / 1e-12)

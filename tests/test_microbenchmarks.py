@@ -84,3 +84,26 @@ def test_tiny_train_step_run_prints_its_figures_and_no_warnings():
         assert f"\n{method:<9} " in out  # a row of the step-time table
     assert "bayesncl/ncl   : ratio of medians" in out and "verdict:" in out
     assert "Warning" not in done.stderr, done.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
+def test_gpu_check_without_a_gpu_points_at_the_dry_run(tmp_path):
+    done = _script("gpu_check.py", "--out", str(tmp_path / "check"))
+    assert done.returncode == 2
+    assert "no CUDA device is available; use --dry-run" in done.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "check").exists()
+
+
+def test_gpu_check_dry_run_writes_every_figure_to_one_summary(tmp_path):
+    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
+    out = tmp_path / "check"
+    done = _script("gpu_check.py", "--dry-run", "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = (out / "summary.md").read_text()
+    for name in ("train_step_32", "train_step_bf16", "pipeline", "metrics"):
+        assert f"## {name}: ok, " in summary, summary
+        assert (out / f"{name}.txt").is_file()
+    assert "bayesncl/ncl   : ratio of medians" in summary  # the step ratios
+    assert "GFLOP" in summary  # the FLOP count and its share of the limit
+    assert "batch/w0" in summary and "per_image/w0" in summary  # images/s of both loaders
+    assert "whole set (accumulator)" in summary and "values agree" in summary  # the metrics

@@ -51,7 +51,7 @@ from solo_bayesncl.metrics.retrieval import (
 )
 from solo_bayesncl.metrics.semantics import (
     ClassStatistics,
-    class_statistics_and_mask,
+    batch_class_sums,
     consistency_from_counts,
     entropies_from_statistics,
 )
@@ -213,7 +213,7 @@ class InterpretabilityAccumulator:
     def _update_chunk(self, features: torch.Tensor, labels: torch.Tensor) -> None:
         self._raw_active += torch.count_nonzero(nonzero_mask(features, self.eps), dim=0)
         self._abs_sum += features.abs().sum(dim=0).double()
-        stats, mask = class_statistics_and_mask(features, labels, self.num_classes, self.eps)
+        stats, mask = batch_class_sums(features, labels, self.num_classes, self.eps, True)
         self._class_active += stats.class_active
         self._class_abs_sum += stats.class_abs_sum
         self._class_count += stats.class_count

@@ -43,28 +43,35 @@ def _shuffled_class_counts(
     permutations: int,
     seed: int,
 ) -> torch.Tensor:
-    """``(P, C, k)`` float64: active samples of each class per dimension under each permutation."""
+    """``(P, C, k)`` float64: active samples of each class per dimension under each permutation.
+
+    Per block and permutation, one scatter of the mask into float32 counts (exact below
+    ``2**24`` rows per block), added in place to float64 totals kept on the masks' device and
+    brought to the CPU once.
+    """
     if permutations < 1:
         raise ValueError(f"permutations must be >= 1, got {permutations}")
     permuted = permuted_labels(labels, permutations, seed)
     counts: torch.Tensor | None = None
+    batch: torch.Tensor | None = None
     start = 0
     for mask in mask_chunks:
         rows = mask.shape[0]
         weights = mask.to(torch.float32)
-        if counts is None:
-            counts = torch.zeros(permutations, num_classes, mask.shape[1], dtype=torch.float64)
+        if counts is None or batch is None:
+            shape = (permutations, num_classes, mask.shape[1])
+            counts = torch.zeros(shape, dtype=torch.float64, device=mask.device)
+            batch = torch.zeros(shape[1:], dtype=torch.float32, device=mask.device)
         chunk_labels = permuted[:, start : start + rows].to(mask.device)
         for p in range(permutations):  # loop over permutations (few), never over dimensions
-            batch = torch.zeros(num_classes, mask.shape[1], dtype=torch.float32, device=mask.device)
-            batch.index_add_(0, chunk_labels[p], weights)
-            counts[p] += batch.double().cpu()
+            batch.zero_().index_add_(0, chunk_labels[p], weights)
+            counts[p] += batch
         start += rows
     if start != labels.numel():
         raise ValueError(f"masks cover {start} samples but there are {labels.numel()} labels")
     if counts is None:
         raise ValueError("no samples: the shuffled baseline needs at least one sample")
-    return counts
+    return counts.cpu()
 
 
 def shuffled_consistencies_from_masks(

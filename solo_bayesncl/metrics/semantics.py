@@ -48,28 +48,30 @@ def activity_mask(features: torch.Tensor, eps: float = EPS) -> tuple[torch.Tenso
     return normalized, normalized > eps
 
 
-def class_statistics_and_mask(
+def batch_class_sums(
     features: torch.Tensor,
     labels: torch.Tensor,
     num_classes: int,
-    eps: float = EPS,
-    with_sums: bool = True,
+    eps: float,
+    with_sums: bool,
 ) -> tuple[ClassStatistics, torch.Tensor]:
-    """:func:`class_statistics` plus the boolean activity mask ``|Fn| > eps`` (B x k).
+    """Class statistics of one batch in the feature dtype (at least float32; counts exact below
+    ``2**24`` samples per batch), and its activity mask. Callers add them to float64 totals in
+    place, without a float64 copy per batch.
 
-    With ``with_sums=False`` the ``class_abs_sum`` field is left as zeros (saves one pass).
+    With ``with_sums=False`` the ``class_abs_sum`` field is an empty tensor (one scatter saved).
     """
     absn, mask = activity_mask(features, eps)
-    dtype = absn.dtype
+    dtype, device = absn.dtype, features.device
     num_dims = features.shape[1]
-    class_active = torch.zeros(num_classes, num_dims, dtype=dtype, device=features.device)
+    class_active = torch.zeros(num_classes, num_dims, dtype=dtype, device=device)
     class_active.index_add_(0, labels, mask.to(dtype))
-    class_abs_sum = torch.zeros(num_classes, num_dims, dtype=dtype, device=features.device)
+    class_abs_sum = torch.zeros(0, dtype=dtype, device=device)
     if with_sums:
+        class_abs_sum = torch.zeros(num_classes, num_dims, dtype=dtype, device=device)
         class_abs_sum.index_add_(0, labels, absn)
     class_count = torch.bincount(labels, minlength=num_classes)
-    stats = ClassStatistics(class_active.double(), class_abs_sum.double(), class_count.double())
-    return stats, mask
+    return ClassStatistics(class_active, class_abs_sum, class_count), mask
 
 
 def class_statistics(
@@ -80,7 +82,8 @@ def class_statistics(
     The batch sums are taken in the feature dtype (at least float32; counts are exact below
     2**24 samples per batch) and returned as float64, ready to be added to running sums.
     """
-    return class_statistics_and_mask(features, labels, num_classes, eps)[0]
+    stats, _ = batch_class_sums(features, labels, num_classes, eps, with_sums=True)
+    return ClassStatistics(*(field.double() for field in stats))
 
 
 def class_statistics_chunked(
@@ -91,26 +94,31 @@ def class_statistics_chunked(
     with_sums: bool = True,
     keep_masks: bool = False,
 ) -> tuple[ClassStatistics, list[torch.Tensor]]:
-    """:func:`class_statistics` over a whole matrix, ``ROW_CHUNK`` rows at a time.
+    """:func:`class_statistics` over a whole matrix, ``ROW_CHUNK`` rows at a time (each block's
+    sums in the feature dtype, added to float64 totals).
 
     Returns the summed statistics and, with ``keep_masks``, the per-block activity masks.
     """
-    total: ClassStatistics | None = None
+    if features.shape[0] == 0:
+        raise ValueError("features has no rows; the metrics need at least one sample")
+    shape = (num_classes, features.shape[1])
+    total = ClassStatistics(
+        *(
+            torch.zeros(size, dtype=torch.float64, device=features.device)
+            for size in (shape, shape, num_classes)
+        )
+    )
     masks = []
     for start in range(0, features.shape[0], ROW_CHUNK):
         stop = start + ROW_CHUNK
-        stats, mask = class_statistics_and_mask(
+        stats, mask = batch_class_sums(
             features[start:stop], labels[start:stop], num_classes, eps, with_sums
         )
-        total = (
-            stats
-            if total is None
-            else ClassStatistics(*(a + b for a, b in zip(total, stats, strict=True)))
-        )
+        for running, batch, wanted in zip(total, stats, (True, with_sums, True), strict=True):
+            if wanted:
+                running += batch
         if keep_masks:
             masks.append(mask)
-    if total is None:
-        raise ValueError("features has no rows; the metrics need at least one sample")
     return total, masks
 
 
