@@ -7,8 +7,12 @@ Config (all optional)::
       enabled: True        # off by default
       frequency: 5         # epochs between evaluations (the last epoch is always evaluated)
       gate: hard           # BayesNCL: hard (v) or soft (u * alpha)
-      max_samples: null    # cap on the vectors kept for retrieval precision
-      shuffle_permutations: 5
+      max_samples: null    # cap on the vectors kept for retrieval precision (an int >= 1)
+      shuffle_permutations: 5   # permutations of the label-shuffled baseline (>= 1)
+      retrieval: True      # False skips the retrieval precisions (booleans are strict)
+
+:func:`check_interpretability_cfg` checks every key (type, range, known name) before anything
+is built; the pretraining entry point calls it with the other config checks.
 
 Metrics are logged as ``interp/<metric>`` to every logger (CSV and wandb).
 """
@@ -24,7 +28,11 @@ from omegaconf import OmegaConf
 from solo_bayesncl.metrics import InterpretabilityAccumulator
 from solo_bayesncl.representations import GATES, extract_representations
 
-__all__ = ["InterpretabilityCallback", "build_interpretability_callback"]
+__all__ = [
+    "InterpretabilityCallback",
+    "build_interpretability_callback",
+    "check_interpretability_cfg",
+]
 
 _KEYS = {"enabled", "frequency", "gate", "max_samples", "shuffle_permutations", "retrieval"}
 
@@ -93,30 +101,61 @@ class InterpretabilityCallback(Callback):
             )
 
 
+def check_interpretability_cfg(cfg: omegaconf.DictConfig) -> dict[str, Any]:
+    """Checks ``cfg.interpretability``, writes the keys it holds back normalised (booleans
+    parsed strictly) and returns every setting, defaults filled in.
+
+    Raises :class:`~solo_bayesncl.methods.config_checks.ConfigError` naming the key for an
+    unknown key or a value of the wrong type or range, and ``ValueError`` for ``enabled``
+    without labelled validation data. Runs before any model is built.
+    """
+    from solo_bayesncl.methods.config_checks import (
+        parse_bool,
+        require_choice,
+        require_int,
+        require_known_keys,
+    )
+
+    if not OmegaConf.select(cfg, "interpretability", default=None):
+        OmegaConf.update(cfg, "interpretability", {}, merge=False, force_add=True)
+    section: Any = cfg.interpretability
+    require_known_keys(cfg, "interpretability", sorted(_KEYS))
+    key = "interpretability"
+    checked = {
+        "enabled": parse_bool(f"{key}.enabled", section.get("enabled", False)),
+        "frequency": require_int(f"{key}.frequency", section.get("frequency", 1), low=1),
+        "gate": require_choice(f"{key}.gate", section.get("gate", "hard"), GATES),
+        "max_samples": None,
+        "shuffle_permutations": require_int(
+            f"{key}.shuffle_permutations", section.get("shuffle_permutations", 5), low=1
+        ),
+        "retrieval": parse_bool(f"{key}.retrieval", section.get("retrieval", True)),
+    }
+    if section.get("max_samples", None) is not None:
+        checked["max_samples"] = require_int(f"{key}.max_samples", section["max_samples"], low=1)
+    no_labels = parse_bool("data.no_labels", OmegaConf.select(cfg, "data.no_labels", default=False))
+    custom = OmegaConf.select(cfg, "data.dataset", default=None) == "custom"
+    has_val = OmegaConf.select(cfg, "data.val_path", default=None) is not None
+    if checked["enabled"] and not (has_val and not (custom and no_labels)):
+        raise ValueError(
+            "interpretability.enabled=True needs labelled validation data (data.val_path)"
+        )
+    for name in section:
+        section[name] = checked[name]
+    return checked
+
+
 def build_interpretability_callback(
     cfg: omegaconf.DictConfig, val_loader
 ) -> InterpretabilityCallback | None:
     """The callback configured by ``cfg.interpretability``, or None when it is off.
 
-    Raises ``ValueError`` naming the key for unknown keys, a bad gate or frequency, or when it is
-    switched on without labelled validation data.
+    Raises ``ValueError`` naming the key for anything :func:`check_interpretability_cfg`
+    refuses, or when it is switched on without labelled validation data.
     """
-    section: Any = OmegaConf.select(cfg, "interpretability", default=None) or {}
-    unknown = set(section.keys()) - _KEYS
-    if unknown:
-        raise ValueError(
-            f"interpretability.{sorted(unknown)[0]} is not a known key; allowed keys: {', '.join(sorted(_KEYS))}"
-        )
-    if not section.get("enabled", False):
+    section = check_interpretability_cfg(cfg)
+    if not section["enabled"]:
         return None
-    frequency = section.get("frequency", 1)
-    if not isinstance(frequency, int) or frequency < 1:
-        raise ValueError(f"interpretability.frequency={frequency!r} must be a positive integer")
-    gate = section.get("gate", "hard")
-    if gate not in GATES:
-        raise ValueError(
-            f"interpretability.gate={gate!r} is not supported; allowed values: hard, soft"
-        )
     if val_loader is None:
         raise ValueError(
             "interpretability.enabled=True needs labelled validation data (data.val_path)"
@@ -124,9 +163,9 @@ def build_interpretability_callback(
     return InterpretabilityCallback(
         val_loader,
         num_classes=int(cfg.data.num_classes),
-        frequency=frequency,
-        gate=gate,
-        max_samples=section.get("max_samples", None),
-        shuffle_permutations=int(section.get("shuffle_permutations", 5)),
-        retrieval=bool(section.get("retrieval", True)),
+        frequency=section["frequency"],
+        gate=section["gate"],
+        max_samples=section["max_samples"],
+        shuffle_permutations=section["shuffle_permutations"],
+        retrieval=section["retrieval"],
     )
