@@ -234,7 +234,7 @@ def _check_finite_weights(loaded: LoadedCheckpoint, model: nn.Module) -> None:
     ]
     if bad:
         raise CheckpointError(
-            f"{loaded.path}: {len(bad)} weight tensor(s) hold NaN or Inf ({_key_groups(set(bad))}): "
+            f"{loaded.path}: {len(bad)} weight tensor(s) hold NaN or Inf (the first: {bad[0]}): "
             "broken weights, e.g. a diverged run"
         )
 
