@@ -48,6 +48,7 @@ def _prepare(overrides: list[str], config: str = "bayesncl.yaml", check_data: bo
 # ------------------------------------------------------------------- pretraining config keys
 
 BAD_KEYS = [
+    ("++max_epoch=5", r"^unknown top-level key\(s\) max_epoch \(did you mean max_epochs\?\)"),
     ("++data.fracton=0.5", r"^data has unknown key\(s\) fracton; known keys: .*fraction"),
     (
         "++data.num_backgrounds=9",

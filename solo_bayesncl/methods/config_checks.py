@@ -26,6 +26,7 @@ __all__ = [
     "DATA_KEYS",
     "MIN_TEMPERATURE",
     "SCENE_KEYS",
+    "TOP_LEVEL_KEYS",
     "check_solo_names",
     "parse_bool",
     "require_choice",
@@ -67,6 +68,37 @@ DATA_KEYS: tuple[str, ...] = (
     "background_seed",
 )
 """Every ``data.*`` key solo-learn or the plugin reads; the entry points refuse any other."""
+TOP_LEVEL_KEYS: tuple[str, ...] = (
+    "name",
+    "method",
+    "method_kwargs",
+    "backbone",
+    "data",
+    "augmentations",
+    "optimizer",
+    "scheduler",
+    "checkpoint",
+    "auto_resume",
+    "seed",
+    "wandb",
+    "knn_eval",
+    "performance",
+    "resume_from_checkpoint",
+    "momentum",
+    "dali",
+    "interpretability",
+    "pretrain_method",
+    "pretrained_feature_extractor",
+    "finetune",
+    "label_smoothing",
+    "mixup",
+    "cutmix",
+    "auto_augment",
+    "auto_umap",
+    "debug_augmentations",
+)
+"""Top-level keys solo-learn's pretraining and linear scripts or the plugin read; the arguments
+of Lightning's ``Trainer`` (``max_epochs``, ``precision``, ...) are known too."""
 SCENE_KEYS: tuple[str, ...] = ("num_backgrounds", "background_seed")
 """``data.*`` keys only ``fashion-mnist-scenes`` reads."""
 
@@ -239,6 +271,25 @@ _RUN_BOOLEANS = (
 )
 
 
+def _require_known_top_level_keys(cfg: omegaconf.DictConfig) -> None:
+    """A misspelt top-level key (``max_epoch=5``) would be ignored and its default used."""
+    import inspect
+
+    from lightning.pytorch import Trainer
+
+    known = set(TOP_LEVEL_KEYS) | set(inspect.signature(Trainer.__init__).parameters) - {"self"}
+    unknown = sorted(str(k) for k in cfg if k not in known)
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(
+            f"unknown top-level key(s) {', '.join(unknown)}{hint}; known keys: "
+            f"{', '.join(TOP_LEVEL_KEYS)} and the arguments of Lightning's Trainer"
+        )
+
+
 def _set(cfg: omegaconf.DictConfig, key: str, value: Any) -> None:
     OmegaConf.update(cfg, key, value, merge=False)
 
@@ -250,7 +301,8 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     ``optimizer.weight_decay`` >= 0, ``optimizer.classifier_lr`` > 0, ``data.num_workers`` >= 0,
     ``data.fraction`` and ``data.val_fraction`` in (0, 1] or -1, every crop size and crop count
     >= 1, ``checkpoint.frequency`` >= 1, ``seed`` an integer in [0, 2^32 - 1], only
-    :data:`DATA_KEYS` under ``data`` (the scene keys on ``fashion-mnist-scenes`` only), and the
+    :data:`TOP_LEVEL_KEYS` and Lightning ``Trainer`` arguments at the top, :data:`DATA_KEYS` under
+    ``data`` (the scene keys on ``fashion-mnist-scenes`` only), and the
     booleans above parsed strictly. Values are written back normalised (``"false"`` becomes
     ``False``).
     """
@@ -258,6 +310,7 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     def present(key: str) -> Any:
         return OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
 
+    _require_known_top_level_keys(cfg)
     require_known_keys(cfg, "data", DATA_KEYS)
     dataset = str(present("data.offline_dataset") or present("data.dataset") or "")
     for name in SCENE_KEYS:
