@@ -14,27 +14,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import FASHION_MNIST, REPO, compose
+from conftest import FASHION_MNIST, TINY_FASHION_MNIST, compose, run_command
+
+from solo_bayesncl.registration import solo_learn_available
 
 needs_solo = pytest.mark.skipif(
-    __import__("importlib.util").util.find_spec("solo") is None,
-    reason="needs upstream solo-learn installed",
+    not solo_learn_available(), reason="needs upstream solo-learn installed"
 )
 needs_fashion = pytest.mark.skipif(
     not (FASHION_MNIST / "t10k-images-idx3-ubyte.gz").is_file(),
     reason="needs Debian's dataset-fashion-mnist",
 )
 
-TINY = [
-    "data.dataset=fashion-mnist",
-    "data.fraction=0.01",
-    "data.val_fraction=0.02",
-    "max_epochs=1",
-    "optimizer.batch_size=32",
-    "data.num_workers=0",
-    "wandb.enabled=False",
-    "accelerator=cpu",
-]
+TINY = [*TINY_FASHION_MNIST, "wandb.enabled=False"]
 
 
 def _prepare(overrides: list[str], config: str = "bayesncl.yaml", check_data: bool = False):
@@ -162,9 +154,8 @@ def test_a_broken_test_file_is_found_before_training(kind, tmp_path, monkeypatch
 
 @needs_solo
 def test_bad_keys_reach_the_terminal_as_one_line_before_training(tmp_path):
-    result = subprocess.run(
+    result = run_command(
         [
-            sys.executable,
             "main_pretrain.py",
             "--config-path",
             "scripts/pretrain/cifar",
@@ -174,11 +165,7 @@ def test_bad_keys_reach_the_terminal_as_one_line_before_training(tmp_path):
             "++interpretability.enabled=True",
             "++interpretability.gate=bogus",
             f"checkpoint.dir={tmp_path}",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        ]
     )
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1] == (

@@ -76,10 +76,7 @@ def test_every_command_refuses_nan_weights_with_one_message(
     """The report, kNN, linear evaluation and zoo export run one check on a checkpoint and
     refuse NaN weights with the same one-line message, before any data is read."""
     pytest.importorskip("matplotlib", reason="the report pictures need matplotlib")
-    import subprocess
-    import sys
-
-    from conftest import REPO
+    from conftest import run_command
 
     from solo_bayesncl.cli.knn import main as knn_main
     from solo_bayesncl.evaluation.command import main as report_main
@@ -96,9 +93,8 @@ def test_every_command_refuses_nan_weights_with_one_message(
     assert zoo_main(["export", str(ckpt), "--name", "x", "--out", str(tmp_path / "z")]) == 2
     assert capsys.readouterr().err.strip() == f"error: {expected}"
     assert not (tmp_path / "z" / "x.pt").exists() and not (tmp_path / "z" / "x.entry.json").exists()
-    linear = subprocess.run(
+    linear = run_command(
         [
-            sys.executable,
             "main_linear.py",
             f"pretrained_feature_extractor='{ckpt}'",
             "data.dataset=custom",
@@ -106,11 +102,7 @@ def test_every_command_refuses_nan_weights_with_one_message(
             f"data.val_path={image_folder / 'val'}",
             "accelerator=cpu",
             f"checkpoint.dir={tmp_path / 'lin'}",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        ]
     )
     assert linear.returncode == 2, linear.stderr[-2000:]
     assert linear.stderr.strip().splitlines()[-1] == f"solo-bayesncl-linear: error: {expected}"
