@@ -647,3 +647,29 @@ def test_metrics_do_not_depend_on_the_scale_of_the_features(dtype, scale):
     ):
         assert large[key] == pytest.approx(small[key], rel=1e-5, abs=1e-9), key
     assert small["semantic_consistency"] > 0.2 and small["semantic_entropy_freq"] > 1.0
+
+
+@needs_solo
+def test_an_error_while_the_run_is_built_is_one_line(tmp_path, capsys):
+    """Past the config checks, what building the datasets raises (an image folder without
+    images) is still an input error: one line and status 2, not a traceback."""
+    from solo_bayesncl.cli.pretrain import _run
+
+    for split in ("train", "val"):
+        (tmp_path / split).mkdir()
+    cfg = compose(
+        "scripts/pretrain/cifar",
+        "ncl.yaml",
+        [
+            *TINY,
+            "data.dataset=custom",
+            f"data.train_path={tmp_path / 'train'}",
+            f"data.val_path={tmp_path / 'val'}",
+            f"checkpoint.dir={tmp_path / 'out'}",
+        ],
+    )
+    with pytest.raises(SystemExit) as code:
+        _run(cfg)
+    assert code.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("solo-bayesncl-pretrain: error: Couldn't find any class folder in ")

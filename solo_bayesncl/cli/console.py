@@ -20,6 +20,7 @@ __all__ = [
     "first_line",
     "hydra_entry_point",
     "input_errors",
+    "input_errors_until_fit",
     "print_run_summary",
     "run_summary",
 ]
@@ -54,6 +55,29 @@ def input_errors(command: str) -> Iterator[None]:
     try:
         yield
     except INPUT_ERRORS as err:
+        sys.stderr.write(f"{command}: error: {first_line(err)}\n")
+        raise SystemExit(2) from None
+
+
+@contextlib.contextmanager
+def input_errors_until_fit(command: str) -> Iterator[list]:
+    """:func:`input_errors` for the whole start of a run: the block gets a list to pass as extra
+    Lightning callbacks, and an input error raised before the Trainer's fit begins (building
+    the model, the datasets, the loaders) is one line and exit status 2; once the fit has begun,
+    errors keep their traceback."""
+    from lightning.pytorch import Callback
+
+    started: list[bool] = []
+
+    class FitStarted(Callback):
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            started.append(True)
+
+    try:
+        yield [FitStarted()]
+    except INPUT_ERRORS as err:
+        if started:
+            raise
         sys.stderr.write(f"{command}: error: {first_line(err)}\n")
         raise SystemExit(2) from None
 

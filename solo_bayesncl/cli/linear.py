@@ -185,12 +185,12 @@ def linear_eval(
 def _run(cfg: omegaconf.DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from solo_bayesncl.cli.console import input_errors, print_run_summary
+    from solo_bayesncl.cli.console import input_errors_until_fit, print_run_summary
 
     explicit = list(HydraConfig.get().overrides.task)
-    with input_errors("solo-bayesncl-linear"):
+    with input_errors_until_fit("solo-bayesncl-linear") as callbacks:
         prepared = prepare_linear_cfg(cfg, explicit)
-    trainer = linear_eval(prepared[0], prepared=prepared)
+        trainer = linear_eval(prepared[0], extra_callbacks=callbacks, prepared=prepared)
     print_run_summary(f"linear evaluation {prepared[0].name}", trainer)
 
 

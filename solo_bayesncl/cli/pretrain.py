@@ -131,11 +131,12 @@ def pretrain(
 
 
 def _run(cfg: omegaconf.DictConfig) -> None:
-    from solo_bayesncl.cli.console import input_errors, print_run_summary
+    from solo_bayesncl.cli.console import input_errors_until_fit, print_run_summary
 
-    with input_errors("solo-bayesncl-pretrain"):
+    with input_errors_until_fit("solo-bayesncl-pretrain") as callbacks:
         cfg = prepare_pretrain_cfg(cfg)
-    print_run_summary(f"pretraining {cfg.name}", pretrain(cfg, prepared=True))
+        trainer = pretrain(cfg, extra_callbacks=callbacks, prepared=True)
+    print_run_summary(f"pretraining {cfg.name}", trainer)
 
 
 def main() -> int:
