@@ -29,6 +29,7 @@ fine-tuning; resume interrupted training from the original ``.ckpt``, not from a
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,14 +102,22 @@ def write_artifact(artifact: Artifact, path: str | os.PathLike[str]) -> Path:
 
 
 def _load_dict(path: Path, map_location: Any, mmap: bool = False) -> dict[str, Any]:
+    if Path(path).is_dir():
+        raise ArtifactError(f"{path} is a folder, not a zoo artifact file")
+    if Path(path).is_file() and not zipfile.is_zipfile(path):
+        raise ArtifactError(
+            f"{path} is not a zoo artifact ({ARTIFACT_FORMAT}): not a file written by torch.save "
+            "(a zip archive)"
+        )
     try:
         data = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise ArtifactError(f"zoo artifact {path} does not exist") from None
     except Exception as err:
+        detail = (str(err).strip().splitlines() or [""])[0]
         raise ArtifactError(
             f"{path} is not a zoo artifact ({ARTIFACT_FORMAT}) loadable with "
-            f"weights_only=True: {type(err).__name__}: {err}"
+            f"weights_only=True: {type(err).__name__}: {detail}"
         ) from None
     if not isinstance(data, dict) or data.get("format") != ARTIFACT_FORMAT:
         found = data.get("format") if isinstance(data, dict) else type(data).__name__

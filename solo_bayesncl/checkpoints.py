@@ -15,6 +15,7 @@ Layouts read:
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +160,12 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
     missing ``args.json`` or a method outside ``bayesncl, ncl, simclr, mocov2plus``.
     """
     path = Path(path)
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.ckpt"))[:3]
+        hint = f" (it holds {', '.join(inside)})" if inside else ""
+        raise CheckpointError(
+            f"checkpoint {path} is a folder, not a checkpoint file; give the .ckpt file{hint}"
+        )
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     metrics = None
@@ -171,6 +178,15 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
         raise CheckpointError(
             f"{path}: method {cfg.get('method')!r} is not supported; allowed: {', '.join(SUPPORTED_METHODS)}"
         )
+    for section, key in (("data", "dataset"), ("backbone", "name")):
+        node = cfg.get(section)
+        if not isinstance(node, dict) or not node.get(key):
+            source = path if is_artifact(path) else path.parent / "args.json"
+            raise CheckpointError(
+                f"{source}: the config has no {section}.{key}, which says what the model was "
+                f"trained {'on' if section == 'data' else 'with'}; is it the args.json of a "
+                "pretraining run?"
+            )
     cfg["method"] = method
     if method == "bayesncl":
         _gate_flags(cfg, state_dict)
@@ -190,12 +206,53 @@ def _strip_stale_keys(
     return {k: v for k, v in state_dict.items() if k in expected or not k.startswith("knn.")}
 
 
+def _config_source(loaded: LoadedCheckpoint) -> Path:
+    return loaded.path if is_artifact(loaded.path) else loaded.path.parent / "args.json"
+
+
+def _check_config_ranges(loaded: LoadedCheckpoint) -> None:
+    """The method's own config checks (``add_and_assert_specific_cfg``: ranges, known names) on
+    a copy of the checkpoint's config; a value out of range names the file it came from."""
+    from solo.methods import METHODS
+
+    try:
+        METHODS[loaded.method].add_and_assert_specific_cfg(copy.deepcopy(loaded.cfg))
+    except (ValueError, AssertionError, omegaconf.errors.OmegaConfBaseException) as err:
+        message = _first_line(err).partition("    full_key:")[0].strip()
+        raise CheckpointError(
+            f"{_config_source(loaded)}: {message}; the checkpoint's config is not one its "
+            f"{loaded.method} model can be built from"
+        ) from None
+
+
+def _check_finite_weights(loaded: LoadedCheckpoint, model: nn.Module) -> None:
+    """Refuses weights holding NaN or Inf (a diverged run): every evaluation of them is noise."""
+    bad = [
+        name
+        for name, tensor in model.state_dict().items()
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+    ]
+    if bad:
+        raise CheckpointError(
+            f"{loaded.path}: {len(bad)} weight tensor(s) hold NaN or Inf (the first: {bad[0]}): "
+            "broken weights, e.g. a diverged run"
+        )
+
+
 def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
     """The solo-learn method of the checkpoint (:func:`solo_bayesncl.models.build_method`) with its
-    weights loaded strictly, in eval mode."""
+    weights loaded strictly, in eval mode.
+
+    This is the one check every command that reads a checkpoint runs before using it (the
+    report, kNN, linear evaluation, zoo export): its config passes the method's own checks, its
+    weights match the model that config describes, and none of them is NaN or Inf. Each failure
+    raises :class:`CheckpointError` naming the file.
+    """
     registration.register()
+    _check_config_ranges(loaded)
     model = build_method(loaded.cfg.copy())
     _load_weights(model, _strip_stale_keys(loaded.state_dict, model), loaded)
+    _check_finite_weights(loaded, model)
     return model.to(device).eval()
 
 

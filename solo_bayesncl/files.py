@@ -1,5 +1,6 @@
 """Writing output without losing what a user wrote: an early write check, per-process temporary
-names beside the final path, and the removal of temporaries a killed process left behind.
+names beside the final path, the removal of temporaries a killed process left behind, and lock
+files that keep two processes from writing the same output at once.
 
 A temporary is a hidden sibling of its final path, ``.<name>.<pid>.<random><suffix>``, so a later
 run can tell a temporary of a live process (kept) from one whose process is gone (removed).
@@ -8,15 +9,19 @@ run can tell a temporary of a live process (kept) from one whose process is gone
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = [
     "STALE_AFTER_S",
+    "LockedError",
     "NotWritableError",
+    "hold_lock",
     "make_temporary",
     "process_alive",
     "remove_stale_temporaries",
@@ -29,6 +34,42 @@ STALE_AFTER_S: float = 24 * 3600.0
 
 class NotWritableError(PermissionError):
     """An output path cannot be written; raised before any work starts."""
+
+
+class LockedError(RuntimeError):
+    """Another live process holds the lock (its id is ``pid``, None when unreadable)."""
+
+    def __init__(self, path: Path, pid: int | None) -> None:
+        self.path, self.pid = path, pid
+        who = f"process {pid}" if pid is not None else "another process"
+        super().__init__(f"{path} is held by {who}")
+
+
+@contextlib.contextmanager
+def hold_lock(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Holds the lock file ``path`` (created, with this process's id in it) for the block.
+
+    The lock is the kernel's (``flock``) on that file, so it ends with its process, however the
+    process ends: the lock file of a process that died is taken over by the next one. Raises
+    :class:`LockedError` at once, with the holder's id, while a live process holds it.
+    """
+    path = Path(path)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            raise LockedError(path, int(text) if text.isdigit() else None) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def process_alive(pid: int) -> bool:

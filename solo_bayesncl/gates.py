@@ -148,7 +148,9 @@ class _BernoulliKL(torch.autograd.Function):
         return (logit_diff * inside).mul_(scale).to(ctx.dtype), None, None
 
 
-def bernoulli_kl(probs: torch.Tensor, prior: float, eps: float = 0.01) -> torch.Tensor:
+def bernoulli_kl(
+    probs: torch.Tensor, prior: float, eps: float = 0.01, check_inputs: bool = True
+) -> torch.Tensor:
     """KL(Bernoulli(alpha) || Bernoulli(rho)), summed over dimensions, averaged over samples.
 
     ``KL = sum_k [alpha_k log(alpha_k / rho) + (1 - alpha_k) log((1 - alpha_k) / (1 - rho))]``
@@ -156,17 +158,34 @@ def bernoulli_kl(probs: torch.Tensor, prior: float, eps: float = 0.01) -> torch.
     computed in float32 whatever the input precision.
 
     Args:
-        probs: gate probabilities ``alpha``, shape ``(N, k)``; NaN entries give a NaN KL.
+        probs: gate probabilities ``alpha`` in [0, 1], shape ``(N, k)`` with ``N >= 1``; NaN
+            entries give a NaN KL (a broken gate stays visible).
         prior: the prior open probability ``rho`` in (0, 1).
         eps: clamp margin in (0, 0.5).
+        check_inputs: refuse values outside [0, 1]; reads one count back from the device, so
+            the training step (whose ``alpha`` is a sigmoid) turns it off.
 
     Raises:
-        ValueError: ``prior`` outside (0, 1) or ``eps`` outside (0, 0.5), naming the argument.
+        ValueError: ``prior`` outside (0, 1) or ``eps`` outside (0, 0.5), naming the argument;
+            ``probs`` empty, or (with ``check_inputs``) holding values outside [0, 1] (the clamp is for probabilities
+            near 0 and 1, not for numbers that are not probabilities).
     """
     if not 0.0 < float(prior) < 1.0:  # also refuses NaN
         raise ValueError(f"prior={prior} must be in (0, 1)")
     if not 0.0 < float(eps) < 0.5:
         raise ValueError(f"eps={eps} must be in (0, 0.5)")
+    if probs.numel() == 0:
+        raise ValueError(
+            f"probs has shape {tuple(probs.shape)}: no gate probabilities, the KL's mean over "
+            "samples is undefined"
+        )
+    outside = int(((probs < 0) | (probs > 1)).sum()) if check_inputs else 0  # NaN: kept
+    if outside:
+        low, high = float(probs.min()), float(probs.max())
+        raise ValueError(
+            f"probs: {outside} of {probs.numel()} values lie outside [0, 1] (range {low:g} to "
+            f"{high:g}); pass probabilities, e.g. sigmoid(logits)"
+        )
     rho = min(max(float(prior), eps), 1.0 - eps)
     return _BernoulliKL.apply(probs, rho, float(eps))
 

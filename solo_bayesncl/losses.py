@@ -112,17 +112,32 @@ def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
     return z * keep
 
 
+#: How far a row's L2 norm may exceed 1 and still count as normalised (float32 rounding).
+NORM_TOLERANCE = 1e-3
+
+
 def _check_rows(v: torch.Tensor, pos_mask: torch.Tensor) -> None:
-    """Raises when rows of ``v`` are not finite or have no positive (one device read)."""
-    counts = torch.stack(
-        [(~torch.isfinite(v)).any(dim=1).sum(), (~pos_mask.any(dim=1)).sum()]
+    """Raises when rows of ``v`` are not finite, not L2-normalised (norm above 1) or have no
+    positive (one device read)."""
+    norms = torch.linalg.vector_norm(v, dim=1)
+    non_finite, unnormalised, lonely = torch.stack(
+        [
+            (~torch.isfinite(v)).any(dim=1).sum(),
+            (norms > 1 + NORM_TOLERANCE).sum(),
+            (~pos_mask.any(dim=1)).sum(),
+        ]
     ).tolist()
     n = v.shape[0]
-    if counts[0]:
-        raise ValueError(f"v: {counts[0]} of {n} rows hold NaN or Inf values")
-    if counts[1]:
+    if non_finite:
+        raise ValueError(f"v: {non_finite} of {n} rows hold NaN or Inf values")
+    if unnormalised:
         raise ValueError(
-            f"indexes: {counts[1]} of {n} rows have no positive (no other row with the same "
+            f"v: {unnormalised} of {n} rows have an L2 norm above 1; the loss reads L2-normalised "
+            "rows (zero rows allowed): normalise them first, e.g. with normalize_rows"
+        )
+    if lonely:
+        raise ValueError(
+            f"indexes: {lonely} of {n} rows have no positive (no other row with the same "
             "identifier); every image needs two or more views"
         )
 
@@ -153,17 +168,22 @@ def info_nce_loss(
             (the config guarantees two views) and stop on a non-finite loss instead.
 
     Raises:
-        ValueError: ``temperature`` is not a finite number > 0, ``indexes`` does not match the
-            rows of ``v``, and with ``check_inputs``: a row of ``v`` is not finite, or a row has
-            no positive (its loss would be infinite).
+        ValueError: ``temperature`` is not a finite number > 0 whose inverse is finite,
+            ``v`` is not 2-D or has no rows, ``indexes`` does not match the rows of ``v``, and
+            with ``check_inputs``: a row of ``v`` is not finite, has an L2 norm above 1 (not
+            normalised), or has no positive (its loss would be infinite).
     """
     temperature = float(temperature)
-    if not math.isfinite(temperature) or temperature <= 0:
+    if not (math.isfinite(temperature) and temperature > 0 and math.isfinite(1 / temperature)):
         raise ValueError(f"temperature={temperature} must be a finite number > 0")
-    if v.ndim != 2 or indexes.shape != (v.shape[0],):
+    if v.ndim != 2:
+        raise ValueError(f"v must be 2-D (rows x dims), got shape {tuple(v.shape)}")
+    if v.shape[0] == 0:
+        raise ValueError("v has no rows: the loss is a mean over rows, undefined for none")
+    if indexes.shape != (v.shape[0],):
         raise ValueError(
-            f"indexes must have shape ({v.shape[0] if v.ndim else '?'},), one identifier per row "
-            f"of v {tuple(v.shape)}; got {tuple(indexes.shape)}"
+            f"indexes must have shape ({v.shape[0]},), one identifier per row of v "
+            f"{tuple(v.shape)}; got {tuple(indexes.shape)}"
         )
     with torch.autocast(device_type=v.device.type, enabled=False):
         v = v.float()

@@ -17,8 +17,25 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.distributed import launched_as_rank_zero
 
-__all__ = ["resolve_runtime", "trainer_devices"]
+__all__ = ["PRECISIONS", "resolve_runtime", "trainer_devices"]
 
+PRECISIONS: tuple[str, ...] = (
+    "auto",
+    "16-mixed",
+    "bf16-mixed",
+    "32-true",
+    "64-true",
+    "16-true",
+    "bf16-true",
+    "transformer-engine",
+    "transformer-engine-float16",
+    "16",
+    "32",
+    "64",
+    "bf16",
+)
+"""``precision`` values: ``auto`` and those Lightning's Trainer takes (its
+``_PRECISION_INPUT``)."""
 _CPU_PRECISIONS = {"32", "32-true", "64", "64-true", "bf16", "bf16-mixed", "bf16-true"}
 
 
@@ -74,6 +91,10 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     cfg.strategy = strategy
 
     precision = str(_select(cfg, "precision", "auto"))
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"precision={precision!r} is not supported; allowed values: {', '.join(PRECISIONS)}"
+        )
     if precision == "auto":
         precision = "32" if accelerator == "cpu" else "16-mixed"
     if accelerator == "cpu" and precision not in _CPU_PRECISIONS:

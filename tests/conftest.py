@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +48,25 @@ def image_folder(tmp_path_factory) -> Path:
                     folder / f"{i}.png"
                 )
     return root
+
+
+TINY_FASHION_MNIST = [
+    "data.dataset=fashion-mnist",
+    "data.fraction=0.01",
+    "data.val_fraction=0.02",
+    "max_epochs=1",
+    "optimizer.batch_size=32",
+    "data.num_workers=0",
+    "accelerator=cpu",
+]
+"""Overrides of a one-epoch CPU pretraining on 1% of Fashion-MNIST (600 training images)."""
+
+
+def run_command(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+    """Runs ``python ARGS`` in the checkout, as a user would from its root; output captured."""
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def compose(config_dir: str, name: str, overrides: list[str] | None = None):

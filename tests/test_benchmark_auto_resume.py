@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import FASHION_MNIST, compose
+from conftest import FASHION_MNIST, TINY_FASHION_MNIST, compose
 
 from solo_bayesncl.registration import solo_learn_available
 
@@ -20,15 +20,7 @@ pytestmark = [
 ]
 
 # the issue's $T, with the checkpoints in the test's folder
-T = [
-    "data.dataset=fashion-mnist",
-    "data.fraction=0.01",
-    "data.val_fraction=0.02",
-    "max_epochs=1",
-    "optimizer.batch_size=32",
-    "data.num_workers=0",
-    "accelerator=cpu",
-]
+T = TINY_FASHION_MNIST
 # two training steps and one validation batch per run keep the test short; the data, the model
 # and every setting the issue names stay as they are
 SHORT = ["++limit_train_batches=2", "++limit_val_batches=1", "++num_sanity_val_steps=0"]

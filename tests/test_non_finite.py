@@ -30,27 +30,83 @@ def test_metrics_count_the_non_finite_rows() -> None:
 NUM_DIMS = 16
 
 
-def _checkpoint(folder: Path, config: str, image_folder: Path, broken: bool) -> Path:
-    """A solo-learn-layout checkpoint of an untrained model; ``broken`` puts NaN into the
-    backbone's last batch-norm scale (so its features and every projection are NaN)."""
+def _checkpoint(folder: Path, config: str, image_folder: Path, scale: float | None) -> Path:
+    """A solo-learn-layout checkpoint of an untrained model whose backbone's last batch-norm
+    scale and shift are ``scale``: 3e38 keeps every weight finite but overflows the features to Inf (the
+    features checks), NaN makes the weights themselves broken (the weights check)."""
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     from conftest import untrained_checkpoint
 
-    def nan_scale(model) -> None:
-        model.backbone.layer4[-1].bn2.weight.fill_(math.nan)
+    def set_scale(model) -> None:
+        model.backbone.layer4[-1].bn2.weight.fill_(scale)
+        model.backbone.layer4[-1].bn2.bias.fill_(scale)  # 3e38 + 3e38 = Inf in float32
 
     return untrained_checkpoint(
-        folder, config, image_folder, 16, NUM_DIMS, edit=nan_scale if broken else None
+        folder, config, image_folder, 16, NUM_DIMS, edit=None if scale is None else set_scale
     )
 
 
 @pytest.fixture(scope="module")
 def nan_checkpoints(image_folder, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("nan-runs")
+    """Finite weights, features that overflow to Inf."""
+    root = tmp_path_factory.mktemp("overflow-runs")
     return {
-        name: _checkpoint(root / name, f"{name}.yaml", image_folder, broken=True)
+        name: _checkpoint(root / name, f"{name}.yaml", image_folder, scale=3e38)
         for name in ("bayesncl", "ncl")
     }
+
+
+@pytest.fixture(scope="module")
+def nan_weights_checkpoint(image_folder, tmp_path_factory) -> Path:
+    """An NCL checkpoint holding NaN weights (a diverged run)."""
+    root = tmp_path_factory.mktemp("nan-weights")
+    return _checkpoint(root / "ncl", "ncl.yaml", image_folder, scale=math.nan)
+
+
+def _nan_weights_message(ckpt: Path) -> str:
+    return (
+        f"{ckpt}: 2 weight tensor(s) hold NaN or Inf (the first: backbone.layer4.1.bn2.weight): broken "
+        "weights, e.g. a diverged run"
+    )
+
+
+def test_every_command_refuses_nan_weights_with_one_message(
+    nan_weights_checkpoint, image_folder, tmp_path, capsys
+) -> None:
+    """The report, kNN, linear evaluation and zoo export run one check on a checkpoint and
+    refuse NaN weights with the same one-line message, before any data is read."""
+    pytest.importorskip("matplotlib", reason="the report pictures need matplotlib")
+    from conftest import run_command
+
+    from solo_bayesncl.cli.knn import main as knn_main
+    from solo_bayesncl.evaluation.command import main as report_main
+    from solo_bayesncl.zoo.cli import main as zoo_main
+
+    ckpt = nan_weights_checkpoint
+    expected = _nan_weights_message(ckpt)
+    assert report_main([str(ckpt), "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {expected}"
+    with pytest.raises(SystemExit) as code:
+        knn_main([str(ckpt), "--num-workers", "0"])
+    assert code.value.code == 2
+    assert capsys.readouterr().err.strip() == f"solo-bayesncl-knn: error: {expected}"
+    assert zoo_main(["export", str(ckpt), "--name", "x", "--out", str(tmp_path / "z")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {expected}"
+    assert not (tmp_path / "z" / "x.pt").exists() and not (tmp_path / "z" / "x.entry.json").exists()
+    linear = run_command(
+        [
+            "main_linear.py",
+            f"pretrained_feature_extractor='{ckpt}'",
+            "data.dataset=custom",
+            f"data.train_path={image_folder / 'train'}",
+            f"data.val_path={image_folder / 'val'}",
+            "accelerator=cpu",
+            f"checkpoint.dir={tmp_path / 'lin'}",
+        ]
+    )
+    assert linear.returncode == 2, linear.stderr[-2000:]
+    assert linear.stderr.strip().splitlines()[-1] == f"solo-bayesncl-linear: error: {expected}"
+    assert "Traceback" not in linear.stderr
 
 
 @pytest.mark.parametrize("method", ["bayesncl", "ncl"])

@@ -284,7 +284,7 @@ def test_interrupt_mid_transfer_removes_the_partial_file(tmp_path, monkeypatch):
     """Ctrl-C while bytes arrive: the exception propagates and no file is left behind."""
     from solo_bayesncl.zoo import fetch
 
-    def half_then_interrupt(url, dest, progress, timeout):
+    def half_then_interrupt(url, dest, progress, *limits):
         dest.write_bytes(PAYLOAD[:1000])
         raise KeyboardInterrupt
 

@@ -1,7 +1,7 @@
 """``python -m solo_bayesncl.benchmark --preset cpu [--out DIR] [--protocol standard|paper]``.
 
-Exit status: 0 done, 1 a run failed (its log is named), 2 a bad preset or command line,
-130 interrupted by Ctrl-C (143 by SIGTERM): run the same command again to resume.
+Exit status: 0 done, 1 a run failed (its log and its error are named), 2 a bad preset, override
+or command line, or a run another benchmark is training in the same results folder, 130 interrupted by Ctrl-C (143 by SIGTERM): run the same command again to resume.
 """
 
 from __future__ import annotations
@@ -85,11 +85,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     from solo_bayesncl.registration import require_solo_learn
 
     require_solo_learn("the benchmark")
-    from solo_bayesncl.benchmark.runner import Interrupted, RunFailed, run_benchmark, write_tables
+    from solo_bayesncl.benchmark.runner import (
+        Interrupted,
+        RunBusy,
+        RunFailed,
+        run_benchmark,
+        write_tables,
+    )
 
     if args.table_only:
         try:
             write_tables(preset, args.out, protocol=args.protocol)
+        except PresetError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         except RunFailed as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
@@ -102,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KeyboardInterrupt, Interrupted) as err:
         print(INTERRUPTED, file=sys.stderr)
         return 128 + getattr(err, "signum", signal.SIGINT)
-    except PresetError as err:
+    except (PresetError, RunBusy) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except RunFailed as err:

@@ -5,6 +5,10 @@ so that a Ctrl-C in the terminal reaches this process only: it forwards SIGINT, 
 SIGHUP to the run, waits for it to stop (a second signal kills it), and raises
 :class:`Interrupted`. If this process is killed outright, the run ends too (it watches its
 parent). The run reports its progress in ``status.json``, shown here as one progress display.
+
+A run being trained is locked (``RUN_DIR/lock``, holding the benchmark's process id): a second
+benchmark on the same results folder refuses that run with :class:`RunBusy` instead of training
+it a second time beside the first; the lock of a process that died is taken over.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from solo_bayesncl.benchmark.presets import Preset, PresetError
 
 __all__ = [
     "Interrupted",
+    "RunBusy",
     "RunFailed",
     "check_configs",
     "run_benchmark",
@@ -47,6 +52,37 @@ class Interrupted(Exception):
 
 class RunFailed(RuntimeError):
     """A run ended with an error; the message names its log."""
+
+
+class RunBusy(RuntimeError):
+    """Another live benchmark process is training this run (it holds the run's lock)."""
+
+
+def results_folder(preset: Preset, out_dir: Path | None) -> Path:
+    """The results folder (``out_dir`` or the preset's), checked to be a writable folder before
+    anything is done; raises :class:`PresetError` naming it otherwise."""
+    from solo_bayesncl.files import NotWritableError, require_writable
+
+    out = Path(out_dir or preset.out_dir).expanduser().resolve()
+    where = "--out" if out_dir else f"{preset.source}: out_dir"
+    try:
+        require_writable(out, what=where)
+    except NotWritableError as err:
+        raise PresetError(str(err)) from None
+    return out
+
+
+def _last_error_line(log_file: Path) -> str | None:
+    """The last line of a run's log that names an error (the exception a traceback ends with)."""
+    try:
+        lines = log_file.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        text = line.strip()
+        if text and ("Error" in text or "error:" in text or "Exception" in text):
+            return text
+    return None
 
 
 def run_key(preset: Preset, method: str, seed: int) -> str:
@@ -90,7 +126,24 @@ def check_configs(preset: Preset) -> dict[str, int]:
                 f"{preset.source}: {method}: max_epochs must be a positive int, got {max_epochs!r}"
             )
         epochs[method] = max_epochs
+        _check_with_plugin(preset, method, cfg)
     return epochs
+
+
+def _check_with_plugin(preset: Preset, method: str, cfg) -> None:
+    """Every check pretraining runs on its config (keys, ranges, names), the data excepted, so
+    that a bad override is refused here, naming the preset, the method and the key, before any
+    run starts."""
+    from omegaconf import OmegaConf
+
+    from solo_bayesncl.cli.console import INPUT_ERRORS, first_line
+    from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg
+
+    OmegaConf.set_struct(cfg, False)
+    try:
+        prepare_pretrain_cfg(cfg, check_data=False)
+    except INPUT_ERRORS as err:
+        raise PresetError(f"{preset.source}: {method}: {first_line(err)}") from None
 
 
 def _short_commit(result: dict[str, Any]) -> str:
@@ -162,7 +215,7 @@ def write_tables(
 ) -> list[dict[str, Any]]:
     """Writes the table and plots from the preset's finished runs only, without training; the
     runs not finished yet are listed under the table and counted nowhere."""
-    out_dir = Path(out_dir or preset.out_dir).expanduser().resolve()
+    out_dir = results_folder(preset, out_dir)
     results, missing = [], []
     for seed in preset.seeds:
         for method in preset.methods:
@@ -248,6 +301,76 @@ def _run_child(spec_file: Path, log_file: Path, status_file: Path, display) -> i
     return code
 
 
+@contextlib.contextmanager
+def _run_lock(run_dir: Path, method: str, seed: int):
+    """Holds ``run_dir/lock`` while the run trains; :class:`RunBusy` when another live
+    benchmark holds it."""
+    from solo_bayesncl.files import LockedError, hold_lock
+
+    try:
+        with hold_lock(run_dir / "lock"):
+            yield
+    except LockedError as err:
+        who = f"process {err.pid}" if err.pid is not None else "another process"
+        raise RunBusy(
+            f"{method} seed {seed} is being trained by another benchmark ({who}, lock "
+            f"{err.path}); wait for it to end, then run this command again: it skips the "
+            "finished runs"
+        ) from None
+
+
+def _train_run(
+    preset: Preset,
+    method: str,
+    seed: int,
+    key: str,
+    run_dir: Path,
+    protocol: str,
+    display,
+    run_progress,
+    log,
+) -> None:
+    """Trains one unfinished run in its child process; :class:`RunFailed` when it fails, with
+    the error its log ends with."""
+    from solo_bayesncl.benchmark.run_one import linear_config_dir
+
+    result_file = run_dir / "result.json"
+    spec = {
+        "method": preset.base_method(method),
+        "variant": method,
+        "seed": seed,
+        "run_key": key,
+        "config_dir": str(preset.config_dir),
+        "linear_config_dir": str(linear_config_dir(preset.config_dir)),
+        "overrides": preset.run_overrides(method),
+        "linear": preset.linear,
+        "knn": preset.knn,
+        "report": preset.report,
+        "protocol": protocol,
+    }
+    (run_dir / "spec.json").write_text(json.dumps(spec, indent=2) + "\n")
+    (run_dir / "status.json").unlink(missing_ok=True)  # an earlier sitting's
+    log(f"[run]  {method} seed {seed}: log {run_dir / 'log.txt'}")
+    if display is not None:
+        display.start_run(f"{method} seed {seed}", run_progress)
+    code = _run_child(run_dir / "spec.json", run_dir / "log.txt", run_dir / "status.json", display)
+    if code != 0 or not result_file.is_file():
+        how = (
+            f"killed by {signal.Signals(-code).name}"
+            if code < 0 and -code in signal.valid_signals()
+            else f"exit {code}"
+        )
+        cause = _last_error_line(run_dir / "log.txt")
+        raise RunFailed(
+            f"{method} seed {seed} failed ({how}"
+            + (f": {cause}" if cause else "")
+            + f"); see {run_dir / 'log.txt'}; finished stages are kept: run the same command "
+            "again to resume"
+        )
+    if display is not None:
+        display.finish_run()
+
+
 def run_benchmark(
     preset: Preset,
     out_dir: Path | None = None,
@@ -263,13 +386,14 @@ def run_benchmark(
     and lists the others as not finished.
 
     ``protocol="paper"`` adds the official BayesNCL evaluation's figures to every run (a finished
-    run only gets that missing stage) and to the table. Raises :class:`Interrupted` when stopped by a signal and :class:`RunFailed` when a run fails;
-    in both cases every stage that finished is kept and the same call resumes.
+    run only gets that missing stage) and to the table. Raises :class:`Interrupted` when stopped
+    by a signal and :class:`RunFailed` when a run fails; in both cases every stage that finished
+    is kept and the same call resumes. Raises :class:`RunBusy` when another live benchmark is
+    training a run of this results folder (nothing is trained twice).
     """
     from solo_bayesncl.benchmark.progress import ProgressDisplay, RunProgress
-    from solo_bayesncl.benchmark.run_one import linear_config_dir
 
-    out_dir = Path(out_dir or preset.out_dir).expanduser().resolve()
+    out_dir = results_folder(preset, out_dir)
     epochs = check_configs(preset)
     linear_epochs = int(preset.linear.get("max_epochs", 100))
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
@@ -304,43 +428,16 @@ def run_benchmark(
                     display.skip_run(run_progress)
             else:
                 run_dir.mkdir(parents=True, exist_ok=True)
-                spec = {
-                    "method": preset.base_method(method),
-                    "variant": method,
-                    "seed": seed,
-                    "run_key": key,
-                    "config_dir": str(preset.config_dir),
-                    "linear_config_dir": str(linear_config_dir(preset.config_dir)),
-                    "overrides": preset.run_overrides(method),
-                    "linear": preset.linear,
-                    "knn": preset.knn,
-                    "report": preset.report,
-                    "protocol": protocol,
-                }
-                (run_dir / "spec.json").write_text(json.dumps(spec, indent=2) + "\n")
-                (run_dir / "status.json").unlink(missing_ok=True)  # an earlier sitting's
-                log(f"[run]  {method} seed {seed}: log {run_dir / 'log.txt'}")
-                if display is not None:
-                    display.start_run(f"{method} seed {seed}", run_progress)
-                code = _run_child(
-                    run_dir / "spec.json",
-                    run_dir / "log.txt",
-                    run_dir / "status.json",
-                    display,
-                )
-                if code != 0 or not result_file.is_file():
-                    how = (
-                        f"killed by {signal.Signals(-code).name}"
-                        if code < 0 and -code in signal.valid_signals()
-                        else f"exit {code}"
-                    )
-                    raise RunFailed(
-                        f"{method} seed {seed} failed ({how}); see {run_dir / 'log.txt'}; "
-                        "finished stages are kept: run the same command again to resume"
-                    )
-                if display is not None:
-                    display.finish_run()
-                log(f"[done] {method} seed {seed}: {result_file}")
+                with _run_lock(run_dir, method, seed):
+                    if _finished(result_file, protocol):  # its former holder finished it
+                        log(f"[skip] {method} seed {seed}: finished ({run_dir.name})")
+                        if display is not None:
+                            display.skip_run(run_progress)
+                    else:
+                        _train_run(
+                            preset, method, seed, key, run_dir, protocol, display, run_progress, log
+                        )
+                        log(f"[done] {method} seed {seed}: {result_file}")
             results.append(json.loads(result_file.read_text()))
     finally:
         if display is not None:

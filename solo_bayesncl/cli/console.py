@@ -17,8 +17,10 @@ from solo_bayesncl.registration import quiet_third_party_warnings, require_solo_
 
 __all__ = [
     "INPUT_ERRORS",
+    "first_line",
     "hydra_entry_point",
     "input_errors",
+    "input_errors_until_fit",
     "print_run_summary",
     "run_summary",
 ]
@@ -26,11 +28,21 @@ __all__ = [
 INPUT_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,  # config checks, CheckpointError
     FileNotFoundError,  # data files
+    NotADirectoryError,  # an output folder that is a file
+    PermissionError,  # NotWritableError: an output that cannot be written
     RuntimeError,  # DatasetUnavailableError, accelerator=gpu without a GPU
     AssertionError,  # solo-learn's parse_cfg checks with assert
     omegaconf.errors.OmegaConfBaseException,  # a missing or mistyped key
 )
 """What a bad config or missing input raises while a run is being prepared."""
+
+
+def first_line(err: BaseException) -> str:
+    """The message of ``err`` as one line: its first line, without the key context omegaconf
+    appends; the exception's type name when it has no message."""
+    message = str(err).strip().partition("\n    full_key:")[0]
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
 
 
 @contextlib.contextmanager
@@ -43,9 +55,30 @@ def input_errors(command: str) -> Iterator[None]:
     try:
         yield
     except INPUT_ERRORS as err:
-        message = str(err).strip() or type(err).__name__
-        first, _, _ = message.partition("\n    full_key:")  # omegaconf appends key context
-        sys.stderr.write(f"{command}: error: {first.strip()}\n")
+        sys.stderr.write(f"{command}: error: {first_line(err)}\n")
+        raise SystemExit(2) from None
+
+
+@contextlib.contextmanager
+def input_errors_until_fit(command: str) -> Iterator[list]:
+    """:func:`input_errors` for the whole start of a run: the block gets a list to pass as extra
+    Lightning callbacks, and an input error raised before the Trainer's fit begins (building
+    the model, the datasets, the loaders) is one line and exit status 2; once the fit has begun,
+    errors keep their traceback."""
+    from lightning.pytorch import Callback
+
+    started: list[bool] = []
+
+    class FitStarted(Callback):
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            started.append(True)
+
+    try:
+        yield [FitStarted()]
+    except INPUT_ERRORS as err:
+        if started:
+            raise
+        sys.stderr.write(f"{command}: error: {first_line(err)}\n")
         raise SystemExit(2) from None
 
 

@@ -94,9 +94,20 @@ def knn_eval(
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     model = load_method(loaded, device=device)
     transform = validation_transform(cfg)
+    splits = (build_labelled_train_dataset(cfg, transform), build_val_dataset(cfg, transform))
+    if splits[1] is None:
+        raise ValueError(
+            f"{loaded.path}: its config has no labelled validation data; pass --dataset"
+        )
+    too_large = [k for k in ks if k > len(splits[0])]
+    if too_large:  # solo-learn would clip k silently, and the result's name would say otherwise
+        raise ValueError(
+            f"--k {too_large[0]} is larger than the {len(splits[0])} training images the vote "
+            f"reads; allowed: an integer in [1, {len(splits[0])}]"
+        )
     loaders = [
         DataLoader(d, batch_size=batch_size, shuffle=False, num_workers=num_workers)
-        for d in (build_labelled_train_dataset(cfg, transform), build_val_dataset(cfg, transform))
+        for d in splits
     ]
     train_x, train_y = _features(model, loaders[0], feature)
     val_x, val_y = _features(model, loaders[1], feature)
@@ -134,6 +145,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_third_party_warnings()
     # bad options, unreadable checkpoints and NaN features: one line and exit status 2
     with input_errors("solo-bayesncl-knn"):
+        if args.output is not None:  # before the kNN work, not after it
+            from solo_bayesncl.files import require_writable
+
+            if args.output.is_dir():
+                raise ValueError(f"--output {args.output} is a folder; give a file name")
+            if not args.output.parent.is_dir():
+                raise FileNotFoundError(
+                    f"--output {args.output}: the folder {args.output.parent} does not exist"
+                )
+            require_writable(args.output.parent, what="--output")
         results = knn_eval(
             args.checkpoint,
             args.k,

@@ -73,6 +73,9 @@ def inherit_from_checkpoint(
 def prepare_linear_cfg(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()):
     """Checks the config and loads the checkpoint; returns ``(cfg, loaded_checkpoint)``.
 
+    The checkpoint goes through the checks of :func:`solo_bayesncl.checkpoints.load_method`
+    (its config in range, weights that match it and are finite), as in every other command.
+
     The data settings come from the checkpoint except the keys in ``explicit``
     (:func:`inherit_from_checkpoint`).
     """
@@ -81,9 +84,11 @@ def prepare_linear_cfg(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()):
 
     registration.register()
     from solo.args.linear import parse_cfg
+    from solo.methods.linear import LinearModel
 
-    from solo_bayesncl.checkpoints import load_checkpoint
+    from solo_bayesncl.checkpoints import load_checkpoint, load_method
     from solo_bayesncl.config import resolve_with_solo
+    from solo_bayesncl.methods.config_checks import check_solo_names
 
     OmegaConf.set_struct(cfg, False)
     path = OmegaConf.select(cfg, "pretrained_feature_extractor", default=None)
@@ -91,7 +96,9 @@ def prepare_linear_cfg(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()):
         raise ValueError(
             "pretrained_feature_extractor is missing: give the path of a pretrained checkpoint"
         )
+    check_solo_names(cfg, LinearModel._OPTIMIZERS, LinearModel._SCHEDULERS)
     loaded = load_checkpoint(path)
+    load_method(loaded)  # the checks every command runs on a checkpoint (config, weights)
     cfg = inherit_from_checkpoint(cfg, loaded.cfg, explicit)
     cfg.backbone = OmegaConf.create(OmegaConf.to_container(loaded.cfg.backbone))
     cfg.pretrain_method = loaded.method
@@ -206,12 +213,12 @@ def linear_eval(
 def _run(cfg: omegaconf.DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from solo_bayesncl.cli.console import input_errors, print_run_summary
+    from solo_bayesncl.cli.console import input_errors_until_fit, print_run_summary
 
     explicit = list(HydraConfig.get().overrides.task)
-    with input_errors("solo-bayesncl-linear"):
+    with input_errors_until_fit("solo-bayesncl-linear") as callbacks:
         prepared = prepare_linear_cfg(cfg, explicit)
-    trainer = linear_eval(prepared[0], prepared=prepared)
+        trainer = linear_eval(prepared[0], extra_callbacks=callbacks, prepared=prepared)
     print_run_summary(f"linear evaluation {prepared[0].name}", trainer)
 
 

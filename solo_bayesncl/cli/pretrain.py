@@ -29,8 +29,9 @@ def prepare_pretrain_cfg(
     """Every check and default that must hold before a model is built.
 
     Resolves accelerator/devices/precision, the dataset (``fashion-mnist`` included), runs
-    solo-learn's ``parse_cfg`` and the method's own ``add_and_assert_specific_cfg``, so that a bad
-    key fails here with a message naming it.
+    solo-learn's ``parse_cfg`` and the method's own ``add_and_assert_specific_cfg``, and checks
+    the optimizer, scheduler and backbone names and the ``interpretability`` section, so that a
+    bad key fails here with a message naming it.
     """
     require_solo_learn("main_pretrain.py")
     from solo_bayesncl import registration
@@ -38,11 +39,14 @@ def prepare_pretrain_cfg(
     registration.register()
     from solo.args.pretrain import parse_cfg
     from solo.methods import METHODS
+    from solo.methods.base import BaseMethod
 
     from solo_bayesncl.config import resolve_with_solo
     from solo_bayesncl.data.pipelines import resolve_augment_on
+    from solo_bayesncl.evaluation.callback import check_interpretability_cfg
     from solo_bayesncl.methods.config_checks import (
         check_method_kwargs,
+        check_solo_names,
         check_upstream_method_kwargs,
     )
 
@@ -53,11 +57,12 @@ def prepare_pretrain_cfg(
             f"method={method!r} is not a solo-learn method; allowed values: {', '.join(sorted(METHODS))}"
         )
     check_method_kwargs(cfg, METHODS[method])  # no silently ignored (misspelt) key
+    check_solo_names(cfg, BaseMethod._OPTIMIZERS, BaseMethod._SCHEDULERS, BaseMethod._BACKBONES)
     cfg = resolve_with_solo(cfg, parse_cfg, check_data)
     cfg = resolve_augment_on(cfg)
     cfg = METHODS[method].add_and_assert_specific_cfg(cfg)
     check_upstream_method_kwargs(cfg)
-    cfg.interpretability = OmegaConf.select(cfg, "interpretability", default=None) or {}
+    check_interpretability_cfg(cfg)
     return cfg
 
 
@@ -124,11 +129,12 @@ def pretrain(
 
 
 def _run(cfg: omegaconf.DictConfig) -> None:
-    from solo_bayesncl.cli.console import input_errors, print_run_summary
+    from solo_bayesncl.cli.console import input_errors_until_fit, print_run_summary
 
-    with input_errors("solo-bayesncl-pretrain"):
+    with input_errors_until_fit("solo-bayesncl-pretrain") as callbacks:
         cfg = prepare_pretrain_cfg(cfg)
-    print_run_summary(f"pretraining {cfg.name}", pretrain(cfg, prepared=True))
+        trainer = pretrain(cfg, extra_callbacks=callbacks, prepared=True)
+    print_run_summary(f"pretraining {cfg.name}", trainer)
 
 
 def main() -> int:

@@ -12,6 +12,7 @@ resize whatever the training crop; here validation uses the training crop size i
 
 from __future__ import annotations
 
+import math
 import socket
 from pathlib import Path
 
@@ -46,6 +47,7 @@ __all__ = [
     "linear_train_transform",
     "official_transforms",
     "check_dataset_available",
+    "check_subset_sizes",
     "offline_dataset",
     "resolve_dataset_cfg",
     "validation_transform",
@@ -182,15 +184,72 @@ def _check_folder(cfg: omegaconf.DictConfig, key: str) -> None:
         raise DatasetUnavailableError(f"{key}={path!r} is not a folder")
 
 
-def check_dataset_available(cfg: omegaconf.DictConfig, download_timeout: float = 30.0) -> None:
-    """Fails early, with a message naming the key or file, when the data is not usable.
+def _subset_size(key: str, fraction: float, total: int, classes: int, batch: int | None) -> None:
+    """Refuses a ``fraction`` whose stratified subset of ``total`` images cannot be drawn (fewer
+    images than classes kept, or left out) or, with ``batch``, holds fewer images than one batch
+    (the training loaders drop the last incomplete batch, so no step would run)."""
+    if not 0 < fraction < 1:
+        kept = total
+    else:  # scikit-learn's train_test_split: floor(f * n) kept, the rest left out
+        kept = int(fraction * total)
+        if kept < classes or total - kept < classes:
+            raise ValueError(
+                f"{key}={fraction:g} keeps {kept} of the {total} images; a stratified subset "
+                f"keeps and leaves out at least {classes} (one per class): use "
+                f"{key} >= {math.ceil(classes / total * 1e6) / 1e6:g}, or -1 for all the data"
+            )
+    if batch is not None and kept < batch:
+        raise ValueError(
+            f"{key}={fraction:g} keeps {kept} of the {total} training images, fewer than one "
+            f"batch (optimizer.batch_size={batch} over all devices): no training step would run; "
+            f"use {key} >= {math.ceil(batch / total * 1e6) / 1e6:g} or a smaller batch"
+        )
+
+
+def _global_batch(cfg: omegaconf.DictConfig) -> int | None:
+    batch = OmegaConf.select(cfg, "optimizer.batch_size", default=None)
+    if not isinstance(batch, int):
+        return None
+    devices = OmegaConf.select(cfg, "devices", default=None)
+    count = len(devices) if isinstance(devices, list | omegaconf.ListConfig) else 1
+    return batch * count * int(OmegaConf.select(cfg, "num_nodes", default=1) or 1)
+
+
+def check_subset_sizes(cfg: omegaconf.DictConfig, train: int | None, val: int | None) -> None:
+    """``data.fraction`` and ``data.val_fraction`` against the number of training and validation
+    images (None: not known): see :func:`_subset_size`."""
+    classes = int(OmegaConf.select(cfg, "data.num_classes", default=None) or 0)
+    name = _dataset_name(cfg)
+    classes = classes or OFFLINE_DATASETS.get(name) or {"cifar10": 10, "cifar100": 100}.get(name, 1)
+    fraction = float(OmegaConf.select(cfg, "data.fraction", default=-1) or -1)
+    val_fraction = float(OmegaConf.select(cfg, "data.val_fraction", default=-1) or -1)
+    if train is not None:
+        _subset_size("data.fraction", fraction, train, classes, _global_batch(cfg))
+    if val is not None and name in OFFLINE_DATASETS:  # the others ignore data.val_fraction
+        _subset_size("data.val_fraction", val_fraction, val, classes, None)
+
+
+def check_dataset_available(
+    cfg: omegaconf.DictConfig, download_timeout: float = 30.0, train: bool = True
+) -> None:
+    """Fails early, with a message naming the key or file, when the data is not usable: both
+    splits are read (``train=False``: the validation split only, for evaluations that read no
+    training data), and the data fractions must leave a stratified subset and, for training,
+    one batch (:func:`check_subset_sizes`).
 
     CIFAR is downloaded into ``data.train_path`` when missing (as solo-learn does); if that is not
     possible the error says so and points at the offline ``data.dataset=fashion-mnist`` option.
     """
     name = _dataset_name(cfg)
+    has_val = OmegaConf.select(cfg, "data.val_path", default=None) is not None
     if name in OFFLINE_DATASETS:
-        offline_dataset(cfg, "train", root=cfg.data.train_path)  # a clear FileNotFoundError
+        sizes = [
+            len(offline_dataset(cfg, split, root=cfg.data[f"{split}_path"]))  # clear errors
+            if (split == "train" and train) or (split == "val" and has_val)
+            else None
+            for split in ("train", "val")
+        ]
+        check_subset_sizes(cfg, sizes[0] if train else None, sizes[1])
         return
     if name in ("cifar10", "cifar100"):
         cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
@@ -198,7 +257,7 @@ def check_dataset_available(cfg: omegaconf.DictConfig, download_timeout: float =
         previous = socket.getdefaulttimeout()
         socket.setdefaulttimeout(download_timeout)
         try:
-            cls(root, train=True, download=True)
+            train_set = cls(root, train=True, download=True) if train else None
             cls(
                 str(OmegaConf.select(cfg, "data.val_path", default=None) or root),
                 train=False,
@@ -212,15 +271,17 @@ def check_dataset_available(cfg: omegaconf.DictConfig, download_timeout: float =
             ) from err
         finally:
             socket.setdefaulttimeout(previous)
+        check_subset_sizes(cfg, len(train_set) if train_set is not None else None, None)
         return
-    if OmegaConf.select(cfg, "data.format", default="image_folder") == "dali":
+    if OmegaConf.select(cfg, "data.format", default="image_folder") == "dali" and train:
         check_dali_folder(
             cfg.data.train_path,
             "data.train_path",
             no_labels=bool(OmegaConf.select(cfg, "data.no_labels", default=False)),
             batch_size=OmegaConf.select(cfg, "optimizer.batch_size", default=None),
         )
-    _check_folder(cfg, "data.train_path")
+    if train:
+        _check_folder(cfg, "data.train_path")
     _check_folder(cfg, "data.val_path")
 
 

@@ -84,6 +84,11 @@ def read_idx(path: str | Path, ndim: int | None = None) -> np.ndarray:
             f"{path}: cannot be read ({type(err).__name__}: {err}); the file is truncated or "
             "corrupt, reinstall or download it again"
         ) from None
+    if not data:
+        raise ValueError(
+            f"{path}: holds no data (an empty file{' once decompressed' if opener is gzip.open else ''}); "
+            "reinstall or download it again"
+        )
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
         raise ValueError(f"{path}: not an unsigned-byte IDX file (bad magic number)")
     dims = data[3]

@@ -7,9 +7,13 @@ Config (all optional)::
       enabled: True        # off by default
       frequency: 5         # epochs between evaluations (the last epoch is always evaluated)
       gate: hard           # BayesNCL: hard (v) or soft (u * alpha)
-      max_samples: null    # cap on the vectors kept for retrieval precision
-      shuffle_permutations: 5
+      max_samples: null    # cap on the vectors kept for retrieval precision (an int >= 2)
+      shuffle_permutations: 5   # permutations of the label-shuffled baseline (>= 1)
+      retrieval: True      # False skips the retrieval precisions (booleans are strict)
       probe: False         # also fit the converged linear probe (evaluation/probe.py)
+
+:func:`check_interpretability_cfg` checks every key (type, range, known name) before anything
+is built; the pretraining entry point calls it with the other config checks.
 
 Metrics are logged as ``interp/<metric>`` to every logger (CSV and wandb). With ``probe: True``
 the backbone features of the un-augmented training images and of the validation images are
@@ -43,7 +47,12 @@ from solo_bayesncl.evaluation.probe import logistic_probe
 from solo_bayesncl.metrics import InterpretabilityAccumulator
 from solo_bayesncl.representations import GATES, extract_representations
 
-__all__ = ["Backgrounds", "InterpretabilityCallback", "build_interpretability_callback"]
+__all__ = [
+    "Backgrounds",
+    "InterpretabilityCallback",
+    "build_interpretability_callback",
+    "check_interpretability_cfg",
+]
 
 _KEYS = {
     "enabled",
@@ -168,39 +177,68 @@ class InterpretabilityCallback(Callback):
             )
 
 
+def check_interpretability_cfg(cfg: omegaconf.DictConfig) -> dict[str, Any]:
+    """Checks ``cfg.interpretability``, writes the keys it holds back normalised (booleans
+    parsed strictly) and returns every setting, defaults filled in.
+
+    Raises :class:`~solo_bayesncl.methods.config_checks.ConfigError` naming the key for an
+    unknown key or a value of the wrong type or range, and ``ValueError`` for ``enabled``
+    without labelled validation data. Runs before any model is built.
+    """
+    from solo_bayesncl.methods.config_checks import (
+        parse_bool,
+        require_choice,
+        require_int,
+        require_known_keys,
+    )
+
+    if not OmegaConf.select(cfg, "interpretability", default=None):
+        OmegaConf.update(cfg, "interpretability", {}, merge=False, force_add=True)
+    section: Any = cfg.interpretability
+    require_known_keys(cfg, "interpretability", sorted(_KEYS))
+    key = "interpretability"
+    checked = {
+        "enabled": parse_bool(f"{key}.enabled", section.get("enabled", False)),
+        "frequency": require_int(f"{key}.frequency", section.get("frequency", 1), low=1),
+        "gate": require_choice(f"{key}.gate", section.get("gate", "hard"), GATES),
+        "max_samples": None,
+        "shuffle_permutations": require_int(
+            f"{key}.shuffle_permutations", section.get("shuffle_permutations", 5), low=1
+        ),
+        "retrieval": parse_bool(f"{key}.retrieval", section.get("retrieval", True)),
+        "probe": parse_bool(f"{key}.probe", section.get("probe", False)),
+    }
+    if section.get("max_samples", None) is not None:
+        checked["max_samples"] = require_int(f"{key}.max_samples", section["max_samples"], low=2)
+    no_labels = parse_bool("data.no_labels", OmegaConf.select(cfg, "data.no_labels", default=False))
+    custom = OmegaConf.select(cfg, "data.dataset", default=None) == "custom"
+    has_val = OmegaConf.select(cfg, "data.val_path", default=None) is not None
+    if checked["enabled"] and not (has_val and not (custom and no_labels)):
+        raise ValueError(
+            "interpretability.enabled=True needs labelled validation data (data.val_path)"
+        )
+    for name in section:
+        section[name] = checked[name]
+    return checked
+
+
 def build_interpretability_callback(
     cfg: omegaconf.DictConfig, val_loader
 ) -> InterpretabilityCallback | None:
     """The callback configured by ``cfg.interpretability``, or None when it is off.
 
-    Raises ``ValueError`` naming the key for unknown keys, a bad gate or frequency, or when it is
-    switched on without labelled validation data.
+    Raises ``ValueError`` naming the key for anything :func:`check_interpretability_cfg`
+    refuses, or when it is switched on without labelled validation data.
     """
-    section: Any = OmegaConf.select(cfg, "interpretability", default=None) or {}
-    unknown = set(section.keys()) - _KEYS
-    if unknown:
-        raise ValueError(
-            f"interpretability.{sorted(unknown)[0]} is not a known key; allowed keys: {', '.join(sorted(_KEYS))}"
-        )
-    if not section.get("enabled", False):
+    section = check_interpretability_cfg(cfg)
+    if not section["enabled"]:
         return None
-    frequency = section.get("frequency", 1)
-    if not isinstance(frequency, int) or frequency < 1:
-        raise ValueError(f"interpretability.frequency={frequency!r} must be a positive integer")
-    gate = section.get("gate", "hard")
-    if gate not in GATES:
-        raise ValueError(
-            f"interpretability.gate={gate!r} is not supported; allowed values: hard, soft"
-        )
     if val_loader is None:
         raise ValueError(
             "interpretability.enabled=True needs labelled validation data (data.val_path)"
         )
-    probe = section.get("probe", False)
-    if not isinstance(probe, bool):
-        raise ValueError(f"interpretability.probe={probe!r} must be True or False")
     probe_loader = None
-    if probe:
+    if section["probe"]:
         probe_loader = DataLoader(
             build_labelled_train_dataset(cfg, validation_transform(cfg)),
             batch_size=int(cfg.optimizer.batch_size),
@@ -218,11 +256,11 @@ def build_interpretability_callback(
     return InterpretabilityCallback(
         val_loader,
         num_classes=int(cfg.data.num_classes),
-        frequency=frequency,
-        gate=gate,
-        max_samples=section.get("max_samples", None),
-        shuffle_permutations=int(section.get("shuffle_permutations", 5)),
-        retrieval=bool(section.get("retrieval", True)),
+        frequency=section["frequency"],
+        gate=section["gate"],
+        max_samples=section["max_samples"],
+        shuffle_permutations=section["shuffle_permutations"],
+        retrieval=section["retrieval"],
         probe_loader=probe_loader,
         backgrounds=backgrounds,
     )

@@ -27,14 +27,21 @@ The report folder holds:
 ``features.npz``
     the dashboard's input (:mod:`solo_bayesncl.dashboard.bundle`):
     ``python -m solo_bayesncl.dashboard REPORT_DIR --out DIR``.
+
+``metrics.json`` lists the files the report wrote (``files``). ``--overwrite`` replaces those
+files and removes only the files the *previous* report's own list names that the new one does not
+write (a BayesNCL picture when an NCL report replaces a BayesNCL one); any other file in the
+folder, whatever its name, is never touched.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +52,12 @@ from torch.utils.data import DataLoader
 
 from solo_bayesncl.checkpoints import load_checkpoint, load_method
 from solo_bayesncl.dashboard.bundle import write_feature_bundle
-from solo_bayesncl.data.datasets import build_val_dataset, image_params, validation_transform
+from solo_bayesncl.data.datasets import (
+    build_val_dataset,
+    check_dataset_available,
+    image_params,
+    validation_transform,
+)
 from solo_bayesncl.evaluation import plots
 from solo_bayesncl.evaluation.markdown import render_markdown
 from solo_bayesncl.evaluation.paper import evaluate_ncl_paper_protocol, evaluate_paper_protocol
@@ -103,14 +115,28 @@ def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
         )
 
 
-def _swap_in(staging: Path, out_dir: Path, stale: tuple[str, ...]) -> None:
+def _previous_files(out_dir: Path) -> set[str]:
+    """The files the report already in ``out_dir`` says it wrote (its ``metrics.json``'s
+    ``files``); empty when there is none, or it predates that list."""
+    try:
+        listed = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        return set()
+    if not isinstance(listed, list):
+        return set()
+    return {name for name in listed if isinstance(name, str) and name in (*REPORT_FILES, GATE_PICTURE)}
+
+
+def _swap_in(staging: Path, out_dir: Path) -> None:
     """Moves the finished report from ``staging`` into ``out_dir``: one rename when ``out_dir``
     does not exist, else one atomic replace per file (``metrics.json`` last), keeping any other
-    file the folder holds; ``stale`` report files the new report lacks are removed."""
+    file the folder holds; files the previous report listed as its own and the new one does not
+    write are removed (nothing it did not write)."""
     if not out_dir.exists():
         os.rename(staging, out_dir)
         return
-    for name in stale:
+    written = {p.name for p in staging.iterdir()}
+    for name in sorted(_previous_files(out_dir) - written):
         (out_dir / name).unlink(missing_ok=True)
     names = sorted(p.name for p in staging.iterdir())
     names.sort(key=lambda name: name.startswith("metrics."))  # the report's index files last
@@ -132,6 +158,60 @@ def gate_summary(gate_open: np.ndarray) -> dict[str, float]:
         "open_gates_per_image_mean": float(per_image.mean()),
         "images_with_no_open_gate": int((per_image == 0).sum()),
     }
+
+
+@contextlib.contextmanager
+def _reading_inputs() -> Iterator[None]:
+    """Errors raised while the report reads its inputs (checkpoint, dataset files, options)
+    become :class:`ReportError`: one line for the command, before any work is done."""
+    from solo_bayesncl.cli.console import INPUT_ERRORS, first_line
+
+    try:
+        yield
+    except ReportError:
+        raise
+    except INPUT_ERRORS as err:
+        raise ReportError(first_line(err)) from None
+
+
+def check_report_options(
+    *,
+    batch_size: int,
+    max_images: int | None,
+    top_dims: int,
+    images_per_dim: int,
+    num_workers: int,
+    thumbnail_size: int,
+    shuffle_permutations: int,
+    retrieval_max_samples: int | None,
+    protocol: str,
+    device: str | None,
+) -> None:
+    """Every option of :func:`write_report` in range, named as the command spells it; raises
+    :class:`ReportError` before anything is read."""
+    from solo_bayesncl.methods.config_checks import require_choice, require_int
+
+    ints = [
+        ("--batch-size", batch_size, 1),
+        ("--top-dims", top_dims, 1),
+        ("--images-per-dim", images_per_dim, 1),
+        ("--num-workers", num_workers, 0),
+        ("thumbnail_size", thumbnail_size, 1),
+        # the baseline the consistency gain is measured against needs a permutation
+        ("--shuffle-permutations", shuffle_permutations, 1),
+    ]
+    if max_images is not None:
+        ints.append(("--max-images", max_images, 1))
+    if retrieval_max_samples is not None:  # a query needs one other sample
+        ints.append(("--retrieval-max-samples", retrieval_max_samples, 2))
+    try:
+        for name, value, low in ints:
+            require_int(name, value, low=low)
+        require_choice("--protocol", protocol, PROTOCOLS)
+        if device is not None:
+            require_choice("--device", device, ("cpu", "cuda"))
+    except ValueError as err:
+        raise ReportError(str(err)) from None
 
 
 def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
@@ -189,31 +269,39 @@ def write_report(
         ReportError: non-empty ``out_dir`` without ``overwrite``, no labelled validation data.
     """
     out_dir = Path(out_dir)
+    check_report_options(
+        batch_size=batch_size,
+        max_images=max_images,
+        top_dims=top_dims,
+        images_per_dim=images_per_dim,
+        num_workers=num_workers,
+        thumbnail_size=thumbnail_size,
+        shuffle_permutations=shuffle_permutations,
+        retrieval_max_samples=retrieval_max_samples,
+        protocol=protocol,
+        device=device,
+    )
     _check_out_dir(out_dir, overwrite)
     try:
         require_writable(out_dir)  # before any work
     except NotWritableError as err:
         raise ReportError(str(err)) from None
     remove_stale_temporaries(out_dir, PARTIAL_SUFFIX)
-    if protocol not in PROTOCOLS:
-        raise ReportError(
-            f"protocol={protocol!r} is not supported; allowed values: {', '.join(PROTOCOLS)}"
-        )
-    for name, value in (("batch_size", batch_size), ("top_dims", top_dims)):
-        if value < 1:
-            raise ReportError(f"{name} must be >= 1, got {value}")
-    loaded = load_checkpoint(checkpoint)
-    cfg = dataset_cfg(loaded.cfg, dataset)
-    val = build_val_dataset(cfg, validation_transform(cfg))
-    if val is None:
-        raise ReportError(
-            f"{loaded.path}: its config has no labelled validation data (data.val_path is unset "
-            "or data.no_labels is set); pass a dataset name or an image folder with --dataset"
-        )
-    names = class_names(val, OmegaConf.select(cfg, "data.num_classes", default=None))
-    val = limit_images(val, max_images)
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = load_method(loaded, device=device)
+    with _reading_inputs():
+        loaded = load_checkpoint(checkpoint)
+        cfg = dataset_cfg(loaded.cfg, dataset)
+        check_dataset_available(cfg, train=False)
+        val = build_val_dataset(cfg, validation_transform(cfg))
+        if val is None:
+            raise ReportError(
+                f"{loaded.path}: its config has no labelled validation data (data.val_path is "
+                "unset or data.no_labels is set); pass a dataset name or an image folder with "
+                "--dataset"
+            )
+        names = class_names(val, OmegaConf.select(cfg, "data.num_classes", default=None))
+        val = limit_images(val, max_images)
+        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        model = load_method(loaded, device=device)
     gated = hasattr(model, "gate_output")
     loader = DataLoader(
         val,
@@ -350,13 +438,14 @@ def write_report(
         else:
             skipped.append(f"{GATE_PICTURE}: not drawn, {loaded.method} has no gate")
 
+        report["files"] = sorted([*pictures, "metrics.json", "metrics.md", "features.npz"])
         (staging / "metrics.json").write_text(
             json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8"
         )
         (staging / "metrics.md").write_text(
             render_markdown(report, pictures, skipped), encoding="utf-8"
         )
-        _swap_in(staging, out_dir, stale=() if gated else (GATE_PICTURE,))
+        _swap_in(staging, out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return report

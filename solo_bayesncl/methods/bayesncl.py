@@ -10,6 +10,7 @@ Bernoulli(``rho``) prior on the gates enters the loss through a KL term (docs/me
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,7 @@ from solo_bayesncl.methods.config_checks import (
     parse_bool,
     require_int,
     require_range,
+    require_temperature,
 )
 from solo_bayesncl.methods.ncl import NCL, NCL_KWARGS, batch_feature_stats, make_mlp
 
@@ -57,8 +59,8 @@ class BayesNCL(NCL):
             (= ``gumbel``) accepted, see :data:`solo_bayesncl.gates.GATE_TYPES`.
         bayesian_prior_prob (float): ``rho`` in (0, 1), the prior open probability. 0.8.
         gate_threshold (float): ``t`` in (0, 1). 0.5.
-        sigmoid_temperature (float): ``tau_g`` > 0. 1.0.
-        bayesian_kl_lambda (float): ``lambda`` >= 0, weight of the KL. 3e-5.
+        sigmoid_temperature (float): ``tau_g``, finite and >= 1e-4. 1.0.
+        bayesian_kl_lambda (float): ``lambda`` >= 0 and finite, weight of the KL. 3e-5.
         use_kl (bool): add the KL term; False trains the gate by InfoNCE only. True.
         use_bayes (bool): the official flag, with the official meaning: False means no gate at
             all, so the run trains plain ``ncl`` (``cfg.method`` is switched, with a warning).
@@ -66,7 +68,7 @@ class BayesNCL(NCL):
         gating_head_hidden_dim (int): hidden width of the gating head; the projector's by default.
         eval_gate (str): representation read at evaluation, ``hard`` (``v``) or ``soft``
             (``normalize(u * alpha)``; zeroes nothing, so threshold metrics equal no gate).
-    ``optimizer.gating_head_lr`` (float > 0): learning rate of the gating head's own parameter
+    ``optimizer.gating_head_lr`` (finite float > 0): learning rate of the gating head's own parameter
     group (0.1), not rescaled by batch size.
     """
 
@@ -119,15 +121,14 @@ class BayesNCL(NCL):
         kwargs.gate_threshold = require_range(
             f"{kw}.gate_threshold", omegaconf_select(cfg, f"{kw}.gate_threshold", 0.5), 0.0, 1.0
         )
-        kwargs.sigmoid_temperature = require_range(
-            f"{kw}.sigmoid_temperature",
-            omegaconf_select(cfg, f"{kw}.sigmoid_temperature", 1.0),
-            low=0.0,
+        kwargs.sigmoid_temperature = require_temperature(
+            f"{kw}.sigmoid_temperature", omegaconf_select(cfg, f"{kw}.sigmoid_temperature", 1.0)
         )
         kwargs.bayesian_kl_lambda = require_range(
             f"{kw}.bayesian_kl_lambda",
             omegaconf_select(cfg, f"{kw}.bayesian_kl_lambda", 3e-5),
             low=0.0,
+            high=math.inf,
             low_inclusive=True,
         )
         kwargs.kl_eps = require_range(
@@ -149,6 +150,7 @@ class BayesNCL(NCL):
             "optimizer.gating_head_lr",
             omegaconf_select(cfg, "optimizer.gating_head_lr", 0.1),
             low=0.0,
+            high=math.inf,
         )
         return cfg
 
@@ -199,7 +201,7 @@ class BayesNCL(NCL):
         indexes = indexes.repeat(self.num_large_crops + self.num_small_crops)
 
         nce_loss = info_nce_loss(v, indexes, temperature=self.temperature, check_inputs=False)
-        kl = bernoulli_kl(gate.probs, self.prior, eps=self.kl_eps)
+        kl = bernoulli_kl(gate.probs, self.prior, eps=self.kl_eps, check_inputs=False)
         loss = nce_loss + self.kl_lambda * kl + class_loss
         with torch.no_grad():
             stats = {

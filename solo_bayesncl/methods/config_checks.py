@@ -23,12 +23,19 @@ __all__ = [
     "check_method_kwargs",
     "check_run_cfg",
     "check_upstream_method_kwargs",
+    "DATA_KEYS",
+    "MIN_TEMPERATURE",
+    "SCENE_KEYS",
+    "TOP_LEVEL_KEYS",
+    "check_solo_names",
     "parse_bool",
+    "require_choice",
     "require_fraction",
     "require_int",
     "require_known_keys",
     "require_positive_int",
     "require_range",
+    "require_temperature",
 ]
 
 UPSTREAM_METHOD_KWARGS: dict[str, tuple[str, ...]] = {
@@ -36,6 +43,64 @@ UPSTREAM_METHOD_KWARGS: dict[str, tuple[str, ...]] = {
     "mocov2plus": ("proj_hidden_dim", "proj_output_dim", "temperature", "queue_size"),
 }
 """The ``method_kwargs`` keys solo-learn's own methods read (solo-learn 1.0.6)."""
+
+MIN_TEMPERATURE: float = 1e-4
+"""Smallest temperature accepted (InfoNCE's ``T``, the gate's ``tau_g``): logits and gradients
+scale with ``1 / T``, which stays within float16's range (65504) above it, so a mixed-precision
+step cannot overflow from the temperature alone; ``1e-40`` would make ``1 / T`` infinite."""
+
+DATA_KEYS: tuple[str, ...] = (
+    "dataset",
+    "train_path",
+    "val_path",
+    "format",
+    "num_workers",
+    "fraction",
+    "val_fraction",
+    "no_labels",
+    "augmentations",
+    "augment_on",
+    "offline_dataset",
+    "num_classes",
+    "num_large_crops",
+    "num_small_crops",
+    "num_backgrounds",
+    "background_seed",
+)
+"""Every ``data.*`` key solo-learn or the plugin reads; the entry points refuse any other."""
+TOP_LEVEL_KEYS: tuple[str, ...] = (
+    "name",
+    "method",
+    "method_kwargs",
+    "backbone",
+    "data",
+    "augmentations",
+    "optimizer",
+    "scheduler",
+    "checkpoint",
+    "auto_resume",
+    "seed",
+    "wandb",
+    "knn_eval",
+    "performance",
+    "resume_from_checkpoint",
+    "momentum",
+    "dali",
+    "interpretability",
+    "pretrain_method",
+    "pretrained_feature_extractor",
+    "finetune",
+    "label_smoothing",
+    "mixup",
+    "cutmix",
+    "auto_augment",
+    "auto_umap",
+    "debug_augmentations",
+)
+"""Top-level keys solo-learn's pretraining and linear scripts or the plugin read; the arguments
+of Lightning's ``Trainer`` (``max_epochs``, ``precision``, ...) are known too."""
+SCENE_KEYS: tuple[str, ...] = ("num_backgrounds", "background_seed")
+"""``data.*`` keys only ``fashion-mnist-scenes`` reads."""
 
 _TRUE = ("true", "1")
 _FALSE = ("false", "0")
@@ -81,6 +146,11 @@ def require_range(
     return number
 
 
+def require_temperature(key: str, value: Any) -> float:
+    """A temperature: a finite number >= :data:`MIN_TEMPERATURE`."""
+    return require_range(key, value, low=MIN_TEMPERATURE, high=math.inf, low_inclusive=True)
+
+
 def parse_bool(key: str, value: Any) -> bool:
     """``value`` as a bool: ``True``/``False``, ``1``/``0`` or the strings ``true``/``false``
     (any case), ``1``/``0``; raises :class:`ConfigError` for anything else (``no``, ``2``)."""
@@ -106,6 +176,35 @@ def require_int(key: str, value: Any, low: int, high: int | None = None) -> int:
         allowed = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
         raise ConfigError(f"{key}={value!r} is out of range; allowed: {allowed}")
     return number
+
+
+def require_choice(key: str, value: Any, allowed: Iterable[str]) -> str:
+    """``value`` when it is one of ``allowed`` (compared as strings); raises
+    :class:`ConfigError` naming the key and the allowed values otherwise."""
+    allowed = tuple(str(a) for a in allowed)
+    if str(value) not in allowed:
+        raise ConfigError(
+            f"{key}={value!r} is not supported; allowed values: {', '.join(allowed)}"
+        )
+    return str(value)
+
+
+def check_solo_names(
+    cfg: omegaconf.DictConfig,
+    optimizers: Iterable[str],
+    schedulers: Iterable[str],
+    backbones: Iterable[str] | None = None,
+) -> None:
+    """``optimizer.name``, ``scheduler.name`` and (when ``backbones`` is given)
+    ``backbone.name`` among the names solo-learn's model class knows (its ``_OPTIMIZERS``,
+    ``_SCHEDULERS``, ``_BACKBONES``), which it would otherwise only assert once training starts."""
+    checks = [("optimizer.name", optimizers), ("scheduler.name", schedulers)]
+    if backbones is not None:
+        checks.append(("backbone.name", backbones))
+    for key, allowed in checks:
+        value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
+        if value is not None:
+            require_choice(key, value, allowed)
 
 
 def require_fraction(key: str, value: Any) -> float:
@@ -157,7 +256,7 @@ def check_upstream_method_kwargs(cfg: omegaconf.DictConfig) -> None:
             require_int(f"method_kwargs.{key}", value, low=1)
     temperature = OmegaConf.select(cfg, "method_kwargs.temperature", default=None)
     if temperature is not None:
-        require_range("method_kwargs.temperature", temperature, low=0.0)
+        require_temperature("method_kwargs.temperature", temperature)
 
 
 #: Boolean keys of solo-learn's configs that entry points read with ``if``.
@@ -172,6 +271,25 @@ _RUN_BOOLEANS = (
 )
 
 
+def _require_known_top_level_keys(cfg: omegaconf.DictConfig) -> None:
+    """A misspelt top-level key (``max_epoch=5``) would be ignored and its default used."""
+    import inspect
+
+    from lightning.pytorch import Trainer
+
+    known = set(TOP_LEVEL_KEYS) | set(inspect.signature(Trainer.__init__).parameters) - {"self"}
+    unknown = sorted(str(k) for k in cfg if k not in known)
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(
+            f"unknown top-level key(s) {', '.join(unknown)}{hint}; known keys: "
+            f"{', '.join(TOP_LEVEL_KEYS)} and the arguments of Lightning's Trainer"
+        )
+
+
 def _set(cfg: omegaconf.DictConfig, key: str, value: Any) -> None:
     OmegaConf.update(cfg, key, value, merge=False)
 
@@ -182,13 +300,27 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     ``max_epochs`` >= 1, ``optimizer.batch_size`` >= 1, ``optimizer.lr`` > 0 and finite,
     ``optimizer.weight_decay`` >= 0, ``optimizer.classifier_lr`` > 0, ``data.num_workers`` >= 0,
     ``data.fraction`` and ``data.val_fraction`` in (0, 1] or -1, every crop size and crop count
-    >= 1, ``checkpoint.frequency`` >= 1, and the booleans above parsed strictly. Values are
-    written back normalised (``"false"`` becomes ``False``).
+    >= 1, ``checkpoint.frequency`` >= 1, ``seed`` an integer in [0, 2^32 - 1], only
+    :data:`TOP_LEVEL_KEYS` and Lightning ``Trainer`` arguments at the top, :data:`DATA_KEYS` under
+    ``data`` (the scene keys on ``fashion-mnist-scenes`` only), and the
+    booleans above parsed strictly. Values are written back normalised (``"false"`` becomes
+    ``False``).
     """
 
     def present(key: str) -> Any:
         return OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
 
+    _require_known_top_level_keys(cfg)
+    require_known_keys(cfg, "data", DATA_KEYS)
+    dataset = str(present("data.offline_dataset") or present("data.dataset") or "")
+    for name in SCENE_KEYS:
+        if present(f"data.{name}") is not None and dataset.lower().replace("_", "-") != "fashion-mnist-scenes":
+            raise ConfigError(
+                f"data.{name} is read by data.dataset=fashion-mnist-scenes only; "
+                f"data.dataset={dataset} would ignore it (remove it, or train on fashion-mnist-scenes)"
+            )
+    if present("seed") is not None:
+        _set(cfg, "seed", require_int("seed", present("seed"), low=0, high=2**32 - 1))
     for key in ("max_epochs", "optimizer.batch_size", "checkpoint.frequency"):
         if present(key) is not None:
             _set(cfg, key, require_int(key, present(key), low=1))

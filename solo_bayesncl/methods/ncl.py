@@ -22,7 +22,7 @@ from solo_bayesncl.methods.config_checks import (
     ConfigError,
     parse_bool,
     require_positive_int,
-    require_range,
+    require_temperature,
 )
 from solo_bayesncl.metrics import EPS
 from solo_bayesncl.nonneg import resolve_non_neg
@@ -72,7 +72,8 @@ class NCL(BaseMethod):
     Extra cfg settings (``method_kwargs``):
         proj_hidden_dim (int): hidden width of the projector (required).
         proj_output_dim (int): number of features ``k`` (required).
-        temperature (float): InfoNCE temperature ``T`` > 0. Defaults to 0.2.
+        temperature (float): InfoNCE temperature ``T``, finite and >= 1e-4
+            (:data:`~solo_bayesncl.methods.config_checks.MIN_TEMPERATURE`). Defaults to 0.2.
         non_neg (str): non-negativity map, one of ``solo_bayesncl.nonneg.NON_NEGATIVITY_MAPS``
             (the official code's ``leakyrelu`` and ``null`` are accepted). Defaults to ``rep_relu``.
         use_topk (bool): keep only the ``topk_k`` largest activations per sample (NCL+TopK
@@ -106,10 +107,8 @@ class NCL(BaseMethod):
         )
         require_positive_int(cfg, "method_kwargs.proj_output_dim", "number of features k, e.g. 256")
         kwargs = cfg.method_kwargs
-        kwargs.temperature = require_range(
-            "method_kwargs.temperature",
-            omegaconf_select(cfg, "method_kwargs.temperature", 0.2),
-            low=0.0,
+        kwargs.temperature = require_temperature(
+            "method_kwargs.temperature", omegaconf_select(cfg, "method_kwargs.temperature", 0.2)
         )
         kwargs.non_neg = resolve_non_neg(
             omegaconf_select(cfg, "method_kwargs.non_neg", "rep_relu"), key="method_kwargs.non_neg"

@@ -98,3 +98,16 @@ def absolute_column_sums(features: torch.Tensor) -> torch.Tensor:
     for start in range(0, features.shape[0], ROW_CHUNK):
         total += features[start : start + ROW_CHUNK].abs().sum(dim=0).double()
     return total
+
+
+def row_normalize(features: torch.Tensor) -> torch.Tensor:
+    """Divide each row by its L2 norm; an all-zero row stays all zero (no NaN).
+
+    Each row is first divided by its largest absolute value, so the norm cannot overflow (rows of
+    ``1e30`` in float32, whose squares exceed its range) or underflow: the result depends on the
+    direction of a row only, as the metrics defined on row-normalised features require.
+    """
+    tiny = torch.finfo(features.dtype).tiny
+    scaled = features / features.abs().amax(dim=1, keepdim=True).clamp_min(tiny)
+    norms = torch.linalg.vector_norm(scaled, dim=1, keepdim=True)
+    return scaled / norms.clamp_min(tiny)

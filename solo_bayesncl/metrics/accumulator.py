@@ -192,6 +192,7 @@ class InterpretabilityAccumulator:
         self._class_count = zeros(self.num_classes)
         if self.track_gram:
             self._gram = zeros(num_dims, num_dims)
+            self._gram_scale = zeros(())
 
     @torch.no_grad()
     def update(self, features: torch.Tensor, labels: torch.Tensor) -> None:
@@ -218,8 +219,17 @@ class InterpretabilityAccumulator:
         self._class_abs_sum += stats.class_abs_sum
         self._class_count += stats.class_count
         if self._gram is not None:
+            # the Gram of F / s, s the largest |F_ij| so far, rescaled when s grows: the squares
+            # of features near float64's limit (1e300) would overflow, and effective rank and
+            # orthogonality do not depend on the scale
             block = features.double()
+            peak = block.abs().amax() if block.numel() else self._gram_scale
+            scale = torch.maximum(self._gram_scale, peak)
+            safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+            self._gram.mul_((self._gram_scale / safe) ** 2)
+            block = block / safe
             self._gram.addmm_(block.T, block)
+            self._gram_scale = scale
         if self.shuffle_permutations:
             self._masks.append(np.packbits(mask.cpu().numpy(), axis=1))
             self._labels.append(labels.cpu())

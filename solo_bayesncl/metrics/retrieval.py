@@ -22,7 +22,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from solo_bayesncl.metrics._validation import absolute_column_sums, as_features, as_labels
+from solo_bayesncl.metrics._validation import (
+    absolute_column_sums,
+    as_features,
+    as_labels,
+    row_normalize,
+)
 
 DEFAULT_KS: tuple[int, ...] = (1, 5, 10)
 SMALLEST_DIM_COUNT: int = 32
@@ -124,9 +129,7 @@ def retrieval_precision_from_vectors(
         return results
     dim_order = dim_order.to(features.device)
     for m in dim_counts:
-        selected = features[:, dim_order[:m]]
-        norms = torch.linalg.vector_norm(selected, dim=1, keepdim=True)
-        gallery = selected / norms.clamp_min(torch.finfo(selected.dtype).tiny)
+        gallery = row_normalize(features[:, dim_order[:m]])
         totals = {k: torch.zeros((), dtype=torch.float64) for k in ks}
         for start in range(0, query_indices.numel(), chunk_size):
             rows = query_indices[start : start + chunk_size]

@@ -25,6 +25,7 @@ from solo_bayesncl.metrics._validation import (
     as_labels,
     check_eps,
     check_num_classes,
+    row_normalize,
 )
 
 
@@ -34,12 +35,6 @@ class ClassStatistics(NamedTuple):
     class_active: torch.Tensor
     class_abs_sum: torch.Tensor
     class_count: torch.Tensor
-
-
-def row_normalize(features: torch.Tensor) -> torch.Tensor:
-    """Divide each row by its L2 norm; an all-zero row stays all zero (no NaN)."""
-    norms = torch.linalg.vector_norm(features, dim=1, keepdim=True)
-    return features / norms.clamp_min(torch.finfo(features.dtype).tiny)
 
 
 def activity_mask(features: torch.Tensor, eps: float = EPS) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,6 +16,7 @@ The entry's ``sha256`` and ``size`` are computed from the bytes just written.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -26,12 +27,12 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from solo_bayesncl.artifact import Artifact, cast_floating, write_artifact
-from solo_bayesncl.checkpoints import CheckpointError, load_checkpoint
+from solo_bayesncl.checkpoints import CheckpointError, load_checkpoint, load_method
 from solo_bayesncl.files import require_writable
 
 from .errors import ArtifactError
 from .fetch import sha256_file
-from .manifest import ZOO_METHODS, validate_entry
+from .manifest import ZOO_METHODS, trained_dataset, validate_entry
 
 #: Top-level state-dict modules that are training state only (MoCo's negative queue).
 TRAINING_ONLY_STATE = ("queue", "queue_ptr")
@@ -103,6 +104,11 @@ def _plain_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
                 walk(f"{name}/", value)
             elif isinstance(value, bool) or not isinstance(value, int | float):
                 raise ArtifactError(f"metric {name!r} must be a number, got {value!r}")
+            elif not math.isfinite(value):
+                raise ArtifactError(
+                    f"metric {name!r} is {value!r}; a manifest holds finite numbers only "
+                    "(strict JSON has no NaN or Infinity)"
+                )
             else:
                 flat[name] = value
 
@@ -176,7 +182,7 @@ def export_state_dict(
     entry = {
         "name": name,
         "method": method,
-        "dataset": plain_cfg["data"]["dataset"],
+        "dataset": trained_dataset(plain_cfg),
         "backbone": plain_cfg["backbone"]["name"],
         "urls": _expand_urls(urls, filename),
         "sha256": "0" * 64,  # placeholder while validating the rest before writing
@@ -198,7 +204,7 @@ def export_state_dict(
     sha_path = out_dir / f"{filename}.sha256"
     sha_path.write_text(f"{entry['sha256']}  {filename}\n")
     entry_path = out_dir / f"{name}.entry.json"
-    entry_path.write_text(json.dumps(entry, indent=2) + "\n")
+    entry_path.write_text(json.dumps(entry, indent=2, allow_nan=False) + "\n")
     return ExportResult(path, entry["sha256"], entry["size"], entry, sha_path, entry_path)
 
 
@@ -251,6 +257,7 @@ def export_checkpoint(
         _refuse_existing(Path(out_dir), name)
     try:
         loaded = load_checkpoint(ckpt)
+        load_method(loaded)  # the checks linear evaluation and the report run: config, weights
     except CheckpointError as err:
         raise ArtifactError(str(err)) from None
     if metrics is None and getattr(loaded, "metrics", None):

@@ -12,6 +12,10 @@ adds is the safety policy of the zoo:
   wrong checksum never leaves a file that looks complete; the ``.part`` file of a killed
   download is removed by the next download of that entry (see :mod:`solo_bayesncl.files`);
 - the entry's URLs are tried in order until one gives the right bytes;
+- an HTTP(S) transfer is abandoned (and the next URL tried) when no byte comes for ``timeout``
+  seconds, and also when the whole transfer takes longer than its deadline (``timeout`` plus the
+  size at :data:`MIN_RATE`): a server that trickles a byte now and then never trips a per-read
+  timeout, and would otherwise keep the download waiting forever;
 - a wrong checksum raises :class:`~.errors.ChecksumError` naming the entry and both hashes.
 """
 
@@ -32,6 +36,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds without data before a transfer is abandoned (and the next URL tried).
 DEFAULT_TIMEOUT = 60
+#: Slowest average transfer rate (bytes/s) a download may have before it is abandoned.
+MIN_RATE = 10 * 1024
 #: Bytes per read while downloading (pooch defaults to 1 KiB, slow for 45 MB weights).
 _CHUNK = 1 << 20
 
@@ -78,17 +84,38 @@ def is_verified(path: Path, entry: ZooEntry) -> bool:
     )
 
 
-def _downloader(url: str, progress: bool, timeout: float):
-    """pooch's downloader for ``url``'s protocol (HTTP(S), FTP, SFTP, DOI)."""
+def _http_fetch(url: str, dest: Path, progress: bool, timeout: float, deadline: float) -> None:
+    """``url`` into ``dest`` with requests (pooch's HTTP client), reading whatever has arrived
+    (``read1``) so that the deadline is checked at least every ``timeout`` seconds."""
+    import time
+
+    import requests
+    from tqdm.auto import tqdm
+
+    start = time.monotonic()
+    with requests.get(url, stream=True, timeout=timeout) as response:
+        response.raise_for_status()
+        total = int(response.headers.get("content-length") or 0) or None
+        bar = tqdm(total=total, unit="B", unit_scale=True, disable=not progress, leave=True)
+        with bar, open(dest, "wb") as out:
+            while chunk := response.raw.read1(_CHUNK, decode_content=True):
+                out.write(chunk)
+                bar.update(len(chunk))
+                if time.monotonic() - start > deadline:
+                    raise TimeoutError(
+                        f"the transfer took longer than its deadline of {deadline:g} s "
+                        f"({out.tell()} bytes received)"
+                    )
+
+
+def _fetch_to(url: str, dest: Path, progress: bool, timeout: float, deadline: float) -> None:
+    """HTTP(S) through :func:`_http_fetch`; FTP, SFTP and DOI through pooch's downloaders."""
+    if url.startswith(("http://", "https://")):
+        _http_fetch(url, dest, progress, timeout, deadline)
+        return
     import pooch
 
-    if url.startswith(("http://", "https://")):
-        return pooch.HTTPDownloader(progressbar=progress, timeout=timeout, chunk_size=_CHUNK)
-    return pooch.downloaders.choose_downloader(url, progressbar=progress)
-
-
-def _fetch_to(url: str, dest: Path, progress: bool, timeout: float) -> None:
-    _downloader(url, progress, timeout)(url, str(dest), None)
+    pooch.downloaders.choose_downloader(url, progressbar=progress)(url, str(dest), None)
 
 
 def download(
@@ -96,6 +123,7 @@ def download(
     cache: str | os.PathLike[str] | None = None,
     progress: bool = True,
     timeout: float = DEFAULT_TIMEOUT,
+    deadline: float | None = None,
 ) -> Path:
     """Path of the verified artifact of ``entry`` (a name or a :class:`ZooEntry`).
 
@@ -104,6 +132,8 @@ def download(
         cache: cache folder; default ``$SOLO_BAYESNCL_CACHE`` or ``~/.cache/solo-bayesncl``.
         progress: show a tqdm progress bar on stderr.
         timeout: seconds without data before a URL is given up.
+        deadline: seconds a URL's whole transfer may take before it is given up; default
+            ``timeout + size / MIN_RATE`` (at least 10 KiB/s on average).
 
     Raises:
         ChecksumError: a URL completed its transfer but the bytes have another sha256, and no
@@ -125,10 +155,12 @@ def download(
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in remove_stale_temporaries(target, ".part"):
         log.info("zoo: removed %s, left by an interrupted download", stale)
+    if deadline is None:
+        deadline = timeout + entry.size / MIN_RATE
     failures: list[tuple[str, str]] = []
     mismatches: list[tuple[str, str]] = []  # (url, actual sha256)
     for url in entry.urls:
-        failure = _try_url(entry, url, target, progress, timeout)
+        failure = _try_url(entry, url, target, progress, (timeout, deadline))
         if failure is None:
             return target
         reason, actual = failure
@@ -143,9 +175,10 @@ def download(
 
 
 def _try_url(
-    entry: ZooEntry, url: str, target: Path, progress: bool, timeout: float
+    entry: ZooEntry, url: str, target: Path, progress: bool, limits: tuple[float, float]
 ) -> tuple[str, str | None] | None:
-    """Fetch ``url`` into ``target`` through a temporary file.
+    """Fetch ``url`` into ``target`` through a temporary file; ``limits`` is
+    ``(timeout, deadline)``.
 
     Returns None on success, else ``(reason, actual_sha256)`` where the hash is given only when
     the transfer completed but its bytes are not the entry's.
@@ -153,7 +186,7 @@ def _try_url(
     tmp = make_temporary(target, ".part")
     try:
         try:
-            _fetch_to(url, tmp, progress, timeout)
+            _fetch_to(url, tmp, progress, *limits)
         except Exception as err:  # requests, urllib3, ftplib...: any failure means "next URL"
             return f"{type(err).__name__}: {err}", None
         actual = sha256_file(tmp)

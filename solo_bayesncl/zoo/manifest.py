@@ -18,6 +18,7 @@ published weights.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -178,12 +179,21 @@ def validate_entry(
     if not isinstance(metrics, Mapping):
         raise ManifestError(f"{where}: metrics must be an object {{name: number}}")
     for key, value in metrics.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ManifestError(f"{where}: metric {key!r} must be a number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ManifestError(
+                f"{where}: metric {key!r} must be a finite number, got {value!r}"
+            )
     if data.get("dtype") not in (None, "float32", "float16"):
         raise ManifestError(f"{where}: dtype must be 'float32' or 'float16', got {data['dtype']!r}")
     if "file" in data and (not isinstance(data["file"], str) or "/" in data["file"]):
         raise ManifestError(f"{where}: file must be a bare file name, got {data['file']!r}")
+
+
+def trained_dataset(config: Mapping[str, Any]) -> str | None:
+    """The dataset a training config names: the plugin's offline dataset (``fashion-mnist``,
+    which solo-learn sees as ``custom``) when set, else ``data.dataset``."""
+    data = config.get("data") or {}
+    return data.get("offline_dataset") or data.get("dataset")
 
 
 def _check_config_agrees(config: Mapping[str, Any], data: Mapping[str, Any], where: str) -> None:
@@ -191,7 +201,7 @@ def _check_config_agrees(config: Mapping[str, Any], data: Mapping[str, Any], whe
     pairs = {
         "method": config.get("method"),
         "backbone": (config.get("backbone") or {}).get("name"),
-        "dataset": (config.get("data") or {}).get("dataset"),
+        "dataset": trained_dataset(config),
     }
     for key, from_cfg in pairs.items():
         if from_cfg != data[key]:
