@@ -39,6 +39,7 @@ STATS = {  # written out here, not read from the code under test
     # solo-learn's classification transforms (the official probe and evaluation), any CIFAR
     "official-cifar": ((0.4914, 0.4822, 0.4465), (0.247, 0.243, 0.261)),
     "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+    "custom": ((0.3, 0.4, 0.5), (0.2, 0.25, 0.3)),  # an image folder's own, in its config
 }
 DATASETS = ("cifar100", "cifar10", "fashion-mnist")
 N_TRAIN, N_VAL = 10, 12
@@ -325,3 +326,63 @@ def test_report_feeds_one_normalisation_per_protocol(
         views = [x for x in extra if len(x) != N_VAL]
         assert len(views) == 2 and all(len(x) == N_TRAIN for x in views)
         assert_fed(views, dataset)
+
+
+def _grey_folder(root: Path, size: int) -> Path:
+    """``root/{train,val}/class{0..5}/*.png``: grey RGB images of ``size`` px (six classes:
+    solo-learn's probe reports top-5 accuracy)."""
+    from PIL import Image
+
+    for split, n in (("train", 3), ("val", 2)):
+        for cls in range(6):
+            folder = root / split / f"class{cls}"
+            folder.mkdir(parents=True)
+            for i in range(n):
+                Image.fromarray(_grey(1, (size, size, 3))[0]).save(folder / f"{i}.png")
+    return root
+
+
+@pytest.mark.slow
+def test_dali_pretraining_and_probe_feed_one_normalisation(tmp_path):
+    """solo-learn's DALI pipelines (image folders): pretraining views with the config's own
+    mean/std and the validation loader beside them; the DALI probe (ImageNet's mean/std, as
+    solo-learn's DALI classification pipeline) and its torchvision validation loader."""
+    from solo_bayesncl.data.dali import dali_available
+
+    if not dali_available():
+        pytest.skip('needs NVIDIA DALI: pip install "solo-bayesncl[dali]"')
+    from conftest import tiny_pretrain_overrides, untrained_checkpoint
+
+    from solo_bayesncl.cli.linear import linear_eval
+    from solo_bayesncl.cli.pretrain import pretrain
+
+    images = _grey_folder(tmp_path / "images", 32)
+    cfg = compose(
+        "scripts/pretrain/cifar",
+        "bayesncl.yaml",
+        tiny_pretrain_overrides(images, tmp_path / "pretrain")
+        + ["data.format=dali", "++dali.device=cpu", "++interpretability.enabled=True"],
+    )
+    for aug in cfg.augmentations:
+        aug.color_jitter.prob = 0.0
+        aug.mean, aug.std = (list(v) for v in STATS["custom"])
+    capture_cb = PhaseCapture()
+    pretrain(cfg, extra_callbacks=[capture_cb])
+    assert_fed(capture_cb.inputs["train"], "custom")  # the DALI views and the callback
+    assert_fed(capture_cb.inputs["val"], "custom")
+    # a checkpoint without mean/std: its views were normalised with ImageNet's
+    ckpt = untrained_checkpoint(tmp_path / "untrained", "bayesncl.yaml", images, 32, 16)
+    cfg = linear_cfg(
+        ckpt,
+        tmp_path / "linear",
+        "data.format=dali",
+        "++dali.device=cpu",
+        "data.num_workers=1",
+        "data.augmentations.crop_size=224",
+        "optimizer.batch_size=8",
+        "+limit_train_batches=1",
+    )
+    capture_cb = PhaseCapture()
+    linear_eval(cfg, explicit=["data.augmentations.crop_size"], extra_callbacks=[capture_cb])
+    assert_fed(capture_cb.inputs["train"], "imagenet")
+    assert_fed(capture_cb.inputs["val"], "imagenet")
