@@ -34,6 +34,7 @@ from solo_bayesncl.registration import SUPPORTED_METHODS
 __all__ = [
     "CheckpointError",
     "LoadedCheckpoint",
+    "check_finite_weights",
     "load_backbone",
     "load_checkpoint",
     "load_method",
@@ -225,11 +226,12 @@ def _check_config_ranges(loaded: LoadedCheckpoint) -> None:
         ) from None
 
 
-def _check_finite_weights(loaded: LoadedCheckpoint, model: nn.Module) -> None:
-    """Refuses weights holding NaN or Inf (a diverged run): every evaluation of them is noise."""
+def check_finite_weights(loaded: LoadedCheckpoint) -> None:
+    """Refuses weights holding NaN or Inf (a diverged run): every evaluation of them is noise.
+    Reads the tensors only, so it needs no solo-learn."""
     bad = [
         name
-        for name, tensor in model.state_dict().items()
+        for name, tensor in loaded.state_dict.items()
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
     ]
     if bad:
@@ -252,7 +254,7 @@ def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") ->
     _check_config_ranges(loaded)
     model = build_method(loaded.cfg.copy())
     _load_weights(model, _strip_stale_keys(loaded.state_dict, model), loaded)
-    _check_finite_weights(loaded, model)
+    check_finite_weights(loaded)
     return model.to(device).eval()
 
 

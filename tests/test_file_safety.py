@@ -41,8 +41,12 @@ def _fake_checkpoint(folder: Path) -> Path:
     return path
 
 
-def test_zoo_export_refuses_to_replace_an_export_without_overwrite(tmp_path, capsys):
+def test_zoo_export_refuses_to_replace_an_export_without_overwrite(tmp_path, capsys, monkeypatch):
+    from solo_bayesncl.zoo import export
     from solo_bayesncl.zoo.cli import main
+
+    # fake weights build no model: the checks of a real checkpoint are test_bad_input's
+    monkeypatch.setattr(export, "load_method", lambda loaded: None)
 
     ckpt = _fake_checkpoint(tmp_path / "run")
     out = tmp_path / "exports"

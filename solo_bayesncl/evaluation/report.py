@@ -164,12 +164,14 @@ def gate_summary(gate_open: np.ndarray) -> dict[str, float]:
 def _reading_inputs() -> Iterator[None]:
     """Errors raised while the report reads its inputs (checkpoint, dataset files, options)
     become :class:`ReportError`: one line for the command, before any work is done."""
+    from solo_bayesncl.checkpoints import CheckpointError
     from solo_bayesncl.cli.console import INPUT_ERRORS, first_line
+    from solo_bayesncl.data.datasets import DatasetUnavailableError
 
     try:
         yield
-    except ReportError:
-        raise
+    except (ReportError, CheckpointError, DatasetUnavailableError):
+        raise  # already one line, and the callers tell them apart
     except INPUT_ERRORS as err:
         raise ReportError(first_line(err)) from None
 

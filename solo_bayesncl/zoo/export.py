@@ -27,8 +27,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from solo_bayesncl.artifact import Artifact, cast_floating, write_artifact
-from solo_bayesncl.checkpoints import CheckpointError, load_checkpoint, load_method
+from solo_bayesncl.checkpoints import (
+    CheckpointError,
+    check_finite_weights,
+    load_checkpoint,
+    load_method,
+)
 from solo_bayesncl.files import require_writable
+from solo_bayesncl.registration import solo_learn_available
 
 from .errors import ArtifactError
 from .fetch import sha256_file
@@ -257,7 +263,10 @@ def export_checkpoint(
         _refuse_existing(Path(out_dir), name)
     try:
         loaded = load_checkpoint(ckpt)
-        load_method(loaded)  # the checks linear evaluation and the report run: config, weights
+        if solo_learn_available():  # the checks linear evaluation and the report run
+            load_method(loaded)
+        else:  # without solo-learn no model can be built: the weights alone
+            check_finite_weights(loaded)
     except CheckpointError as err:
         raise ArtifactError(str(err)) from None
     if metrics is None and getattr(loaded, "metrics", None):
