@@ -96,8 +96,10 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "auto_augment",
     "auto_umap",
     "debug_augmentations",
+    "probe",
 )
-"""Top-level keys solo-learn's pretraining and linear scripts or the plugin read; the arguments
+"""Top-level keys solo-learn's pretraining and linear scripts or the plugin read (``probe``:
+the linear probe's normalisation, ``standard`` or ``official``); the arguments
 of Lightning's ``Trainer`` (``max_epochs``, ``precision``, ...) are known too."""
 SCENE_KEYS: tuple[str, ...] = ("num_backgrounds", "background_seed")
 """``data.*`` keys only ``fashion-mnist-scenes`` reads."""
