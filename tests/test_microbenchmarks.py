@@ -100,7 +100,7 @@ def test_gpu_check_dry_run_writes_every_figure_to_one_summary(tmp_path):
     done = _script("gpu_check.py", "--dry-run", "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     summary = (out / "summary.md").read_text()
-    for name in ("train_step_32", "train_step_bf16", "pipeline", "metrics"):
+    for name in ("train_step_32", "pipeline", "metrics"):
         assert f"## {name}: ok, " in summary, summary
         assert (out / f"{name}.txt").is_file()
     assert "bayesncl/ncl   : ratio of medians" in summary  # the step ratios
