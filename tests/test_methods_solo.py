@@ -151,7 +151,7 @@ def test_gating_head_has_its_own_learning_rate(image_folder):
         ),
         (
             "method_kwargs.sigmoid_temperature=0",
-            "method_kwargs.sigmoid_temperature=0 is out of range; allowed: a number in (0, inf)",
+            "method_kwargs.sigmoid_temperature=0 is out of range; allowed: a number in [0.0001, inf)",
         ),
         (
             "method_kwargs.bayesian_kl_lambda=-1",

@@ -50,7 +50,9 @@ def test_interpretability_probe_must_be_a_boolean():
     from solo_bayesncl.evaluation.callback import build_interpretability_callback
 
     cfg = OmegaConf.create({"interpretability": {"enabled": True, "probe": "yes"}})
-    with pytest.raises(ValueError, match=r"interpretability.probe='yes' is not a boolean"):
+    with pytest.raises(
+        ValueError, match=r"^interpretability\.probe='yes' is not a boolean; allowed: true, false"
+    ):
         build_interpretability_callback(cfg, val_loader=object())
 
 
