@@ -89,6 +89,7 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "interpretability",
     "pretrain_method",
     "pretrained_feature_extractor",
+    "probe",
     "finetune",
     "label_smoothing",
     "mixup",
