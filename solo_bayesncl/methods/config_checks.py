@@ -97,7 +97,6 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "auto_augment",
     "auto_umap",
     "debug_augmentations",
-    "probe",
 )
 """Top-level keys solo-learn's pretraining and linear scripts or the plugin read (``probe``:
 the linear probe's normalisation, ``standard`` or ``official``); the arguments
