@@ -76,8 +76,8 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     if accelerator == "cpu":
         cfg.sync_batchnorm = bool(_select(cfg, "sync_batchnorm", False)) and len(devices) > 1
     if OmegaConf.select(cfg, "performance.disable_channel_last", default=None) is None:
-        # channels-last helps cuDNN; oneDNN's CPU convolutions of ResNet-18 run faster on
-        # contiguous (NCHW) tensors, with the same numbers (README, "Performance")
+        # channels-last helps cuDNN; oneDNN's CPU convolutions of ResNet-18 at 32 px measured
+        # as fast or faster on contiguous (NCHW) tensors, with the same numbers (README)
         OmegaConf.update(cfg, "performance.disable_channel_last", accelerator == "cpu")
     return cfg
 
