@@ -30,7 +30,7 @@ setup(
     license="MIT",
     python_requires=">=3.10",
     # the Hydra configs stay at the top level (``scripts/``, solo-learn's layout) and ship as the
-    # package ``solo_bayesncl.configs``: one copy of each file (see solo_bayesncl.shipped_configs)
+    # package ``solo_bayesncl.configs``: one copy of each file (see solo_bayesncl.config.shipped)
     packages=[
         *find_packages(include=["solo_bayesncl", "solo_bayesncl.*"]),
         "solo_bayesncl.configs",
@@ -67,10 +67,10 @@ setup(
             "solo-bayesncl-pretrain=solo_bayesncl.cli.pretrain:main",
             "solo-bayesncl-linear=solo_bayesncl.cli.linear:main",
             "solo-bayesncl-knn=solo_bayesncl.cli.knn:main",
-            "solo-bayesncl-evaluate=solo_bayesncl.evaluation.command:main",
-            "solo-bayesncl-benchmark=solo_bayesncl.benchmark.__main__:main",
-            "solo-bayesncl-zoo=solo_bayesncl.zoo.cli:main",
-            "solo-bayesncl-dashboard=solo_bayesncl.dashboard.__main__:main",
+            "solo-bayesncl-evaluate=solo_bayesncl.cli.evaluate:main",
+            "solo-bayesncl-benchmark=solo_bayesncl.cli.benchmark:main",
+            "solo-bayesncl-zoo=solo_bayesncl.cli.zoo:main",
+            "solo-bayesncl-dashboard=solo_bayesncl.cli.dashboard:main",
         ]
     },
     classifiers=[

@@ -94,8 +94,8 @@ def untrained_checkpoint(
     import torch
     from omegaconf import OmegaConf
 
-    from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg
-    from solo_bayesncl.models import build_method
+    from solo_bayesncl.host.models import build_method
+    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
 
     cfg = prepare_pretrain_cfg(
         compose(

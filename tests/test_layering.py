@@ -1,10 +1,8 @@
 """The package's structure: imports flow one way, and importing a module changes no global state.
 
-Layers, lowest first: the host-independent core (``nonneg``, ``gates``, ``losses``,
-``distributed``, ``metrics``), the methods, the plugin's library modules (registration, models,
-checkpoints, representations, data, config, trainer, runtime), then the commands and tools
-(``cli``, ``evaluation``, ``benchmark``, ``zoo``, ``dashboard``). A module imports only from its
-own layer or below; read with ``ast``, so function-level imports count too.
+The layers are read from ``solo_bayesncl.LAYERS`` (the one declared table): a module imports only
+from its own sub-package and from those listed before it, inside a layer too. Read with ``ast``,
+so function-level imports count too.
 """
 
 from __future__ import annotations
@@ -17,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "solo_bayesncl"
+import solo_bayesncl
 
-CORE = {"nonneg", "gates", "losses", "distributed", "metrics"}
-METHODS = {"methods"}
-TOP = {"cli", "evaluation", "benchmark", "zoo", "dashboard"}
+PACKAGE = Path(__file__).resolve().parents[1] / "solo_bayesncl"
+ORDER = [name for _, packages in solo_bayesncl.LAYERS for name in packages]
+COMMANDS = "cli"
 
 
 def _module_name(path: Path) -> str:
@@ -50,46 +48,61 @@ def _imports(path: Path) -> set[str]:
 
 
 def _area(module: str) -> str:
+    """The sub-package of a module; a ``__main__`` module is a command."""
     parts = module.split(".")
+    if parts[-1] == "__main__":
+        return COMMANDS
     return parts[1] if len(parts) > 1 else ""
 
 
-def _layer(area: str) -> int:
-    if area in CORE:
-        return 0
-    if area in METHODS:
-        return 1
-    if area in TOP:
-        return 3
-    return 2
+def _rank(area: str, order: list[str]) -> int:
+    return order.index(area)
 
 
-def _violations() -> list[str]:
+def _violations(order: list[str] | None = None) -> list[str]:
+    order = ORDER if order is None else order
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         module = _module_name(path)
-        here = _layer(_area(module))
+        here = _area(module)
+        if not here:
+            continue  # the package's __init__ re-exports from every layer
+        if here not in order:
+            found.append(f"{module} is in no layer of solo_bayesncl.LAYERS")
+            continue
         for imported in sorted(_imports(path)):
             area = _area(imported)
-            if area and _layer(area) > here:
+            if area in order and _rank(area, order) > _rank(here, order):
                 found.append(f"{module} imports {imported}")
     return found
 
 
-def test_imports_never_run_up_a_layer():
+def test_every_sub_package_is_in_the_declared_table_and_nothing_is_loose_at_the_root():
+    packages = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
+    assert sorted(ORDER) == packages
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert loose == []
+
+
+def test_imports_never_run_up_a_layer_nor_to_a_later_package_of_the_same_layer():
     assert _violations() == []
 
 
-def test_the_layer_check_sees_function_level_and_relative_imports(tmp_path, monkeypatch):
+def test_the_layer_check_sees_function_level_relative_and_same_layer_imports(tmp_path, monkeypatch):
     fake = tmp_path / "solo_bayesncl"
-    (fake / "metrics").mkdir(parents=True)
-    (fake / "metrics" / "__init__.py").write_text("")
+    for name in ("core", "metrics", "io", "config", "zoo"):
+        (fake / name).mkdir(parents=True)
+        (fake / name / "__init__.py").write_text("")
     (fake / "metrics" / "bad.py").write_text("def f():\n    from solo_bayesncl.zoo import load\n")
-    (fake / "gates.py").write_text("from .methods import ncl\n")
+    (fake / "core" / "gates.py").write_text("from ..metrics import sparsity\n")
+    (fake / "io" / "files.py").write_text("from solo_bayesncl.config import runtime\n")
+    (fake / "zoo" / "__main__.py").write_text("from solo_bayesncl.cli import zoo\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
-    assert _violations() == [
-        "solo_bayesncl.gates imports solo_bayesncl.methods",
-        "solo_bayesncl.gates imports solo_bayesncl.methods.ncl",
+    assert _violations(["core", "metrics", "io", "config", "zoo", "cli"]) == [
+        "solo_bayesncl.core.gates imports solo_bayesncl.metrics",
+        "solo_bayesncl.core.gates imports solo_bayesncl.metrics.sparsity",
+        "solo_bayesncl.io.files imports solo_bayesncl.config",
+        "solo_bayesncl.io.files imports solo_bayesncl.config.runtime",
         "solo_bayesncl.metrics.bad imports solo_bayesncl.zoo",
         "solo_bayesncl.metrics.bad imports solo_bayesncl.zoo.load",
     ]

@@ -7,7 +7,7 @@ file exists, so an interrupted run picks up where it stopped. Finished means rea
 - pretraining: the Trainer ran to ``max_epochs`` (Lightning returns normally after Ctrl-C, so its
   status and epoch are checked) and the checkpoint it leaves is readable and of the last epoch.
   An interrupted pretraining resumes from its last readable checkpoint
-  (:mod:`solo_bayesncl.auto_resume`); each epoch's randomness is seeded from the run's seed and
+  (:mod:`solo_bayesncl.training.auto_resume`); each epoch's randomness is seeded from the run's seed and
   the epoch, so a resumed run trains as the uninterrupted one would (with ``data.num_workers=0``;
   with loader workers, the first epoch after a resume draws its workers' seeds before the epoch
   is seeded, so its augmentations differ from an uninterrupted run's, with the same
@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from solo_bayesncl.trainer import last_logged_value
+from solo_bayesncl.training.trainer import last_logged_value
 
 __all__ = ["LINEAR_CONFIG", "PARENT_ENV", "StageUnfinished", "linear_probe_label", "run"]
 
@@ -255,7 +255,7 @@ def _epoch_timing(run_dir: Path, stage: str, epochs: int) -> dict[str, Any]:
 def _pretrain(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any]:
     import torch
 
-    from solo_bayesncl.cli.pretrain import pretrain
+    from solo_bayesncl.training.pretrain import pretrain
 
     out = run_dir / "pretrain"
     overrides = spec["overrides"] + [
@@ -300,8 +300,8 @@ def _pretrain(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any]:
 
 def linear_config_dir(pretrain_config_dir: str | Path) -> Path:
     """``.../pretrain/<group>`` -> ``.../linear/<group>`` (path components, not text; see
-    :func:`solo_bayesncl.shipped_configs.linear_dir_for`)."""
-    from solo_bayesncl.shipped_configs import linear_dir_for
+    :func:`solo_bayesncl.config.shipped.linear_dir_for`)."""
+    from solo_bayesncl.config.shipped import linear_dir_for
 
     return linear_dir_for(pretrain_config_dir)
 
@@ -310,8 +310,8 @@ def _linear(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict[str,
     from lightning.pytorch.loggers import CSVLogger
     from omegaconf import OmegaConf
 
-    from solo_bayesncl.checkpoints import load_checkpoint
-    from solo_bayesncl.cli.linear import linear_eval
+    from solo_bayesncl.io.checkpoints import load_checkpoint
+    from solo_bayesncl.training.linear import linear_eval
 
     trained = load_checkpoint(ckpt).cfg
     data = trained.data
@@ -372,7 +372,7 @@ def linear_probe_label(config_name: str, cfg) -> str:
 
 
 def _knn(spec: dict[str, Any], ckpt: str, status) -> dict[str, Any]:
-    from solo_bayesncl.cli.knn import knn_eval
+    from solo_bayesncl.evaluation.knn import knn_eval
 
     status.update(stage="knn")
     knn = spec["knn"]

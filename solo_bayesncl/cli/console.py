@@ -13,7 +13,7 @@ from pathlib import Path
 
 import omegaconf
 
-from solo_bayesncl.registration import quiet_third_party_warnings, require_solo_learn
+from solo_bayesncl.host.registration import quiet_third_party_warnings, require_solo_learn
 
 __all__ = [
     "INPUT_ERRORS",
@@ -53,7 +53,7 @@ def run_summary(trainer) -> dict[str, str | float | None]:
     """Last validation top-1 accuracy, last checkpoint and ``metrics.csv`` of a finished fit."""
     from lightning.pytorch.loggers import CSVLogger
 
-    from solo_bayesncl.trainer import last_logged_value
+    from solo_bayesncl.training.trainer import last_logged_value
 
     checkpoint = None
     for callback in trainer.callbacks:
@@ -88,7 +88,7 @@ def print_run_summary(title: str, trainer) -> dict[str, str | float | None]:
 def _absolute_config_path(argv: Sequence[str]) -> list[str]:
     """``--config-path``/``-cp`` made absolute: Hydra would read a relative one against the
     installed module's folder, we read it against the current folder or the shipped configs."""
-    from solo_bayesncl.shipped_configs import resolve_config_dir
+    from solo_bayesncl.config.shipped import resolve_config_dir
 
     args = list(argv)
     for i, arg in enumerate(args):

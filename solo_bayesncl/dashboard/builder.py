@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from solo_bayesncl.files import require_writable
+from solo_bayesncl.io.files import require_writable
 from solo_bayesncl.metrics import EPS, SIGNIFICANCE
 
 from .bundle import FeatureBundle, load_feature_bundle

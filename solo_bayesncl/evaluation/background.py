@@ -28,7 +28,7 @@ import torch
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
-from solo_bayesncl.checkpoints import load_checkpoint, load_method
+from solo_bayesncl.core.representations import extract_representations
 from solo_bayesncl.data.datasets import (
     OFFLINE_DATASETS,
     SCENES,
@@ -36,8 +36,8 @@ from solo_bayesncl.data.datasets import (
     build_val_dataset,
     validation_transform,
 )
+from solo_bayesncl.io.checkpoints import load_checkpoint, load_method
 from solo_bayesncl.metrics import compute_interpretability_metrics, per_dimension_stats
-from solo_bayesncl.representations import extract_representations
 
 __all__ = ["background_labels", "background_measures", "background_share"]
 

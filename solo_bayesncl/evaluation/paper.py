@@ -29,10 +29,10 @@ from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader
 
+from solo_bayesncl.core.losses import gated_representation
+from solo_bayesncl.core.representations import extract_representations
 from solo_bayesncl.data.datasets import build_train_dataset, validation_transform
-from solo_bayesncl.losses import gated_representation
 from solo_bayesncl.metrics.paper_protocol import paper_metrics, paper_singular_value_entropy
-from solo_bayesncl.representations import extract_representations
 
 __all__ = [
     "OFFICIAL_GATE_TEMPERATURE",

@@ -3,7 +3,7 @@
     python -m solo_bayesncl.evaluation CHECKPOINT --out REPORT_DIR [--dataset fashion-mnist]
         [--batch-size 256] [--max-images N] [--device cpu|cuda] [--top-dims 16] [--overwrite]
 
-``CHECKPOINT`` is any layout :func:`solo_bayesncl.checkpoints.load_checkpoint` reads (solo-learn
+``CHECKPOINT`` is any layout :func:`solo_bayesncl.io.checkpoints.load_checkpoint` reads (solo-learn
 ``.ckpt`` with its ``args.json``, the official NCL/BayesNCL codes' layout, zoo artifacts) of
 ``bayesncl``, ``ncl``, ``simclr`` or ``mocov2plus``. ``--dataset`` defaults to the checkpoint's
 validation data; it takes a dataset name or an image folder (``class/image`` layout).
@@ -43,7 +43,6 @@ import torch
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
-from solo_bayesncl.checkpoints import load_checkpoint, load_method
 from solo_bayesncl.dashboard.bundle import write_feature_bundle
 from solo_bayesncl.data.datasets import build_val_dataset, image_params, validation_transform
 from solo_bayesncl.evaluation import plots
@@ -57,7 +56,8 @@ from solo_bayesncl.evaluation.report_data import (
     extract_report_data,
     limit_images,
 )
-from solo_bayesncl.files import (
+from solo_bayesncl.io.checkpoints import load_checkpoint, load_method
+from solo_bayesncl.io.files import (
     NotWritableError,
     make_temporary,
     remove_stale_temporaries,

@@ -1,6 +1,6 @@
 """What the evaluation report reads: the validation set, and one pass of the model over it.
 
-:func:`extract_report_data` runs :func:`solo_bayesncl.representations.extract_representations`
+:func:`extract_report_data` runs :func:`solo_bayesncl.core.representations.extract_representations`
 once and keeps what the report's files need: the metrics of the hard (and, for BayesNCL, the soft)
 gate from :class:`~solo_bayesncl.metrics.InterpretabilityAccumulator`, the per-dimension
 statistics, the features, thumbnails and gate states.
@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 from torch.utils.data import Subset
 
+from solo_bayesncl.core.representations import extract_representations
 from solo_bayesncl.data.datasets import resolve_dataset_cfg
 from solo_bayesncl.metrics import (
     DimensionStats,
@@ -27,7 +28,6 @@ from solo_bayesncl.metrics import (
     majority_p_values,
     non_finite_rows,
 )
-from solo_bayesncl.representations import extract_representations
 
 __all__ = [
     "ReportData",

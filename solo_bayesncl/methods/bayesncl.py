@@ -18,9 +18,9 @@ import omegaconf
 import torch
 from solo.utils.misc import omegaconf_select
 
-from solo_bayesncl.gates import BernoulliGate, GateOutput, bernoulli_kl, resolve_gate_type
-from solo_bayesncl.losses import gated_representation, info_nce_loss
-from solo_bayesncl.methods.config_checks import (
+from solo_bayesncl.core.gates import BernoulliGate, GateOutput, bernoulli_kl, resolve_gate_type
+from solo_bayesncl.core.losses import gated_representation, info_nce_loss
+from solo_bayesncl.core.validation import (
     ConfigError,
     parse_bool,
     require_int,
@@ -54,7 +54,7 @@ class BayesNCL(NCL):
         gate_type (str): ``ste`` (straight-through hard gate, the paper's main variant),
             ``binary_concrete`` (logistic-noise sample, then the same threshold) or ``gumbel``
             (the official code's single-Gumbel sample); official ``STE`` and ``gumbel_sigmoid``
-            (= ``gumbel``) accepted, see :data:`solo_bayesncl.gates.GATE_TYPES`.
+            (= ``gumbel``) accepted, see :data:`solo_bayesncl.core.gates.GATE_TYPES`.
         bayesian_prior_prob (float): ``rho`` in (0, 1), the prior open probability. 0.8.
         gate_threshold (float): ``t`` in (0, 1). 0.5.
         sigmoid_temperature (float): ``tau_g`` > 0. 1.0.

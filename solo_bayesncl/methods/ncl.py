@@ -16,16 +16,16 @@ from solo.methods.base import BaseMethod
 from solo.utils.misc import omegaconf_select
 from torch import nn
 
-from solo_bayesncl.distributed import is_distributed
-from solo_bayesncl.losses import info_nce_loss, non_negative_representation
-from solo_bayesncl.methods.config_checks import (
+from solo_bayesncl.core.distributed import is_distributed
+from solo_bayesncl.core.losses import info_nce_loss, non_negative_representation
+from solo_bayesncl.core.nonneg import resolve_non_neg
+from solo_bayesncl.core.validation import (
     ConfigError,
     parse_bool,
     require_positive_int,
     require_range,
 )
 from solo_bayesncl.metrics import EPS
-from solo_bayesncl.nonneg import resolve_non_neg
 
 __all__ = ["NCL", "NCL_KWARGS", "NonFiniteTrainingError", "batch_feature_stats", "make_mlp"]
 
@@ -38,7 +38,7 @@ NCL_KWARGS: tuple[str, ...] = (
     "topk_k",
 )
 """Every ``method_kwargs`` key NCL reads; the entry points refuse any other key
-(:func:`solo_bayesncl.methods.config_checks.check_method_kwargs`)."""
+(:func:`solo_bayesncl.core.validation.check_method_kwargs`)."""
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class NCL(BaseMethod):
         proj_hidden_dim (int): hidden width of the projector (required).
         proj_output_dim (int): number of features ``k`` (required).
         temperature (float): InfoNCE temperature ``T`` > 0. Defaults to 0.2.
-        non_neg (str): non-negativity map, one of ``solo_bayesncl.nonneg.NON_NEGATIVITY_MAPS``
+        non_neg (str): non-negativity map, one of ``solo_bayesncl.core.nonneg.NON_NEGATIVITY_MAPS``
             (the official code's ``leakyrelu`` and ``null`` are accepted). Defaults to ``rep_relu``.
         use_topk (bool): keep only the ``topk_k`` largest activations per sample (NCL+TopK
             baseline of the BayesNCL paper). Defaults to False.
@@ -153,7 +153,7 @@ class NCL(BaseMethod):
 
     def representation(self, out: dict[str, Any], gate: str = "hard") -> torch.Tensor:
         """The representation the interpretability metrics read: ``normalize(phi(z))``
-        (:func:`solo_bayesncl.losses.non_negative_representation`).
+        (:func:`solo_bayesncl.core.losses.non_negative_representation`).
 
         ``gate`` is accepted for a uniform interface with BayesNCL and ignored.
         """

@@ -16,7 +16,7 @@ manifests, ``os.pathsep``-separated), ``SOLO_BAYESNCL_OFFLINE=1`` (never use the
 
 from __future__ import annotations
 
-from solo_bayesncl.artifact import (
+from solo_bayesncl.io.artifact import (
     ARTIFACT_FORMAT,
     Artifact,
     is_artifact,

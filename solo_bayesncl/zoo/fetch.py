@@ -10,7 +10,7 @@ adds is the safety policy of the zoo:
 - bytes go to a hidden temporary ``.part`` file in the cache folder, are checked (size, then
   sha256) and only then renamed atomically to the final name, so an interrupted transfer or a
   wrong checksum never leaves a file that looks complete; the ``.part`` file of a killed
-  download is removed by the next download of that entry (see :mod:`solo_bayesncl.files`);
+  download is removed by the next download of that entry (see :mod:`solo_bayesncl.io.files`);
 - the entry's URLs are tried in order until one gives the right bytes;
 - a wrong checksum raises :class:`~.errors.ChecksumError` naming the entry and both hashes.
 """
@@ -23,7 +23,7 @@ import logging
 import os
 from pathlib import Path
 
-from solo_bayesncl.files import make_temporary, remove_stale_temporaries
+from solo_bayesncl.io.files import make_temporary, remove_stale_temporaries
 
 from .errors import ChecksumError, DownloadError
 from .manifest import ZooEntry, find_entry

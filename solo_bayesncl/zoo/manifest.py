@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from solo_bayesncl.registration import SUPPORTED_METHODS
+from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
 from .errors import ManifestError, UnknownModelError
 
