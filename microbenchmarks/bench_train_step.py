@@ -335,8 +335,8 @@ def breakdown(
         zr.grad = logits.grad = None
         gate = model.gate_output(logits, "hard")
         v = gated_representation(zr, gate.mask, model.non_neg, model.top_k)
-        kl = bernoulli_kl(gate.probs, model.prior, eps=model.kl_eps)
-        (v.sum() + model.kl_lambda * kl).backward()
+        kl = bernoulli_kl(gate.probs, model.objective.prior, eps=model.objective.kl_eps)
+        (v.sum() + model.objective.kl_lambda * kl).backward()
         return kl.detach()
 
     def ncl_norm() -> torch.Tensor:

@@ -108,6 +108,94 @@ def test_the_layer_check_sees_function_level_relative_and_same_layer_imports(tmp
     ]
 
 
+OPTIONAL = {"solo", "lightning", "nvidia", "sklearn", "selenium", "wandb", "timm"}
+"""The optional host (solo-learn and what it brings: Lightning, scikit-learn, timm) and the
+optional extras (DALI, selenium, wandb): what the package docstring allows inside functions."""
+BACKEND_NEUTRAL = {"matplotlib.pyplot"}
+"""Imported inside the plotting functions, so that importing a plot module leaves the backend."""
+
+
+def _top_level_imports(tree: ast.Module) -> set[str]:
+    """Modules imported when a module is imported (its body, and ``if``/``try`` blocks there)."""
+    found: set[str] = set()
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+        elif isinstance(node, ast.If | ast.Try):
+            stack.extend(node.body + node.orelse + getattr(node, "handlers", []))
+        elif isinstance(node, ast.ExceptHandler):
+            stack.extend(node.body)
+    return found
+
+
+def _function_level_imports_without_a_stated_reason() -> list[str]:
+    trees = {
+        _module_name(p): ast.parse(p.read_text(encoding="utf-8")) for p in PACKAGE.rglob("*.py")
+    }
+    tops = {name: _top_level_imports(tree) for name, tree in trees.items()}
+
+    def needs_host(module: str, seen: set[str]) -> bool:
+        """Whether importing ``module`` imports the optional host (it then waits in a function
+        of a module that must import without it)."""
+        if module in seen:
+            return False
+        seen.add(module)
+        return any(
+            i.split(".")[0] in OPTIONAL or (i.startswith("solo_bayesncl.") and needs_host(i, seen))
+            for i in tops.get(module, ())
+        )
+
+    found = []
+    for name, tree in sorted(trees.items()):
+        if _area(name) == COMMANDS:
+            continue  # commands import the library inside main: --help answers at once
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.Import):
+                    imported = [(a.name, [a.name]) for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    module = node.module or ""
+                    imported = [(module, [module] + [f"{module}.{a.name}" for a in node.names])]
+                else:
+                    continue
+                for module, loads in imported:
+                    if module.split(".")[0] in OPTIONAL or module in BACKEND_NEUTRAL:
+                        continue
+                    if any(m.startswith("solo_bayesncl.") and needs_host(m, set()) for m in loads):
+                        continue
+                    found.append(f"{name}:{node.lineno} imports {module} inside {function.name}")
+    return found
+
+
+def test_function_level_imports_only_for_the_optional_host_and_fast_commands():
+    assert _function_level_imports_without_a_stated_reason() == []
+
+
+def test_the_function_level_import_check_flags_a_sibling_or_hard_dependency(tmp_path, monkeypatch):
+    fake = tmp_path / "solo_bayesncl"
+    for name in ("core", "data", "cli"):
+        (fake / name).mkdir(parents=True)
+        (fake / name / "__init__.py").write_text("")
+    (fake / "data" / "hosted.py").write_text("import solo.methods\n")
+    (fake / "core" / "a.py").write_text(
+        "def f():\n    import torch\n    import solo.utils\n    from solo_bayesncl.data import hosted\n"
+        "def g():\n    from solo_bayesncl.core import b\n"
+    )
+    (fake / "core" / "b.py").write_text("")
+    (fake / "cli" / "c.py").write_text("def main():\n    import torch\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert _function_level_imports_without_a_stated_reason() == [
+        "solo_bayesncl.core.a:2 imports torch inside f",
+        "solo_bayesncl.core.a:6 imports solo_bayesncl.core inside g",
+    ]
+
+
 @pytest.mark.parametrize(
     "module", ["solo_bayesncl.evaluation.plots", "solo_bayesncl.benchmark.plots"]
 )

@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # imported here: the checks above answer at once, without loading torch and solo-learn
     import torch
 
-    from solo_bayesncl.data.datasets import DatasetUnavailableError
+    from solo_bayesncl.data.resolve import DatasetUnavailableError
     from solo_bayesncl.evaluation.report import ReportError, write_report
     from solo_bayesncl.io.checkpoints import CheckpointError
 

@@ -15,7 +15,7 @@ import omegaconf
 import torch
 from omegaconf import OmegaConf
 
-__all__ = ["resolve_runtime", "trainer_devices"]
+__all__ = ["pick_device", "resolve_runtime", "trainer_devices"]
 
 _CPU_PRECISIONS = {"32", "32-true", "64", "64-true", "bf16", "bf16-mixed", "bf16-true"}
 
@@ -79,3 +79,9 @@ def trainer_devices(cfg: omegaconf.DictConfig) -> int | list[int]:
     """``devices`` as Lightning's Trainer takes it: a process count on CPU, GPU ids otherwise."""
     devices = list(cfg.devices)
     return len(devices) if cfg.accelerator == "cpu" else devices
+
+
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    """The device an evaluation runs on: ``device`` when given, else the GPU when there is one,
+    else the CPU."""
+    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))

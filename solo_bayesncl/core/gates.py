@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 __all__ = [
+    "GATE_MODES",
     "GATE_TYPES",
     "BernoulliGate",
     "GateOutput",
@@ -46,6 +47,10 @@ GATE_TYPES: tuple[str, ...] = ("ste", "binary_concrete", "gumbel")
 
 ``STE`` and the official ``gumbel_sigmoid`` are accepted and mean what the official code computes
 (``ste`` and ``gumbel``)."""
+
+GATE_MODES: tuple[str, ...] = ("hard", "soft")
+"""How a trained gate is read: ``hard`` thresholds ``alpha`` (0/1 mask), ``soft`` uses ``alpha``
+itself as the mask (docs/method.md, "The gate")."""
 
 _GATE_ALIASES = {
     "ste": "ste",
@@ -193,10 +198,12 @@ class BernoulliGate(nn.Module):
 
     def forward(self, logits: torch.Tensor, mode: str = "hard") -> GateOutput:
         probs = gate_probabilities(logits.float(), self.temperature)
+        if mode not in GATE_MODES:
+            raise ValueError(
+                f"gate mode={mode!r} is not supported; allowed values: {', '.join(GATE_MODES)}"
+            )
         if mode == "soft":
             return GateOutput(mask=probs, probs=probs)
-        if mode != "hard":
-            raise ValueError(f"gate mode={mode!r} is not supported; allowed values: hard, soft")
         if self.gate_type in _SAMPLERS and self.training:
             sample = _SAMPLERS[self.gate_type](logits.float(), self.temperature)
             return GateOutput(mask=hard_threshold_ste(sample, self.threshold), probs=probs)

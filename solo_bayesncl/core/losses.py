@@ -5,23 +5,31 @@ BayesNCL (Cui, Zhang & Hu, arXiv 2605.28441) trains with InfoNCE (SimCLR's NT-Xe
 the Bernoulli KL of :mod:`solo_bayesncl.core.gates`; NCL (Wang et al., arXiv 2403.12459) is InfoNCE on
 ``normalize(phi(z))``.
 
-Example::
+The functions compute one term each; :class:`NCLLoss` and :class:`BayesNCLLoss` are the two
+objectives as ``nn.Module`` s that own and check their hyperparameters once, in any training
+loop (the solo-learn methods use them too)::
 
-    v = gated_representation(z, mask, non_neg="rep_relu")
-    loss = info_nce_loss(v, indexes, temperature=0.2)
-    total = loss + 3e-5 * bernoulli_kl(gate_probs, prior=0.8)
+    criterion = BayesNCLLoss(temperature=0.2, prior=0.8, kl_lambda=3e-5)
+    loss = criterion(z, gate_logits, indexes)   # InfoNCE(v) + lambda * KL
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import torch
+from torch import nn
 
 from solo_bayesncl.core.distributed import gather_no_grad, gather_with_grad, rank
+from solo_bayesncl.core.gates import BernoulliGate, GateOutput, bernoulli_kl
 from solo_bayesncl.core.nonneg import non_negative, resolve_non_neg
+from solo_bayesncl.core.validation import require_int, require_range
 
 __all__ = [
+    "BayesNCLLoss",
+    "LossTerms",
+    "NCLLoss",
     "gated_representation",
     "info_nce_loss",
     "keep_top_k",
@@ -160,3 +168,149 @@ def info_nce_loss(
         log_denominator = torch.logsumexp(logits.masked_fill(self_mask, neg_inf), dim=1)
         log_numerator = torch.logsumexp(logits.masked_fill(~pos_mask, neg_inf), dim=1)
         return (log_denominator - log_numerator).mean()
+
+
+@dataclass
+class LossTerms:
+    """The parts of an objective's value, for a training step to log.
+
+    Attributes:
+        loss: the objective (what ``forward`` returns).
+        nce: its InfoNCE term.
+        representation: the representation InfoNCE compared (``u`` or ``v``).
+        logged: further terms under their log names (``train_kl_loss``, gate statistics).
+    """
+
+    loss: torch.Tensor
+    nce: torch.Tensor
+    representation: torch.Tensor
+    logged: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+class NCLLoss(nn.Module):
+    """InfoNCE on ``u = normalize(phi(z))`` (NCL, Wang et al., arXiv 2403.12459).
+
+    Args:
+        temperature: ``T`` > 0.
+        non_neg: the non-negativity map ``phi`` (:data:`solo_bayesncl.core.nonneg.NON_NEGATIVITY_MAPS`).
+        top_k: keep only the ``top_k`` largest entries of ``phi(z)`` (the NCL+TopK baseline of
+            arXiv 2605.28441); None keeps all.
+        gather_distributed: compare against the views of every process under DDP.
+        check_inputs: refuse non-finite rows and rows without a positive (one device read).
+
+    ``forward(z, indexes)``: ``z`` the ``(n, k)`` projector outputs of every view, ``indexes``
+    the image of each row (views of one image are positives)::
+
+        criterion = NCLLoss(temperature=0.2, non_neg="rep_relu")
+        loss = criterion(torch.cat([z1, z2]), torch.cat([idx, idx]))
+    """
+
+    def __init__(
+        self,
+        temperature: float = 0.2,
+        non_neg: str = "rep_relu",
+        top_k: int | None = None,
+        gather_distributed: bool = True,
+        check_inputs: bool = True,
+    ) -> None:
+        super().__init__()
+        self.temperature = require_range("temperature", temperature, low=0.0, high=math.inf)
+        self.non_neg = resolve_non_neg(non_neg)
+        self.top_k = None if top_k is None else require_int("top_k", top_k, low=1)
+        self.gather_distributed = bool(gather_distributed)
+        self.check_inputs = bool(check_inputs)
+
+    def representation(self, z: torch.Tensor) -> torch.Tensor:
+        """``u = normalize(phi(z))`` (:func:`non_negative_representation`)."""
+        return non_negative_representation(z, self.non_neg, self.top_k)
+
+    def contrast(self, v: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:
+        """InfoNCE of a representation (:func:`info_nce_loss` with this loss's settings)."""
+        return info_nce_loss(
+            v,
+            indexes,
+            temperature=self.temperature,
+            gather_distributed=self.gather_distributed,
+            check_inputs=self.check_inputs,
+        )
+
+    def terms(self, z: torch.Tensor, indexes: torch.Tensor) -> LossTerms:
+        """The loss with the representation it compared."""
+        u = self.representation(z)
+        nce = self.contrast(u, indexes)
+        return LossTerms(loss=nce, nce=nce, representation=u)
+
+    def forward(self, z: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:
+        return self.terms(z, indexes).loss
+
+    def extra_repr(self) -> str:
+        return f"temperature={self.temperature}, non_neg={self.non_neg!r}, top_k={self.top_k}"
+
+
+class BayesNCLLoss(NCLLoss):
+    """InfoNCE on the gated ``v = normalize(u * m)`` plus ``lambda * KL(q(m) || Bernoulli(rho))``
+    (BayesNCL, Cui, Zhang & Hu, arXiv 2605.28441, section 3; docs/method.md, "The objective").
+
+    Args:
+        temperature, non_neg, top_k, gather_distributed, check_inputs: as :class:`NCLLoss`.
+        prior: ``rho`` in (0, 1), the prior open probability of a gate.
+        kl_lambda: ``lambda`` >= 0, the weight of the KL (0 trains the gate by InfoNCE only).
+        gate_type, threshold, gate_temperature: the hard gate
+            (:class:`solo_bayesncl.core.gates.BernoulliGate`).
+        kl_eps: clamp of ``alpha`` and ``rho`` in the KL, in (0, 0.5).
+
+    ``forward(z, gate_logits, indexes)``: ``gate_logits`` are the gating head's outputs ``a`` for
+    the same rows as ``z``::
+
+        criterion = BayesNCLLoss(temperature=0.2, prior=0.8, kl_lambda=3e-5)
+        loss = criterion(z, gating_head(feats), indexes)
+    """
+
+    def __init__(
+        self,
+        temperature: float = 0.2,
+        non_neg: str = "rep_relu",
+        prior: float = 0.8,
+        kl_lambda: float = 3e-5,
+        gate_type: str = "ste",
+        threshold: float = 0.5,
+        gate_temperature: float = 1.0,
+        kl_eps: float = 0.01,
+        top_k: int | None = None,
+        gather_distributed: bool = True,
+        check_inputs: bool = True,
+    ) -> None:
+        super().__init__(temperature, non_neg, top_k, gather_distributed, check_inputs)
+        self.prior = require_range("prior", prior, low=0.0, high=1.0)
+        self.kl_lambda = require_range("kl_lambda", kl_lambda, 0.0, math.inf, low_inclusive=True)
+        self.kl_eps = require_range("kl_eps", kl_eps, low=0.0, high=0.5)
+        self.gate = BernoulliGate(gate_type, threshold, gate_temperature)
+
+    def gated(self, z: torch.Tensor, gate: GateOutput) -> torch.Tensor:
+        """``v = normalize(u * m)`` for a gate's mask (:func:`gated_representation`)."""
+        return gated_representation(z, gate.mask, self.non_neg, self.top_k)
+
+    def terms(self, z: torch.Tensor, gate_logits: torch.Tensor, indexes: torch.Tensor) -> LossTerms:
+        """The loss with its InfoNCE and KL terms, the gated representation and gate statistics."""
+        gate = self.gate(gate_logits, mode="hard")
+        v = self.gated(z, gate)
+        nce = self.contrast(v, indexes)
+        kl = bernoulli_kl(gate.probs, self.prior, eps=self.kl_eps)
+        return LossTerms(
+            loss=nce + self.kl_lambda * kl,
+            nce=nce,
+            representation=v,
+            logged={
+                "train_kl_loss": kl,
+                "train_gate_open_ratio": gate.open_ratio,
+                "train_gate_prob_mean": gate.probs.mean(),
+            },
+        )
+
+    def forward(
+        self, z: torch.Tensor, gate_logits: torch.Tensor, indexes: torch.Tensor
+    ) -> torch.Tensor:
+        return self.terms(z, gate_logits, indexes).loss
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, prior={self.prior}, kl_lambda={self.kl_lambda}"

@@ -19,23 +19,22 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from solo_bayesncl.core.gates import GATE_MODES
+
 __all__ = [
     "FEATURES",
-    "GATES",
     "RepresentationBatch",
     "extract_representations",
     "representation_from_output",
 ]
-
-GATES: tuple[str, ...] = ("hard", "soft")
 
 
 def representation_from_output(
     model: nn.Module, out: dict[str, Any], gate: str = "hard"
 ) -> torch.Tensor:
     """The interpretable representation of a forward output ``out`` of ``model``."""
-    if gate not in GATES:
-        raise ValueError(f"gate={gate!r} is not supported; allowed values: {', '.join(GATES)}")
+    if gate not in GATE_MODES:
+        raise ValueError(f"gate={gate!r} is not supported; allowed values: {', '.join(GATE_MODES)}")
     if hasattr(model, "representation"):
         return model.representation(out, gate=gate)
     if "z" in out:

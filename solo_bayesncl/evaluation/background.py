@@ -25,17 +25,16 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
+from solo_bayesncl.config.runtime import pick_device
 from solo_bayesncl.core.representations import extract_representations
 from solo_bayesncl.data.datasets import (
-    OFFLINE_DATASETS,
-    SCENES,
     build_labelled_train_dataset,
     build_val_dataset,
     validation_transform,
 )
+from solo_bayesncl.data.names import OFFLINE_DATASETS, SCENES, dataset_name
 from solo_bayesncl.io.checkpoints import load_checkpoint, load_method
 from solo_bayesncl.metrics import compute_interpretability_metrics, per_dimension_stats
 
@@ -101,12 +100,12 @@ def background_measures(
     it was trained on (its training subset for the probes, its validation subset otherwise)."""
     loaded = load_checkpoint(checkpoint)
     cfg = loaded.cfg
-    name = OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset
+    name = dataset_name(cfg)
     if name != SCENES:
         raise ValueError(
             f"{loaded.path}: trained on data.dataset={name}; background measures need {SCENES}"
         )
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = pick_device(device)
     model = load_method(loaded, device=device)
     transform = validation_transform(cfg)
     data = {

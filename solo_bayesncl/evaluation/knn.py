@@ -10,10 +10,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from torch.utils.data import DataLoader
 
+from solo_bayesncl.config.runtime import pick_device
 from solo_bayesncl.core.representations import extract_representations
+from solo_bayesncl.core.validation import require_int, require_range
+from solo_bayesncl.data.datasets import (
+    build_labelled_train_dataset,
+    build_val_dataset,
+    validation_transform,
+)
+from solo_bayesncl.data.resolve import switch_dataset
 from solo_bayesncl.host.registration import require_solo_learn
-from solo_bayesncl.io.checkpoints import LoadedCheckpoint
+from solo_bayesncl.io.checkpoints import LoadedCheckpoint, load_checkpoint, load_method
+from solo_bayesncl.metrics import non_finite_rows
 
 __all__ = ["DISTANCES", "FEATURES", "knn_eval"]
 
@@ -29,8 +39,6 @@ def _features(model, loader, feature: str) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _require_finite(checkpoint: Path, feature: str, splits: dict[str, torch.Tensor]) -> None:
     """A kNN vote over NaN distances reads like chance, so broken features are refused."""
-    from solo_bayesncl.metrics import non_finite_rows
-
     bad = {name: non_finite_rows(x) for name, x in splits.items()}
     if any(bad.values()):
         counts = ", ".join(f"{bad[n]} of {len(x)} {n}" for n, x in splits.items() if bad[n])
@@ -57,16 +65,6 @@ def knn_eval(
     """
     require_solo_learn("main_knn.py")
     from solo.utils.knn import WeightedKNNClassifier
-    from torch.utils.data import DataLoader
-
-    from solo_bayesncl.core.validation import require_int, require_range
-    from solo_bayesncl.data.datasets import (
-        build_labelled_train_dataset,
-        build_val_dataset,
-        resolve_dataset_cfg,
-        validation_transform,
-    )
-    from solo_bayesncl.io.checkpoints import load_checkpoint, load_method
 
     ks = [require_int("k", k, low=1) for k in ks]
     require_range("temperature", temperature, low=0.0, high=float("inf"))
@@ -81,12 +79,8 @@ def knn_eval(
             f"distance={distance!r} is not supported; allowed values: {', '.join(DISTANCES)}"
         )
     loaded = checkpoint if isinstance(checkpoint, LoadedCheckpoint) else load_checkpoint(checkpoint)
-    cfg = loaded.cfg.copy()
-    if dataset is not None:
-        cfg.data.dataset = dataset
-        cfg.data.pop("offline_dataset", None)
-        cfg = resolve_dataset_cfg(cfg)
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    cfg = switch_dataset(loaded.cfg, dataset)
+    device = pick_device(device)
     model = load_method(loaded, device=device)
     transform = validation_transform(cfg)
     loaders = [

@@ -14,12 +14,10 @@ import omegaconf
 from omegaconf import OmegaConf
 from torch import nn
 
-from solo_bayesncl.host.registration import register_methods
+from solo_bayesncl.data.names import SMALL_IMAGE_DATASETS
+from solo_bayesncl.host.registration import register
 
 __all__ = ["apply_small_stem", "build_backbone", "build_method", "wants_small_stem"]
-
-SMALL_STEM_DATASETS: tuple[str, ...] = ("cifar10", "cifar100")
-"""Datasets on which solo-learn itself gives ResNets the small stem."""
 
 
 def wants_small_stem(cfg: omegaconf.DictConfig) -> bool:
@@ -28,7 +26,7 @@ def wants_small_stem(cfg: omegaconf.DictConfig) -> bool:
     name = str(OmegaConf.select(cfg, "backbone.name", default=""))
     dataset = OmegaConf.select(cfg, "data.dataset", default=None)
     return name.startswith("resnet") and (
-        dataset in SMALL_STEM_DATASETS
+        dataset in SMALL_IMAGE_DATASETS
         or bool(OmegaConf.select(cfg, "backbone.small_stem", default=False))
     )
 
@@ -51,7 +49,7 @@ def build_method(cfg: omegaconf.DictConfig) -> nn.Module:
     """``cfg.method`` from solo-learn's registry (``bayesncl`` and ``ncl`` included), freshly
     initialised, with the small stem where :func:`wants_small_stem` says so (the momentum
     backbone too, then re-synchronised with the online one)."""
-    register_methods()
+    register()
     from solo.methods import METHODS
 
     model = METHODS[cfg.method](cfg)

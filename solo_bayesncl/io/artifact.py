@@ -36,6 +36,8 @@ from typing import Any
 
 import torch
 
+from solo_bayesncl.io.files import replacing
+
 __all__ = [
     "ARTIFACT_FORMAT",
     "Artifact",
@@ -93,10 +95,8 @@ def write_artifact(artifact: Artifact, path: str | os.PathLike[str]) -> Path:
     if artifact.dtype not in _DTYPES:
         raise ArtifactError(f"dtype must be one of {list(_DTYPES)}, got {artifact.dtype!r}")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.part")
-    torch.save(artifact.to_file_dict(), tmp)
-    os.replace(tmp, path)
+    with replacing(path, suffix=".part") as tmp:
+        torch.save(artifact.to_file_dict(), tmp)
     return path
 
 

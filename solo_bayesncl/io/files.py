@@ -1,5 +1,6 @@
 """Writing output without losing what a user wrote: an early write check, per-process temporary
-names beside the final path, and the removal of temporaries a killed process left behind.
+names beside the final path, the one way a file is replaced (:func:`replacing`: write a
+temporary, then one atomic rename), and the removal of temporaries a killed process left behind.
 
 A temporary is a hidden sibling of its final path, ``.<name>.<pid>.<random><suffix>``, so a later
 run can tell a temporary of a live process (kept) from one whose process is gone (removed).
@@ -12,6 +13,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = [
@@ -20,7 +22,10 @@ __all__ = [
     "make_temporary",
     "process_alive",
     "remove_stale_temporaries",
+    "replacing",
+    "replacing_folder",
     "require_writable",
+    "write_text_replacing",
 ]
 
 STALE_AFTER_S: float = 24 * 3600.0
@@ -75,13 +80,75 @@ def make_temporary(final: Path, suffix: str, folder: bool = False) -> Path:
     prefix = f".{final.name}.{os.getpid()}."
     if folder:  # mkdtemp's 0o700 would stay on the folder once renamed into place
         path = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=final.parent))
-        umask = os.umask(0o022)
-        os.umask(umask)
-        path.chmod(0o777 & ~umask)
+        path.chmod(0o777 & ~_umask())
         return path
     fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=final.parent)
     os.close(fd)
-    return Path(name)
+    path = Path(name)
+    path.chmod(0o666 & ~_umask())  # mkstemp's 0o600 would stay on the file once renamed
+    return path
+
+
+def _umask() -> int:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+@contextlib.contextmanager
+def replacing(final: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[Path]:
+    """Yields a new temporary path beside ``final`` (:func:`make_temporary`); when the block
+    ends, the temporary replaces ``final`` in one atomic rename, so a reader sees the old file or
+    the whole new one, never part of it. On an error, or when the block removed the temporary
+    (nothing to write after all), ``final`` is left as it was. The folder of ``final`` is created
+    when missing; ``suffix`` ends the temporary's name (a plotting library reads the format
+    from it)."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = make_temporary(final, suffix)
+    try:
+        yield tmp
+        if tmp.exists():
+            os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def replacing_folder(
+    final: str | os.PathLike[str],
+    suffix: str = ".partial",
+    stale: tuple[str, ...] = (),
+    last: tuple[str, ...] = (),
+) -> Iterator[Path]:
+    """Yields a new hidden temporary folder beside ``final`` (:func:`make_temporary`); when the
+    block ends, what it holds moves into ``final``: one rename when ``final`` does not exist,
+    else one atomic replace per file (the names in ``last`` last, in that order), keeping any
+    other file ``final`` holds and removing the ``stale`` names first. On an error, ``final`` is
+    left as it was; the temporary folder is always removed."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = make_temporary(final, suffix, folder=True)
+    try:
+        yield staging
+        if not final.exists():
+            os.rename(staging, final)
+            return
+        for name in stale:
+            (final / name).unlink(missing_ok=True)
+        names = sorted(p.name for p in staging.iterdir())
+        names.sort(key=lambda name: last.index(name) + 1 if name in last else 0)
+        for name in names:
+            os.replace(staging / name, final / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_text_replacing(final: str | os.PathLike[str], text: str) -> Path:
+    """Writes ``text`` (UTF-8) to ``final`` through :func:`replacing`; returns ``final``."""
+    with replacing(final) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(final)
 
 
 def remove_stale_temporaries(

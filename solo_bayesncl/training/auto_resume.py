@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 __all__ = ["MAY_DIFFER", "config_differences", "find_resume_checkpoint"]
 
 #: Dotted keys (and everything below them) that two sittings of the same run may set differently.
@@ -112,8 +114,6 @@ def _candidates(run_root: Path, max_hours: float) -> list[_Candidate]:
 
 def _readable(path: Path) -> str | None:
     """None when the checkpoint loads, else why not (a truncated file from a killed write)."""
-    import torch
-
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as err:  # noqa: BLE001 - any failure means "not resumable"

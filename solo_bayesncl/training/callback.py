@@ -21,7 +21,9 @@ import omegaconf
 from lightning.pytorch import Callback, LightningModule, Trainer
 from omegaconf import OmegaConf
 
-from solo_bayesncl.core.representations import GATES, extract_representations
+from solo_bayesncl.core.gates import GATE_MODES
+from solo_bayesncl.core.representations import extract_representations
+from solo_bayesncl.core.validation import require_known_keys
 from solo_bayesncl.metrics import InterpretabilityAccumulator
 
 __all__ = ["InterpretabilityCallback", "build_interpretability_callback"]
@@ -101,21 +103,18 @@ def build_interpretability_callback(
     Raises ``ValueError`` naming the key for unknown keys, a bad gate or frequency, or when it is
     switched on without labelled validation data.
     """
+    require_known_keys(cfg, "interpretability", _KEYS)
     section: Any = OmegaConf.select(cfg, "interpretability", default=None) or {}
-    unknown = set(section.keys()) - _KEYS
-    if unknown:
-        raise ValueError(
-            f"interpretability.{sorted(unknown)[0]} is not a known key; allowed keys: {', '.join(sorted(_KEYS))}"
-        )
     if not section.get("enabled", False):
         return None
     frequency = section.get("frequency", 1)
     if not isinstance(frequency, int) or frequency < 1:
         raise ValueError(f"interpretability.frequency={frequency!r} must be a positive integer")
     gate = section.get("gate", "hard")
-    if gate not in GATES:
+    if gate not in GATE_MODES:
         raise ValueError(
-            f"interpretability.gate={gate!r} is not supported; allowed values: hard, soft"
+            f"interpretability.gate={gate!r} is not supported; allowed values: "
+            f"{', '.join(GATE_MODES)}"
         )
     if val_loader is None:
         raise ValueError(

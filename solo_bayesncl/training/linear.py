@@ -17,13 +17,31 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import omegaconf
+import torch
 from omegaconf import OmegaConf
+from torch.utils.data import DataLoader
 
-from solo_bayesncl.host.registration import require_solo_learn
+from solo_bayesncl.config.resolve import resolve_with_solo
+from solo_bayesncl.data.dali import check_linear_dali_cfg
+from solo_bayesncl.data.datasets import build_labelled_train_dataset, linear_train_transform
+from solo_bayesncl.data.names import dataset_name
+from solo_bayesncl.host.registration import register, require_solo_learn
+from solo_bayesncl.io.checkpoints import load_backbone, load_checkpoint
+from solo_bayesncl.metrics import non_finite_rows
+from solo_bayesncl.training.fit import fit, seed_and_layout
 
 __all__ = ["inherit_from_checkpoint", "linear_eval", "prepare_linear_cfg"]
 
-_DATASET_KEYS = ("data.train_path", "data.val_path", "data.fraction", "data.val_fraction")
+_DATASET_KEYS = (
+    "data.train_path",
+    "data.val_path",
+    "data.fraction",
+    "data.val_fraction",
+    "data.num_backgrounds",
+    "data.background_seed",
+)
+"""The data settings a linear evaluation takes from the checkpoint while it evaluates on the
+checkpoint's dataset (the scenes' backgrounds included)."""
 
 
 def _given(key: str, explicit: set[str]) -> bool:
@@ -42,8 +60,7 @@ def inherit_from_checkpoint(
     crop size always does (the backbone was trained at that resolution).
     """
     explicit = {k.split("=", 1)[0].lstrip("+~") for k in explicit}
-    trained_dataset = OmegaConf.select(trained, "data.offline_dataset", default=None)
-    trained_dataset = trained_dataset or OmegaConf.select(trained, "data.dataset", default=None)
+    trained_dataset = dataset_name(trained) if "data" in trained else None
     if trained_dataset is not None and not _given("data.dataset", explicit):
         OmegaConf.update(cfg, "data.dataset", str(trained_dataset), force_add=True)
     same_dataset = str(OmegaConf.select(cfg, "data.dataset", default="")) == str(trained_dataset)
@@ -68,13 +85,8 @@ def prepare_linear_cfg(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()):
     (:func:`inherit_from_checkpoint`).
     """
     require_solo_learn("main_linear.py")
-    from solo_bayesncl.host import registration
-
-    registration.register()
+    register()
     from solo.args.linear import parse_cfg
-
-    from solo_bayesncl.config.resolve import resolve_with_solo
-    from solo_bayesncl.io.checkpoints import load_checkpoint
 
     OmegaConf.set_struct(cfg, False)
     path = OmegaConf.select(cfg, "pretrained_feature_extractor", default=None)
@@ -88,8 +100,6 @@ def prepare_linear_cfg(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()):
     cfg.pretrain_method = loaded.method
     cfg = resolve_with_solo(cfg, parse_cfg)
     if cfg.data.format == "dali":
-        from solo_bayesncl.data.dali import check_linear_dali_cfg
-
         check_linear_dali_cfg(cfg)
     return cfg, loaded
 
@@ -99,8 +109,6 @@ def _finite_features_hook(checkpoint: Path):
     otherwise train a classifier on garbage and report chance accuracy."""
 
     def hook(_module, _inputs, output):
-        from solo_bayesncl.metrics import non_finite_rows
-
         bad = non_finite_rows(output.flatten(1))
         if bad:
             raise ValueError(
@@ -124,52 +132,41 @@ def linear_eval(
     of :func:`prepare_linear_cfg` when already run.
     """
     cfg, loaded = prepared if prepared is not None else prepare_linear_cfg(cfg, explicit)
-
-    import torch
-    from lightning.pytorch import seed_everything
     from solo.methods.linear import LinearModel
-    from solo.utils.misc import make_contiguous
-    from torch.utils.data import DataLoader
 
-    from solo_bayesncl.data.datasets import (
-        build_labelled_train_dataset,
-        build_val_loader,
-        linear_train_transform,
-    )
-    from solo_bayesncl.io.checkpoints import load_backbone
-    from solo_bayesncl.training.trainer import build_loggers, build_trainer, checkpoint_callbacks
-
-    seed_everything(cfg.seed)
-    backbone = load_backbone(loaded)
-    backbone.register_forward_hook(_finite_features_hook(loaded.path))
-    model = LinearModel(backbone, loss_func=torch.nn.CrossEntropyLoss(), mixup_func=None, cfg=cfg)
-    make_contiguous(model)
-    if not cfg.performance.disable_channel_last:
-        model = model.to(memory_format=torch.channels_last)
-
-    val_loader = build_val_loader(cfg)
-    if cfg.data.format == "dali":  # solo-learn's DALI training pipeline, our validation loader
-        from solo_bayesncl.data.dali_modules import build_linear_dali_datamodule
-
-        datamodule = build_linear_dali_datamodule(cfg)
-        datamodule.val_dataloader = lambda: val_loader
-        fit_data = {"datamodule": datamodule}
-    else:
-        train_dataset = build_labelled_train_dataset(cfg, linear_train_transform(cfg))
-        train_loader = DataLoader(
-            train_dataset,
-            batch_size=cfg.optimizer.batch_size,
-            shuffle=True,
-            num_workers=cfg.data.num_workers,
-            pin_memory=torch.cuda.is_available(),
-            drop_last=True,
+    def build() -> LinearModel:
+        backbone = load_backbone(loaded)
+        backbone.register_forward_hook(_finite_features_hook(loaded.path))
+        return LinearModel(
+            backbone, loss_func=torch.nn.CrossEntropyLoss(), mixup_func=None, cfg=cfg
         )
-        fit_data = {"train_dataloaders": train_loader, "val_dataloaders": val_loader}
 
-    run_root = Path(cfg.checkpoint.dir) / "linear"
-    loggers = build_loggers(cfg, run_root, None)
-    callbacks: list = checkpoint_callbacks(cfg, run_root)
-    callbacks.extend(extra_callbacks or [])
-    trainer = build_trainer(cfg, loggers, callbacks)
-    trainer.fit(model, **fit_data)
-    return trainer
+    return fit(
+        cfg,
+        seed_and_layout(cfg, build),
+        Path(cfg.checkpoint.dir) / "linear",
+        dali_datamodule=_dali_datamodule,
+        fit_data=_fit_data,
+        callbacks=lambda val_loader: list(extra_callbacks or []),
+    )
+
+
+def _fit_data(cfg: omegaconf.DictConfig, val_loader: DataLoader | None) -> dict:
+    """The labelled training images with random crops and flips, and the validation loader."""
+    train_dataset = build_labelled_train_dataset(cfg, linear_train_transform(cfg))
+    train_loader = DataLoader(
+        train_dataset,
+        batch_size=cfg.optimizer.batch_size,
+        shuffle=True,
+        num_workers=cfg.data.num_workers,
+        pin_memory=torch.cuda.is_available(),
+        drop_last=True,
+    )
+    return {"train_dataloaders": train_loader, "val_dataloaders": val_loader}
+
+
+def _dali_datamodule(cfg: omegaconf.DictConfig):
+    """solo-learn's DALI training pipeline (validated on this project's loader)."""
+    from solo_bayesncl.data.dali_modules import build_linear_dali_datamodule
+
+    return build_linear_dali_datamodule(cfg)

@@ -18,7 +18,14 @@ from pathlib import Path
 import omegaconf
 from omegaconf import OmegaConf
 
-from solo_bayesncl.host.registration import require_solo_learn
+from solo_bayesncl.config.resolve import resolve_with_solo
+from solo_bayesncl.data.pipelines import pretrain_fit_data, resolve_augment_on
+from solo_bayesncl.host.models import build_method
+from solo_bayesncl.host.registration import register, require_solo_learn
+from solo_bayesncl.methods.keys import check_method_kwargs, check_upstream_method_kwargs
+from solo_bayesncl.training.auto_resume import find_resume_checkpoint
+from solo_bayesncl.training.callback import build_interpretability_callback
+from solo_bayesncl.training.fit import fit, seed_and_layout
 
 __all__ = ["pretrain", "prepare_pretrain_cfg"]
 
@@ -33,18 +40,9 @@ def prepare_pretrain_cfg(
     key fails here with a message naming it.
     """
     require_solo_learn("main_pretrain.py")
-    from solo_bayesncl.host import registration
-
-    registration.register()
+    register()
     from solo.args.pretrain import parse_cfg
     from solo.methods import METHODS
-
-    from solo_bayesncl.config.resolve import resolve_with_solo
-    from solo_bayesncl.core.validation import (
-        check_method_kwargs,
-        check_upstream_method_kwargs,
-    )
-    from solo_bayesncl.data.pipelines import resolve_augment_on
 
     OmegaConf.set_struct(cfg, False)
     method = OmegaConf.select(cfg, "method", default=None)
@@ -71,55 +69,41 @@ def pretrain(
     """
     if not prepared:
         cfg = prepare_pretrain_cfg(cfg)
-
-    import torch
-    from lightning.pytorch import seed_everything
     from lightning.pytorch.callbacks import LearningRateMonitor
-    from solo.utils.misc import make_contiguous
 
-    from solo_bayesncl.data.datasets import build_val_loader
-    from solo_bayesncl.data.pipelines import pretrain_fit_data
-    from solo_bayesncl.host.models import build_method
-    from solo_bayesncl.training.callback import build_interpretability_callback
-    from solo_bayesncl.training.trainer import build_loggers, build_trainer, checkpoint_callbacks
-
-    seed_everything(cfg.seed)
-    model = build_method(cfg)
-    make_contiguous(model)
-    if not cfg.performance.disable_channel_last:
-        model = model.to(memory_format=torch.channels_last)
-
-    val_loader = build_val_loader(cfg)
-    if cfg.data.format == "dali":
-        from solo_bayesncl.data.dali_modules import build_pretrain_dali_datamodule
-
-        datamodule = build_pretrain_dali_datamodule(cfg)
-        datamodule.val_dataloader = lambda: val_loader
-        fit_data = {"datamodule": datamodule}
-    else:  # solo-learn's per-image transforms or the batched in-memory path (data.augment_on)
-        fit_data = pretrain_fit_data(cfg, val_loader)
-
+    model = seed_and_layout(cfg, lambda: build_method(cfg))
     run_root = Path(cfg.checkpoint.dir) / cfg.method
     ckpt_path, wandb_run_id = None, None
     if cfg.resume_from_checkpoint is not None:
         ckpt_path = cfg.resume_from_checkpoint
         del cfg.resume_from_checkpoint
     elif cfg.auto_resume.enabled:
-        from solo_bayesncl.training.auto_resume import find_resume_checkpoint
-
         # the whole resolved config must match, not solo-learn's dozen keys
         ckpt_path, wandb_run_id = find_resume_checkpoint(
             OmegaConf.to_container(cfg), run_root, cfg.auto_resume.max_hours
         )
 
-    loggers = build_loggers(cfg, run_root, wandb_run_id)
-    callbacks: list = checkpoint_callbacks(cfg, run_root)
-    interpretability = build_interpretability_callback(cfg, val_loader)
-    if interpretability is not None:
-        callbacks.append(interpretability)
-    callbacks.append(LearningRateMonitor(logging_interval="step"))
-    callbacks.extend(extra_callbacks or [])
+    def callbacks(val_loader) -> list:
+        interpretability = build_interpretability_callback(cfg, val_loader)
+        return [
+            *([interpretability] if interpretability is not None else []),
+            LearningRateMonitor(logging_interval="step"),
+            *(extra_callbacks or []),
+        ]
 
-    trainer = build_trainer(cfg, loggers, callbacks)
-    trainer.fit(model, ckpt_path=ckpt_path, **fit_data)
-    return trainer
+    return fit(
+        cfg,
+        model,
+        run_root,
+        dali_datamodule=_dali_datamodule,
+        fit_data=pretrain_fit_data,  # per-image or batched augmentation (data.augment_on)
+        callbacks=callbacks,
+        ckpt_path=ckpt_path,
+        wandb_run_id=wandb_run_id,
+    )
+
+
+def _dali_datamodule(cfg: omegaconf.DictConfig):
+    from solo_bayesncl.data.dali_modules import build_pretrain_dali_datamodule
+
+    return build_pretrain_dali_datamodule(cfg)

@@ -17,7 +17,14 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.config.runtime import trainer_devices
 
-__all__ = ["build_loggers", "build_trainer", "checkpoint_callbacks", "last_logged_value"]
+__all__ = [
+    "build_loggers",
+    "build_trainer",
+    "checkpoint_callbacks",
+    "csv_log_dir",
+    "last_logged_value",
+    "run_summary",
+]
 
 
 def _wandb_login_available() -> bool:
@@ -107,3 +114,31 @@ def last_logged_value(metrics_csv: Path, column: str) -> float | None:
             if row.get(column):
                 value = float(row[column])
     return value
+
+
+def csv_log_dir(trainer) -> Path:
+    """The folder of the trainer's CSV logger: where this fit's ``metrics.csv`` is written."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    for logger in trainer.loggers:
+        if isinstance(logger, CSVLogger):
+            return Path(logger.log_dir)
+    raise ValueError("the trainer has no CSV logger (build_loggers adds one to every run)")
+
+
+def run_summary(trainer) -> dict[str, str | float | None]:
+    """Last validation top-1 accuracy, last checkpoint and ``metrics.csv`` of a finished fit."""
+    checkpoint = None
+    for callback in trainer.callbacks:
+        last = getattr(callback, "last_ckpt", None)
+        if last:
+            checkpoint = str(last)
+    try:
+        path = csv_log_dir(trainer) / "metrics.csv"
+    except ValueError:  # a Trainer built elsewhere, without the CSV logger
+        path = None
+    metrics_csv = str(path) if path is not None and path.is_file() else None
+    val_acc1 = last_logged_value(Path(metrics_csv), "val_acc1") if metrics_csv else None
+    if val_acc1 is None and "val_acc1" in trainer.callback_metrics:
+        val_acc1 = float(trainer.callback_metrics["val_acc1"])
+    return {"val_acc1": val_acc1, "checkpoint": checkpoint, "metrics_csv": metrics_csv}

@@ -23,6 +23,8 @@ import logging
 import os
 from pathlib import Path
 
+import pooch
+
 from solo_bayesncl.io.files import make_temporary, remove_stale_temporaries
 
 from .errors import ChecksumError, DownloadError
@@ -80,8 +82,6 @@ def is_verified(path: Path, entry: ZooEntry) -> bool:
 
 def _downloader(url: str, progress: bool, timeout: float):
     """pooch's downloader for ``url``'s protocol (HTTP(S), FTP, SFTP, DOI)."""
-    import pooch
-
     if url.startswith(("http://", "https://")):
         return pooch.HTTPDownloader(progressbar=progress, timeout=timeout, chunk_size=_CHUNK)
     return pooch.downloaders.choose_downloader(url, progressbar=progress)

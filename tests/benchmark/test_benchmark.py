@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import fake_result, tiny_preset_file
+from helpers import fake_result, tiny_preset_file
 
 from solo_bayesncl.benchmark.presets import available_presets, load_preset
 from solo_bayesncl.benchmark.table import aggregate, write_csv, write_markdown
@@ -81,8 +81,8 @@ def test_bad_presets_are_named(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.solo
 def test_tiny_preset_runs_all_methods_then_skips(image_folder, tmp_path):
-    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     from solo_bayesncl.benchmark.runner import run_benchmark
 
     preset_file = tiny_preset_file(

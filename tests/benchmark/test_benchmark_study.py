@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import REPO, fake_result
+from helpers import REPO, fake_result
 
 from solo_bayesncl.benchmark.presets import load_preset
 from solo_bayesncl.benchmark.runner import run_key
@@ -245,8 +245,8 @@ def test_background_labels_follow_subsets():
         background_labels(Subset([1, 2, 3], [0]))
 
 
+@pytest.mark.solo
 def test_table_only_counts_finished_runs_and_lists_the_rest(tmp_path):
-    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     from solo_bayesncl.benchmark.runner import write_tables
     from solo_bayesncl.cli.benchmark import main
 

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("solo", reason="needs upstream solo-learn installed")
 
 import solo.methods  # noqa: E402,F401  (solo-learn first, then the plugin's methods)
-from conftest import compose  # noqa: E402
+from helpers import compose, image_folder_overrides  # noqa: E402
 
 from solo_bayesncl.core.validation import ConfigError  # noqa: E402
 from solo_bayesncl.training.pretrain import prepare_pretrain_cfg  # noqa: E402
@@ -19,9 +19,7 @@ def _prepare(config: str, extra: list[str], image_folder, edit=None):
         "scripts/pretrain/cifar",
         config,
         [
-            "data.dataset=custom",
-            f"data.train_path={image_folder / 'train'}",
-            f"data.val_path={image_folder / 'val'}",
+            *image_folder_overrides(image_folder),
             "method_kwargs.proj_hidden_dim=16",
             "method_kwargs.proj_output_dim=16",
             "optimizer.batch_size=8",
@@ -173,7 +171,7 @@ def test_valid_fractions_pass(image_folder):
 
 
 def test_linear_crop_size_and_epochs_are_checked():
-    from solo_bayesncl.core.validation import check_run_cfg
+    from solo_bayesncl.config.checks import check_run_cfg
 
     cfg = compose("scripts/linear/cifar", "linear.yaml", ["data.augmentations.crop_size=0"])
     with pytest.raises(ConfigError, match=r"^data.augmentations.crop_size=0 is out of range"):

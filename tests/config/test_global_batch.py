@@ -4,11 +4,10 @@ arithmetic is pure, and solo-learn's own ``parse_cfg`` is run on CPU configs wit
 from __future__ import annotations
 
 import pytest
-from conftest import compose
+from helpers import compose
 from omegaconf import OmegaConf
 
 from solo_bayesncl.config.global_batch import apply_global_batch, plan_global_batch, solo_learn_lr
-from solo_bayesncl.host.registration import solo_learn_available
 
 # (config dir, global batch, base lr, lr trained with) of the official one-GPU runs:
 # scripts/pretrain/cifar/simclr.yaml (256, LARS 0.4) and scripts/pretrain/imagenet-100/simclr.yaml
@@ -53,7 +52,7 @@ def test_apply_on_a_config_is_idempotent_and_keeps_per_device_configs():
         apply_global_batch(bad)
 
 
-@pytest.mark.skipif(not solo_learn_available(), reason="needs upstream solo-learn installed")
+@pytest.mark.solo
 @pytest.mark.parametrize(("config_dir", "batch", "lr", "trained_lr"), PAPER)
 @pytest.mark.parametrize("devices", [1, 2, 4])
 def test_shipped_configs_through_solo_learn(config_dir, batch, lr, trained_lr, devices):

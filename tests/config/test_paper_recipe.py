@@ -7,7 +7,7 @@ come from are named beside each table (both official repositories ship identical
 from __future__ import annotations
 
 import pytest
-from conftest import REPO, compose
+from helpers import REPO, compose
 from omegaconf import OmegaConf
 
 from solo_bayesncl.benchmark.presets import available_presets, load_preset

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import compose, tiny_pretrain_overrides
+from helpers import compose, image_folder_overrides, tiny_pretrain_overrides
 from omegaconf import OmegaConf
 
 from solo_bayesncl.data.dali import DaliDataError, dali_available
@@ -218,9 +218,7 @@ def test_linear_evaluation_through_dali_on_cpu(dali_runs, image_folder, tmp_path
     (ckpt,) = list(run_dir.glob("*.ckpt"))
     overrides = [
         f"pretrained_feature_extractor='{ckpt}'",
-        "data.dataset=custom",
-        f"data.train_path={image_folder / 'train'}",
-        f"data.val_path={image_folder / 'val'}",
+        *image_folder_overrides(image_folder),
         "data.format=dali",
         "++dali.device=cpu",
         "data.num_workers=1",
@@ -262,7 +260,7 @@ def _dali_cfg(train: Path, **extra):
 
 
 def _check(cfg):
-    from solo_bayesncl.data.datasets import check_dataset_available, resolve_dataset_cfg
+    from solo_bayesncl.data.resolve import check_dataset_available, resolve_dataset_cfg
 
     check_dataset_available(resolve_dataset_cfg(cfg))
 

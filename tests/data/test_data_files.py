@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import image_folder_overrides
 
 from solo_bayesncl.data.fashion_mnist import FashionMNIST, read_idx
 
@@ -121,7 +122,7 @@ def test_broken_features_npz_names_the_file_in_one_line(tmp_path, capsys, damage
 def _ncl_weights_with_bayesncl_config(image_folder: Path, folder: Path) -> Path:
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     import solo.methods  # noqa: F401
-    from conftest import compose
+    from helpers import compose
     from omegaconf import OmegaConf
 
     from solo_bayesncl.host.models import build_method
@@ -133,9 +134,7 @@ def _ncl_weights_with_bayesncl_config(image_folder: Path, folder: Path) -> Path:
                 "scripts/pretrain/cifar",
                 name,
                 [
-                    "data.dataset=custom",
-                    f"data.train_path={image_folder / 'train'}",
-                    f"data.val_path={image_folder / 'val'}",
+                    *image_folder_overrides(image_folder),
                     "method_kwargs.proj_hidden_dim=16",
                     "method_kwargs.proj_output_dim=16",
                     "accelerator=cpu",
@@ -168,8 +167,8 @@ def test_ncl_weights_with_a_bayesncl_config_name_the_missing_keys(image_folder, 
     assert capsys.readouterr().err == f"solo-bayesncl-knn: error: {err.value}\n"
 
 
+@pytest.mark.solo
 def test_knn_on_a_corrupt_checkpoint_is_one_line(tmp_path, capsys):
-    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     from solo_bayesncl.cli.knn import main
 
     (tmp_path / "run").mkdir()

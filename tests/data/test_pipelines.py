@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import compose
+from helpers import compose
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, Subset
 
 from solo_bayesncl.data.fashion_mnist import fashion_mnist_root
 from solo_bayesncl.data.pipelines import InMemoryImages, collate_batch, resolve_augment_on
-from solo_bayesncl.host.registration import solo_learn_available
 
 AUG = OmegaConf.to_container(
     compose("scripts/pretrain/cifar", "bayesncl.yaml").augmentations, resolve=True
@@ -85,7 +84,7 @@ def test_in_memory_loader_serves_whole_batches_through_a_subset():
         InMemoryImages(images.float(), torch.arange(40))
 
 
-@pytest.mark.skipif(not solo_learn_available(), reason="needs upstream solo-learn installed")
+@pytest.mark.solo
 @pytest.mark.slow
 def test_fashion_mnist_pretraining_runs_through_the_batched_path(tmp_path):
     """A real (tiny) training run with the default key: the method's training step receives
@@ -144,7 +143,7 @@ def test_scenes_in_memory_are_the_composited_images():
     assert torch.equal(images[:, 0], torch.from_numpy(scenes.images[picks]))
 
 
-@pytest.mark.skipif(not solo_learn_available(), reason="needs upstream solo-learn installed")
+@pytest.mark.solo
 def test_datamodule_augments_training_batches_only_and_decorrelates_ranks():
     from types import SimpleNamespace
 

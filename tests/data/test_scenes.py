@@ -166,7 +166,7 @@ def _cfg(**data):
     ],
 )
 def test_bad_config_values_name_the_key(data, message):
-    from solo_bayesncl.data.datasets import resolve_dataset_cfg
+    from solo_bayesncl.data.resolve import resolve_dataset_cfg
 
     with pytest.raises(ValueError, match=message):
         resolve_dataset_cfg(_cfg(**data))
@@ -174,11 +174,8 @@ def test_bad_config_values_name_the_key(data, message):
 
 @needs_data
 def test_dataset_switch_builds_scenes_with_their_own_statistics():
-    from solo_bayesncl.data.datasets import (
-        build_labelled_train_dataset,
-        build_val_dataset,
-        resolve_dataset_cfg,
-    )
+    from solo_bayesncl.data.datasets import build_labelled_train_dataset, build_val_dataset
+    from solo_bayesncl.data.resolve import resolve_dataset_cfg
 
     cfg = resolve_dataset_cfg(_cfg(num_backgrounds=5, val_fraction=0.1, fraction=-1))
     assert cfg.data.offline_dataset == "fashion-mnist-scenes" and cfg.data.dataset == "custom"

@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("solo", reason="needs upstream solo-learn installed")
 pytest.importorskip("matplotlib", reason="the report pictures need matplotlib")
 
-from conftest import untrained_checkpoint  # noqa: E402
+from helpers import untrained_checkpoint  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import solo_bayesncl  # noqa: E402,F401

@@ -9,7 +9,7 @@ from torch import nn
 
 pytest.importorskip("solo", reason="needs upstream solo-learn installed")
 
-from conftest import compose  # noqa: E402
+from helpers import compose  # noqa: E402
 
 from solo_bayesncl.host.models import build_backbone, build_method, wants_small_stem  # noqa: E402
 from solo_bayesncl.training.pretrain import prepare_pretrain_cfg  # noqa: E402

@@ -12,9 +12,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import REPO
-
-from solo_bayesncl.host.registration import solo_learn_available
+from helpers import REPO
 
 
 def _run(code: str, pythonpath: list[str], env: dict[str, str] | None = None) -> str:
@@ -104,7 +102,6 @@ def test_register_is_explicit_and_idempotent(fake_solo, tmp_path):
 
 
 @pytest.mark.solo
-@pytest.mark.skipif(not solo_learn_available(), reason="needs upstream solo-learn installed")
 def test_importing_the_plugin_methods_first_registers_them_without_a_warning():
     # solo_bayesncl.methods imports solo.methods part-way through its own import, before its
     # classes exist: registration must wait for them, not fail with a circular-import warning
@@ -125,7 +122,6 @@ def test_importing_the_plugin_methods_first_registers_them_without_a_warning():
 
 
 @pytest.mark.solo
-@pytest.mark.skipif(not solo_learn_available(), reason="needs upstream solo-learn installed")
 def test_real_solo_methods_registered_after_a_failed_first_import():
     # None in sys.modules makes "import solo.methods.base" fail, hence the first solo.methods
     out = _run(
@@ -148,7 +144,6 @@ def test_real_solo_methods_registered_after_a_failed_first_import():
 
 
 @pytest.mark.solo
-@pytest.mark.skipif(not solo_learn_available(), reason="needs upstream solo-learn installed")
 def test_entry_point_registers_without_the_package_hook(image_folder):
     # solo.methods imported while no hook was there (e.g. the hook dropped by another tool)
     out = _run(
@@ -158,7 +153,7 @@ def test_entry_point_registers_without_the_package_hook(image_folder):
         registration._remove_hook()
         import solo.methods
         print("before:", "bayesncl" in solo.methods.METHODS)
-        from conftest import compose
+        from helpers import compose
         from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
         cfg = compose("scripts/pretrain/cifar", "bayesncl.yaml", [
             "data.dataset=custom", "data.train_path={image_folder / "train"}",
@@ -175,11 +170,11 @@ class _Called(Exception):
 
 
 @pytest.mark.solo
-@pytest.mark.skipif(not solo_learn_available(), reason="needs upstream solo-learn installed")
 def test_checkpoint_loader_calls_register(monkeypatch, tmp_path):
     from omegaconf import OmegaConf
 
-    from solo_bayesncl import checkpoints, registration
+    from solo_bayesncl.host import registration
+    from solo_bayesncl.io import checkpoints
 
     def called():
         raise _Called

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import REPO
+from helpers import REPO
 
 from solo_bayesncl.benchmark.machine import StageMeter, git_state, load_unreliable
 from solo_bayesncl.benchmark.presets import PresetError, load_preset
@@ -211,9 +211,9 @@ def test_resume_skips_a_checkpoint_cut_short_by_a_kill(tmp_path):
     assert "ep=2.ckpt" in lines[0]
 
 
+@pytest.mark.solo
 def test_solo_learns_own_resumer_would_resume_a_different_run(tmp_path):
     """The case this module exists for: solo-learn's key list misses data and method settings."""
-    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     from omegaconf import OmegaConf
     from solo.utils.auto_resumer import AutoResumer
 

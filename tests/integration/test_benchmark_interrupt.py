@@ -22,13 +22,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, tiny_preset_file
-
-from solo_bayesncl.host.registration import solo_learn_available
+from helpers import REPO, tiny_preset_file
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not solo_learn_available(), reason="needs upstream solo-learn installed"),
+    pytest.mark.solo,
 ]
 
 MESSAGE = "interrupted; run the same command again to resume"

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, compose, tiny_pretrain_overrides
+from helpers import REPO, compose, image_folder_overrides, tiny_pretrain_overrides
 
 from solo_bayesncl.host.registration import solo_learn_available
 
@@ -27,10 +27,7 @@ BUDGET_KEYS = (
     "method_kwargs.proj_hidden_dim",
     "method_kwargs.proj_output_dim",
 )
-solo = pytest.mark.skipif(
-    not solo_learn_available(),
-    reason="needs upstream solo-learn installed",
-)
+solo = pytest.mark.solo
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
@@ -239,9 +236,7 @@ def test_main_linear_runs_on_a_bayesncl_checkpoint(bayesncl_checkpoint, image_fo
         "linear.yaml",
         [
             f"pretrained_feature_extractor='{bayesncl_checkpoint}'",
-            "data.dataset=custom",
-            f"data.train_path={image_folder / 'train'}",
-            f"data.val_path={image_folder / 'val'}",
+            *image_folder_overrides(image_folder),
             "data.num_workers=0",
             "optimizer.batch_size=8",
             "max_epochs=1",
@@ -316,7 +311,7 @@ def test_missing_cifar_points_at_the_offline_option(tmp_path, monkeypatch):
 
     import torchvision
 
-    from solo_bayesncl.data.datasets import DatasetUnavailableError
+    from solo_bayesncl.data.resolve import DatasetUnavailableError
     from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
 
     def no_network(*args, **kwargs):

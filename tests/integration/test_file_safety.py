@@ -83,8 +83,8 @@ def test_zoo_export_of_a_broken_checkpoint_is_one_line(tmp_path, capsys, damage)
 
 
 def test_zoo_export_to_an_unwritable_folder_fails_first(tmp_path, capsys, monkeypatch):
-    from solo_bayesncl import checkpoints
     from solo_bayesncl.cli.zoo import main
+    from solo_bayesncl.io import checkpoints
 
     def never(*args, **kwargs):
         raise AssertionError("the checkpoint was read before the output was checked")
@@ -173,7 +173,7 @@ def test_dashboard_to_an_unwritable_folder_is_one_line(tmp_path, capsys):
 def two_checkpoints(image_folder, tmp_path_factory) -> dict[str, Path]:
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     pytest.importorskip("matplotlib", reason="the report pictures need matplotlib")
-    from conftest import untrained_checkpoint
+    from helpers import untrained_checkpoint
 
     root = tmp_path_factory.mktemp("runs")
     paths = {
@@ -230,7 +230,7 @@ def test_report_to_an_unwritable_folder_fails_before_any_work(
     def never(*args, **kwargs):
         raise AssertionError("the checkpoint was read before the output was checked")
 
-    monkeypatch.setattr(report, "load_checkpoint", never)
+    monkeypatch.setattr(report, "load_report_inputs", never)
     out = _unwritable(tmp_path)
     assert main([str(two_checkpoints["ncl"]), "--out", str(out)]) == 2
     err = capsys.readouterr().err

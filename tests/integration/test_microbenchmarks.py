@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import REPO
+from helpers import REPO
 
 sys.path.insert(0, str(REPO / "microbenchmarks"))
 import bench_train_step  # noqa: E402
@@ -72,8 +72,8 @@ def test_bad_arguments_are_refused_naming_the_option(script, args, message):
     assert message in done.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.solo
 def test_tiny_train_step_run_prints_its_figures_and_no_warnings():
-    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     done = _script(
         "bench_train_step.py",
         *("--batch-size", "4", "--steps", "2", "--warmup", "0", "--proj", "32", "16"),

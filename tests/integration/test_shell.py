@@ -16,11 +16,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO, compose
+from helpers import REPO, compose
 
-from solo_bayesncl.host.registration import solo_learn_available
-
-solo = pytest.mark.skipif(not solo_learn_available(), reason="needs upstream solo-learn installed")
+solo = pytest.mark.solo
 
 
 def _console_scripts() -> dict[str, str]:
@@ -161,24 +159,6 @@ def test_explicit_half_precision_on_cpu_still_warns():
     with pytest.warns(UserWarning, match="precision=16-mixed is not supported on CPU"):
         cfg = resolve_runtime(OmegaConf.create({"accelerator": "cpu", "precision": "16-mixed"}))
     assert cfg.precision == "32"
-
-
-@pytest.mark.parametrize(
-    ("name", "dataset", "expected"),
-    [
-        ("bayesncl-cifar100", "fashion-mnist", "bayesncl-fashion-mnist"),
-        ("bayesncl-cifar100", "cifar100", "bayesncl-cifar100"),
-        ("linear-cifar100", "cifar10", "linear-cifar10"),
-        ("ncl-imagenet100", "custom", "ncl-custom"),
-        ("simclr-cifar10-long", "cifar100", "simclr-cifar100-long"),
-        ("bayesncl-fashion-mnist", "fashion-mnist", "bayesncl-fashion-mnist"),
-        ("my-run", "stl10", "my-run-stl10"),
-    ],
-)
-def test_run_name_says_the_dataset(name, dataset, expected):
-    from solo_bayesncl.config.resolve import dataset_run_name
-
-    assert dataset_run_name(name, dataset) == expected
 
 
 @solo

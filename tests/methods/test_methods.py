@@ -7,7 +7,7 @@ import torch
 
 pytest.importorskip("solo", reason="needs upstream solo-learn installed")
 
-from conftest import compose  # noqa: E402
+from helpers import compose  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 import solo_bayesncl  # noqa: E402,F401
@@ -190,7 +190,7 @@ def test_official_config_spellings(image_folder, batch):
     )
     assert cfg.method_kwargs.gate_type == "ste" and cfg.method_kwargs.non_neg == "leaky_relu"
     model = METHODS["bayesncl"](cfg)
-    assert model.kl_lambda == 0.0
+    assert model.objective.kl_lambda == 0.0
     ncl = METHODS["ncl"](
         _cfg(
             "ncl.yaml",
@@ -248,13 +248,13 @@ def test_import_is_lazy_and_registers_on_first_solo_import():
 def test_methods_compute_their_representation_with_the_loss_helpers(
     image_folder, batch, monkeypatch
 ):
-    """NCL and BayesNCL read ``losses.non_negative_representation`` / ``gated_representation``
-    (no copy of the exp shift or the top-k filter), so the loss tests cover the training path."""
+    """NCL and BayesNCL train and evaluate through the host-independent losses
+    (``NCLLoss``/``BayesNCLLoss``), which read ``losses.non_negative_representation`` /
+    ``gated_representation`` (no copy of the exp shift or the top-k filter), so the loss tests
+    cover the training path."""
     from solo.methods import METHODS
 
     from solo_bayesncl.core import losses
-    from solo_bayesncl.methods import bayesncl as bayesncl_module
-    from solo_bayesncl.methods import ncl as ncl_module
 
     calls: list[str] = []
 
@@ -267,10 +267,6 @@ def test_methods_compute_their_representation_with_the_loss_helpers(
 
         return wrapped
 
-    monkeypatch.setattr(
-        ncl_module, "non_negative_representation", spy("non_negative_representation")
-    )
-    monkeypatch.setattr(bayesncl_module, "gated_representation", spy("gated_representation"))
     extra = ["method_kwargs.non_neg=exp", "+method_kwargs.use_topk=True", "+method_kwargs.topk_k=4"]
     for name, helper in (
         ("ncl.yaml", "non_negative_representation"),
@@ -278,17 +274,19 @@ def test_methods_compute_their_representation_with_the_loss_helpers(
     ):
         model = METHODS[name.removesuffix(".yaml")](_cfg(name, extra, image_folder))
         model.log_dict = lambda *a, **k: None
-        calls.clear()
-        with torch.no_grad():
-            out = model(batch[1][0])
-            out["z"] = out["z"] * 1e4  # exp(z) overflows float32 without the helper's shift
-            v = model.representation(out)
-        assert calls == [helper]
-        assert torch.isfinite(v).all()
-        assert int((v > 0).sum(dim=1).max()) <= 4
-        calls.clear()
-        assert torch.isfinite(model.training_step(batch, 0))
-        assert calls == [helper]
+        with monkeypatch.context() as patch:
+            patch.setattr(losses, helper, spy(helper))
+            calls.clear()
+            with torch.no_grad():
+                out = model(batch[1][0])
+                out["z"] = out["z"] * 1e4  # exp(z) overflows float32 without the helper's shift
+                v = model.representation(out)
+            assert calls == [helper]
+            assert torch.isfinite(v).all()
+            assert int((v > 0).sum(dim=1).max()) <= 4
+            calls.clear()
+            assert torch.isfinite(model.training_step(batch, 0))
+            assert calls == [helper]
 
 
 def test_official_use_bayes_false_means_no_gate(image_folder):
@@ -307,7 +305,11 @@ def test_use_kl_false_keeps_the_gate_and_drops_the_kl(image_folder):
 
     cfg = _cfg(extra=["method_kwargs.use_kl=False"], image_folder=image_folder)
     model = METHODS[cfg.method](cfg)
-    assert cfg.method == "bayesncl" and hasattr(model, "gating_head") and model.kl_lambda == 0.0
+    assert (
+        cfg.method == "bayesncl"
+        and hasattr(model, "gating_head")
+        and model.objective.kl_lambda == 0.0
+    )
 
 
 @pytest.mark.parametrize(

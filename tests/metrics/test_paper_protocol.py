@@ -297,9 +297,9 @@ def test_table_shows_paper_columns_only_with_the_paper_protocol(paper, tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.solo
 def test_benchmark_protocol_paper_adds_only_the_missing_stage(image_folder, tmp_path):
-    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
-    from conftest import tiny_preset_file
+    from helpers import tiny_preset_file
 
     from solo_bayesncl.benchmark.presets import load_preset
     from solo_bayesncl.benchmark.runner import run_benchmark

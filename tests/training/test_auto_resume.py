@@ -6,13 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import FASHION_MNIST, compose
-
-from solo_bayesncl.host.registration import solo_learn_available
+from helpers import FASHION_MNIST, compose
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not solo_learn_available(), reason="needs upstream solo-learn installed"),
+    pytest.mark.solo,
     pytest.mark.skipif(
         not (FASHION_MNIST / "train-images-idx3-ubyte.gz").is_file(),
         reason="needs Debian's Fashion-MNIST (dataset-fashion-mnist)",

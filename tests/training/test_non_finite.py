@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import image_folder_overrides
 
 from solo_bayesncl.metrics import compute_interpretability_metrics, sparsity
 
@@ -34,7 +35,7 @@ def _checkpoint(folder: Path, config: str, image_folder: Path, broken: bool) -> 
     """A solo-learn-layout checkpoint of an untrained model; ``broken`` puts NaN into the
     backbone's last batch-norm scale (so its features and every projection are NaN)."""
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
-    from conftest import untrained_checkpoint
+    from helpers import untrained_checkpoint
 
     def nan_scale(model) -> None:
         model.backbone.layer4[-1].bn2.weight.fill_(math.nan)
@@ -82,7 +83,7 @@ def test_knn_refuses_a_nan_checkpoint(nan_checkpoints) -> None:
 
 
 def test_linear_evaluation_stops_on_nan_backbone_features(nan_checkpoints, image_folder, tmp_path):
-    from conftest import compose
+    from helpers import compose
 
     from solo_bayesncl.training.linear import linear_eval
 
@@ -92,9 +93,7 @@ def test_linear_evaluation_stops_on_nan_backbone_features(nan_checkpoints, image
         "linear.yaml",
         [
             f"pretrained_feature_extractor='{ckpt}'",
-            "data.dataset=custom",
-            f"data.train_path={image_folder / 'train'}",
-            f"data.val_path={image_folder / 'val'}",
+            *image_folder_overrides(image_folder),
             "data.num_workers=0",
             "optimizer.batch_size=8",
             "max_epochs=1",
@@ -114,7 +113,7 @@ def test_linear_evaluation_stops_on_nan_backbone_features(nan_checkpoints, image
 
 def _model_and_batch(image_folder, config: str):
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
-    from conftest import compose
+    from helpers import compose
     from solo.methods import METHODS
 
     from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
@@ -124,9 +123,7 @@ def _model_and_batch(image_folder, config: str):
             "scripts/pretrain/cifar",
             config,
             [
-                "data.dataset=custom",
-                f"data.train_path={image_folder / 'train'}",
-                f"data.val_path={image_folder / 'val'}",
+                *image_folder_overrides(image_folder),
                 "method_kwargs.proj_hidden_dim=16",
                 f"method_kwargs.proj_output_dim={NUM_DIMS}",
                 "optimizer.batch_size=4",
@@ -143,8 +140,8 @@ def _model_and_batch(image_folder, config: str):
 
 
 @pytest.mark.parametrize("config", ["bayesncl.yaml", "ncl.yaml"])
+@pytest.mark.solo
 def test_nan_in_z_stops_training_with_the_row_count(image_folder, config) -> None:
-    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     from solo_bayesncl.methods.ncl import NonFiniteTrainingError
 
     model, batch = _model_and_batch(image_folder, config)
@@ -160,8 +157,8 @@ def test_nan_in_z_stops_training_with_the_row_count(image_folder, config) -> Non
     assert "the loss is NaN or Inf" in message
 
 
+@pytest.mark.solo
 def test_finite_step_passes_and_non_finite_gradient_stops(image_folder) -> None:
-    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     from solo_bayesncl.methods.ncl import NonFiniteTrainingError
 
     model, batch = _model_and_batch(image_folder, "ncl.yaml")
@@ -175,9 +172,9 @@ def test_finite_step_passes_and_non_finite_gradient_stops(image_folder) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.solo
 def test_a_diverging_run_stops_with_a_clear_message(image_folder, tmp_path) -> None:
-    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
-    from conftest import compose, tiny_pretrain_overrides
+    from helpers import compose, tiny_pretrain_overrides
     from lightning.pytorch.callbacks import Callback
 
     from solo_bayesncl.methods.ncl import NonFiniteTrainingError
