@@ -18,7 +18,9 @@ from matplotlib.figure import Figure
 from solo_bayesncl.benchmark.table import run_name
 
 __all__ = [
+    "BUDGET_PANELS",
     "plot_accuracy_vs_consistency",
+    "plot_budget_curves",
     "plot_metrics_over_epochs",
     "plot_prior_sweep",
     "prior_settings",
@@ -97,26 +99,34 @@ def _epoch_series(metrics_csv: Path, column: str) -> tuple[list[int], list[float
     return epochs, values
 
 
-def plot_metrics_over_epochs(results: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Consistency gain, active dims, online linear top-1 and InfoNCE loss over epochs, one line
-    per run; with several seeds the row's mean is drawn thick over its seeds' thin lines."""
-    panels = (
-        ("interp/semantic_consistency_gain", "consistency gain"),
-        ("interp/active_dims", "active dims"),
-        ("val_acc1", "online linear top-1 (%)"),
-        ("train_nce_loss_epoch", "InfoNCE loss"),
-    )
+def _epoch_panels(
+    results: Sequence[dict[str, Any]], panels: Sequence[tuple[str, str]], path: Path
+) -> Path | None:
+    """One panel per ``(metrics.csv column, title)`` with a line per run against the epoch; with
+    several seeds the row's mean is drawn thick, with a band of ± one standard deviation, over
+    its seeds' thin lines. Panels no run logged are left out; None when none is left."""
     colors = _colors(results)
-    fig, axes = _subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
-    for ax, (column, title) in zip(axes, panels, strict=True):
-        for name, color in colors.items():
-            series = {}
+    data: dict[str, dict[str, dict[int, dict[int, float]]]] = {}
+    for column, _ in panels:
+        for name in colors:
             for result in (r for r in results if run_name(r) == name):
                 csv_path = Path(result.get("pretrain_metrics_csv", ""))
                 if csv_path.is_file():
                     epochs, values = _epoch_series(csv_path, column)
                     if epochs:
+                        series = data.setdefault(column, {}).setdefault(name, {})
                         series[result["seed"]] = dict(zip(epochs, values, strict=True))
+    panels = [(c, t) for c, t in panels if c in data]
+    if not panels:
+        return None
+    cols = min(4, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = _subplots(rows, cols, figsize=(4 * cols, 3.4 * rows), squeeze=False)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    for ax, (column, title) in zip(axes.flat, panels, strict=False):
+        for name, series in data[column].items():
+            color = colors[name]
             several = len(series) > 1
             for seed, points in series.items():
                 ax.plot(list(points), list(points.values()), marker="o", ms=2 if several else 3,
@@ -124,16 +134,58 @@ def plot_metrics_over_epochs(results: Sequence[dict[str, Any]], path: Path) -> P
                         label=None if several else f"{name} s{seed}")  # fmt: skip
             if several:
                 epochs = sorted(set().union(*series.values()))
-                means = [statistics.fmean(s[e] for s in series.values() if e in s) for e in epochs]
+                stats = [_mean_std([s[e] for s in series.values() if e in s]) for e in epochs]
+                means = [m for m, _ in stats]
                 ax.plot(epochs, means, lw=2.2, color=color, label=f"{name} mean of {len(series)}")
+                ax.fill_between(epochs, [m - sd for m, sd in stats], [m + sd for m, sd in stats],
+                                color=color, alpha=0.15, lw=0)  # fmt: skip
         ax.set_title(title)
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
-    if axes[0].get_legend_handles_labels()[0]:
-        axes[0].legend(fontsize=7)
+    if axes[0][0].get_legend_handles_labels()[0]:
+        axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
+
+
+def plot_metrics_over_epochs(results: Sequence[dict[str, Any]], path: Path) -> Path | None:
+    """Consistency gain, active dims, online linear top-1 and InfoNCE loss over epochs, one line
+    per run; with several seeds the row's mean ± std is drawn over its seeds' thin lines."""
+    return _epoch_panels(
+        results,
+        (
+            ("interp/semantic_consistency_gain", "consistency gain"),
+            ("interp/active_dims", "active dims"),
+            ("val_acc1", "online linear top-1 (%)"),
+            ("train_nce_loss_epoch", "InfoNCE loss"),
+        ),
+        path,
+    )
+
+
+BUDGET_PANELS: tuple[tuple[str, str], ...] = (
+    ("interp/semantic_consistency_gain", "class consistency gain"),
+    ("interp/background_consistency_gain", "background consistency gain"),
+    ("interp/background_dims_share", "background-dominated share of active dims"),
+    ("interp/active_dims", "active dims"),
+    ("interp/gate_open_ratio", "share of open gates"),
+    ("interp/probe_top1", "converged probe top-1, class (%)"),
+    ("interp/probe_background_top1", "converged probe top-1, background (%)"),
+)
+"""The budget curve: what the study reads, against the epoch (``interpretability.probe``)."""
+
+
+def plot_budget_curves(results: Sequence[dict[str, Any]], path: Path) -> Path | None:
+    """The study's budget curves (:data:`BUDGET_PANELS`), mean ± std over seeds against the
+    epoch; None (nothing drawn) when no run logged the converged probe."""
+    if not any(
+        _epoch_series(Path(r["pretrain_metrics_csv"]), "interp/probe_top1")[0]
+        for r in results
+        if Path(r.get("pretrain_metrics_csv", "")).is_file()
+    ):
+        return None
+    return _epoch_panels(results, BUDGET_PANELS, path)
 
 
 def prior_settings(result: dict[str, Any]) -> tuple[float, float] | None:

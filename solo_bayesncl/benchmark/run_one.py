@@ -127,6 +127,8 @@ def run(spec_path: Path) -> dict[str, Any]:
         result["metrics_paper"] = report["metrics_paper"]
     if background_json.is_file():
         result["background"] = json.loads(background_json.read_text())
+        if result.get("probe_top1") is None:  # the same probe, fitted on the last checkpoint
+            result["probe_top1"] = result["background"].get("probe_class_top1")
     _write_json(run_dir / "result.json", result)
     status.update(stage="done")
     return result

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from solo_bayesncl.benchmark.plots import (
     plot_accuracy_vs_consistency,
+    plot_budget_curves,
     plot_metrics_over_epochs,
     plot_prior_sweep,
 )
@@ -121,8 +123,9 @@ def write_outputs(
     missing: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Path]:
     """``results.md``, ``results.csv``, ``paired_differences.csv``,
-    ``accuracy_vs_consistency.png``, ``metrics_over_epochs.png`` and, when BayesNCL's prior is
-    swept, ``prior_sweep.png`` (each written to a temporary name and renamed, so none is ever
+    ``accuracy_vs_consistency.png``, ``metrics_over_epochs.png``, when BayesNCL's prior is
+    swept ``prior_sweep.png`` and, when the runs logged the converged probe,
+    ``budget_curves.png`` (each written to a temporary name and renamed, so none is ever
     half-written)."""
     commit = ", ".join(sorted({_short_commit(r) for r in results})) or "unknown"
     date = dt.date.today().isoformat()
@@ -143,6 +146,7 @@ def write_outputs(
         ),
         "epochs_plot": ("metrics_over_epochs.png", lambda p: plot_metrics_over_epochs(results, p)),
         "prior_plot": ("prior_sweep.png", lambda p: plot_prior_sweep(results, p)),
+        "budget_plot": ("budget_curves.png", lambda p: plot_budget_curves(results, p)),
     }
     outputs = {}
     for key, (name, write) in writers.items():
@@ -249,8 +253,13 @@ def run_benchmark(
     log=print,
     progress: bool = True,
     protocol: str = "standard",
+    seeds: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
     """Runs the preset; returns the results of every run (finished earlier or now).
+
+    ``seeds`` runs only those of the preset's seeds (for instance seed by seed across several
+    presets, or on several machines); the table then covers every finished run of the preset
+    and lists the others as not finished.
 
     ``protocol="paper"`` adds the official BayesNCL evaluation's figures to every run (a finished
     run only gets that missing stage) and to the table. Raises :class:`Interrupted` when stopped by a signal and :class:`RunFailed` when a run fails;
@@ -261,7 +270,19 @@ def run_benchmark(
     linear_epochs = int(preset.linear.get("max_epochs", 100))
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
     log(f"[out]  results folder: {out_dir}")
-    plan = [(seed, method) for seed in preset.seeds for method in preset.methods]
+    if seeds is not None:
+        unknown = sorted(set(seeds) - set(preset.seeds))
+        if unknown:
+            raise PresetError(
+                f"--seeds {unknown[0]} is not a seed of preset {preset.name}; its seeds: "
+                + ", ".join(str(s) for s in preset.seeds)
+            )
+    plan = [
+        (seed, method)
+        for seed in preset.seeds
+        if seeds is None or seed in seeds
+        for method in preset.methods
+    ]
     total = sum(RunProgress(epochs[m], linear_epochs).total for _, m in plan)
     display = ProgressDisplay(total) if progress else None
     if display is not None and log is print:
@@ -322,6 +343,8 @@ def run_benchmark(
             display.close()
             if log == display.write:
                 log = print
+    if seeds is not None:
+        return write_tables(preset, out_dir, protocol=protocol, log=log)
     outputs = write_outputs(results, out_dir, preset.name)
     for name, path in outputs.items():
         log(f"[out]  {name}: {path}")

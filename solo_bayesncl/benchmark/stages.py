@@ -108,6 +108,7 @@ def pretrain_stage(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any
         "epochs": int(trainer.max_epochs),
         "peak_memory_mb": peak_memory_mb(),
         "online_linear_top1": last_logged_value(metrics, "val_acc1"),
+        "probe_top1": last_logged_value(metrics, "interp/probe_top1"),
     }
 
 

@@ -42,12 +42,31 @@ def build_parser() -> argparse.ArgumentParser:
         "training-mode BatchNorm, ...) beside the standard ones; see docs/fidelity.md",
     )
     parser.add_argument(
+        "--seeds",
+        type=_seed_list,
+        default=None,
+        help="comma-separated seeds of the preset to run now (default: all); the table covers "
+        "every finished run of the preset",
+    )
+    parser.add_argument(
         "--table-only",
         action="store_true",
         help="train nothing: write the table and plots from the finished runs only (the "
         "unfinished ones are listed under the table, never counted)",
     )
     return parser
+
+
+def _seed_list(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of integers (e.g. 1,2)"
+        ) from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("no seed given (e.g. --seeds 1,2)")
+    return seeds
 
 
 def _raise_interrupted(signum, frame) -> None:
@@ -79,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupted)
     start = time.perf_counter()
     try:
-        run_benchmark(preset, args.out, protocol=args.protocol)
+        run_benchmark(preset, args.out, protocol=args.protocol, seeds=args.seeds)
     except (KeyboardInterrupt, Interrupted) as err:
         print(INTERRUPTED, file=sys.stderr)
         return 128 + getattr(err, "signum", signal.SIGINT)

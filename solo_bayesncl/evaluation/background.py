@@ -14,8 +14,13 @@ can be measured:
     ``(p_class - 1/C) / (1 - 1/C)`` (``p``: share of the majority label among the images active
     in the dimension, K backgrounds, C classes), so the two label sets compare on one scale.
 ``probe_class_top1``, ``probe_background_top1``
-    accuracy (%) of a multinomial logistic regression (scikit-learn) on frozen backbone
-    features, fitted on the training images and read on the validation images, for each label.
+    accuracy (%) of the converged linear probe of :mod:`solo_bayesncl.evaluation.probe` on
+    frozen backbone features, fitted on the training images and read on the validation images,
+    for each label.
+
+:func:`background_figures` computes the representation's measures from arrays (the training-time
+callback uses it every few epochs); :func:`background_measures` computes all of them for a
+checkpoint.
 """
 
 from __future__ import annotations
@@ -35,10 +40,11 @@ from solo_bayesncl.data.datasets import (
     validation_transform,
 )
 from solo_bayesncl.data.names import OFFLINE_DATASETS, SCENES, dataset_name
+from solo_bayesncl.evaluation.probe import logistic_probe
 from solo_bayesncl.io.checkpoints import load_checkpoint, load_method
 from solo_bayesncl.metrics import compute_interpretability_metrics, per_dimension_stats
 
-__all__ = ["background_labels", "background_measures", "background_share"]
+__all__ = ["background_figures", "background_labels", "background_measures", "background_share"]
 
 
 def background_labels(dataset) -> np.ndarray:
@@ -80,14 +86,37 @@ def _extract(model, loader) -> tuple[torch.Tensor, torch.Tensor]:
     return feats, torch.cat([b.features for b in batches])
 
 
-def _probe(train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val_y: np.ndarray):
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.preprocessing import StandardScaler
-
-    scaler = StandardScaler().fit(train_x)
-    clf = LogisticRegression(max_iter=1000)
-    clf.fit(scaler.transform(train_x), train_y)
-    return 100.0 * float((clf.predict(scaler.transform(val_x)) == val_y).mean())
+def background_figures(
+    representation: torch.Tensor,
+    classes: np.ndarray,
+    backgrounds: np.ndarray,
+    num_classes: int,
+    num_backgrounds: int,
+) -> dict[str, float]:
+    """``background_consistency`` (``_shuffled``, ``_gain``), ``background_dims_share``,
+    ``background_dims`` and ``active_dims`` of ``representation`` (one row per validation image)
+    for its class and background labels (module docstring)."""
+    bg = torch.as_tensor(np.asarray(backgrounds))
+    metrics = compute_interpretability_metrics(
+        representation, bg, num_backgrounds, retrieval=False, track_gram=False
+    )
+    out = {
+        key.replace("semantic_consistency", "background_consistency"): float(metrics[key])
+        for key in ("semantic_consistency", "semantic_consistency_shuffled")
+    }
+    out["background_consistency_gain"] = (
+        out["background_consistency"] - out["background_consistency_shuffled"]
+    )
+    class_stats = per_dimension_stats(
+        representation, torch.as_tensor(np.asarray(classes)), num_classes
+    )
+    bg_stats = per_dimension_stats(representation, bg, num_backgrounds)
+    active = (class_stats.active_count > 0).numpy()
+    share, count = background_share(
+        class_stats.purity.numpy(), bg_stats.purity.numpy(), active, num_classes, num_backgrounds
+    )
+    out.update(background_dims_share=share, background_dims=count, active_dims=int(active.sum()))
+    return out
 
 
 def background_measures(
@@ -112,7 +141,6 @@ def background_measures(
         "train": build_labelled_train_dataset(cfg, transform),
         "val": build_val_dataset(cfg, transform),
     }
-    out: dict[str, Any] = {}
     feats, reps, classes, backgrounds = {}, {}, {}, {}
     for split, dataset in data.items():
         loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers)
@@ -121,32 +149,17 @@ def background_measures(
         picks = np.asarray(dataset.indices) if hasattr(dataset, "indices") else slice(None)
         classes[split] = np.asarray(inner.targets)[picks]
         backgrounds[split] = background_labels(dataset)
-    num_classes = OFFLINE_DATASETS[SCENES]
     k = int(cfg.data.num_backgrounds)
-    rep = reps["val"]
-    bg = torch.as_tensor(backgrounds["val"])
-    metrics = compute_interpretability_metrics(rep, bg, k, retrieval=False, track_gram=False)
-    for key in ("semantic_consistency", "semantic_consistency_shuffled"):
-        out[key.replace("semantic_consistency", "background_consistency")] = float(metrics[key])
-    out["background_consistency_gain"] = (
-        out["background_consistency"] - out["background_consistency_shuffled"]
-    )
-    class_stats = per_dimension_stats(rep, torch.as_tensor(classes["val"]), num_classes)
-    bg_stats = per_dimension_stats(rep, bg, k)
-    active = (class_stats.active_count > 0).numpy()
-    share, count = background_share(
-        class_stats.purity.numpy(), bg_stats.purity.numpy(), active, num_classes, k
+    out = background_figures(
+        reps["val"], classes["val"], backgrounds["val"], OFFLINE_DATASETS[SCENES], k
     )
     out.update(
-        background_dims_share=share,
-        background_dims=count,
-        active_dims=int(active.sum()),
         num_backgrounds=k,
-        probe_class_top1=_probe(
+        probe_class_top1=logistic_probe(
             feats["train"].numpy(), classes["train"], feats["val"].numpy(), classes["val"]
-        ),
-        probe_background_top1=_probe(
+        ).top1,
+        probe_background_top1=logistic_probe(
             feats["train"].numpy(), backgrounds["train"], feats["val"].numpy(), backgrounds["val"]
-        ),
+        ).top1,
     )
     return out
