@@ -9,7 +9,7 @@ Config (all optional)::
       gate: hard           # BayesNCL: hard (v) or soft (u * alpha)
       max_samples: null    # cap on the vectors kept for retrieval precision
       shuffle_permutations: 5
-      probe: False         # also fit the converged linear probe (evaluation/probe.py)
+      probe: False         # also fit the converged linear probe (metrics/probe.py)
 
 Metrics are logged as ``interp/<metric>`` to every logger (CSV and wandb). With ``probe: True``
 the backbone features of the un-augmented training images and of the validation images are
@@ -38,9 +38,10 @@ from solo_bayesncl.core.representations import extract_representations
 from solo_bayesncl.core.validation import require_known_keys
 from solo_bayesncl.data.datasets import build_labelled_train_dataset, validation_transform
 from solo_bayesncl.data.names import SCENES, dataset_name
-from solo_bayesncl.evaluation.background import background_figures, background_labels
-from solo_bayesncl.evaluation.probe import logistic_probe
+from solo_bayesncl.data.scenes import background_labels
 from solo_bayesncl.metrics import InterpretabilityAccumulator
+from solo_bayesncl.metrics.background import background_figures
+from solo_bayesncl.metrics.probe import logistic_probe
 
 __all__ = ["Backgrounds", "InterpretabilityCallback", "build_interpretability_callback"]
 

@@ -216,7 +216,7 @@ def test_prior_sweep_plot_needs_a_sweep(tmp_path):
 
 
 def test_background_share_compares_purity_above_chance():
-    from solo_bayesncl.evaluation.background import background_share
+    from solo_bayesncl.metrics.background import background_share
 
     # dim 0: class-pure; dim 1: background-pure; dim 2: both at chance -> not background;
     # dim 3: inactive (ignored)
@@ -234,7 +234,7 @@ def test_background_share_compares_purity_above_chance():
 def test_background_labels_follow_subsets():
     from torch.utils.data import Subset
 
-    from solo_bayesncl.evaluation.background import background_labels
+    from solo_bayesncl.data.scenes import background_labels
 
     class Scenes:
         backgrounds = np.array([0, 1, 2, 3, 0, 1])

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.benchmark.plots import plot_budget_curves
 from solo_bayesncl.benchmark.presets import PresetError, load_preset
-from solo_bayesncl.evaluation.probe import logistic_probe
+from solo_bayesncl.metrics.probe import logistic_probe
 
 
 def _blobs(n: int, classes: int, spread: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -228,7 +228,12 @@ def test_no_references_to_documents_outside_the_repository():
     # the method is explained in docs/method.md, not in a document users do not have
     unshipped_doc = "design".upper()  # the name of a team document that is not in the repository
     offenders = []
-    files = [*REPO.glob("*.md"), *REPO.glob("*.py"), *REPO.glob("docs/**/*.md")]
+    files = [
+        *REPO.glob("*.md"),
+        *REPO.glob("*.py"),
+        *REPO.glob("docs/**/*.md"),
+        *REPO.glob("zoo/*"),
+    ]
     files += [*REPO.glob("solo_bayesncl/**/*.py"), *REPO.glob("microbenchmarks/*.py")]
     files += [*REPO.glob("results/**/*.md"), *REPO.glob("scripts/**/*.yaml")]
     for path in files:
@@ -274,6 +279,7 @@ def test_wheel_ships_the_configs_and_its_commands_run_from_another_folder(tmp_pa
     missing = {f for f in shipped if f"solo_bayesncl/configs/{f}" not in names}
     assert not missing, f"yaml files not in the wheel: {sorted(missing)}"
     assert {f"solo_bayesncl/benchmark/presets/{p}.yaml" for p in ("cpu", "cifar100")} <= names
+    assert "solo_bayesncl/zoo/published/manifest.json" in names  # the top-level zoo/ manifest
 
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
@@ -301,6 +307,11 @@ def test_wheel_ships_the_configs_and_its_commands_run_from_another_folder(tmp_pa
 
     where = run(str(py), "-c", "import solo_bayesncl; print(solo_bayesncl.__file__)")
     assert where.startswith(str(env_dir)), where
+    manifest = run(
+        str(py), "-c", "from solo_bayesncl.zoo import manifest; print(manifest.PROJECT_MANIFEST)"
+    )
+    assert manifest.strip().endswith("solo_bayesncl/zoo/published/manifest.json"), manifest
+    assert manifest.startswith(str(env_dir)), manifest
     for name in CONSOLE_SCRIPTS:
         run(str(bindir / name), "--help")
     job = run(str(bindir / "solo-bayesncl-pretrain"), "--cfg", "job", "data.dataset=fashion-mnist")

@@ -22,7 +22,7 @@ from solo_bayesncl.zoo import (
 from solo_bayesncl.zoo.manifest import FIELD_DOCS, OPTIONAL_FIELDS, REQUIRED_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ROOT / "solo_bayesncl" / "zoo" / "manifest.json"
+SHIPPED = ROOT / "zoo" / "manifest.json"
 
 GOOD = {
     "name": "bayesncl-resnet18-cifar100",
@@ -74,7 +74,7 @@ def test_every_field_is_documented_once(capsys):
 
 
 def test_readme_matches_what_is_published():
-    readme = (ROOT / "docs" / "zoo.md").read_text()
+    readme = (ROOT / "zoo" / "README.md").read_text()
     published = read_manifest(SHIPPED)
     if not published:
         assert "no published weights" in readme.lower()
