@@ -24,7 +24,7 @@ import importlib.util
 import sys
 import warnings
 
-from solo_bayesncl.host.registration import install_registration_hook, register, register_methods
+from solo_bayesncl.host.registration import install_registration_hook, register
 
 __version__ = "0.1.0"
 
@@ -87,4 +87,4 @@ if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
 
 SOLO_LEARN_AVAILABLE: bool = install_registration_hook()
 
-__all__ = ["LAYERS", "SOLO_LEARN_AVAILABLE", "__version__", "register", "register_methods"]
+__all__ = ["LAYERS", "SOLO_LEARN_AVAILABLE", "__version__", "register"]

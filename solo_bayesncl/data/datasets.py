@@ -8,8 +8,10 @@ the training crop; here validation uses the training crop size instead.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import omegaconf
 import torch
 from omegaconf import OmegaConf
@@ -18,7 +20,13 @@ from torchvision import transforms
 from torchvision.datasets import ImageFolder
 
 from solo_bayesncl.data.fashion_mnist import FashionMNIST
-from solo_bayesncl.data.names import OFFLINE_DATASETS, SCENES, SOLO_LOADER_DATASETS, dataset_name
+from solo_bayesncl.data.names import (
+    OFFLINE_DATASETS,
+    SCENES,
+    SOLO_LOADER_DATASETS,
+    dataset_label,
+    dataset_name,
+)
 from solo_bayesncl.data.scenes import (
     DEFAULT_BACKGROUND_SEED,
     DEFAULT_BACKGROUNDS,
@@ -27,14 +35,18 @@ from solo_bayesncl.data.scenes import (
 )
 
 __all__ = [
+    "LabelledImages",
     "build_labelled_train_dataset",
     "build_train_dataset",
     "build_val_dataset",
     "build_val_loader",
+    "class_names",
     "image_params",
+    "labelled_val_images",
     "linear_train_transform",
     "offline_dataset",
     "scene_args",
+    "seeded_subset",
     "stratified_subset",
     "validation_transform",
 ]
@@ -220,3 +232,56 @@ def build_val_loader(cfg: omegaconf.DictConfig, batch_size: int | None = None) -
         pin_memory=torch.cuda.is_available(),
         drop_last=False,
     )
+
+
+def class_names(dataset, num_classes: int | None) -> list[str]:
+    """The class names of a (possibly wrapped) dataset, else ``0 .. num_classes - 1``."""
+    inner = dataset
+    while not hasattr(inner, "classes") and hasattr(inner, "dataset"):
+        inner = inner.dataset
+    names = getattr(inner, "classes", None)
+    if names:
+        return [str(c) for c in names]
+    if not num_classes:
+        raise ValueError("the validation dataset names no classes and data.num_classes is unset")
+    return [str(i) for i in range(int(num_classes))]
+
+
+def seeded_subset(dataset, max_images: int | None, seed: int = 0):
+    """A seeded random subset of ``max_images`` images, in dataset order; all when None."""
+    if max_images is None or max_images >= len(dataset):
+        return dataset
+    if max_images < 1:
+        raise ValueError(f"max_images must be >= 1, got {max_images}")
+    # a seeded random subset, in dataset order (image folders are sorted by class)
+    picks = np.sort(np.random.default_rng(seed).permutation(len(dataset))[:max_images])
+    return Subset(dataset, picks.tolist())
+
+
+@dataclass
+class LabelledImages:
+    """Labelled validation images: the dataset, one name per class, the dataset's name (as a
+    report names it) and the normalisation of the images."""
+
+    dataset: Dataset
+    class_names: list[str]
+    label: str
+    mean: list[float]
+    std: list[float]
+
+
+def labelled_val_images(
+    cfg: omegaconf.DictConfig, max_images: int | None = None
+) -> LabelledImages | None:
+    """The labelled validation images of ``cfg`` at the training resolution (a seeded subset
+    of ``max_images``), or None when the config has none.
+
+    Raises ValueError when the dataset names no classes and ``data.num_classes`` is unset, or
+    for a ``max_images`` below 1.
+    """
+    val = build_val_dataset(cfg, validation_transform(cfg))
+    if val is None:
+        return None
+    names = class_names(val, OmegaConf.select(cfg, "data.num_classes", default=None))
+    _, mean, std = image_params(cfg)
+    return LabelledImages(seeded_subset(val, max_images), names, dataset_label(cfg), mean, std)

@@ -24,6 +24,7 @@ __all__ = [
     "SOLO_DATASETS",
     "SOLO_LOADER_DATASETS",
     "canonical_name",
+    "dataset_label",
     "dataset_name",
     "dataset_run_name",
 ]
@@ -76,3 +77,11 @@ def dataset_run_name(name: str, dataset: str) -> str:
     if _DATASET_IN_NAME.search(name):
         return _DATASET_IN_NAME.sub(dataset, name, count=1)
     return f"{name}-{dataset}"
+
+
+def dataset_label(cfg: omegaconf.DictConfig) -> str:
+    """The dataset as the report names it."""
+    name = dataset_name(cfg)
+    if name == "custom":
+        return f"custom ({cfg.data.val_path})"
+    return str(name)

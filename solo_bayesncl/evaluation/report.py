@@ -47,7 +47,6 @@ from solo_bayesncl.evaluation.report_data import (
     ReportData,
     ReportError,
     ReportInputs,
-    dataset_label,
     extract_report_data,
     load_report_inputs,
 )
@@ -141,7 +140,10 @@ def write_report(
         ReportError: non-empty ``out_dir`` without ``overwrite``, no labelled validation data.
     """
     out_dir = Path(out_dir)
-    _check_options(out_dir, overwrite, protocol, batch_size=batch_size, top_dims=top_dims)
+    sizes = {"batch_size": batch_size, "top_dims": top_dims}
+    if max_images is not None:
+        sizes["max_images"] = max_images
+    _check_options(out_dir, overwrite, protocol, **sizes)
     remove_stale_temporaries(out_dir, PARTIAL_SUFFIX)
     inputs = load_report_inputs(checkpoint, dataset, max_images, device)
     data = extract_report_data(
@@ -238,7 +240,7 @@ def report_content(
     report: dict[str, Any] = {
         "method": method,
         "checkpoint": str(inputs.loaded.path),
-        "dataset": dataset_label(inputs.cfg),
+        "dataset": inputs.images.label,
         "num_images": int(data.features.shape[0]),
         "representation": REPRESENTATIONS.get(method, "normalized projection z / ||z||"),
         "metrics": _finite(data.metrics),

@@ -19,13 +19,16 @@ import numpy as np
 import omegaconf
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
-from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data import DataLoader, Dataset
 
 from solo_bayesncl.config.runtime import pick_device
 from solo_bayesncl.core.representations import extract_representations
-from solo_bayesncl.data.datasets import build_val_dataset, image_params, validation_transform
-from solo_bayesncl.data.names import dataset_name
+from solo_bayesncl.data.datasets import (
+    LabelledImages,
+    build_val_dataset,
+    labelled_val_images,
+    seeded_subset,
+)
 from solo_bayesncl.data.resolve import switch_dataset
 from solo_bayesncl.io.checkpoints import LoadedCheckpoint, load_checkpoint, load_method
 from solo_bayesncl.metrics import (
@@ -41,48 +44,13 @@ __all__ = [
     "ReportError",
     "ReportInputs",
     "load_report_inputs",
-    "class_names",
-    "dataset_label",
     "extract_report_data",
-    "limit_images",
     "thumbnails",
 ]
 
 
 class ReportError(ValueError):
     """The report cannot be written (folder not empty, no labelled validation data, bad option)."""
-
-
-def dataset_label(cfg) -> str:
-    """The dataset as the report names it."""
-    name = dataset_name(cfg)
-    if name == "custom":
-        return f"custom ({cfg.data.val_path})"
-    return str(name)
-
-
-def class_names(dataset, num_classes: int | None) -> list[str]:
-    """The class names of a (possibly wrapped) dataset, else ``0 .. num_classes - 1``."""
-    inner = dataset
-    while not hasattr(inner, "classes") and hasattr(inner, "dataset"):
-        inner = inner.dataset
-    names = getattr(inner, "classes", None)
-    if names:
-        return [str(c) for c in names]
-    if not num_classes:
-        raise ReportError("the validation dataset names no classes and data.num_classes is unset")
-    return [str(i) for i in range(int(num_classes))]
-
-
-def limit_images(dataset, max_images: int | None, seed: int = 0):
-    """A seeded random subset of ``max_images`` images, in dataset order; all when None."""
-    if max_images is None or max_images >= len(dataset):
-        return dataset
-    if max_images < 1:
-        raise ReportError(f"--max-images must be >= 1, got {max_images}")
-    # a seeded random subset, in dataset order (image folders are sorted by class)
-    picks = np.sort(np.random.default_rng(seed).permutation(len(dataset))[:max_images])
-    return Subset(dataset, picks.tolist())
 
 
 def thumbnails(
@@ -115,9 +83,8 @@ class ReportInputs:
         cfg: its config with the data switched to the report's dataset.
         model: the method with its weights, in eval mode on ``device``.
         device: where the model runs.
-        images: the report's validation images (a seeded subset with ``max_images``), with the
-            validation transform.
-        class_names: one name per class.
+        images: the report's validation images (a seeded subset with ``max_images``), with their
+            class names, the dataset's name and normalisation.
         max_images: the subset size, None for all images.
     """
 
@@ -125,9 +92,12 @@ class ReportInputs:
     cfg: omegaconf.DictConfig
     model: torch.nn.Module
     device: torch.device
-    images: Dataset
-    class_names: list[str]
+    images: LabelledImages
     max_images: int | None = None
+
+    @property
+    def class_names(self) -> list[str]:
+        return self.images.class_names
 
     @property
     def gated(self) -> bool:
@@ -136,12 +106,12 @@ class ReportInputs:
 
     def val_dataset(self, transform) -> Dataset:
         """The same images with another transform (the paper protocol's)."""
-        return limit_images(build_val_dataset(self.cfg, transform), self.max_images)
+        return seeded_subset(build_val_dataset(self.cfg, transform), self.max_images)
 
     def loader(self, batch_size: int, num_workers: int) -> DataLoader:
         """The report's images in order, in batches."""
         return DataLoader(
-            self.images,
+            self.images.dataset,
             batch_size=batch_size,
             shuffle=False,
             num_workers=num_workers,
@@ -161,19 +131,20 @@ def load_report_inputs(
     Raises :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint and
     :class:`ReportError` when there is no labelled validation data.
     """
-    loaded = load_checkpoint(checkpoint)
-    cfg = switch_dataset(loaded.cfg, dataset)
-    val = build_val_dataset(cfg, validation_transform(cfg))
-    if val is None:
+    where = pick_device(device)
+    loaded = load_checkpoint(checkpoint)  # down to the checkpoint: its config and its model
+    model = load_method(loaded, device=where)
+    cfg = switch_dataset(loaded.cfg, dataset)  # then to the data, once
+    try:
+        images = labelled_val_images(cfg, max_images)
+    except ValueError as err:  # no class names, or a bad subset size
+        raise ReportError(f"{loaded.path}: {err}") from None
+    if images is None:
         raise ReportError(
             f"{loaded.path}: its config has no labelled validation data (data.val_path is unset "
             "or data.no_labels is set); pass a dataset name or an image folder with --dataset"
         )
-    names = class_names(val, OmegaConf.select(cfg, "data.num_classes", default=None))
-    images = limit_images(val, max_images)
-    where = pick_device(device)
-    model = load_method(loaded, device=where)
-    return ReportInputs(loaded, cfg, model, where, images, names, max_images)
+    return ReportInputs(loaded, cfg, model, where, images, max_images)
 
 
 @dataclass
@@ -223,8 +194,7 @@ def extract_report_data(
     model, source = inputs.model, inputs.loaded.path
     hard = InterpretabilityAccumulator(num_classes, **options)
     soft = InterpretabilityAccumulator(num_classes, **options) if inputs.gated else None
-    _, mean, std = image_params(inputs.cfg)
-    size = thumbnail_size
+    mean, std, size = inputs.images.mean, inputs.images.std, thumbnail_size
     loader = inputs.loader(batch_size, num_workers)
     features, labels, thumbs, gate_open, active = [], [], [], [], []
     seen = non_finite = 0

@@ -35,10 +35,8 @@ __all__ = [
     "PLUGIN_METHODS",
     "SUPPORTED_METHODS",
     "install_registration_hook",
-    "is_registered",
     "quiet_third_party_warnings",
     "register",
-    "register_methods",
     "require_solo_learn",
     "solo_learn_available",
 ]
@@ -113,13 +111,6 @@ def _register_into(registry: ModuleType) -> None:
     _remove_hook()
 
 
-def is_registered() -> bool:
-    """Whether ``bayesncl`` and ``ncl`` are in a loaded ``solo.methods.METHODS``."""
-    registry = sys.modules.get("solo.methods")
-    methods = getattr(registry, "METHODS", None) or {}
-    return all(name in methods for name in PLUGIN_METHODS)
-
-
 def register() -> bool:
     """Imports ``solo.methods`` and adds ``bayesncl`` and ``ncl`` to its ``METHODS``.
 
@@ -133,9 +124,6 @@ def register() -> bool:
     # read from sys.modules: during the hook, ``solo`` itself may still be initialising
     _register_into(sys.modules["solo.methods"])
     return True
-
-
-register_methods = register  # the name used before register() existed
 
 
 _HOOKED_MODULES = ("solo.methods", "solo_bayesncl.methods")

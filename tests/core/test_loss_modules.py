@@ -82,3 +82,17 @@ def test_a_bad_hyperparameter_is_refused_at_construction_naming_it(make, message
 def test_the_validators_error_is_a_value_error_with_the_config_error_type():
     with pytest.raises(ConfigError):
         NCLLoss(temperature=float("nan"))
+
+
+def test_the_readme_any_training_loop_block_runs_and_trains_every_part():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Use the pieces in any training loop", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert torch.isfinite(scope["loss"])
+    for part in ("backbone", "proj", "gating_head"):
+        grads = [p.grad for p in scope[part].parameters()]
+        assert all(g is not None for g in grads), part

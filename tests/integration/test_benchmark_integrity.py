@@ -229,7 +229,7 @@ def test_solo_learns_own_resumer_would_resume_a_different_run(tmp_path):
 
 
 def test_metrics_of_a_resumed_pretraining_are_stitched_without_repeats(tmp_path):
-    from solo_bayesncl.benchmark.run_one import _merge_metrics
+    from solo_bayesncl.benchmark.sittings import merge_metrics as _merge_metrics
 
     def sitting(name: str, rows: list[dict]) -> Path:
         folder = tmp_path / name
@@ -277,7 +277,8 @@ def test_an_unfinished_fit_is_never_taken_as_finished():
     pytest.importorskip("lightning")
     from lightning.pytorch.trainer.states import TrainerStatus
 
-    from solo_bayesncl.benchmark.run_one import StageUnfinished, _check_finished
+    from solo_bayesncl.benchmark.stages import StageUnfinished
+    from solo_bayesncl.benchmark.stages import check_finished as _check_finished
 
     def trainer(status, epoch, interrupted=False):
         return SimpleNamespace(
@@ -295,8 +296,8 @@ def test_an_unfinished_fit_is_never_taken_as_finished():
 
 
 def test_linear_configs_are_found_by_path_components(tmp_path):
-    from solo_bayesncl.benchmark.run_one import linear_config_dir
     from solo_bayesncl.config.shipped import linear_config_dir as shipped_linear_dir
+    from solo_bayesncl.config.shipped import linear_dir_for as linear_config_dir
 
     # a folder named like "pretraining" above the configs must not be rewritten
     root = tmp_path / "pretraining" / "scripts"
