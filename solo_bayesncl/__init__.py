@@ -56,6 +56,10 @@ MOVED: dict[str, str] = {
         ("shipped_configs", "config.shipped"),
         ("trainer", "training.trainer"),
         ("auto_resume", "training.auto_resume"),
+        ("evaluation.callback", "training.callback"),
+        ("evaluation.probe", "metrics.probe"),
+        ("evaluation.command", "cli.evaluate"),
+        ("zoo.cli", "cli.zoo"),
     )
 }
 """The modules of release 0.1.0 that moved into sub-packages: the old names still import, with a

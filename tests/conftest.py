@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import FASHION_MNIST
 
-from solo_bayesncl.host.registration import solo_learn_available
+from solo_bayesncl.host.availability import solo_learn_available
 
 
 def pytest_collection_modifyitems(config, items) -> None:

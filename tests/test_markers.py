@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-import conftest
+import importlib.util
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location(
+    "root_conftest", Path(__file__).with_name("conftest.py")
+)
+conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(conftest)
 
 
 class _Item:

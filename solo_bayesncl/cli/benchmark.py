@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PresetError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from solo_bayesncl.host.registration import require_solo_learn
+    from solo_bayesncl.host.availability import require_solo_learn
 
     require_solo_learn("the benchmark")
     from solo_bayesncl.benchmark.runner import Interrupted, RunFailed, run_benchmark, write_tables

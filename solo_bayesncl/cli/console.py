@@ -14,7 +14,7 @@ from pathlib import Path
 import omegaconf
 
 from solo_bayesncl.config.shipped import resolve_config_dir
-from solo_bayesncl.host.registration import quiet_third_party_warnings, require_solo_learn
+from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
 from solo_bayesncl.training.trainer import run_summary
 
 __all__ = [

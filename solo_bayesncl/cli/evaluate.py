@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from solo_bayesncl.host.registration import quiet_third_party_warnings, require_solo_learn
+from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
 
 __all__ = ["main", "parse_args"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from solo_bayesncl.cli.console import input_errors
 from solo_bayesncl.evaluation.knn import DISTANCES, FEATURES, knn_eval
-from solo_bayesncl.host.registration import quiet_third_party_warnings, require_solo_learn
+from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
 
 __all__ = ["main"]
 

@@ -21,7 +21,7 @@ from solo_bayesncl.data.datasets import (
     validation_transform,
 )
 from solo_bayesncl.data.resolve import switch_dataset
-from solo_bayesncl.host.registration import require_solo_learn
+from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.io.checkpoints import LoadedCheckpoint, load_checkpoint, load_method
 from solo_bayesncl.metrics import non_finite_rows
 

@@ -14,9 +14,8 @@ solo-learn's pipelines look methods up in the dict ``solo.methods.METHODS``. Two
   not exist yet at that moment: the hook then registers them when ``solo_bayesncl.methods`` has
   finished loading.
 
-The entry points also use :func:`require_solo_learn` (the one message when solo-learn is
-missing) and :func:`quiet_third_party_warnings` (hides the known-harmless warnings that
-importing solo-learn prints).
+Whether solo-learn is installed, and what the commands say when it is not, is
+:mod:`solo_bayesncl.host.availability`.
 """
 
 from __future__ import annotations
@@ -30,15 +29,13 @@ import threading
 import warnings
 from types import ModuleType
 
+from solo_bayesncl.host.availability import solo_learn_available
+
 __all__ = [
-    "INSTALL_SOLO_LEARN",
     "PLUGIN_METHODS",
     "SUPPORTED_METHODS",
     "install_registration_hook",
-    "quiet_third_party_warnings",
     "register",
-    "require_solo_learn",
-    "solo_learn_available",
 ]
 
 PLUGIN_METHODS: tuple[str, ...] = ("bayesncl", "ncl")
@@ -47,55 +44,6 @@ PLUGIN_METHODS: tuple[str, ...] = ("bayesncl", "ncl")
 SUPPORTED_METHODS: tuple[str, ...] = ("simclr", "mocov2plus", "ncl", "bayesncl")
 """Every method the project compares, evaluates, loads from checkpoints and publishes: solo-learn's
 two baselines, then the plugin's two (the benchmark table's row order)."""
-
-INSTALL_SOLO_LEARN = (
-    'pip install "setuptools<81" && pip install --no-build-isolation '
-    '"solo-learn @ git+https://github.com/vturrisi/solo-learn@9187ea39c2c3f43c455ab06664d2b019a9802954"'
-)
-
-
-def solo_learn_available() -> bool:
-    """True when upstream solo-learn (package ``solo``) can be imported."""
-    try:
-        return importlib.util.find_spec("solo") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def require_solo_learn(entry_point: str) -> None:
-    """Exits with status 2 and the install command when ``import solo`` would fail: the one
-    message every entry point gives when upstream solo-learn is missing."""
-    if not solo_learn_available():
-        sys.stderr.write(
-            f"{entry_point} needs upstream solo-learn 1.0.6, which is not installed.\n"
-            f"Install it with:\n  {INSTALL_SOLO_LEARN}\n"
-        )
-        raise SystemExit(2)
-
-
-# (category, message regex) of third-party warnings that say nothing about the user's run:
-# deprecations inside libraries we pin and timm's registry notices when solo-learn registers its
-# own backbones under timm's names.
-_HARMLESS: tuple[tuple[type[Warning], str], ...] = (
-    (Warning, r"pkg_resources is deprecated"),
-    (FutureWarning, r"Importing from timm\.\S+ is deprecated"),
-    (UserWarning, r"Overwriting \S+ in registry with solo\.backbones"),
-    (FutureWarning, r"`torch\.cuda\.amp\.custom_(fwd|bwd)\(args\.\.\.\)` is deprecated"),
-    (Warning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),
-    (UserWarning, r"'pin_memory' argument is set as true but no accelerator is found"),
-)
-
-
-def quiet_third_party_warnings() -> None:
-    """Hides the known-harmless warnings that importing solo-learn and its dependencies prints
-    (listed above; nothing else). Called by the entry points only, never at import.
-
-    Does nothing when the user chose warning filters (``python -W ...`` or ``PYTHONWARNINGS``).
-    """
-    if sys.warnoptions:
-        return
-    for category, message in _HARMLESS:
-        warnings.filterwarnings("ignore", message=message, category=category)
 
 
 def _register_into(registry: ModuleType) -> None:

@@ -25,7 +25,8 @@ from solo_bayesncl.config.resolve import resolve_with_solo
 from solo_bayesncl.data.dali import check_linear_dali_cfg
 from solo_bayesncl.data.datasets import build_labelled_train_dataset, linear_train_transform
 from solo_bayesncl.data.names import dataset_name
-from solo_bayesncl.host.registration import register, require_solo_learn
+from solo_bayesncl.host.availability import require_solo_learn
+from solo_bayesncl.host.registration import register
 from solo_bayesncl.io.checkpoints import load_backbone, load_checkpoint
 from solo_bayesncl.metrics import non_finite_rows
 from solo_bayesncl.training.fit import fit, seed_and_layout

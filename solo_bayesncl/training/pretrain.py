@@ -20,8 +20,9 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.config.resolve import resolve_with_solo
 from solo_bayesncl.data.pipelines import pretrain_fit_data, resolve_augment_on
+from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.host.models import build_method
-from solo_bayesncl.host.registration import register, require_solo_learn
+from solo_bayesncl.host.registration import register
 from solo_bayesncl.methods.keys import check_method_kwargs, check_upstream_method_kwargs
 from solo_bayesncl.training.auto_resume import find_resume_checkpoint
 from solo_bayesncl.training.callback import build_interpretability_callback

@@ -20,7 +20,7 @@ from helpers import compose, image_folder_overrides, tiny_pretrain_overrides
 from omegaconf import OmegaConf
 
 from solo_bayesncl.data.dali import DaliDataError, dali_available
-from solo_bayesncl.host.registration import solo_learn_available
+from solo_bayesncl.host.availability import solo_learn_available
 
 needs_dali = pytest.mark.skipif(
     not (solo_learn_available() and dali_available()),

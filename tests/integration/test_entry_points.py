@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, compose, image_folder_overrides, tiny_pretrain_overrides
 
-from solo_bayesncl.host.registration import solo_learn_available
+from solo_bayesncl.host.availability import solo_learn_available
 
 CONFIG_DIRS = ("scripts/pretrain/cifar", "scripts/pretrain/imagenet-100")
 METHOD_FILES = ("bayesncl.yaml", "ncl.yaml", "simclr.yaml", "mocov2plus.yaml")

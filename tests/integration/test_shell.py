@@ -206,7 +206,7 @@ def test_entry_points_filter_the_known_third_party_warnings_and_the_library_does
         "import solo_bayesncl, solo_bayesncl.training.pretrain\n"
         "assert warnings.filters == before, 'importing the library changed warning filters'\n"
         "if sys.argv[1] == 'quiet':\n"
-        "    from solo_bayesncl.host.registration import quiet_third_party_warnings\n"
+        "    from solo_bayesncl.host.availability import quiet_third_party_warnings\n"
         "    quiet_third_party_warnings()\n"
         "import solo.methods, lightning.pytorch\n"
     )

@@ -24,15 +24,6 @@ from solo_bayesncl.metrics import (
 )
 
 
-@pytest.fixture(autouse=True)
-def single_thread():
-    """Tiny tensors: one intra-op thread avoids thread-pool stalls on a busy shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def entropy(weights: list[float]) -> float:
     total = sum(weights)
     return -sum(w / total * math.log(w / total) for w in weights if w > 0)

@@ -16,16 +16,6 @@ from solo_bayesncl.metrics import (
     loop_reference,
 )
 
-
-@pytest.fixture(autouse=True)
-def single_thread():
-    """Tiny tensors: one intra-op thread avoids thread-pool stalls on a busy shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 NUM_CLASSES = 6
 
 
