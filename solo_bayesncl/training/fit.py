@@ -63,9 +63,8 @@ def fit(
         data = {"datamodule": datamodule}
     else:
         data = fit_data(cfg, val_loader)
+    own = list(callbacks(val_loader))  # checked with the data, before any logger is made
     loggers = build_loggers(cfg, run_root, wandb_run_id)
-    trainer = build_trainer(
-        cfg, loggers, checkpoint_callbacks(cfg, run_root) + list(callbacks(val_loader))
-    )
+    trainer = build_trainer(cfg, loggers, checkpoint_callbacks(cfg, run_root) + own)
     trainer.fit(model, ckpt_path=ckpt_path, **data)
     return trainer
