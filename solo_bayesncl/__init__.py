@@ -10,10 +10,12 @@ The package holds only sub-packages. :data:`LAYERS` lists them, lowest first; a 
 only from its own sub-package and from those listed before it (``tests/test_layering.py`` reads
 every import with ``ast``). ``docs/architecture.md`` says what each holds.
 
-Imports sit at the top of each module, with two kinds of exception, both inside functions:
-solo-learn and Lightning (an optional host for ``core``, ``metrics``, ``zoo`` and ``dashboard``),
-loaded only where a function needs them; and the library imports of the commands (``cli``), so
-that ``--help`` and input errors answer before torch and solo-learn load.
+Imports sit at the top of each module, with three kinds of exception, inside functions:
+solo-learn and what it brings (Lightning, scikit-learn, timm) or an optional extra (DALI,
+selenium, wandb), so that ``core``, ``metrics``, ``zoo`` and ``dashboard`` import without them;
+``matplotlib.pyplot``, ``kornia`` and ``torch.distributed.nn``, whose import changes global state
+(the plotting backend, the warning filters); and the library imports of the commands (``cli``), so that ``--help`` and
+input errors answer before torch and solo-learn load.
 """
 
 from __future__ import annotations

@@ -116,8 +116,14 @@ def test_the_layer_check_sees_function_level_relative_and_same_layer_imports(tmp
 OPTIONAL = {"solo", "lightning", "nvidia", "sklearn", "selenium", "wandb", "timm"}
 """The optional host (solo-learn and what it brings: Lightning, scikit-learn, timm) and the
 optional extras (DALI, selenium, wandb): what the package docstring allows inside functions."""
-BACKEND_NEUTRAL = {"matplotlib.pyplot"}
-"""Imported inside the plotting functions, so that importing a plot module leaves the backend."""
+BACKEND_NEUTRAL = {
+    "matplotlib.pyplot",
+    "kornia.augmentation",
+    "kornia.enhance",
+    "torch.distributed.nn.functional",
+}
+"""Imported inside the functions that use them, so that importing the library leaves global state
+alone: matplotlib's backend, the warning filters kornia and torch.distributed.nn change."""
 
 
 def _top_level_imports(tree: ast.Module) -> set[str]:
@@ -172,7 +178,12 @@ def _function_level_imports_without_a_stated_reason() -> list[str]:
                 for module, loads in imported:
                     if module.split(".")[0] in OPTIONAL or module in BACKEND_NEUTRAL:
                         continue
-                    if any(m.startswith("solo_bayesncl.") and needs_host(m, set()) for m in loads):
+                    # a module of a package whose __init__ needs the host needs it too
+                    parents = {m.rsplit(".", i)[0] for m in loads for i in range(m.count("."))}
+                    if any(
+                        m.startswith("solo_bayesncl.") and needs_host(m, set())
+                        for m in {*loads, *parents}
+                    ):
                         continue
                     found.append(f"{name}:{node.lineno} imports {module} inside {function.name}")
     return found

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from torch.distributed.nn.functional import all_gather
 
 __all__ = ["gather_no_grad", "gather_with_grad", "is_distributed", "rank"]
 
@@ -35,6 +34,8 @@ def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
     """
     if not is_distributed():
         return x
+    from torch.distributed.nn.functional import all_gather  # its import changes warning filters
+
     return torch.cat(all_gather(x), dim=0)
 
 

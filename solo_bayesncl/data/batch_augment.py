@@ -31,15 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import kornia.augmentation as K
 import torch
 import torch.nn.functional as F
-from kornia.enhance import (
-    adjust_brightness_accumulative,
-    adjust_contrast_with_mean_subtraction,
-    adjust_hue,
-    adjust_saturation_with_gray_subtraction,
-)
 from torch import nn
 
 __all__ = [
@@ -158,6 +151,8 @@ class BatchAugmentation(nn.Module):
 
     def __init__(self, recipe: Recipe) -> None:
         super().__init__()
+        import kornia.augmentation as K  # importing kornia changes the warning filters
+
         if recipe.equalization_prob > 0:
             raise ValueError(
                 "augmentations: equalization.prob > 0 is not supported by data.augment_on=batch; "
@@ -216,6 +211,13 @@ class BatchAugmentation(nn.Module):
     def color_jitter(self, x: torch.Tensor) -> torch.Tensor:
         """torchvision's ``RandomApply([ColorJitter])`` per image: applied with ``jitter_prob``,
         the four adjustments in an order drawn for each image."""
+        from kornia.enhance import (  # imported where used: see __init__
+            adjust_brightness_accumulative,
+            adjust_contrast_with_mean_subtraction,
+            adjust_hue,
+            adjust_saturation_with_gray_subtraction,
+        )
+
         r = self.recipe
         if r.jitter_prob <= 0:
             return x

@@ -23,9 +23,7 @@ from solo_bayesncl.data.pipelines import pretrain_fit_data, resolve_augment_on
 from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.host.models import build_method
 from solo_bayesncl.host.registration import register
-from solo_bayesncl.methods.keys import check_method_kwargs, check_upstream_method_kwargs
 from solo_bayesncl.training.auto_resume import find_resume_checkpoint
-from solo_bayesncl.training.callback import build_interpretability_callback
 from solo_bayesncl.training.fit import fit, seed_and_layout
 
 __all__ = ["pretrain", "prepare_pretrain_cfg"]
@@ -44,6 +42,9 @@ def prepare_pretrain_cfg(
     register()
     from solo.args.pretrain import parse_cfg
     from solo.methods import METHODS
+
+    # the methods package imports solo-learn (it registers its classes)
+    from solo_bayesncl.methods.keys import check_method_kwargs, check_upstream_method_kwargs
 
     OmegaConf.set_struct(cfg, False)
     method = OmegaConf.select(cfg, "method", default=None)
@@ -71,6 +72,8 @@ def pretrain(
     if not prepared:
         cfg = prepare_pretrain_cfg(cfg)
     from lightning.pytorch.callbacks import LearningRateMonitor
+
+    from solo_bayesncl.training.callback import build_interpretability_callback  # Lightning
 
     model = seed_and_layout(cfg, lambda: build_method(cfg))
     run_root = Path(cfg.checkpoint.dir) / cfg.method

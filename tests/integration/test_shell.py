@@ -202,8 +202,9 @@ def test_missing_dataset_is_one_line_and_exit_2(tmp_path):
 def test_entry_points_filter_the_known_third_party_warnings_and_the_library_does_not():
     code = (
         "import warnings, sys\n"
+        "import torch, torchvision  # their own imports change the filters; the library's must not\n"
         "before = list(warnings.filters)\n"
-        "import solo_bayesncl, solo_bayesncl.training.pretrain\n"
+        "import solo_bayesncl, solo_bayesncl.cli.pretrain, solo_bayesncl.training.pretrain\n"
         "assert warnings.filters == before, 'importing the library changed warning filters'\n"
         "if sys.argv[1] == 'quiet':\n"
         "    from solo_bayesncl.host.availability import quiet_third_party_warnings\n"
