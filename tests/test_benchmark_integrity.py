@@ -112,6 +112,7 @@ def test_cli_refuses_a_bad_preset_before_anything_runs(tmp_path):
 
 
 def test_bad_override_is_refused_before_training(tmp_path):
+    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     from solo_bayesncl.benchmark.runner import check_configs
 
     preset = load_preset(_write(tmp_path, "methods: [ncl]\noverrides: [max_epochz=3]\n"))

@@ -208,6 +208,7 @@ class _Images(torch.utils.data.Dataset):
 
 
 def test_paper_pass_uses_batch_statistics_in_dataset_order_and_leaves_the_model():
+    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     from omegaconf import OmegaConf
 
     from solo_bayesncl.evaluation.paper import evaluate_paper_protocol

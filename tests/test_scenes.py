@@ -174,6 +174,7 @@ def test_bad_config_values_name_the_key(data, message):
 
 @needs_data
 def test_dataset_switch_builds_scenes_with_their_own_statistics():
+    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     from solo_bayesncl.data.datasets import (
         build_labelled_train_dataset,
         build_val_dataset,

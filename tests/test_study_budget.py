@@ -47,6 +47,7 @@ def test_logistic_probe_refuses_empty_features_and_a_single_class():
 
 
 def test_interpretability_probe_must_be_a_boolean():
+    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     from solo_bayesncl.evaluation.callback import build_interpretability_callback
 
     cfg = OmegaConf.create({"interpretability": {"enabled": True, "probe": "yes"}})
