@@ -22,7 +22,29 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from solo_bayesncl.benchmark.plots import (
+    plot_accuracy_vs_consistency,
+    plot_budget_curves,
+    plot_metrics_over_epochs,
+    plot_prior_sweep,
+)
 from solo_bayesncl.benchmark.presets import Preset, PresetError
+from solo_bayesncl.benchmark.process import PARENT_ENV
+from solo_bayesncl.benchmark.progress import ProgressDisplay, RunProgress, read_status
+from solo_bayesncl.benchmark.table import (
+    aggregate,
+    paired_differences,
+    write_csv,
+    write_markdown,
+    write_paired_csv,
+)
+from solo_bayesncl.config.shipped import linear_dir_for
+from solo_bayesncl.io.files import replacing
 
 __all__ = [
     "Interrupted",
@@ -70,11 +92,6 @@ def check_configs(preset: Preset) -> dict[str, int]:
     """Composes every method's config with the preset's overrides, before anything trains, so
     that a bad override fails here naming the preset and the method; returns each method's
     ``max_epochs``."""
-    from hydra import compose, initialize_config_dir
-    from hydra.errors import HydraException
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
     epochs = {}
     for method in preset.methods:
         overrides = preset.run_overrides(method)
@@ -110,20 +127,6 @@ def write_outputs(
     swept ``prior_sweep.png`` and, when the runs logged the converged probe,
     ``budget_curves.png`` (each written to a temporary name and renamed, so none is ever
     half-written)."""
-    from solo_bayesncl.benchmark.plots import (
-        plot_accuracy_vs_consistency,
-        plot_budget_curves,
-        plot_metrics_over_epochs,
-        plot_prior_sweep,
-    )
-    from solo_bayesncl.benchmark.table import (
-        aggregate,
-        paired_differences,
-        write_csv,
-        write_markdown,
-        write_paired_csv,
-    )
-
     commit = ", ".join(sorted({_short_commit(r) for r in results})) or "unknown"
     date = dt.date.today().isoformat()
     rows = aggregate(results)
@@ -148,11 +151,10 @@ def write_outputs(
     outputs = {}
     for key, (name, write) in writers.items():
         final = out_dir / name
-        tmp = out_dir / f".{final.stem}.tmp{final.suffix}"
-        if write(tmp) is None:  # nothing to draw (the prior sweep without a sweep)
-            tmp.unlink(missing_ok=True)
-            continue
-        tmp.replace(final)
+        with replacing(final, suffix=final.suffix) as tmp:
+            if write(tmp) is None:  # nothing to draw (the prior sweep without a sweep)
+                tmp.unlink()
+                continue
         outputs[key] = final
     return outputs
 
@@ -189,9 +191,6 @@ def _finished(result_file: Path, protocol: str) -> bool:
 
 def _run_child(spec_file: Path, log_file: Path, status_file: Path, display) -> int:
     """Runs ``run_one`` on ``spec_file``; forwards signals; returns its exit status."""
-    from solo_bayesncl.benchmark.progress import read_status
-    from solo_bayesncl.benchmark.run_one import PARENT_ENV
-
     received: list[int] = []
     child: subprocess.Popen | None = None
 
@@ -266,9 +265,6 @@ def run_benchmark(
     run only gets that missing stage) and to the table. Raises :class:`Interrupted` when stopped by a signal and :class:`RunFailed` when a run fails;
     in both cases every stage that finished is kept and the same call resumes.
     """
-    from solo_bayesncl.benchmark.progress import ProgressDisplay, RunProgress
-    from solo_bayesncl.benchmark.run_one import linear_config_dir
-
     out_dir = Path(out_dir or preset.out_dir).expanduser().resolve()
     epochs = check_configs(preset)
     linear_epochs = int(preset.linear.get("max_epochs", 100))
@@ -310,7 +306,7 @@ def run_benchmark(
                     "seed": seed,
                     "run_key": key,
                     "config_dir": str(preset.config_dir),
-                    "linear_config_dir": str(linear_config_dir(preset.config_dir)),
+                    "linear_config_dir": str(linear_dir_for(preset.config_dir)),
                     "overrides": preset.run_overrides(method),
                     "linear": preset.linear,
                     "knn": preset.knn,

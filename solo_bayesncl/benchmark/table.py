@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from solo_bayesncl.registration import SUPPORTED_METHODS
+from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
 __all__ = [
     "COLUMNS",

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import omegaconf
 
-from solo_bayesncl.registration import quiet_third_party_warnings, require_solo_learn
+from solo_bayesncl.config.shipped import resolve_config_dir
+from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
+from solo_bayesncl.training.trainer import run_summary
 
 __all__ = [
     "INPUT_ERRORS",
     "hydra_entry_point",
     "input_errors",
     "print_run_summary",
-    "run_summary",
 ]
 
 INPUT_ERRORS: tuple[type[BaseException], ...] = (
@@ -49,30 +50,8 @@ def input_errors(command: str) -> Iterator[None]:
         raise SystemExit(2) from None
 
 
-def run_summary(trainer) -> dict[str, str | float | None]:
-    """Last validation top-1 accuracy, last checkpoint and ``metrics.csv`` of a finished fit."""
-    from lightning.pytorch.loggers import CSVLogger
-
-    from solo_bayesncl.trainer import last_logged_value
-
-    checkpoint = None
-    for callback in trainer.callbacks:
-        last = getattr(callback, "last_ckpt", None)
-        if last:
-            checkpoint = str(last)
-    metrics_csv = None
-    for logger in trainer.loggers:
-        if isinstance(logger, CSVLogger):
-            path = Path(logger.log_dir) / "metrics.csv"
-            metrics_csv = str(path) if path.is_file() else None
-    val_acc1 = last_logged_value(Path(metrics_csv), "val_acc1") if metrics_csv else None
-    if val_acc1 is None and "val_acc1" in trainer.callback_metrics:
-        val_acc1 = float(trainer.callback_metrics["val_acc1"])
-    return {"val_acc1": val_acc1, "checkpoint": checkpoint, "metrics_csv": metrics_csv}
-
-
 def print_run_summary(title: str, trainer) -> dict[str, str | float | None]:
-    """Prints :func:`run_summary` after a run, one item per line; returns it."""
+    """Prints :func:`solo_bayesncl.training.trainer.run_summary` after a run, one item per line; returns it."""
     summary = run_summary(trainer)
     acc = summary["val_acc1"]
     lines = [
@@ -88,8 +67,6 @@ def print_run_summary(title: str, trainer) -> dict[str, str | float | None]:
 def _absolute_config_path(argv: Sequence[str]) -> list[str]:
     """``--config-path``/``-cp`` made absolute: Hydra would read a relative one against the
     installed module's folder, we read it against the current folder or the shipped configs."""
-    from solo_bayesncl.shipped_configs import resolve_config_dir
-
     args = list(argv)
     for i, arg in enumerate(args):
         for flag in ("--config-path", "-cp"):

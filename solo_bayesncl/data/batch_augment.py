@@ -151,7 +151,7 @@ class BatchAugmentation(nn.Module):
 
     def __init__(self, recipe: Recipe) -> None:
         super().__init__()
-        import kornia.augmentation as K
+        import kornia.augmentation as K  # importing kornia changes the warning filters
 
         if recipe.equalization_prob > 0:
             raise ValueError(
@@ -211,7 +211,7 @@ class BatchAugmentation(nn.Module):
     def color_jitter(self, x: torch.Tensor) -> torch.Tensor:
         """torchvision's ``RandomApply([ColorJitter])`` per image: applied with ``jitter_prob``,
         the four adjustments in an order drawn for each image."""
-        from kornia.enhance import (
+        from kornia.enhance import (  # imported where used: see __init__
             adjust_brightness_accumulative,
             adjust_contrast_with_mean_subtraction,
             adjust_hue,

@@ -19,15 +19,18 @@ solo-learn's loaders (DALI included).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import omegaconf
 import torch
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, Dataset, default_collate
-from torchvision import datasets
+from torchvision import datasets, transforms
 
 from solo_bayesncl.data.batch_augment import MultiViewAugmentation, Recipe, unsupported_reason
+from solo_bayesncl.data.datasets import build_train_dataset, offline_dataset, stratified_subset
+from solo_bayesncl.data.names import OFFLINE_DATASETS, dataset_name
 
 __all__ = [
     "AUGMENT_ON",
@@ -45,21 +48,16 @@ __all__ = [
 
 AUGMENT_ON = ("batch", "per_image")
 IN_MEMORY_DATASETS: dict[str, int] = {
-    "fashion-mnist": 28,
-    "fashion-mnist-scenes": 28,
+    **dict.fromkeys(OFFLINE_DATASETS, 28),
     "cifar10": 32,
     "cifar100": 32,
 }
 """Datasets the batched path serves, with their image side in pixels."""
 
 
-def _dataset_name(cfg: omegaconf.DictConfig) -> str:
-    return str(OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset)
-
-
 def _not_batchable(cfg: omegaconf.DictConfig) -> str | None:
     """Why ``cfg`` cannot use the batched path, or None."""
-    name = _dataset_name(cfg)
+    name = dataset_name(cfg)
     if name not in IN_MEMORY_DATASETS:
         return (
             f"data.dataset={name} is not held in memory (the batched path serves "
@@ -136,10 +134,8 @@ def collate_batch(batch: Any) -> list:
 def load_in_memory(cfg: omegaconf.DictConfig) -> Dataset:
     """The training split of ``cfg``'s dataset as uint8 tensors, with ``data.fraction`` applied
     the way the per-image path applies it (stratified, same seed)."""
-    from solo_bayesncl.data.datasets import _stratified_subset, offline_dataset
-
-    name = _dataset_name(cfg)
-    if name in ("fashion-mnist", "fashion-mnist-scenes"):
+    name = dataset_name(cfg)
+    if name in OFFLINE_DATASETS:
         source = offline_dataset(cfg, "train", root=cfg.data.train_path)
         images = torch.from_numpy(source.images.copy())[:, None]
         targets = torch.from_numpy(source.targets.copy())
@@ -154,14 +150,13 @@ def load_in_memory(cfg: omegaconf.DictConfig) -> Dataset:
         )
     dataset = InMemoryImages(images, targets)
     fraction = float(OmegaConf.select(cfg, "data.fraction", default=-1) or -1)
-    return _stratified_subset(dataset, dataset.targets.tolist(), fraction)
+    return stratified_subset(dataset, dataset.targets.tolist(), fraction)
 
 
 def solo_normalization(cfg: omegaconf.DictConfig, aug: Any) -> tuple[list[float], list[float]]:
     """The mean and std solo-learn's ``build_transform_pipeline`` normalises ``aug``'s views with
     (its table for known datasets, the pipeline's ``mean``/``std`` otherwise)."""
     from solo.data.pretrain_dataloader import build_transform_pipeline
-    from torchvision import transforms
 
     for t in build_transform_pipeline(cfg.data.dataset, aug).transforms:
         if isinstance(t, transforms.Normalize):
@@ -185,8 +180,6 @@ def batch_datamodule(
     loader workers made the step slower, not faster (``microbenchmarks/bench_pipeline.py``,
     variants ``batch/w0`` and ``batch/w2``).
     """
-    import warnings
-
     import lightning.pytorch as pl
     from lightning.fabric.utilities.warnings import PossibleUserWarning
 
@@ -246,8 +239,6 @@ def per_image_loader(cfg: omegaconf.DictConfig) -> DataLoader:
         build_transform_pipeline,
         prepare_dataloader,
     )
-
-    from solo_bayesncl.data.datasets import build_train_dataset
 
     transform = FullTransformPipeline(
         [

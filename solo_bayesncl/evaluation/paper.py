@@ -29,10 +29,12 @@ from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader
 
+from solo_bayesncl.core.gates import BernoulliGate
+from solo_bayesncl.core.losses import gated_representation
+from solo_bayesncl.core.representations import extract_representations
 from solo_bayesncl.data.datasets import build_train_dataset, validation_transform
-from solo_bayesncl.losses import gated_representation
+from solo_bayesncl.data.names import SOLO_LOADER_DATASETS, dataset_name
 from solo_bayesncl.metrics.paper_protocol import paper_metrics, paper_singular_value_entropy
-from solo_bayesncl.representations import extract_representations
 
 __all__ = [
     "OFFICIAL_GATE_TEMPERATURE",
@@ -45,7 +47,9 @@ __all__ = [
 OFFICIAL_GATE_TEMPERATURE = 1.0
 OFFICIAL_GATE_THRESHOLD = 0.5
 """The official evaluation thresholds ``sigmoid(a / 1.0)`` at 0.5 whatever the run trained with."""
-_SOLO_CLASSIFICATION_DATASETS = ("cifar10", "cifar100", "stl10", "imagenet", "imagenet100")
+_OFFICIAL_GATE = BernoulliGate(
+    threshold=OFFICIAL_GATE_THRESHOLD, temperature=OFFICIAL_GATE_TEMPERATURE
+).eval()
 
 
 def paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
@@ -53,8 +57,7 @@ def paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
     ``normalize(phi(z))`` (NCL) or ``normalize(normalize(phi(z)) * 1[sigmoid(a) > 0.5])``."""
     z = out["z"].float()
     if "gate_logits" in out:
-        probs = torch.sigmoid(out["gate_logits"].float() / OFFICIAL_GATE_TEMPERATURE)
-        mask = (probs > OFFICIAL_GATE_THRESHOLD).float()
+        mask = _OFFICIAL_GATE(out["gate_logits"]).mask
         return gated_representation(z, mask, model.non_neg, getattr(model, "top_k", None))
     if hasattr(model, "representation"):  # NCL: deterministic, no gate
         return model.representation(out)
@@ -64,8 +67,8 @@ def paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
 def paper_val_transform(cfg):
     """solo-learn's classification validation transform of the dataset, as the official
     evaluation uses; the plugin's own for datasets solo-learn does not know (offline ones)."""
-    name = OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset
-    if name in _SOLO_CLASSIFICATION_DATASETS:
+    name = dataset_name(cfg)
+    if name in SOLO_LOADER_DATASETS:
         from solo.data.classification_dataloader import prepare_transforms
 
         return prepare_transforms(name)[1]
@@ -124,7 +127,6 @@ def evaluate_paper_protocol(
     batch_size: int,
     num_workers: int,
     device,
-    max_images_subset=None,
     seed: int = 0,
 ) -> dict[str, Any]:
     """Runs the official evaluation on ``model`` (left unchanged) and returns its figures.
@@ -132,9 +134,9 @@ def evaluate_paper_protocol(
     Args:
         model: a built method (any of the four).
         cfg: the checkpoint's config with its data resolved.
-        val_dataset_factory: ``transform -> dataset``, the validation set with that transform.
+        val_dataset_factory: ``transform -> dataset``, the validation set (the report's images)
+            with that transform.
         batch_size: the evaluation batch (BatchNorm statistics are per batch).
-        max_images_subset: ``dataset -> dataset`` restricting to the report's image subset.
         seed: the seed of the training batch of the singular-value entropy.
 
     Returns:
@@ -142,8 +144,6 @@ def evaluate_paper_protocol(
         :func:`solo_bayesncl.metrics.paper_protocol.paper_metrics`) and how they were obtained.
     """
     val = val_dataset_factory(paper_val_transform(cfg))
-    if max_images_subset is not None:
-        val = max_images_subset(val)
     loader = DataLoader(val, batch_size=batch_size, shuffle=False, num_workers=num_workers)
     official = copy.deepcopy(model).to(device).train()
     features, labels = _extract(official, loader)

@@ -3,7 +3,7 @@
     python -m solo_bayesncl.evaluation CHECKPOINT --out REPORT_DIR [--dataset fashion-mnist]
         [--batch-size 256] [--max-images N] [--device cpu|cuda] [--top-dims 16] [--overwrite]
 
-``CHECKPOINT`` is any layout :func:`solo_bayesncl.checkpoints.load_checkpoint` reads (solo-learn
+``CHECKPOINT`` is any layout :func:`solo_bayesncl.io.checkpoints.load_checkpoint` reads (solo-learn
 ``.ckpt`` with its ``args.json``, the official NCL/BayesNCL codes' layout, zoo artifacts) of
 ``bayesncl``, ``ncl``, ``simclr`` or ``mocov2plus``. ``--dataset`` defaults to the checkpoint's
 validation data; it takes a dataset name or an image folder (``class/image`` layout).
@@ -33,34 +33,27 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
-from torch.utils.data import DataLoader
 
-from solo_bayesncl.checkpoints import load_checkpoint, load_method
 from solo_bayesncl.dashboard.bundle import write_feature_bundle
-from solo_bayesncl.data.datasets import build_val_dataset, image_params, validation_transform
 from solo_bayesncl.evaluation import plots
 from solo_bayesncl.evaluation.markdown import render_markdown
 from solo_bayesncl.evaluation.paper import evaluate_paper_protocol
 from solo_bayesncl.evaluation.report_data import (
+    ReportData,
     ReportError,
-    class_names,
-    dataset_cfg,
-    dataset_label,
+    ReportInputs,
     extract_report_data,
-    limit_images,
+    load_report_inputs,
 )
-from solo_bayesncl.files import (
+from solo_bayesncl.io.files import (
     NotWritableError,
-    make_temporary,
     remove_stale_temporaries,
+    replacing_folder,
     require_writable,
 )
 from solo_bayesncl.metrics import MAJORITY_PERMUTATIONS, SIGNIFICANCE, selectivity_order
@@ -90,51 +83,11 @@ PARTIAL_SUFFIX = ".partial"
 PROTOCOLS: tuple[str, ...] = ("standard", "paper")
 """``standard``: this project's shared metrics, eval-mode BatchNorm. ``paper``: the standard
 report plus the official BayesNCL evaluation's figures (``metrics_paper``)."""
-
-
-def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ReportError(f"report folder {out_dir} exists and is not a folder")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
-        raise ReportError(
-            f"report folder {out_dir} exists and is not empty; choose another --out or pass "
-            "--overwrite to replace its report files"
-        )
-
-
-def _swap_in(staging: Path, out_dir: Path, stale: tuple[str, ...]) -> None:
-    """Moves the finished report from ``staging`` into ``out_dir``: one rename when ``out_dir``
-    does not exist, else one atomic replace per file (``metrics.json`` last), keeping any other
-    file the folder holds; ``stale`` report files the new report lacks are removed."""
-    if not out_dir.exists():
-        os.rename(staging, out_dir)
-        return
-    for name in stale:
-        (out_dir / name).unlink(missing_ok=True)
-    names = sorted(p.name for p in staging.iterdir())
-    names.sort(key=lambda name: name.startswith("metrics."))  # the report's index files last
-    for name in names:
-        os.replace(staging / name, out_dir / name)
-
-
-def gate_summary(gate_open: np.ndarray) -> dict[str, float]:
-    """Open rates of the hard gate ``(N, k)``: per dimension and per image."""
-    rates = gate_open.mean(axis=0)
-    per_image = gate_open.sum(axis=1)
-    return {
-        "mean": float(rates.mean()),
-        "median": float(np.median(rates)),
-        "min": float(rates.min()),
-        "max": float(rates.max()),
-        "dims_never_open": int((rates == 0).sum()),
-        "dims_always_open": int((rates == 1).sum()),
-        "open_gates_per_image_mean": float(per_image.mean()),
-        "images_with_no_open_gate": int((per_image == 0).sum()),
-    }
-
-
-def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
-    return {k: (float(v) if math.isfinite(float(v)) else None) for k, v in metrics.items()}
+REPRESENTATIONS: dict[str, str] = {
+    "bayesncl": "v = normalize(normalize(phi(z)) * m), hard gate m",
+    "ncl": "normalize(phi(z))",
+}
+"""What ``metrics.json`` says the metrics were computed on; other methods: ``z / ||z||``."""
 
 
 def write_report(
@@ -187,170 +140,204 @@ def write_report(
         ReportError: non-empty ``out_dir`` without ``overwrite``, no labelled validation data.
     """
     out_dir = Path(out_dir)
-    _check_out_dir(out_dir, overwrite)
-    try:
-        require_writable(out_dir)  # before any work
-    except NotWritableError as err:
-        raise ReportError(str(err)) from None
+    sizes = {"batch_size": batch_size, "top_dims": top_dims}
+    if max_images is not None:
+        sizes["max_images"] = max_images
+    _check_options(out_dir, overwrite, protocol, **sizes)
     remove_stale_temporaries(out_dir, PARTIAL_SUFFIX)
-    if protocol not in PROTOCOLS:
-        raise ReportError(
-            f"protocol={protocol!r} is not supported; allowed values: {', '.join(PROTOCOLS)}"
-        )
-    for name, value in (("batch_size", batch_size), ("top_dims", top_dims)):
-        if value < 1:
-            raise ReportError(f"{name} must be >= 1, got {value}")
-    loaded = load_checkpoint(checkpoint)
-    cfg = dataset_cfg(loaded.cfg, dataset)
-    val = build_val_dataset(cfg, validation_transform(cfg))
-    if val is None:
-        raise ReportError(
-            f"{loaded.path}: its config has no labelled validation data (data.val_path is unset "
-            "or data.no_labels is set); pass a dataset name or an image folder with --dataset"
-        )
-    names = class_names(val, OmegaConf.select(cfg, "data.num_classes", default=None))
-    val = limit_images(val, max_images)
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model = load_method(loaded, device=device)
-    gated = hasattr(model, "gate_output")
-    loader = DataLoader(
-        val,
-        batch_size=batch_size,
-        shuffle=False,
-        num_workers=num_workers,
-        pin_memory=device.type == "cuda",
-    )
-    _, mean, std = image_params(cfg)
+    inputs = load_report_inputs(checkpoint, dataset, max_images, device)
     data = extract_report_data(
-        model,
-        loader,
-        len(names),
-        (mean, std, thumbnail_size),
-        source=loaded.path,
+        inputs,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        thumbnail_size=thumbnail_size,
         accumulator_options={
             "shuffle_permutations": shuffle_permutations,
             "retrieval_max_samples": retrieval_max_samples,
         },
         progress=progress,
     )
-    features, labels, thumbs, gate_open = (
-        data.features,
-        data.labels,
-        data.thumbnails,
-        data.gate_open,
-    )
-    metrics, stats = data.metrics, data.stats
-    order = selectivity_order(stats.active_count, stats.purity, torch.from_numpy(data.p_value))
-    order = order.numpy()
+    order = selectivity_order(
+        data.stats.active_count, data.stats.purity, torch.from_numpy(data.p_value)
+    ).numpy()
     most, least = order[:top_dims], order[::-1][:top_dims]
-    significant = data.p_value <= SIGNIFICANCE
-
-    def describe(dims) -> list[dict[str, Any]]:
-        rows = []
-        for d in dims:
-            majority = int(stats.majority_class[d])
-            top = plots.top_images(features, int(d), images_per_dim)
-            rows.append(
-                {
-                    "dim": int(d),
-                    "majority_class": names[majority],
-                    "majority_significant": bool(significant[d]),
-                    "p_value": float(data.p_value[d]),
-                    "purity_top": float((labels[top] == majority).mean()) if len(top) else 0.0,
-                    "purity": float(stats.purity[d]),
-                    "active_images": int(stats.active_count[d]),
-                }
-            )
-        return rows
-
+    report = report_content(inputs, data, order, most, least, images_per_dim)
+    if protocol == "paper":
+        paper = evaluate_paper_protocol(
+            inputs.model,
+            inputs.cfg,
+            inputs.val_dataset,
+            batch_size=batch_size,
+            num_workers=num_workers,
+            device=inputs.device,
+        )
+        report["protocol"] = "paper"
+        report["metrics_paper"] = _finite(paper["metrics"])
+        report["paper_protocol"] = paper["settings"]
     # written into a hidden sibling folder, moved into out_dir only when complete: a killed
     # run leaves an earlier report as it was (and its own folder is removed by the next run)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = make_temporary(out_dir, PARTIAL_SUFFIX, folder=True)
-    try:
-        report: dict[str, Any] = {
-            "method": loaded.method,
-            "checkpoint": str(loaded.path),
-            "dataset": dataset_label(cfg),
-            "num_images": int(features.shape[0]),
-            "representation": {
-                "bayesncl": "v = normalize(normalize(phi(z)) * m), hard gate m",
-                "ncl": "normalize(phi(z))",
-            }.get(loaded.method, "normalized projection z / ||z||"),
-            "metrics": _finite(metrics),
-        }
-        if gated:
-            report["metrics_soft_gate"] = _finite(data.metrics_soft_gate)
-            report["gate_open_rate"] = gate_summary(gate_open)
-        if protocol == "paper":
-            paper = evaluate_paper_protocol(
-                model,
-                cfg,
-                lambda transform: build_val_dataset(cfg, transform),
-                batch_size=batch_size,
-                num_workers=num_workers,
-                device=device,
-                max_images_subset=lambda d: limit_images(d, max_images),
-            )
-            report["protocol"] = "paper"
-            report["metrics_paper"] = _finite(paper["metrics"])
-            report["paper_protocol"] = paper["settings"]
-        report["selectivity"] = {
-            "permutations": MAJORITY_PERMUTATIONS,
-            "significance": SIGNIFICANCE,
-            "significant_dims": int(significant[order].sum()),
-            "top_images": images_per_dim,
-        }
-        report["top_dimensions"] = describe(most)
-        report["least_selective_dimensions"] = describe(least)
-        write_feature_bundle(
-            staging,
-            features=features,
-            labels=labels,
-            class_names=names,
-            thumbnails=thumbs,
-            gate_open_rate=gate_open.mean(axis=0) if gated else None,
-        )
-
-        for name, dims, title in (
-            ("top_activations.png", most, "most selective"),
-            ("least_selective_activations.png", least, "least selective"),
-        ):
-            plots.plot_top_activations(
-                staging / name,
-                features,
-                labels,
-                thumbs,
-                dims,
-                stats,
-                names,
-                per_dim=images_per_dim,
-                significant=significant[dims],
-                title=title,
-            )
-        plots.plot_class_histograms(staging / "class_histograms.png", most, stats, names)
-        settings = {"hard gate": metrics}
-        if gated:
-            settings["soft gate"] = report["metrics_soft_gate"]
-        plots.plot_retrieval_precision(staging / "retrieval_precision.png", settings)
-        plots.plot_active_dims_per_image(
-            staging / "active_dims_per_image.png", data.active_per_image, features.shape[1]
-        )
-        pictures = [name for name in REPORT_FILES if name.endswith(".png")]
-        skipped = []
-        if gated:
-            plots.plot_gate_open_rates(staging / GATE_PICTURE, gate_open)
-            pictures.append(GATE_PICTURE)
-        else:
-            skipped.append(f"{GATE_PICTURE}: not drawn, {loaded.method} has no gate")
-
-        (staging / "metrics.json").write_text(
-            json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8"
-        )
-        (staging / "metrics.md").write_text(
-            render_markdown(report, pictures, skipped), encoding="utf-8"
-        )
-        _swap_in(staging, out_dir, stale=() if gated else (GATE_PICTURE,))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    stale = () if inputs.gated else (GATE_PICTURE,)
+    with replacing_folder(
+        out_dir, PARTIAL_SUFFIX, stale, last=("metrics.md", "metrics.json")
+    ) as staging:
+        write_report_files(staging, report, inputs, data, most, least, images_per_dim)
     return report
+
+
+def _check_options(out_dir: Path, overwrite: bool, protocol: str, **at_least_one: int) -> None:
+    """Every option checked before any work: the folder (free or ``overwrite``, writable),
+    the protocol and the sizes."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ReportError(f"report folder {out_dir} exists and is not a folder")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
+        raise ReportError(
+            f"report folder {out_dir} exists and is not empty; choose another --out or pass "
+            "--overwrite to replace its report files"
+        )
+    try:
+        require_writable(out_dir)
+    except NotWritableError as err:
+        raise ReportError(str(err)) from None
+    if protocol not in PROTOCOLS:
+        raise ReportError(
+            f"protocol={protocol!r} is not supported; allowed values: {', '.join(PROTOCOLS)}"
+        )
+    for name, value in at_least_one.items():
+        if value < 1:
+            raise ReportError(f"{name} must be >= 1, got {value}")
+
+
+def gate_summary(gate_open: np.ndarray) -> dict[str, float]:
+    """Open rates of the hard gate ``(N, k)``: per dimension and per image."""
+    rates = gate_open.mean(axis=0)
+    per_image = gate_open.sum(axis=1)
+    return {
+        "mean": float(rates.mean()),
+        "median": float(np.median(rates)),
+        "min": float(rates.min()),
+        "max": float(rates.max()),
+        "dims_never_open": int((rates == 0).sum()),
+        "dims_always_open": int((rates == 1).sum()),
+        "open_gates_per_image_mean": float(per_image.mean()),
+        "images_with_no_open_gate": int((per_image == 0).sum()),
+    }
+
+
+def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
+    return {k: (float(v) if math.isfinite(float(v)) else None) for k, v in metrics.items()}
+
+
+def report_content(
+    inputs: ReportInputs,
+    data: ReportData,
+    order: np.ndarray,
+    most: np.ndarray,
+    least: np.ndarray,
+    images_per_dim: int,
+) -> dict[str, Any]:
+    """The content of ``metrics.json`` (without the paper protocol's figures)."""
+    method = inputs.loaded.method
+    report: dict[str, Any] = {
+        "method": method,
+        "checkpoint": str(inputs.loaded.path),
+        "dataset": inputs.images.label,
+        "num_images": int(data.features.shape[0]),
+        "representation": REPRESENTATIONS.get(method, "normalized projection z / ||z||"),
+        "metrics": _finite(data.metrics),
+    }
+    if inputs.gated:
+        report["metrics_soft_gate"] = _finite(data.metrics_soft_gate)
+        report["gate_open_rate"] = gate_summary(data.gate_open)
+    significant = data.p_value <= SIGNIFICANCE
+    report["selectivity"] = {
+        "permutations": MAJORITY_PERMUTATIONS,
+        "significance": SIGNIFICANCE,
+        "significant_dims": int(significant[order].sum()),
+        "top_images": images_per_dim,
+    }
+    report["top_dimensions"] = describe_dimensions(most, data, inputs.class_names, images_per_dim)
+    report["least_selective_dimensions"] = describe_dimensions(
+        least, data, inputs.class_names, images_per_dim
+    )
+    return report
+
+
+def describe_dimensions(
+    dims: np.ndarray, data: ReportData, names: list[str], images_per_dim: int
+) -> list[dict[str, Any]]:
+    """One row per dimension: its majority class, whether that majority beats the label-shuffled
+    baseline, and the purity of its top images and of all its active images."""
+    rows = []
+    for d in dims:
+        majority = int(data.stats.majority_class[d])
+        top = plots.top_images(data.features, int(d), images_per_dim)
+        rows.append(
+            {
+                "dim": int(d),
+                "majority_class": names[majority],
+                "majority_significant": bool(data.p_value[d] <= SIGNIFICANCE),
+                "p_value": float(data.p_value[d]),
+                "purity_top": float((data.labels[top] == majority).mean()) if len(top) else 0.0,
+                "purity": float(data.stats.purity[d]),
+                "active_images": int(data.stats.active_count[d]),
+            }
+        )
+    return rows
+
+
+def write_report_files(
+    folder: Path,
+    report: dict[str, Any],
+    inputs: ReportInputs,
+    data: ReportData,
+    most: np.ndarray,
+    least: np.ndarray,
+    images_per_dim: int,
+) -> None:
+    """Writes the report's files into ``folder``: the dashboard bundle, the pictures, then
+    ``metrics.json`` and ``metrics.md``."""
+    names, gated = inputs.class_names, inputs.gated
+    significant = data.p_value <= SIGNIFICANCE
+    write_feature_bundle(
+        folder,
+        features=data.features,
+        labels=data.labels,
+        class_names=names,
+        thumbnails=data.thumbnails,
+        gate_open_rate=data.gate_open.mean(axis=0) if gated else None,
+    )
+    for name, dims, title in (
+        ("top_activations.png", most, "most selective"),
+        ("least_selective_activations.png", least, "least selective"),
+    ):
+        plots.plot_top_activations(
+            folder / name,
+            data.features,
+            data.labels,
+            data.thumbnails,
+            dims,
+            data.stats,
+            names,
+            per_dim=images_per_dim,
+            significant=significant[dims],
+            title=title,
+        )
+    plots.plot_class_histograms(folder / "class_histograms.png", most, data.stats, names)
+    settings = {"hard gate": data.metrics}
+    if gated:
+        settings["soft gate"] = report["metrics_soft_gate"]
+    plots.plot_retrieval_precision(folder / "retrieval_precision.png", settings)
+    plots.plot_active_dims_per_image(
+        folder / "active_dims_per_image.png", data.active_per_image, data.features.shape[1]
+    )
+    pictures = [name for name in REPORT_FILES if name.endswith(".png")]
+    skipped = []
+    if gated:
+        plots.plot_gate_open_rates(folder / GATE_PICTURE, data.gate_open)
+        pictures.append(GATE_PICTURE)
+    else:
+        skipped.append(f"{GATE_PICTURE}: not drawn, {inputs.loaded.method} has no gate")
+    (folder / "metrics.json").write_text(
+        json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8"
+    )
+    (folder / "metrics.md").write_text(render_markdown(report, pictures, skipped), encoding="utf-8")

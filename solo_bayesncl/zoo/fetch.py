@@ -10,20 +10,21 @@ adds is the safety policy of the zoo:
 - bytes go to a hidden temporary ``.part`` file in the cache folder, are checked (size, then
   sha256) and only then renamed atomically to the final name, so an interrupted transfer or a
   wrong checksum never leaves a file that looks complete; the ``.part`` file of a killed
-  download is removed by the next download of that entry (see :mod:`solo_bayesncl.files`);
+  download is removed by the next download of that entry (see :mod:`solo_bayesncl.io.files`);
 - the entry's URLs are tried in order until one gives the right bytes;
 - a wrong checksum raises :class:`~.errors.ChecksumError` naming the entry and both hashes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
 from pathlib import Path
 
-from solo_bayesncl.files import make_temporary, remove_stale_temporaries
+import pooch
+
+from solo_bayesncl.io.files import remove_stale_temporaries, replacing
 
 from .errors import ChecksumError, DownloadError
 from .manifest import ZooEntry, find_entry
@@ -80,8 +81,6 @@ def is_verified(path: Path, entry: ZooEntry) -> bool:
 
 def _downloader(url: str, progress: bool, timeout: float):
     """pooch's downloader for ``url``'s protocol (HTTP(S), FTP, SFTP, DOI)."""
-    import pooch
-
     if url.startswith(("http://", "https://")):
         return pooch.HTTPDownloader(progressbar=progress, timeout=timeout, chunk_size=_CHUNK)
     return pooch.downloaders.choose_downloader(url, progressbar=progress)
@@ -150,32 +149,27 @@ def _try_url(
     Returns None on success, else ``(reason, actual_sha256)`` where the hash is given only when
     the transfer completed but its bytes are not the entry's.
     """
-    tmp = make_temporary(target, ".part")
-    try:
-        try:
-            _fetch_to(url, tmp, progress, timeout)
-        except Exception as err:  # requests, urllib3, ftplib...: any failure means "next URL"
-            return f"{type(err).__name__}: {err}", None
-        actual = sha256_file(tmp)
-        if actual != entry.sha256:
-            size = tmp.stat().st_size
-            return (
-                f"sha256 mismatch: expected {entry.sha256}, got {actual} "
-                f"({size} bytes, expected {entry.size})",
-                actual,
-            )
-        os.replace(tmp, target)
-        return None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
+    with replacing(target, ".part") as tmp:  # only verified bytes replace the target
+        problem = _fetch_checked(entry, url, tmp, progress, timeout)
+        if problem is not None:
             tmp.unlink()
+    return problem
 
 
-def remove_cached(entry: str | ZooEntry, cache: str | os.PathLike[str] | None = None) -> bool:
-    """Delete the cached artifact of ``entry``; True when there was one."""
-    entry = find_entry(entry) if isinstance(entry, str) else entry
-    path = cached_path(entry, cache)
-    if path.exists():
-        path.unlink()
-        return True
-    return False
+def _fetch_checked(
+    entry: ZooEntry, url: str, tmp: Path, progress: bool, timeout: float
+) -> tuple[str, str | None] | None:
+    """Fetch ``url`` into ``tmp`` and check its sha256; None when it holds the entry's bytes."""
+    try:
+        _fetch_to(url, tmp, progress, timeout)
+    except Exception as err:  # requests, urllib3, ftplib...: any failure means "next URL"
+        return f"{type(err).__name__}: {err}", None
+    actual = sha256_file(tmp)
+    if actual != entry.sha256:
+        size = tmp.stat().st_size
+        return (
+            f"sha256 mismatch: expected {entry.sha256}, got {actual} "
+            f"({size} bytes, expected {entry.size})",
+            actual,
+        )
+    return None

@@ -10,7 +10,7 @@ An ENTRY has the required fields of :data:`REQUIRED_FIELDS` and may have the opt
 checks every field and the agreement between the entry and the config it carries.
 
 Where manifests are read from (:func:`manifest_paths`): the project's manifest, shipped in the
-package as ``solo_bayesncl/zoo/manifest.json``, then every file named in the environment variable
+package from the top-level ``zoo/manifest.json``, then every file named in the environment variable
 ``SOLO_BAYESNCL_MANIFEST`` (separated by ``os.pathsep``), which is how a user lists their own
 published weights.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from solo_bayesncl.registration import SUPPORTED_METHODS
+from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
 from .errors import ManifestError, UnknownModelError
 
@@ -200,8 +200,11 @@ def _check_config_agrees(config: Mapping[str, Any], data: Mapping[str, Any], whe
             )
 
 
-PROJECT_MANIFEST = Path(__file__).resolve().parent / "manifest.json"
-"""The project's manifest, shipped with the package."""
+_PACKAGED = Path(__file__).resolve().parent / "published" / "manifest.json"
+_SOURCE = Path(__file__).resolve().parents[2] / "zoo" / "manifest.json"
+PROJECT_MANIFEST = _PACKAGED if _PACKAGED.is_file() else _SOURCE
+"""The project's manifest: the top-level ``zoo/manifest.json`` of the repository, which the
+wheel ships as ``solo_bayesncl/zoo/published/`` (one copy of the file, as for the configs)."""
 
 
 def manifest_paths() -> list[Path]:
