@@ -29,16 +29,20 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     python_requires=">=3.10",
-    # the Hydra configs stay at the top level (``scripts/``, solo-learn's layout) and ship as the
-    # package ``solo_bayesncl.configs``: one copy of each file (see solo_bayesncl.shipped_configs)
+    # the Hydra configs and the zoo's manifest stay at the top level (``scripts/`` and ``zoo/``,
+    # solo-learn's layout) and ship as the packages ``solo_bayesncl.configs`` and
+    # ``solo_bayesncl.zoo.published``: one copy of each file (see solo_bayesncl.config.shipped
+    # and solo_bayesncl.zoo.manifest)
     packages=[
         *find_packages(include=["solo_bayesncl", "solo_bayesncl.*"]),
         "solo_bayesncl.configs",
+        "solo_bayesncl.zoo.published",
     ],
-    package_dir={"solo_bayesncl.configs": "scripts"},
+    package_dir={"solo_bayesncl.configs": "scripts", "solo_bayesncl.zoo.published": "zoo"},
     package_data={
-        "solo_bayesncl": ["benchmark/presets/*.yaml", "dashboard/assets/*", "zoo/*.json"],
+        "solo_bayesncl": ["benchmark/presets/*.yaml", "dashboard/assets/*"],
         "solo_bayesncl.configs": ["pretrain/**/*.yaml", "linear/**/*.yaml"],
+        "solo_bayesncl.zoo.published": ["manifest.json", "README.md"],
     },
     include_package_data=True,
     install_requires=[
@@ -67,10 +71,10 @@ setup(
             "solo-bayesncl-pretrain=solo_bayesncl.cli.pretrain:main",
             "solo-bayesncl-linear=solo_bayesncl.cli.linear:main",
             "solo-bayesncl-knn=solo_bayesncl.cli.knn:main",
-            "solo-bayesncl-evaluate=solo_bayesncl.evaluation.command:main",
-            "solo-bayesncl-benchmark=solo_bayesncl.benchmark.__main__:main",
-            "solo-bayesncl-zoo=solo_bayesncl.zoo.cli:main",
-            "solo-bayesncl-dashboard=solo_bayesncl.dashboard.__main__:main",
+            "solo-bayesncl-evaluate=solo_bayesncl.cli.evaluate:main",
+            "solo-bayesncl-benchmark=solo_bayesncl.cli.benchmark:main",
+            "solo-bayesncl-zoo=solo_bayesncl.cli.zoo:main",
+            "solo-bayesncl-dashboard=solo_bayesncl.cli.dashboard:main",
         ]
     },
     classifiers=[

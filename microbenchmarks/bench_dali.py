@@ -90,7 +90,7 @@ def build_cfg(args: argparse.Namespace, folder: Path):
     from hydra import compose, initialize_config_dir
 
     from solo_bayesncl.benchmark.presets import load_preset
-    from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
 
     preset = load_preset("cpu")
     overrides = [o for o in preset.overrides if not o.lstrip("+").startswith(_PRESET_DATA_KEYS)] + [

@@ -20,8 +20,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from solo_bayesncl.gates import BernoulliGate, bernoulli_kl
-from solo_bayesncl.losses import gated_representation, info_nce_loss
+from solo_bayesncl.core.gates import BernoulliGate, bernoulli_kl
+from solo_bayesncl.core.losses import gated_representation, info_nce_loss
 
 CASES = ((256, 256), (512, 2048))  # (images per batch, feature dimension k); 2 views each
 TEMPERATURE = 0.2

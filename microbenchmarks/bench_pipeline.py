@@ -4,7 +4,7 @@ data pipeline, for solo-learn's per-image loader and for the batched in-memory p
 Settings are the ``cpu`` benchmark preset's (``solo_bayesncl/benchmark/presets/cpu.yaml``:
 Fashion-MNIST, 5,000 training images, 2 x 256 views at 32 px, ResNet-18 with the ImageNet stem)
 for one method (bayesncl by default), its config composed from the preset's config folder and
-checked by :func:`solo_bayesncl.cli.pretrain.prepare_pretrain_cfg`. One model and optimizer serve
+checked by :func:`solo_bayesncl.training.pretrain.prepare_pretrain_cfg`. One model and optimizer serve
 every variant (set up as :mod:`microbenchmarks.bench_train_step` sets them up: the method's own
 ``training_step``, backward and LARS step).
 
@@ -66,7 +66,7 @@ def build_cfg(args: argparse.Namespace):
     from hydra import compose, initialize_config_dir
 
     from solo_bayesncl.benchmark.presets import load_preset
-    from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
 
     preset = load_preset(args.preset)
     overrides = [

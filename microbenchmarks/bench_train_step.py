@@ -1,7 +1,7 @@
 """Times one full training step of the bayesncl, ncl and simclr solo-learn methods, in one run.
 
 Each method is built from its shipped CIFAR config (``scripts/pretrain/cifar/<method>.yaml``,
-composed with Hydra and checked by :func:`solo_bayesncl.cli.pretrain.prepare_pretrain_cfg`), set
+composed with Hydra and checked by :func:`solo_bayesncl.training.pretrain.prepare_pretrain_cfg`), set
 up as the pretraining entry point sets it up (small stem on request, contiguous parameters,
 channels-last unless disabled) and put in train mode. One step is what Lightning runs per batch:
 ``training_step`` on ``(indexes, [x1, x2], targets)`` (both views through backbone, projector,
@@ -70,7 +70,7 @@ def compose_cfg(name: str, overrides: list[str]):
 
 def build_cfg(name: str, args: argparse.Namespace, data_dir: Path):
     """The shipped config of ``name`` at the benchmark's size, checked like a real run."""
-    from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
 
     hidden, output = args.proj
     overrides = [
@@ -90,10 +90,10 @@ def build_cfg(name: str, args: argparse.Namespace, data_dir: Path):
 
 
 def build_model(cfg, device: torch.device) -> torch.nn.Module:
-    """The method in train mode, set up as :func:`solo_bayesncl.cli.pretrain.pretrain` does."""
+    """The method in train mode, set up as :func:`solo_bayesncl.training.pretrain.pretrain` does."""
     from solo.utils.misc import make_contiguous
 
-    from solo_bayesncl.models import build_method
+    from solo_bayesncl.host.models import build_method
 
     torch.manual_seed(0)  # the same backbone and projector initialisation for every method
     model = build_method(cfg)
@@ -383,8 +383,8 @@ def breakdown(
 ) -> None:
     """Times bayesncl's extra work alone, on the backbone features of the batch, and compares
     its sum with ``ncl_step`` (ncl's median step time, seconds)."""
-    from solo_bayesncl.gates import bernoulli_kl
-    from solo_bayesncl.losses import gated_representation, non_negative_representation
+    from solo_bayesncl.core.gates import bernoulli_kl
+    from solo_bayesncl.core.losses import gated_representation, non_negative_representation
 
     with torch.no_grad(), autocast(device, precision):
         feats = torch.cat([model.backbone(x) for x in batch[1]])
@@ -409,8 +409,8 @@ def breakdown(
         zr.grad = logits.grad = None
         gate = model.gate_output(logits, "hard")
         v = gated_representation(zr, gate.mask, model.non_neg, model.top_k)
-        kl = bernoulli_kl(gate.probs, model.prior, eps=model.kl_eps)
-        (v.sum() + model.kl_lambda * kl).backward()
+        kl = bernoulli_kl(gate.probs, model.objective.prior, eps=model.objective.kl_eps)
+        (v.sum() + model.objective.kl_lambda * kl).backward()
         return kl.detach()
 
     def ncl_norm() -> torch.Tensor:

@@ -2,33 +2,95 @@
 
 Importing the package registers the ``bayesncl`` and ``ncl`` methods into solo-learn's
 ``solo.methods.METHODS`` (at once if solo-learn's methods are loaded, else when they are
-imported; see :mod:`solo_bayesncl.registration`); ``solo_bayesncl.register()`` does it
-explicitly. Without solo-learn, the host-independent parts
-(``nonneg``, ``gates``, ``losses``, ``metrics``, ``zoo``, ``dashboard``) import and work in any
-training loop.
+imported; see :mod:`solo_bayesncl.host.registration`); ``solo_bayesncl.register()`` does it
+explicitly. Without solo-learn, the host-independent parts (``core``, ``metrics``, ``zoo``,
+``dashboard``) import and work in any training loop.
 
-Layout, lowest layer first; a module imports only from its own layer or below (a test reads
-every import with ``ast``):
+The package holds only sub-packages. :data:`LAYERS` lists them, lowest first; a module imports
+only from its own sub-package and from those listed before it (``tests/test_layering.py`` reads
+every import with ``ast``). ``docs/architecture.md`` says what each holds.
 
-1. core, host-independent: ``nonneg``, ``gates``, ``losses``, ``distributed``, ``metrics``;
-2. ``methods``: the solo-learn methods ``bayesncl`` and ``ncl``;
-3. the plugin's library: ``registration``, ``models`` (building methods and backbones),
-   ``checkpoints`` and ``artifact`` (loading), ``representations`` (the one feature-extraction
-   pass), ``data``, ``config``, ``runtime``, ``trainer``;
-4. commands and tools: ``cli`` (pretrain, linear, kNN), ``evaluation`` (report and training
-   callback), ``benchmark`` (the side-by-side comparison), ``zoo``, ``dashboard``.
-
-Imports sit at the top of each module, with two kinds of exception, both inside functions:
-solo-learn, Lightning and the modules that need them, which are optional for the core and loaded
-only when used; and the heavy imports of command entry points (``cli``, ``evaluation.command``,
-the ``__main__`` modules), so that ``--help`` and input errors answer before torch and solo-learn
-load.
+Imports sit at the top of each module, with three kinds of exception, inside functions:
+solo-learn and what it brings (Lightning, scikit-learn, timm) or an optional extra (DALI,
+selenium, wandb), so that ``core``, ``metrics``, ``zoo`` and ``dashboard`` import without them;
+``matplotlib.pyplot``, ``kornia`` and ``torch.distributed.nn``, whose import changes global state
+(the plotting backend, the warning filters); and the library imports of the commands (``cli``), so that ``--help`` and
+input errors answer before torch and solo-learn load.
 """
 
-from solo_bayesncl.registration import install_registration_hook, register, register_methods
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import warnings
+
+from solo_bayesncl.host.registration import install_registration_hook, register
 
 __version__ = "0.1.0"
 
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("core", ("core", "metrics")),
+    ("methods", ("methods",)),
+    ("library", ("data", "host", "io", "config", "training")),
+    ("tools", ("dashboard", "zoo", "evaluation", "benchmark")),
+    ("commands", ("cli",)),
+)
+"""The sub-packages by layer, lowest first; inside a layer, too, a sub-package imports only
+those listed before it. A ``__main__`` module is a command (``python -m``) and belongs to ``cli``."""
+
+MOVED: dict[str, str] = {
+    f"solo_bayesncl.{old}": f"solo_bayesncl.{new}"
+    for old, new in (
+        ("nonneg", "core.nonneg"),
+        ("gates", "core.gates"),
+        ("losses", "core.losses"),
+        ("distributed", "core.distributed"),
+        ("representations", "core.representations"),
+        ("registration", "host.registration"),
+        ("models", "host.models"),
+        ("checkpoints", "io.checkpoints"),
+        ("artifact", "io.artifact"),
+        ("files", "io.files"),
+        ("runtime", "config.runtime"),
+        ("global_batch", "config.global_batch"),
+        ("shipped_configs", "config.shipped"),
+        ("trainer", "training.trainer"),
+        ("auto_resume", "training.auto_resume"),
+        ("evaluation.callback", "training.callback"),
+        ("evaluation.probe", "metrics.probe"),
+        ("evaluation.command", "cli.evaluate"),
+        ("zoo.cli", "cli.zoo"),
+    )
+}
+"""The modules of release 0.1.0 that moved into sub-packages: the old names still import, with a
+DeprecationWarning, until the next release."""
+
+
+class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports a module of :data:`MOVED` under its old name: the same module object."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in MOVED:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        warnings.warn(
+            f"{spec.name} moved to {MOVED[spec.name]}; the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return importlib.import_module(MOVED[spec.name])
+
+    def exec_module(self, module) -> None:
+        """The module is already loaded under its new name."""
+
+
+if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
+    sys.meta_path.insert(0, _MovedModuleFinder())
+
 SOLO_LEARN_AVAILABLE: bool = install_registration_hook()
 
-__all__ = ["SOLO_LEARN_AVAILABLE", "__version__", "register", "register_methods"]
+__all__ = ["LAYERS", "SOLO_LEARN_AVAILABLE", "__version__", "register"]

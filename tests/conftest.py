@@ -1,18 +1,26 @@
-"""Shared fixtures: a small real-image folder and Hydra composition of the shipped configs."""
+"""Shared fixtures (a small real-image folder) and the ``solo`` marker, which skips by itself
+when upstream solo-learn is not installed. The shared helpers are in ``helpers.py``."""
 
 from __future__ import annotations
 
 import gzip
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
+from helpers import FASHION_MNIST
 
-REPO = Path(__file__).resolve().parents[1]
-FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+from solo_bayesncl.host.availability import solo_learn_available
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """``@pytest.mark.solo`` skips, with the reason, when solo-learn cannot be imported."""
+    if solo_learn_available():
+        return
+    skip = pytest.mark.skip(reason="needs upstream solo-learn installed")
+    for item in items:
+        if "solo" in item.keywords:
+            item.add_marker(skip)
 
 
 def _fashion_images(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -48,166 +56,3 @@ def image_folder(tmp_path_factory) -> Path:
                     folder / f"{i}.png"
                 )
     return root
-
-
-TINY_FASHION_MNIST = [
-    "data.dataset=fashion-mnist",
-    "data.fraction=0.01",
-    "data.val_fraction=0.02",
-    "max_epochs=1",
-    "optimizer.batch_size=32",
-    "data.num_workers=0",
-    "accelerator=cpu",
-]
-"""Overrides of a one-epoch CPU pretraining on 1% of Fashion-MNIST (600 training images)."""
-
-
-def run_command(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
-    """Runs ``python ARGS`` in the checkout, as a user would from its root; output captured."""
-    return subprocess.run(
-        [sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def compose(config_dir: str, name: str, overrides: list[str] | None = None):
-    """Composes a shipped config with Hydra, as ``main_*.py --config-path ... --config-name``."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from omegaconf import OmegaConf
-
-    with initialize_config_dir(config_dir=str(REPO / config_dir), version_base="1.2"):
-        cfg = hydra_compose(config_name=name, overrides=overrides or [])
-    OmegaConf.set_struct(cfg, False)
-    return cfg
-
-
-def tiny_pretrain_overrides(image_folder: Path, out_dir: Path) -> list[str]:
-    """Overrides that make any shipped pretraining config a seconds-long CPU run."""
-    return [
-        "data.dataset=custom",
-        f"data.train_path={image_folder / 'train'}",
-        f"data.val_path={image_folder / 'val'}",
-        "data.num_workers=0",
-        "optimizer.batch_size=8",
-        "method_kwargs.proj_hidden_dim=64",
-        "method_kwargs.proj_output_dim=32",
-        "max_epochs=1",
-        f"checkpoint.dir={out_dir}",
-        "auto_resume.enabled=False",
-        "accelerator=cpu",
-        "devices=1",
-    ]
-
-
-def untrained_checkpoint(
-    folder: Path,
-    config: str,
-    image_folder: Path,
-    proj_hidden_dim: int,
-    proj_output_dim: int,
-    edit=None,
-) -> Path:
-    """A solo-learn-layout checkpoint (``last.ckpt`` + ``args.json``) of an untrained model of a
-    shipped CIFAR config on ``image_folder`` (seed 0); ``edit(model)`` may change its weights
-    first. Needs solo-learn."""
-    import json
-
-    import torch
-    from omegaconf import OmegaConf
-
-    from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg
-    from solo_bayesncl.models import build_method
-
-    cfg = prepare_pretrain_cfg(
-        compose(
-            "scripts/pretrain/cifar",
-            config,
-            [
-                "data.dataset=custom",
-                f"data.train_path={image_folder / 'train'}",
-                f"data.val_path={image_folder / 'val'}",
-                f"method_kwargs.proj_hidden_dim={proj_hidden_dim}",
-                f"method_kwargs.proj_output_dim={proj_output_dim}",
-                "optimizer.batch_size=8",
-                "accelerator=cpu",
-            ],
-        ),
-        check_data=False,
-    )
-    torch.manual_seed(0)
-    model = build_method(cfg)
-    if edit is not None:
-        with torch.no_grad():
-            edit(model)
-    folder.mkdir(parents=True)
-    path = folder / "last.ckpt"
-    torch.save({"state_dict": model.state_dict()}, path)
-    (folder / "args.json").write_text(json.dumps(OmegaConf.to_container(cfg, resolve=True)))
-    return path
-
-
-def tiny_preset_file(
-    path: Path,
-    data: Path,
-    out_dir: str | Path,
-    *,
-    methods: tuple[str, ...] = ("bayesncl",),
-    max_epochs: int = 1,
-    extra_overrides: tuple[str, ...] = (),
-    **keys,
-) -> Path:
-    """Writes to ``path`` a benchmark preset of seconds-long CPU runs on ``data`` (a folder with
-    ``train/`` and ``val/``); ``keys`` add or replace top-level preset keys. Returns ``path``."""
-    preset = {
-        "name": "tiny",
-        "config_dir": str(REPO / "scripts/pretrain/cifar"),
-        "methods": list(methods),
-        "seeds": [5],
-        "overrides": [
-            "data.dataset=custom",
-            f"data.train_path={data / 'train'}",
-            f"data.val_path={data / 'val'}",
-            "data.num_workers=0",
-            "optimizer.batch_size=8",
-            "method_kwargs.proj_hidden_dim=32",
-            "method_kwargs.proj_output_dim=16",
-            f"max_epochs={max_epochs}",
-            *extra_overrides,
-            "accelerator=cpu",
-        ],
-        "linear": {"max_epochs": 1, "batch_size": 8, "lr": 0.1},
-        "knn": {"k": 3},
-        "report": {"num_workers": 0, "batch_size": 16, "top_dims": 4},
-        "out_dir": str(out_dir),
-        **keys,
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(preset, sort_keys=False))
-    return path
-
-
-def fake_result(method: str, seed: int, gain: float, linear: float = 80.0, variant=None, **extra):
-    """A benchmark ``result.json`` payload with known values (consistency 0.3 + gain beside a
-    shuffled baseline of 0.3), for the table and plot tests."""
-    result = {
-        "method": method,
-        "seed": seed,
-        "linear_top1": linear,
-        "knn_top1": linear - 1.0,
-        "seconds_per_epoch": 10.0,
-        "peak_memory_mb": 1000.0,
-        "metrics": {
-            "semantic_consistency": 0.3 + gain,
-            "semantic_consistency_shuffled": 0.3,
-            "semantic_consistency_gain": gain,
-            "semantic_entropy_freq": 1.5,
-            "active_dims": 100.0,
-            "sparsity": 0.5,
-            "effective_rank": 40.0,
-            "retrieval_p@1": 0.7,
-        },
-        **extra,
-    }
-    if variant:
-        result["variant"] = variant
-    return result

@@ -29,8 +29,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from solo_bayesncl.registration import SUPPORTED_METHODS
-from solo_bayesncl.shipped_configs import resolve_config_dir
+from solo_bayesncl.config.shipped import resolve_config_dir
+from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
 __all__ = ["METHODS", "Preset", "PresetError", "available_presets", "load_preset"]
 

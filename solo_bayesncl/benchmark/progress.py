@@ -10,11 +10,14 @@ run's log path is printed when the run starts.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tqdm import tqdm
+
+from solo_bayesncl.io.files import write_text_replacing
 
 __all__ = [
     "STAGES",
@@ -41,9 +44,7 @@ class StatusFile:
         if not force and now - self._last < self.min_interval:
             return
         self._last = now
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({**fields, "time": now}))
-        tmp.replace(self.path)
+        write_text_replacing(self.path, json.dumps({**fields, "time": now}))
 
 
 def read_status(path: Path) -> dict[str, Any]:
@@ -111,8 +112,6 @@ class ProgressDisplay:
     """One tqdm bar for the whole benchmark; its text is about the run in progress."""
 
     def __init__(self, total: int, initial: float = 0.0, file=None) -> None:
-        from tqdm import tqdm
-
         tqdm.monitor_interval = 0  # no monitor thread in the process that starts the runs
         self.bar = tqdm(
             total=total,

@@ -26,7 +26,37 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from solo_bayesncl.benchmark.plots import (
+    plot_accuracy_vs_consistency,
+    plot_budget_curves,
+    plot_metrics_over_epochs,
+    plot_prior_sweep,
+)
 from solo_bayesncl.benchmark.presets import Preset, PresetError
+from solo_bayesncl.benchmark.process import PARENT_ENV
+from solo_bayesncl.benchmark.progress import ProgressDisplay, RunProgress, read_status
+from solo_bayesncl.benchmark.table import (
+    aggregate,
+    paired_differences,
+    write_csv,
+    write_markdown,
+    write_paired_csv,
+)
+from solo_bayesncl.config.shipped import linear_dir_for
+from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
+from solo_bayesncl.io.files import (
+    LockedError,
+    NotWritableError,
+    hold_lock,
+    replacing,
+    require_writable,
+)
+from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
 
 __all__ = [
     "Interrupted",
@@ -61,8 +91,6 @@ class RunBusy(RuntimeError):
 def results_folder(preset: Preset, out_dir: Path | None) -> Path:
     """The results folder (``out_dir`` or the preset's), checked to be a writable folder before
     anything is done; raises :class:`PresetError` naming it otherwise."""
-    from solo_bayesncl.files import NotWritableError, require_writable
-
     out = Path(out_dir or preset.out_dir).expanduser().resolve()
     where = "--out" if out_dir else f"{preset.source}: out_dir"
     try:
@@ -106,11 +134,6 @@ def check_configs(preset: Preset) -> dict[str, int]:
     """Composes every method's config with the preset's overrides, before anything trains, so
     that a bad override fails here naming the preset and the method; returns each method's
     ``max_epochs``."""
-    from hydra import compose, initialize_config_dir
-    from hydra.errors import HydraException
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
     epochs = {}
     for method in preset.methods:
         overrides = preset.run_overrides(method)
@@ -134,11 +157,6 @@ def _check_with_plugin(preset: Preset, method: str, cfg) -> None:
     """Every check pretraining runs on its config (keys, ranges, names), the data excepted, so
     that a bad override is refused here, naming the preset, the method and the key, before any
     run starts."""
-    from omegaconf import OmegaConf
-
-    from solo_bayesncl.cli.console import INPUT_ERRORS, first_line
-    from solo_bayesncl.cli.pretrain import prepare_pretrain_cfg
-
     OmegaConf.set_struct(cfg, False)
     try:
         prepare_pretrain_cfg(cfg, check_data=False)
@@ -163,20 +181,6 @@ def write_outputs(
     swept ``prior_sweep.png`` and, when the runs logged the converged probe,
     ``budget_curves.png`` (each written to a temporary name and renamed, so none is ever
     half-written)."""
-    from solo_bayesncl.benchmark.plots import (
-        plot_accuracy_vs_consistency,
-        plot_budget_curves,
-        plot_metrics_over_epochs,
-        plot_prior_sweep,
-    )
-    from solo_bayesncl.benchmark.table import (
-        aggregate,
-        paired_differences,
-        write_csv,
-        write_markdown,
-        write_paired_csv,
-    )
-
     commit = ", ".join(sorted({_short_commit(r) for r in results})) or "unknown"
     date = dt.date.today().isoformat()
     rows = aggregate(results)
@@ -201,11 +205,10 @@ def write_outputs(
     outputs = {}
     for key, (name, write) in writers.items():
         final = out_dir / name
-        tmp = out_dir / f".{final.stem}.tmp{final.suffix}"
-        if write(tmp) is None:  # nothing to draw (the prior sweep without a sweep)
-            tmp.unlink(missing_ok=True)
-            continue
-        tmp.replace(final)
+        with replacing(final, suffix=final.suffix) as tmp:
+            if write(tmp) is None:  # nothing to draw (the prior sweep without a sweep)
+                tmp.unlink()
+                continue
         outputs[key] = final
     return outputs
 
@@ -242,9 +245,6 @@ def _finished(result_file: Path, protocol: str) -> bool:
 
 def _run_child(spec_file: Path, log_file: Path, status_file: Path, display) -> int:
     """Runs ``run_one`` on ``spec_file``; forwards signals; returns its exit status."""
-    from solo_bayesncl.benchmark.progress import read_status
-    from solo_bayesncl.benchmark.run_one import PARENT_ENV
-
     received: list[int] = []
     child: subprocess.Popen | None = None
 
@@ -305,8 +305,6 @@ def _run_child(spec_file: Path, log_file: Path, status_file: Path, display) -> i
 def _run_lock(run_dir: Path, method: str, seed: int):
     """Holds ``run_dir/lock`` while the run trains; :class:`RunBusy` when another live
     benchmark holds it."""
-    from solo_bayesncl.files import LockedError, hold_lock
-
     try:
         with hold_lock(run_dir / "lock"):
             yield
@@ -332,8 +330,6 @@ def _train_run(
 ) -> None:
     """Trains one unfinished run in its child process; :class:`RunFailed` when it fails, with
     the error its log ends with."""
-    from solo_bayesncl.benchmark.run_one import linear_config_dir
-
     result_file = run_dir / "result.json"
     spec = {
         "method": preset.base_method(method),
@@ -341,7 +337,7 @@ def _train_run(
         "seed": seed,
         "run_key": key,
         "config_dir": str(preset.config_dir),
-        "linear_config_dir": str(linear_config_dir(preset.config_dir)),
+        "linear_config_dir": str(linear_dir_for(preset.config_dir)),
         "overrides": preset.run_overrides(method),
         "linear": preset.linear,
         "knn": preset.knn,
@@ -391,8 +387,6 @@ def run_benchmark(
     is kept and the same call resumes. Raises :class:`RunBusy` when another live benchmark is
     training a run of this results folder (nothing is trained twice).
     """
-    from solo_bayesncl.benchmark.progress import ProgressDisplay, RunProgress
-
     out_dir = results_folder(preset, out_dir)
     epochs = check_configs(preset)
     linear_epochs = int(preset.linear.get("max_epochs", 100))

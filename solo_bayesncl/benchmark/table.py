@@ -2,7 +2,7 @@
 of each figure, and the paired differences against a reference method on the same seeds.
 
 Columns: linear top-1 (solo-learn's offline probe), the converged probe's top-1
-(:mod:`solo_bayesncl.evaluation.probe`), kNN top-1, semantic consistency (with its label-shuffled baseline and the
+(:mod:`solo_bayesncl.metrics.probe`), kNN top-1, semantic consistency (with its label-shuffled baseline and the
 gain, which is what separates methods; docs/method.md "Chance floor"), semantic entropy, active dims, sparsity, effective rank,
 retrieval P@1, the share of open gates (BayesNCL), wall and CPU time per epoch (the wall time
 marked when the machine's load made it unreliable), peak memory; on
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from solo_bayesncl.registration import SUPPORTED_METHODS
+from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
 __all__ = [
     "COLUMNS",

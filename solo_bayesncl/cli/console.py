@@ -13,36 +13,17 @@ from pathlib import Path
 
 import omegaconf
 
-from solo_bayesncl.registration import quiet_third_party_warnings, require_solo_learn
+from solo_bayesncl.config.shipped import resolve_config_dir
+from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
+from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
+from solo_bayesncl.training.trainer import run_summary
 
 __all__ = [
-    "INPUT_ERRORS",
-    "first_line",
     "hydra_entry_point",
     "input_errors",
     "input_errors_until_fit",
     "print_run_summary",
-    "run_summary",
 ]
-
-INPUT_ERRORS: tuple[type[BaseException], ...] = (
-    ValueError,  # config checks, CheckpointError
-    FileNotFoundError,  # data files
-    NotADirectoryError,  # an output folder that is a file
-    PermissionError,  # NotWritableError: an output that cannot be written
-    RuntimeError,  # DatasetUnavailableError, accelerator=gpu without a GPU
-    AssertionError,  # solo-learn's parse_cfg checks with assert
-    omegaconf.errors.OmegaConfBaseException,  # a missing or mistyped key
-)
-"""What a bad config or missing input raises while a run is being prepared."""
-
-
-def first_line(err: BaseException) -> str:
-    """The message of ``err`` as one line: its first line, without the key context omegaconf
-    appends; the exception's type name when it has no message."""
-    message = str(err).strip().partition("\n    full_key:")[0]
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    return lines[0] if lines else type(err).__name__
 
 
 @contextlib.contextmanager
@@ -82,31 +63,10 @@ def input_errors_until_fit(command: str) -> Iterator[list]:
         raise SystemExit(2) from None
 
 
-def run_summary(trainer) -> dict[str, str | float | None]:
-    """Last validation top-1 accuracy, last checkpoint and ``metrics.csv`` of a finished fit."""
-    from lightning.pytorch.loggers import CSVLogger
-
-    from solo_bayesncl.trainer import last_logged_value
-
-    checkpoint = None
-    for callback in trainer.callbacks:
-        last = getattr(callback, "last_ckpt", None)
-        if last:
-            checkpoint = str(last)
-    metrics_csv = None
-    for logger in trainer.loggers:
-        if isinstance(logger, CSVLogger):
-            path = Path(logger.log_dir) / "metrics.csv"
-            metrics_csv = str(path) if path.is_file() else None
-    val_acc1 = last_logged_value(Path(metrics_csv), "val_acc1") if metrics_csv else None
-    if val_acc1 is None and "val_acc1" in trainer.callback_metrics:
-        val_acc1 = float(trainer.callback_metrics["val_acc1"])
-    return {"val_acc1": val_acc1, "checkpoint": checkpoint, "metrics_csv": metrics_csv}
-
-
 def print_run_summary(title: str, trainer) -> dict[str, str | float | None]:
-    """Prints :func:`run_summary` after a run, one item per line; returns it. In a job of
-    several processes only global rank 0 prints (the others return the same summary)."""
+    """Prints :func:`solo_bayesncl.training.trainer.run_summary` after a run, one item per line;
+    returns it. In a job of several processes only global rank 0 prints (the others return the
+    same summary)."""
     summary = run_summary(trainer)
     if not trainer.is_global_zero:
         return summary
@@ -124,8 +84,6 @@ def print_run_summary(title: str, trainer) -> dict[str, str | float | None]:
 def _absolute_config_path(argv: Sequence[str]) -> list[str]:
     """``--config-path``/``-cp`` made absolute: Hydra would read a relative one against the
     installed module's folder, we read it against the current folder or the shipped configs."""
-    from solo_bayesncl.shipped_configs import resolve_config_dir
-
     args = list(argv)
     for i, arg in enumerate(args):
         for flag in ("--config-path", "-cp"):

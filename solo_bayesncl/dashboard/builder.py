@@ -21,14 +21,13 @@ manifest is refused, since nothing says which of its files a build wrote.
 from __future__ import annotations
 
 import json
-import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from solo_bayesncl.files import require_writable
+from solo_bayesncl.io.files import require_writable, write_text_replacing
 from solo_bayesncl.metrics import EPS, SIGNIFICANCE
 
 from .bundle import FeatureBundle, load_feature_bundle
@@ -56,9 +55,8 @@ class _Written:
         rel = path.relative_to(self.root).as_posix()
         if rel not in self.paths:
             self.paths.append(rel)
-            tmp = self.root / f"{MANIFEST_FILE}.tmp"
-            tmp.write_text(json.dumps({"files": self.paths}, indent=1) + "\n", encoding="utf-8")
-            os.replace(tmp, self.root / MANIFEST_FILE)
+            text = json.dumps({"files": self.paths}, indent=1) + "\n"
+            write_text_replacing(self.root / MANIFEST_FILE, text)
         return path
 
 

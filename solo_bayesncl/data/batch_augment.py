@@ -26,7 +26,7 @@ refused with a message pointing at ``data.augment_on=per_image``.
 Every random parameter is drawn from torch's global generator of the process that augments (kornia's
 samplers and ``torch.rand``). Under DDP each process augments its own share of the batch, and the
 Trainer seeds each process's generator by its rank
-(:func:`solo_bayesncl.trainer.per_rank_random_streams`), so the shares get independent parameters.
+(:func:`solo_bayesncl.training.trainer.per_rank_random_streams`), so the shares get independent parameters.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class BatchAugmentation(nn.Module):
 
     def __init__(self, recipe: Recipe) -> None:
         super().__init__()
-        import kornia.augmentation as K
+        import kornia.augmentation as K  # importing kornia changes the warning filters
 
         if recipe.equalization_prob > 0:
             raise ValueError(
@@ -216,7 +216,7 @@ class BatchAugmentation(nn.Module):
     def color_jitter(self, x: torch.Tensor) -> torch.Tensor:
         """torchvision's ``RandomApply([ColorJitter])`` per image: applied with ``jitter_prob``,
         the four adjustments in an order drawn for each image."""
-        from kornia.enhance import (
+        from kornia.enhance import (  # imported where used: see __init__
             adjust_brightness_accumulative,
             adjust_contrast_with_mean_subtraction,
             adjust_hue,

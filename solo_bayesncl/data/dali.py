@@ -74,7 +74,7 @@ def dali_available() -> bool:
 def resolve_dali_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     """Checks that DALI is installed and sets ``dali.device`` to ``cpu`` or ``gpu``.
 
-    Runs after the accelerator is resolved (:func:`solo_bayesncl.runtime.resolve_runtime`).
+    Runs after the accelerator is resolved (:func:`solo_bayesncl.config.runtime.resolve_runtime`).
     """
     if not dali_available():
         raise DaliDataError(f"data.format=dali needs NVIDIA DALI, not installed: {INSTALL_DALI}")

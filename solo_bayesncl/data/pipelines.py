@@ -19,6 +19,7 @@ solo-learn's loaders (DALI included).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import omegaconf
@@ -28,6 +29,9 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 from torchvision import datasets
 
 from solo_bayesncl.data.batch_augment import MultiViewAugmentation, Recipe, unsupported_reason
+from solo_bayesncl.data.datasets import build_train_dataset, offline_dataset, stratified_subset
+from solo_bayesncl.data.names import OFFLINE_DATASETS, dataset_name
+from solo_bayesncl.data.normalization import solo_normalization
 
 __all__ = [
     "AUGMENT_ON",
@@ -40,26 +44,20 @@ __all__ = [
     "pretrain_fit_data",
     "recipes",
     "resolve_augment_on",
-    "solo_normalization",
 ]
 
 AUGMENT_ON = ("batch", "per_image")
 IN_MEMORY_DATASETS: dict[str, int] = {
-    "fashion-mnist": 28,
-    "fashion-mnist-scenes": 28,
+    **dict.fromkeys(OFFLINE_DATASETS, 28),
     "cifar10": 32,
     "cifar100": 32,
 }
 """Datasets the batched path serves, with their image side in pixels."""
 
 
-def _dataset_name(cfg: omegaconf.DictConfig) -> str:
-    return str(OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset)
-
-
 def _not_batchable(cfg: omegaconf.DictConfig) -> str | None:
     """Why ``cfg`` cannot use the batched path, or None."""
-    name = _dataset_name(cfg)
+    name = dataset_name(cfg)
     if name not in IN_MEMORY_DATASETS:
         return (
             f"data.dataset={name} is not held in memory (the batched path serves "
@@ -136,10 +134,8 @@ def collate_batch(batch: Any) -> list:
 def load_in_memory(cfg: omegaconf.DictConfig) -> Dataset:
     """The training split of ``cfg``'s dataset as uint8 tensors, with ``data.fraction`` applied
     the way the per-image path applies it (stratified, same seed)."""
-    from solo_bayesncl.data.datasets import _stratified_subset, offline_dataset
-
-    name = _dataset_name(cfg)
-    if name in ("fashion-mnist", "fashion-mnist-scenes"):
+    name = dataset_name(cfg)
+    if name in OFFLINE_DATASETS:
         source = offline_dataset(cfg, "train", root=cfg.data.train_path)
         images = torch.from_numpy(source.images.copy())[:, None]
         targets = torch.from_numpy(source.targets.copy())
@@ -154,53 +150,7 @@ def load_in_memory(cfg: omegaconf.DictConfig) -> Dataset:
         )
     dataset = InMemoryImages(images, targets)
     fraction = float(OmegaConf.select(cfg, "data.fraction", default=-1) or -1)
-    return _stratified_subset(dataset, dataset.targets.tolist(), fraction)
-
-
-_NO_AUGMENTATION = {
-    "crop_size": 1,
-    "rrc": {"enabled": False},
-    **{
-        name: {"prob": 0.0}
-        for name in (
-            "color_jitter",
-            "grayscale",
-            "gaussian_blur",
-            "solarization",
-            "equalization",
-            "horizontal_flip",
-        )
-    },
-}
-
-
-def solo_normalization(
-    cfg: omegaconf.DictConfig, aug: Any = None
-) -> tuple[list[float], list[float]]:
-    """The mean and std solo-learn's ``build_transform_pipeline`` normalises views of
-    ``cfg.data.dataset`` with: its table for the datasets it knows (CIFAR-10, CIFAR-100, STL-10,
-    ImageNet), ``aug``'s ``mean``/``std`` otherwise (ImageNet's when absent).
-
-    The one place every pipeline and evaluation reads its normalisation from. ``aug`` is an
-    augmentation pipeline or a linear config's ``data.augmentations``; None reads the config's
-    first pipeline, else its ``data.augmentations``. Only the dataset and ``aug``'s
-    ``mean``/``std`` matter: solo-learn is asked with every augmentation switched off.
-    """
-    from solo.data.pretrain_dataloader import build_transform_pipeline
-    from torchvision import transforms
-
-    if aug is None:
-        pipelines = OmegaConf.select(cfg, "augmentations", default=None)
-        aug = pipelines[0] if pipelines else OmegaConf.select(cfg, "data.augmentations")
-    aug = aug or {}
-    node = OmegaConf.create(_NO_AUGMENTATION)
-    for key in ("mean", "std"):
-        if aug.get(key, None) is not None:
-            node[key] = [float(v) for v in aug[key]]
-    for t in build_transform_pipeline(str(cfg.data.dataset), node).transforms:
-        if isinstance(t, transforms.Normalize):
-            return [float(v) for v in t.mean], [float(v) for v in t.std]
-    raise RuntimeError("solo-learn's augmentation pipeline has no Normalize step")
+    return stratified_subset(dataset, dataset.targets.tolist(), fraction)
 
 
 def recipes(cfg: omegaconf.DictConfig) -> list[Recipe]:
@@ -219,8 +169,6 @@ def batch_datamodule(
     loader workers made the step slower, not faster (``microbenchmarks/bench_pipeline.py``,
     variants ``batch/w0`` and ``batch/w2``).
     """
-    import warnings
-
     import lightning.pytorch as pl
     from lightning.fabric.utilities.warnings import PossibleUserWarning
 
@@ -258,7 +206,7 @@ def batch_datamodule(
                 return batch
             indexes, images, targets = batch
             # draws from torch's global generator: per rank under DDP (the Trainer's
-            # solo_bayesncl.trainer.per_rank_random_streams callback seeds it by rank)
+            # solo_bayesncl.training.trainer.per_rank_random_streams callback seeds it by rank)
             with torch.no_grad():
                 views = self.augmentation(images)
             return [indexes, views, targets]
@@ -274,8 +222,6 @@ def per_image_loader(cfg: omegaconf.DictConfig) -> DataLoader:
         build_transform_pipeline,
         prepare_dataloader,
     )
-
-    from solo_bayesncl.data.datasets import build_train_dataset
 
     transform = FullTransformPipeline(
         [

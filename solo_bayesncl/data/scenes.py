@@ -37,6 +37,7 @@ __all__ = [
     "TEXTURE_NAMES",
     "FashionMNISTScenes",
     "assign_backgrounds",
+    "background_labels",
     "check_scene_args",
     "composite",
     "scenes_mean_std",
@@ -202,3 +203,17 @@ class FashionMNISTScenes(FashionMNIST):
             self.backgrounds = self.backgrounds[:limit]
         self.num_backgrounds = num_backgrounds
         self.background_names = list(TEXTURE_NAMES[:num_backgrounds])
+
+
+def background_labels(dataset) -> np.ndarray:
+    """The background label of every item of ``dataset`` (a scenes dataset or a ``Subset`` of
+    one), in the dataset's order."""
+    indices = None
+    while not hasattr(dataset, "backgrounds"):
+        if not hasattr(dataset, "dataset"):
+            raise ValueError("the dataset has no background labels (not fashion-mnist-scenes)")
+        picked = np.asarray(dataset.indices)
+        indices = picked if indices is None else picked[indices]
+        dataset = dataset.dataset
+    labels = np.asarray(dataset.backgrounds)
+    return labels if indices is None else labels[indices]

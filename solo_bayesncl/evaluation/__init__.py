@@ -1,1 +1,2 @@
-"""Interpretability evaluation: the training-time callback and the report command."""
+"""Interpretability evaluation of a trained checkpoint: the report, the paper's protocol, the
+background measures and kNN accuracy."""

@@ -14,13 +14,13 @@ can be measured:
     ``(p_class - 1/C) / (1 - 1/C)`` (``p``: share of the majority label among the images active
     in the dimension, K backgrounds, C classes), so the two label sets compare on one scale.
 ``probe_class_top1``, ``probe_background_top1``
-    accuracy (%) of the converged linear probe of :mod:`solo_bayesncl.evaluation.probe` on
+    accuracy (%) of the converged linear probe of :mod:`solo_bayesncl.metrics.probe` on
     frozen backbone features, fitted on the training images and read on the validation images,
     for each label.
 
-:func:`background_figures` computes the representation's measures from arrays (the training-time
-callback uses it every few epochs); :func:`background_measures` computes all of them for a
-checkpoint.
+:func:`solo_bayesncl.metrics.background.background_figures` computes the representation's
+measures from arrays (the training-time callback uses it every few epochs);
+:func:`background_measures` computes all of them for a checkpoint.
 """
 
 from __future__ import annotations
@@ -30,54 +30,22 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
-from solo_bayesncl.checkpoints import load_checkpoint, load_method
+from solo_bayesncl.config.runtime import pick_device
+from solo_bayesncl.core.representations import extract_representations
 from solo_bayesncl.data.datasets import (
-    OFFLINE_DATASETS,
-    SCENES,
     build_labelled_train_dataset,
     build_val_dataset,
     validation_transform,
 )
-from solo_bayesncl.evaluation.probe import logistic_probe
-from solo_bayesncl.metrics import compute_interpretability_metrics, per_dimension_stats
-from solo_bayesncl.representations import extract_representations
+from solo_bayesncl.data.names import OFFLINE_DATASETS, SCENES, dataset_name
+from solo_bayesncl.data.scenes import background_labels
+from solo_bayesncl.io.checkpoints import load_checkpoint, load_method
+from solo_bayesncl.metrics.background import background_figures
+from solo_bayesncl.metrics.probe import logistic_probe
 
-__all__ = ["background_figures", "background_labels", "background_measures", "background_share"]
-
-
-def background_labels(dataset) -> np.ndarray:
-    """The background label of every item of ``dataset`` (a scenes dataset or a ``Subset`` of
-    one), in the dataset's order."""
-    indices = None
-    while not hasattr(dataset, "backgrounds"):
-        if not hasattr(dataset, "dataset"):
-            raise ValueError("the dataset has no background labels (not fashion-mnist-scenes)")
-        picked = np.asarray(dataset.indices)
-        indices = picked if indices is None else picked[indices]
-        dataset = dataset.dataset
-    labels = np.asarray(dataset.backgrounds)
-    return labels if indices is None else labels[indices]
-
-
-def background_share(
-    class_purity: np.ndarray,
-    background_purity: np.ndarray,
-    active: np.ndarray,
-    classes: int,
-    k: int,
-) -> tuple[float, int]:
-    """``(share, count)`` of the active dimensions whose above-chance background purity exceeds
-    their above-chance class purity (see the module docstring)."""
-    active = np.asarray(active, dtype=bool)
-    if not active.any():
-        return float("nan"), 0
-    lift_class = (np.asarray(class_purity) - 1 / classes) / (1 - 1 / classes)
-    lift_background = (np.asarray(background_purity) - 1 / k) / (1 - 1 / k)
-    count = int((lift_background[active] > lift_class[active]).sum())
-    return count / int(active.sum()), count
+__all__ = ["background_measures"]
 
 
 def _extract(model, loader) -> tuple[torch.Tensor, torch.Tensor]:
@@ -85,39 +53,6 @@ def _extract(model, loader) -> tuple[torch.Tensor, torch.Tensor]:
     batches = list(extract_representations(model, loader, with_backbone=True))
     feats = torch.cat([b.backbone_features for b in batches])
     return feats, torch.cat([b.features for b in batches])
-
-
-def background_figures(
-    representation: torch.Tensor,
-    classes: np.ndarray,
-    backgrounds: np.ndarray,
-    num_classes: int,
-    num_backgrounds: int,
-) -> dict[str, float]:
-    """``background_consistency`` (``_shuffled``, ``_gain``), ``background_dims_share``,
-    ``background_dims`` and ``active_dims`` of ``representation`` (one row per validation image)
-    for its class and background labels (module docstring)."""
-    bg = torch.as_tensor(np.asarray(backgrounds))
-    metrics = compute_interpretability_metrics(
-        representation, bg, num_backgrounds, retrieval=False, track_gram=False
-    )
-    out = {
-        key.replace("semantic_consistency", "background_consistency"): float(metrics[key])
-        for key in ("semantic_consistency", "semantic_consistency_shuffled")
-    }
-    out["background_consistency_gain"] = (
-        out["background_consistency"] - out["background_consistency_shuffled"]
-    )
-    class_stats = per_dimension_stats(
-        representation, torch.as_tensor(np.asarray(classes)), num_classes
-    )
-    bg_stats = per_dimension_stats(representation, bg, num_backgrounds)
-    active = (class_stats.active_count > 0).numpy()
-    share, count = background_share(
-        class_stats.purity.numpy(), bg_stats.purity.numpy(), active, num_classes, num_backgrounds
-    )
-    out.update(background_dims_share=share, background_dims=count, active_dims=int(active.sum()))
-    return out
 
 
 def background_measures(
@@ -130,12 +65,12 @@ def background_measures(
     it was trained on (its training subset for the probes, its validation subset otherwise)."""
     loaded = load_checkpoint(checkpoint)
     cfg = loaded.cfg
-    name = OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset
+    name = dataset_name(cfg)
     if name != SCENES:
         raise ValueError(
             f"{loaded.path}: trained on data.dataset={name}; background measures need {SCENES}"
         )
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = pick_device(device)
     model = load_method(loaded, device=device)
     transform = validation_transform(cfg)
     data = {

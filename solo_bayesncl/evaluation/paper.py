@@ -33,16 +33,17 @@ from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader
 
+from solo_bayesncl.core.gates import BernoulliGate
+from solo_bayesncl.core.losses import gated_representation, keep_top_k
+from solo_bayesncl.core.nonneg import non_negative
+from solo_bayesncl.core.representations import extract_representations
 from solo_bayesncl.data.datasets import (
     build_train_dataset,
     official_transforms,
     validation_transform,
 )
-from solo_bayesncl.losses import gated_representation, keep_top_k
 from solo_bayesncl.metrics.ncl_paper_protocol import ncl_paper_metrics
 from solo_bayesncl.metrics.paper_protocol import paper_metrics, paper_singular_value_entropy
-from solo_bayesncl.nonneg import non_negative
-from solo_bayesncl.representations import extract_representations
 
 __all__ = [
     "OFFICIAL_GATE_TEMPERATURE",
@@ -57,6 +58,9 @@ __all__ = [
 OFFICIAL_GATE_TEMPERATURE = 1.0
 OFFICIAL_GATE_THRESHOLD = 0.5
 """The official evaluation thresholds ``sigmoid(a / 1.0)`` at 0.5 whatever the run trained with."""
+_OFFICIAL_GATE = BernoulliGate(
+    threshold=OFFICIAL_GATE_THRESHOLD, temperature=OFFICIAL_GATE_TEMPERATURE
+).eval()
 
 
 def paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
@@ -72,8 +76,8 @@ def paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
 
 
 def _official_mask(out: dict[str, Any]) -> torch.Tensor:
-    probs = torch.sigmoid(out["gate_logits"].float() / OFFICIAL_GATE_TEMPERATURE)
-    return (probs > OFFICIAL_GATE_THRESHOLD).float()
+    """``1[sigmoid(a / 1.0) > 0.5]``, the official evaluation's gate."""
+    return _OFFICIAL_GATE(out["gate_logits"].float()).mask
 
 
 def ncl_paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
@@ -108,14 +112,11 @@ def _official_pass(
     batch_size: int,
     num_workers: int,
     device,
-    max_images_subset=None,
 ) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     """``(model copy, features, labels)``: the ``represent`` features of every validation image
     through the official evaluations' pass (solo-learn's classification transform, unshuffled,
     BatchNorm on each batch's statistics), on a training-mode copy of ``model``."""
     val = val_dataset_factory(paper_val_transform(cfg))
-    if max_images_subset is not None:
-        val = max_images_subset(val)
     loader = DataLoader(val, batch_size=batch_size, shuffle=False, num_workers=num_workers)
     official = copy.deepcopy(model).to(device).train()
     batches = list(extract_representations(official, loader, represent=represent, train_mode=True))
@@ -169,7 +170,6 @@ def evaluate_paper_protocol(
     batch_size: int,
     num_workers: int,
     device,
-    max_images_subset=None,
     seed: int = 0,
 ) -> dict[str, Any]:
     """Runs the official evaluation on ``model`` (left unchanged) and returns its figures.
@@ -177,9 +177,9 @@ def evaluate_paper_protocol(
     Args:
         model: a built method (any of the four).
         cfg: the checkpoint's config with its data resolved.
-        val_dataset_factory: ``transform -> dataset``, the validation set with that transform.
+        val_dataset_factory: ``transform -> dataset``, the validation set (the report's images)
+            with that transform.
         batch_size: the evaluation batch (BatchNorm statistics are per batch).
-        max_images_subset: ``dataset -> dataset`` restricting to the report's image subset.
         seed: the seed of the training batch of the singular-value entropy.
 
     Returns:
@@ -194,7 +194,6 @@ def evaluate_paper_protocol(
         batch_size=batch_size,
         num_workers=num_workers,
         device=device,
-        max_images_subset=max_images_subset,
     )
     metrics = paper_metrics(features, labels)
     entropy = _training_batch_entropy(official, cfg, batch_size, device, seed)
@@ -220,7 +219,6 @@ def evaluate_ncl_paper_protocol(
     batch_size: int,
     num_workers: int,
     device,
-    max_images_subset=None,
 ) -> dict[str, Any]:
     """Runs the NCL repository's evaluation on ``model`` (left unchanged): the pass of
     :func:`evaluate_paper_protocol` (training-mode BatchNorm, unshuffled, solo-learn's
@@ -238,7 +236,6 @@ def evaluate_ncl_paper_protocol(
         batch_size=batch_size,
         num_workers=num_workers,
         device=device,
-        max_images_subset=max_images_subset,
     )
     settings = {
         "batchnorm": "batch statistics (training mode), unshuffled loader in dataset order",

@@ -3,7 +3,7 @@
     python -m solo_bayesncl.evaluation CHECKPOINT --out REPORT_DIR [--dataset fashion-mnist]
         [--batch-size 256] [--max-images N] [--device cpu|cuda] [--top-dims 16] [--overwrite]
 
-``CHECKPOINT`` is any layout :func:`solo_bayesncl.checkpoints.load_checkpoint` reads (solo-learn
+``CHECKPOINT`` is any layout :func:`solo_bayesncl.io.checkpoints.load_checkpoint` reads (solo-learn
 ``.ckpt`` with its ``args.json``, the official NCL/BayesNCL codes' layout, zoo artifacts) of
 ``bayesncl``, ``ncl``, ``simclr`` or ``mocov2plus``. ``--dataset`` defaults to the checkpoint's
 validation data; it takes a dataset name or an image folder (``class/image`` layout).
@@ -39,40 +39,31 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
-from torch.utils.data import DataLoader
 
-from solo_bayesncl.checkpoints import load_checkpoint, load_method
+from solo_bayesncl.core.validation import INPUT_ERRORS, first_line, require_choice, require_int
 from solo_bayesncl.dashboard.bundle import write_feature_bundle
-from solo_bayesncl.data.datasets import (
-    build_val_dataset,
-    check_dataset_available,
-    image_params,
-    validation_transform,
-)
+from solo_bayesncl.data.resolve import DatasetUnavailableError
 from solo_bayesncl.evaluation import plots
 from solo_bayesncl.evaluation.markdown import render_markdown
 from solo_bayesncl.evaluation.paper import evaluate_ncl_paper_protocol, evaluate_paper_protocol
 from solo_bayesncl.evaluation.report_data import (
+    ReportData,
     ReportError,
-    class_names,
-    dataset_cfg,
-    dataset_label,
+    ReportInputs,
     extract_report_data,
-    limit_images,
+    load_report_inputs,
 )
-from solo_bayesncl.files import (
+from solo_bayesncl.io.checkpoints import CheckpointError
+from solo_bayesncl.io.files import (
     NotWritableError,
-    make_temporary,
     remove_stale_temporaries,
+    replacing_folder,
     require_writable,
 )
 from solo_bayesncl.metrics import MAJORITY_PERMUTATIONS, SIGNIFICANCE, selectivity_order
@@ -82,6 +73,7 @@ __all__ = [
     "PROTOCOLS",
     "REPORT_FILES",
     "ReportError",
+    "check_report_options",
     "gate_summary",
     "write_report",
 ]
@@ -103,121 +95,11 @@ PROTOCOLS: tuple[str, ...] = ("standard", "paper", "ncl-paper")
 """``standard``: this project's shared metrics, eval-mode BatchNorm. ``paper``: the standard
 report plus the official BayesNCL evaluation's figures (``metrics_paper``). ``ncl-paper``: the
 standard report plus the NCL repository's evaluation figures (``metrics_ncl_paper``)."""
-
-
-def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ReportError(f"report folder {out_dir} exists and is not a folder")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
-        raise ReportError(
-            f"report folder {out_dir} exists and is not empty; choose another --out or pass "
-            "--overwrite to replace its report files"
-        )
-
-
-def _previous_files(out_dir: Path) -> set[str]:
-    """The files the report already in ``out_dir`` says it wrote (its ``metrics.json``'s
-    ``files``); empty when there is none, or it predates that list."""
-    try:
-        listed = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8")).get("files")
-    except (OSError, ValueError, AttributeError):
-        return set()
-    if not isinstance(listed, list):
-        return set()
-    return {name for name in listed if isinstance(name, str) and name in (*REPORT_FILES, GATE_PICTURE)}
-
-
-def _swap_in(staging: Path, out_dir: Path) -> None:
-    """Moves the finished report from ``staging`` into ``out_dir``: one rename when ``out_dir``
-    does not exist, else one atomic replace per file (``metrics.json`` last), keeping any other
-    file the folder holds; files the previous report listed as its own and the new one does not
-    write are removed (nothing it did not write)."""
-    if not out_dir.exists():
-        os.rename(staging, out_dir)
-        return
-    written = {p.name for p in staging.iterdir()}
-    for name in sorted(_previous_files(out_dir) - written):
-        (out_dir / name).unlink(missing_ok=True)
-    names = sorted(p.name for p in staging.iterdir())
-    names.sort(key=lambda name: name.startswith("metrics."))  # the report's index files last
-    for name in names:
-        os.replace(staging / name, out_dir / name)
-
-
-def gate_summary(gate_open: np.ndarray) -> dict[str, float]:
-    """Open rates of the hard gate ``(N, k)``: per dimension and per image."""
-    rates = gate_open.mean(axis=0)
-    per_image = gate_open.sum(axis=1)
-    return {
-        "mean": float(rates.mean()),
-        "median": float(np.median(rates)),
-        "min": float(rates.min()),
-        "max": float(rates.max()),
-        "dims_never_open": int((rates == 0).sum()),
-        "dims_always_open": int((rates == 1).sum()),
-        "open_gates_per_image_mean": float(per_image.mean()),
-        "images_with_no_open_gate": int((per_image == 0).sum()),
-    }
-
-
-@contextlib.contextmanager
-def _reading_inputs() -> Iterator[None]:
-    """Errors raised while the report reads its inputs (checkpoint, dataset files, options)
-    become :class:`ReportError`: one line for the command, before any work is done."""
-    from solo_bayesncl.checkpoints import CheckpointError
-    from solo_bayesncl.cli.console import INPUT_ERRORS, first_line
-    from solo_bayesncl.data.datasets import DatasetUnavailableError
-
-    try:
-        yield
-    except (ReportError, CheckpointError, DatasetUnavailableError):
-        raise  # already one line, and the callers tell them apart
-    except INPUT_ERRORS as err:
-        raise ReportError(first_line(err)) from None
-
-
-def check_report_options(
-    *,
-    batch_size: int,
-    max_images: int | None,
-    top_dims: int,
-    images_per_dim: int,
-    num_workers: int,
-    thumbnail_size: int,
-    shuffle_permutations: int,
-    retrieval_max_samples: int | None,
-    protocol: str,
-    device: str | None,
-) -> None:
-    """Every option of :func:`write_report` in range, named as the command spells it; raises
-    :class:`ReportError` before anything is read."""
-    from solo_bayesncl.methods.config_checks import require_choice, require_int
-
-    ints = [
-        ("--batch-size", batch_size, 1),
-        ("--top-dims", top_dims, 1),
-        ("--images-per-dim", images_per_dim, 1),
-        ("--num-workers", num_workers, 0),
-        ("thumbnail_size", thumbnail_size, 1),
-        # the baseline the consistency gain is measured against needs a permutation
-        ("--shuffle-permutations", shuffle_permutations, 1),
-    ]
-    if max_images is not None:
-        ints.append(("--max-images", max_images, 1))
-    if retrieval_max_samples is not None:  # a query needs one other sample
-        ints.append(("--retrieval-max-samples", retrieval_max_samples, 2))
-    try:
-        for name, value, low in ints:
-            require_int(name, value, low=low)
-        require_choice("--protocol", protocol, PROTOCOLS)
-        if device is not None:
-            require_choice("--device", device, ("cpu", "cuda"))
-    except ValueError as err:
-        raise ReportError(str(err)) from None
-
-
-def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
-    return {k: (float(v) if math.isfinite(float(v)) else None) for k, v in metrics.items()}
+REPRESENTATIONS: dict[str, str] = {
+    "bayesncl": "v = normalize(normalize(phi(z)) * m), hard gate m",
+    "ncl": "normalize(phi(z))",
+}
+"""What ``metrics.json`` says the metrics were computed on; other methods: ``z / ||z||``."""
 
 
 def write_report(
@@ -268,7 +150,8 @@ def write_report(
 
     Raises:
         CheckpointError: missing or unreadable checkpoint, unknown method.
-        ReportError: non-empty ``out_dir`` without ``overwrite``, no labelled validation data.
+        ReportError: an option out of range, non-empty ``out_dir`` without ``overwrite``, no
+            labelled validation data, or any other bad input (one line, before any work).
     """
     out_dir = Path(out_dir)
     check_report_options(
@@ -284,170 +167,267 @@ def write_report(
         device=device,
     )
     _check_out_dir(out_dir, overwrite)
-    try:
-        require_writable(out_dir)  # before any work
-    except NotWritableError as err:
-        raise ReportError(str(err)) from None
     remove_stale_temporaries(out_dir, PARTIAL_SUFFIX)
     with _reading_inputs():
-        loaded = load_checkpoint(checkpoint)
-        cfg = dataset_cfg(loaded.cfg, dataset)
-        check_dataset_available(cfg, train=False)
-        val = build_val_dataset(cfg, validation_transform(cfg))
-        if val is None:
-            raise ReportError(
-                f"{loaded.path}: its config has no labelled validation data (data.val_path is "
-                "unset or data.no_labels is set); pass a dataset name or an image folder with "
-                "--dataset"
-            )
-        names = class_names(val, OmegaConf.select(cfg, "data.num_classes", default=None))
-        val = limit_images(val, max_images)
-        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        model = load_method(loaded, device=device)
-    gated = hasattr(model, "gate_output")
-    loader = DataLoader(
-        val,
-        batch_size=batch_size,
-        shuffle=False,
-        num_workers=num_workers,
-        pin_memory=device.type == "cuda",
-    )
-    _, mean, std = image_params(cfg)
+        inputs = load_report_inputs(checkpoint, dataset, max_images, device)
     data = extract_report_data(
-        model,
-        loader,
-        len(names),
-        (mean, std, thumbnail_size),
-        source=loaded.path,
+        inputs,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        thumbnail_size=thumbnail_size,
         accumulator_options={
             "shuffle_permutations": shuffle_permutations,
             "retrieval_max_samples": retrieval_max_samples,
         },
         progress=progress,
     )
-    features, labels, thumbs, gate_open = (
-        data.features,
-        data.labels,
-        data.thumbnails,
-        data.gate_open,
-    )
-    metrics, stats = data.metrics, data.stats
-    order = selectivity_order(stats.active_count, stats.purity, torch.from_numpy(data.p_value))
-    order = order.numpy()
+    order = selectivity_order(
+        data.stats.active_count, data.stats.purity, torch.from_numpy(data.p_value)
+    ).numpy()
     most, least = order[:top_dims], order[::-1][:top_dims]
-    significant = data.p_value <= SIGNIFICANCE
-
-    def describe(dims) -> list[dict[str, Any]]:
-        rows = []
-        for d in dims:
-            majority = int(stats.majority_class[d])
-            top = plots.top_images(features, int(d), images_per_dim)
-            rows.append(
-                {
-                    "dim": int(d),
-                    "majority_class": names[majority],
-                    "majority_significant": bool(significant[d]),
-                    "p_value": float(data.p_value[d]),
-                    "purity_top": float((labels[top] == majority).mean()) if len(top) else 0.0,
-                    "purity": float(stats.purity[d]),
-                    "active_images": int(stats.active_count[d]),
-                }
-            )
-        return rows
-
+    report = report_content(inputs, data, order, most, least, images_per_dim)
+    if protocol != "standard":
+        evaluate, key = {
+            "paper": (evaluate_paper_protocol, "paper"),
+            "ncl-paper": (evaluate_ncl_paper_protocol, "ncl_paper"),
+        }[protocol]
+        official = evaluate(
+            inputs.model,
+            inputs.cfg,
+            inputs.val_dataset,
+            batch_size=batch_size,
+            num_workers=num_workers,
+            device=inputs.device,
+        )
+        report["protocol"] = protocol
+        report[f"metrics_{key}"] = _finite(official["metrics"])
+        report[f"{key}_protocol"] = official["settings"]
+    report["files"] = sorted(report_files(inputs.gated))
     # written into a hidden sibling folder, moved into out_dir only when complete: a killed
-    # run leaves an earlier report as it was (and its own folder is removed by the next run)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = make_temporary(out_dir, PARTIAL_SUFFIX, folder=True)
-    try:
-        report: dict[str, Any] = {
-            "method": loaded.method,
-            "checkpoint": str(loaded.path),
-            "dataset": dataset_label(cfg),
-            "num_images": int(features.shape[0]),
-            "representation": {
-                "bayesncl": "v = normalize(normalize(phi(z)) * m), hard gate m",
-                "ncl": "normalize(phi(z))",
-            }.get(loaded.method, "normalized projection z / ||z||"),
-            "metrics": _finite(metrics),
-        }
-        if gated:
-            report["metrics_soft_gate"] = _finite(data.metrics_soft_gate)
-            report["gate_open_rate"] = gate_summary(gate_open)
-        if protocol != "standard":
-            evaluate, key = {
-                "paper": (evaluate_paper_protocol, "paper"),
-                "ncl-paper": (evaluate_ncl_paper_protocol, "ncl_paper"),
-            }[protocol]
-            paper = evaluate(
-                model,
-                cfg,
-                lambda transform: build_val_dataset(cfg, transform),
-                batch_size=batch_size,
-                num_workers=num_workers,
-                device=device,
-                max_images_subset=lambda d: limit_images(d, max_images),
-            )
-            report["protocol"] = protocol
-            report[f"metrics_{key}"] = _finite(paper["metrics"])
-            report[f"{key}_protocol"] = paper["settings"]
-        report["selectivity"] = {
-            "permutations": MAJORITY_PERMUTATIONS,
-            "significance": SIGNIFICANCE,
-            "significant_dims": int(significant[order].sum()),
-            "top_images": images_per_dim,
-        }
-        report["top_dimensions"] = describe(most)
-        report["least_selective_dimensions"] = describe(least)
-        write_feature_bundle(
-            staging,
-            features=features,
-            labels=labels,
-            class_names=names,
-            thumbnails=thumbs,
-            gate_open_rate=gate_open.mean(axis=0) if gated else None,
-        )
-
-        for name, dims, title in (
-            ("top_activations.png", most, "most selective"),
-            ("least_selective_activations.png", least, "least selective"),
-        ):
-            plots.plot_top_activations(
-                staging / name,
-                features,
-                labels,
-                thumbs,
-                dims,
-                stats,
-                names,
-                per_dim=images_per_dim,
-                significant=significant[dims],
-                title=title,
-            )
-        plots.plot_class_histograms(staging / "class_histograms.png", most, stats, names)
-        settings = {"hard gate": metrics}
-        if gated:
-            settings["soft gate"] = report["metrics_soft_gate"]
-        plots.plot_retrieval_precision(staging / "retrieval_precision.png", settings)
-        plots.plot_active_dims_per_image(
-            staging / "active_dims_per_image.png", data.active_per_image, features.shape[1]
-        )
-        pictures = [name for name in REPORT_FILES if name.endswith(".png")]
-        skipped = []
-        if gated:
-            plots.plot_gate_open_rates(staging / GATE_PICTURE, gate_open)
-            pictures.append(GATE_PICTURE)
-        else:
-            skipped.append(f"{GATE_PICTURE}: not drawn, {loaded.method} has no gate")
-
-        report["files"] = sorted([*pictures, "metrics.json", "metrics.md", "features.npz"])
-        (staging / "metrics.json").write_text(
-            json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8"
-        )
-        (staging / "metrics.md").write_text(
-            render_markdown(report, pictures, skipped), encoding="utf-8"
-        )
-        _swap_in(staging, out_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    # run leaves an earlier report as it was (and its own folder is removed by the next run);
+    # of the previous report's own files, those the new one does not write are removed
+    stale = tuple(sorted(_previous_files(out_dir) - set(report["files"])))
+    with replacing_folder(
+        out_dir, PARTIAL_SUFFIX, stale, last=("metrics.md", "metrics.json")
+    ) as staging:
+        write_report_files(staging, report, inputs, data, most, least, images_per_dim)
     return report
+
+
+def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
+    """The report folder: free, or ``overwrite``, and writable (checked before any work)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ReportError(f"report folder {out_dir} exists and is not a folder")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
+        raise ReportError(
+            f"report folder {out_dir} exists and is not empty; choose another --out or pass "
+            "--overwrite to replace its report files"
+        )
+    try:
+        require_writable(out_dir)
+    except NotWritableError as err:
+        raise ReportError(str(err)) from None
+
+
+def check_report_options(
+    *,
+    batch_size: int,
+    max_images: int | None,
+    top_dims: int,
+    images_per_dim: int,
+    num_workers: int,
+    thumbnail_size: int,
+    shuffle_permutations: int,
+    retrieval_max_samples: int | None,
+    protocol: str,
+    device: str | None,
+) -> None:
+    """Every option of :func:`write_report` in range, named as the command spells it; raises
+    :class:`ReportError` before anything is read."""
+    ints = [
+        ("--batch-size", batch_size, 1),
+        ("--top-dims", top_dims, 1),
+        ("--images-per-dim", images_per_dim, 1),
+        ("--num-workers", num_workers, 0),
+        ("thumbnail_size", thumbnail_size, 1),
+        # the baseline the consistency gain is measured against needs a permutation
+        ("--shuffle-permutations", shuffle_permutations, 1),
+    ]
+    if max_images is not None:
+        ints.append(("--max-images", max_images, 1))
+    if retrieval_max_samples is not None:  # a query needs one other sample
+        ints.append(("--retrieval-max-samples", retrieval_max_samples, 2))
+    try:
+        for name, value, low in ints:
+            require_int(name, value, low=low)
+        require_choice("--protocol", protocol, PROTOCOLS)
+        if device is not None:
+            require_choice("--device", device, ("cpu", "cuda"))
+    except ValueError as err:
+        raise ReportError(str(err)) from None
+
+
+@contextlib.contextmanager
+def _reading_inputs() -> Iterator[None]:
+    """Errors raised while the report reads its inputs (checkpoint, dataset files, options)
+    become :class:`ReportError`: one line for the command, before any work is done."""
+    try:
+        yield
+    except (ReportError, CheckpointError, DatasetUnavailableError):
+        raise  # already one line, and the callers tell them apart
+    except INPUT_ERRORS as err:
+        raise ReportError(first_line(err)) from None
+
+
+def report_files(gated: bool) -> list[str]:
+    """The files a report writes: :data:`REPORT_FILES`, and the gate picture for BayesNCL."""
+    return [*REPORT_FILES, *([GATE_PICTURE] if gated else [])]
+
+
+def _previous_files(out_dir: Path) -> set[str]:
+    """The files the report already in ``out_dir`` says it wrote (its ``metrics.json``'s
+    ``files``); empty when there is none, or it predates that list."""
+    try:
+        listed = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        return set()
+    if not isinstance(listed, list):
+        return set()
+    known = set(report_files(gated=True))
+    return {name for name in listed if isinstance(name, str) and name in known}
+
+
+def gate_summary(gate_open: np.ndarray) -> dict[str, float]:
+    """Open rates of the hard gate ``(N, k)``: per dimension and per image."""
+    rates = gate_open.mean(axis=0)
+    per_image = gate_open.sum(axis=1)
+    return {
+        "mean": float(rates.mean()),
+        "median": float(np.median(rates)),
+        "min": float(rates.min()),
+        "max": float(rates.max()),
+        "dims_never_open": int((rates == 0).sum()),
+        "dims_always_open": int((rates == 1).sum()),
+        "open_gates_per_image_mean": float(per_image.mean()),
+        "images_with_no_open_gate": int((per_image == 0).sum()),
+    }
+
+
+def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
+    return {k: (float(v) if math.isfinite(float(v)) else None) for k, v in metrics.items()}
+
+
+def report_content(
+    inputs: ReportInputs,
+    data: ReportData,
+    order: np.ndarray,
+    most: np.ndarray,
+    least: np.ndarray,
+    images_per_dim: int,
+) -> dict[str, Any]:
+    """The content of ``metrics.json`` (without the paper protocol's figures)."""
+    method = inputs.loaded.method
+    report: dict[str, Any] = {
+        "method": method,
+        "checkpoint": str(inputs.loaded.path),
+        "dataset": inputs.images.label,
+        "num_images": int(data.features.shape[0]),
+        "representation": REPRESENTATIONS.get(method, "normalized projection z / ||z||"),
+        "metrics": _finite(data.metrics),
+    }
+    if inputs.gated:
+        report["metrics_soft_gate"] = _finite(data.metrics_soft_gate)
+        report["gate_open_rate"] = gate_summary(data.gate_open)
+    significant = data.p_value <= SIGNIFICANCE
+    report["selectivity"] = {
+        "permutations": MAJORITY_PERMUTATIONS,
+        "significance": SIGNIFICANCE,
+        "significant_dims": int(significant[order].sum()),
+        "top_images": images_per_dim,
+    }
+    report["top_dimensions"] = describe_dimensions(most, data, inputs.class_names, images_per_dim)
+    report["least_selective_dimensions"] = describe_dimensions(
+        least, data, inputs.class_names, images_per_dim
+    )
+    return report
+
+
+def describe_dimensions(
+    dims: np.ndarray, data: ReportData, names: list[str], images_per_dim: int
+) -> list[dict[str, Any]]:
+    """One row per dimension: its majority class, whether that majority beats the label-shuffled
+    baseline, and the purity of its top images and of all its active images."""
+    rows = []
+    for d in dims:
+        majority = int(data.stats.majority_class[d])
+        top = plots.top_images(data.features, int(d), images_per_dim)
+        rows.append(
+            {
+                "dim": int(d),
+                "majority_class": names[majority],
+                "majority_significant": bool(data.p_value[d] <= SIGNIFICANCE),
+                "p_value": float(data.p_value[d]),
+                "purity_top": float((data.labels[top] == majority).mean()) if len(top) else 0.0,
+                "purity": float(data.stats.purity[d]),
+                "active_images": int(data.stats.active_count[d]),
+            }
+        )
+    return rows
+
+
+def write_report_files(
+    folder: Path,
+    report: dict[str, Any],
+    inputs: ReportInputs,
+    data: ReportData,
+    most: np.ndarray,
+    least: np.ndarray,
+    images_per_dim: int,
+) -> None:
+    """Writes the report's files into ``folder``: the dashboard bundle, the pictures, then
+    ``metrics.json`` and ``metrics.md``."""
+    names, gated = inputs.class_names, inputs.gated
+    significant = data.p_value <= SIGNIFICANCE
+    write_feature_bundle(
+        folder,
+        features=data.features,
+        labels=data.labels,
+        class_names=names,
+        thumbnails=data.thumbnails,
+        gate_open_rate=data.gate_open.mean(axis=0) if gated else None,
+    )
+    for name, dims, title in (
+        ("top_activations.png", most, "most selective"),
+        ("least_selective_activations.png", least, "least selective"),
+    ):
+        plots.plot_top_activations(
+            folder / name,
+            data.features,
+            data.labels,
+            data.thumbnails,
+            dims,
+            data.stats,
+            names,
+            per_dim=images_per_dim,
+            significant=significant[dims],
+            title=title,
+        )
+    plots.plot_class_histograms(folder / "class_histograms.png", most, data.stats, names)
+    settings = {"hard gate": data.metrics}
+    if gated:
+        settings["soft gate"] = report["metrics_soft_gate"]
+    plots.plot_retrieval_precision(folder / "retrieval_precision.png", settings)
+    plots.plot_active_dims_per_image(
+        folder / "active_dims_per_image.png", data.active_per_image, data.features.shape[1]
+    )
+    pictures = [name for name in REPORT_FILES if name.endswith(".png")]
+    skipped = []
+    if gated:
+        plots.plot_gate_open_rates(folder / GATE_PICTURE, data.gate_open)
+        pictures.append(GATE_PICTURE)
+    else:
+        skipped.append(f"{GATE_PICTURE}: not drawn, {inputs.loaded.method} has no gate")
+    (folder / "metrics.json").write_text(
+        json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8"
+    )
+    (folder / "metrics.md").write_text(render_markdown(report, pictures, skipped), encoding="utf-8")

@@ -1,6 +1,8 @@
-"""What the evaluation report reads: the validation set, and one pass of the model over it.
+"""What the evaluation report reads: the model, the validation set and its class names, and one
+pass of the model over it.
 
-:func:`extract_report_data` runs :func:`solo_bayesncl.representations.extract_representations`
+:func:`load_report_inputs` is the one trip down to the checkpoint and the data: it returns the
+model, the validation images and their class names. :func:`extract_report_data` runs :func:`solo_bayesncl.core.representations.extract_representations`
 once and keeps what the report's files need: the metrics of the hard (and, for BayesNCL, the soft)
 gate from :class:`~solo_bayesncl.metrics.InterpretabilityAccumulator`, the per-dimension
 statistics, the features, thumbnails and gate states.
@@ -14,12 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import omegaconf
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
-from torch.utils.data import Subset
+from torch.utils.data import DataLoader, Dataset
 
-from solo_bayesncl.data.datasets import resolve_dataset_cfg
+from solo_bayesncl.config.runtime import pick_device
+from solo_bayesncl.core.representations import extract_representations
+from solo_bayesncl.data.datasets import (
+    LabelledImages,
+    build_val_dataset,
+    labelled_val_images,
+    seeded_subset,
+)
+from solo_bayesncl.data.resolve import check_dataset_available, switch_dataset
+from solo_bayesncl.io.checkpoints import LoadedCheckpoint, load_checkpoint, load_method
 from solo_bayesncl.metrics import (
     DimensionStats,
     InterpretabilityAccumulator,
@@ -27,71 +38,19 @@ from solo_bayesncl.metrics import (
     majority_p_values,
     non_finite_rows,
 )
-from solo_bayesncl.representations import extract_representations
 
 __all__ = [
     "ReportData",
     "ReportError",
-    "class_names",
-    "dataset_cfg",
-    "dataset_label",
+    "ReportInputs",
+    "load_report_inputs",
     "extract_report_data",
-    "limit_images",
     "thumbnails",
 ]
 
 
 class ReportError(ValueError):
     """The report cannot be written (folder not empty, no labelled validation data, bad option)."""
-
-
-def dataset_cfg(cfg, dataset: str | Path | None):
-    """The checkpoint's config with its data switched to ``dataset`` (a name or an image folder)."""
-    cfg = cfg.copy()
-    if dataset is None:
-        return cfg
-    folder = Path(str(dataset))
-    cfg.data.pop("offline_dataset", None)
-    if folder.is_dir():
-        cfg.data.dataset = "custom"
-        cfg.data.format = "image_folder"
-        cfg.data.val_path = str(folder)
-        cfg.data.no_labels = False
-    else:
-        cfg.data.dataset = str(dataset)
-    return resolve_dataset_cfg(cfg)
-
-
-def dataset_label(cfg) -> str:
-    """The dataset as the report names it."""
-    name = OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset
-    if name == "custom":
-        return f"custom ({cfg.data.val_path})"
-    return str(name)
-
-
-def class_names(dataset, num_classes: int | None) -> list[str]:
-    """The class names of a (possibly wrapped) dataset, else ``0 .. num_classes - 1``."""
-    inner = dataset
-    while not hasattr(inner, "classes") and hasattr(inner, "dataset"):
-        inner = inner.dataset
-    names = getattr(inner, "classes", None)
-    if names:
-        return [str(c) for c in names]
-    if not num_classes:
-        raise ReportError("the validation dataset names no classes and data.num_classes is unset")
-    return [str(i) for i in range(int(num_classes))]
-
-
-def limit_images(dataset, max_images: int | None, seed: int = 0):
-    """A seeded random subset of ``max_images`` images, in dataset order; all when None."""
-    if max_images is None or max_images >= len(dataset):
-        return dataset
-    if max_images < 1:
-        raise ReportError(f"--max-images must be >= 1, got {max_images}")
-    # a seeded random subset, in dataset order (image folders are sorted by class)
-    picks = np.sort(np.random.default_rng(seed).permutation(len(dataset))[:max_images])
-    return Subset(dataset, picks.tolist())
 
 
 def thumbnails(
@@ -113,6 +72,81 @@ def thumbnails(
         )
     x = (x.clamp(0, 1) * 255).round().to(torch.uint8)
     return x.permute(0, 2, 3, 1).contiguous().numpy()
+
+
+@dataclass
+class ReportInputs:
+    """What the report is computed from, loaded by :func:`load_report_inputs`.
+
+    Attributes:
+        loaded: the checkpoint as read.
+        cfg: its config with the data switched to the report's dataset.
+        model: the method with its weights, in eval mode on ``device``.
+        device: where the model runs.
+        images: the report's validation images (a seeded subset with ``max_images``), with their
+            class names, the dataset's name and normalisation.
+        max_images: the subset size, None for all images.
+    """
+
+    loaded: LoadedCheckpoint
+    cfg: omegaconf.DictConfig
+    model: torch.nn.Module
+    device: torch.device
+    images: LabelledImages
+    max_images: int | None = None
+
+    @property
+    def class_names(self) -> list[str]:
+        return self.images.class_names
+
+    @property
+    def gated(self) -> bool:
+        """Whether the model has a gate (BayesNCL)."""
+        return hasattr(self.model, "gate_output")
+
+    def val_dataset(self, transform) -> Dataset:
+        """The same images with another transform (the paper protocol's)."""
+        return seeded_subset(build_val_dataset(self.cfg, transform), self.max_images)
+
+    def loader(self, batch_size: int, num_workers: int) -> DataLoader:
+        """The report's images in order, in batches."""
+        return DataLoader(
+            self.images.dataset,
+            batch_size=batch_size,
+            shuffle=False,
+            num_workers=num_workers,
+            pin_memory=self.device.type == "cuda",
+        )
+
+
+def load_report_inputs(
+    checkpoint: str | Path,
+    dataset: str | Path | None = None,
+    max_images: int | None = None,
+    device: str | None = None,
+) -> ReportInputs:
+    """Reads ``checkpoint``, builds its model and the validation set of ``dataset`` (a name or an
+    image folder; None: the checkpoint's own).
+
+    Raises :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint,
+    :class:`~solo_bayesncl.data.resolve.DatasetUnavailableError` for missing data files and
+    :class:`ReportError` when there is no labelled validation data.
+    """
+    where = pick_device(device)
+    loaded = load_checkpoint(checkpoint)  # down to the checkpoint: its config and its model
+    model = load_method(loaded, device=where)
+    cfg = switch_dataset(loaded.cfg, dataset)  # then to the data, once
+    check_dataset_available(cfg, train=False)  # its files, and a subset it can draw
+    try:
+        images = labelled_val_images(cfg, max_images)
+    except ValueError as err:  # no class names, or a bad subset size
+        raise ReportError(f"{loaded.path}: {err}") from None
+    if images is None:
+        raise ReportError(
+            f"{loaded.path}: its config has no labelled validation data (data.val_path is unset "
+            "or data.no_labels is set); pass a dataset name or an image folder with --dataset"
+        )
+    return ReportInputs(loaded, cfg, model, where, images, max_images)
 
 
 @dataclass
@@ -144,28 +178,30 @@ class ReportData:
 
 
 def extract_report_data(
-    model: torch.nn.Module,
-    loader,
-    num_classes: int,
-    image_stats: tuple[Sequence[float], Sequence[float], int],
-    source: str | Path,
+    inputs: ReportInputs,
+    *,
+    batch_size: int,
+    num_workers: int,
+    thumbnail_size: int,
     accumulator_options: dict[str, Any] | None = None,
     progress: bool = True,
 ) -> ReportData:
-    """One pass of ``model`` over ``loader``. ``image_stats`` is ``(mean, std, thumbnail size)``.
+    """One pass of the model over the report's images, thumbnails at most ``thumbnail_size`` px.
 
-    Raises :class:`ReportError` for an empty loader, and naming ``source`` when the model gives
-    NaN or Inf features (once a batch holds one, the pass only counts such rows).
+    Raises :class:`ReportError` for an empty dataset, and naming the checkpoint when the model
+    gives NaN or Inf features (once a batch holds one, the pass only counts such rows).
     """
     options = accumulator_options or {}
-    gated = hasattr(model, "gate_output")
+    num_classes = len(inputs.class_names)
+    model, source = inputs.model, inputs.loaded.path
     hard = InterpretabilityAccumulator(num_classes, **options)
-    soft = InterpretabilityAccumulator(num_classes, **options) if gated else None
-    mean, std, size = image_stats
+    soft = InterpretabilityAccumulator(num_classes, **options) if inputs.gated else None
+    mean, std, size = inputs.images.mean, inputs.images.std, thumbnail_size
+    loader = inputs.loader(batch_size, num_workers)
     features, labels, thumbs, gate_open, active = [], [], [], [], []
     seen = non_finite = 0
     for batch in extract_representations(
-        model, loader, with_soft=gated, keep_images=True, progress=progress
+        model, loader, with_soft=inputs.gated, keep_images=True, progress=progress
     ):
         rows = (
             batch.features

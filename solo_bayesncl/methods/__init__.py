@@ -1,6 +1,25 @@
-"""solo-learn method classes (need upstream solo-learn installed)."""
+"""The plugin's solo-learn methods, ``NCL`` and ``BayesNCL``, their heads and their config keys.
 
-from solo_bayesncl.methods.bayesncl import BayesNCL
-from solo_bayesncl.methods.ncl import NCL
+``heads`` and ``keys`` are plain PyTorch and OmegaConf; the method classes subclass solo-learn's
+``BaseMethod`` and are imported here only when solo-learn is installed (``solo_bayesncl.methods.NCL``
+without it raises an ImportError that says so).
+"""
 
-__all__ = ["NCL", "BayesNCL"]
+import importlib.util
+
+from solo_bayesncl.methods.heads import GatingHead, projector
+
+__all__ = ["NCL", "BayesNCL", "GatingHead", "projector"]
+
+if importlib.util.find_spec("solo") is not None:
+    from solo_bayesncl.methods.bayesncl import BayesNCL
+    from solo_bayesncl.methods.ncl import NCL
+
+
+def __getattr__(name: str):
+    if name in ("NCL", "BayesNCL"):
+        raise ImportError(
+            f"solo_bayesncl.methods.{name} subclasses solo-learn's BaseMethod and needs upstream "
+            "solo-learn installed (see the README, Install)"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

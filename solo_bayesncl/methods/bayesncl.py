@@ -12,27 +12,30 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import omegaconf
 import torch
 from solo.utils.misc import omegaconf_select
 
-from solo_bayesncl.gates import BernoulliGate, GateOutput, bernoulli_kl, resolve_gate_type
-from solo_bayesncl.losses import gated_representation, info_nce_loss
-from solo_bayesncl.methods.config_checks import (
+from solo_bayesncl.core.gates import (
+    GATE_MODES,
+    GateOutput,
+    resolve_gate_type,
+)
+from solo_bayesncl.core.losses import BayesNCLLoss, LossTerms
+from solo_bayesncl.core.validation import (
     ConfigError,
     parse_bool,
     require_int,
     require_range,
     require_temperature,
 )
-from solo_bayesncl.methods.ncl import NCL, NCL_KWARGS, batch_feature_stats, make_mlp
+from solo_bayesncl.methods.heads import GatingHead
+from solo_bayesncl.methods.ncl import NCL, NCL_KWARGS
 
 __all__ = ["BayesNCL"]
 
-EVAL_GATES: tuple[str, ...] = ("hard", "soft")
 BAYESNCL_KWARGS: tuple[str, ...] = NCL_KWARGS + (
     "gate_type",
     "bayesian_prior_prob",
@@ -56,7 +59,7 @@ class BayesNCL(NCL):
         gate_type (str): ``ste`` (straight-through hard gate, the paper's main variant),
             ``binary_concrete`` (logistic-noise sample, then the same threshold) or ``gumbel``
             (the official code's single-Gumbel sample); official ``STE`` and ``gumbel_sigmoid``
-            (= ``gumbel``) accepted, see :data:`solo_bayesncl.gates.GATE_TYPES`.
+            (= ``gumbel``) accepted, see :data:`solo_bayesncl.core.gates.GATE_TYPES`.
         bayesian_prior_prob (float): ``rho`` in (0, 1), the prior open probability. 0.8.
         gate_threshold (float): ``t`` in (0, 1). 0.5.
         sigmoid_temperature (float): ``tau_g``, finite and >= 1e-4. 1.0.
@@ -77,18 +80,28 @@ class BayesNCL(NCL):
     def __init__(self, cfg: omegaconf.DictConfig):
         super().__init__(cfg)
         kwargs = cfg.method_kwargs
-        self.kl_lambda: float = kwargs.bayesian_kl_lambda if kwargs.use_kl else 0.0
-        self.prior: float = kwargs.bayesian_prior_prob
-        self.kl_eps: float = kwargs.kl_eps
         self.eval_gate: str = kwargs.eval_gate
         self.gating_head_lr: float = cfg.optimizer.gating_head_lr
-        self.gating_head = make_mlp(
+        self.gating_head = GatingHead(
             self.features_dim, kwargs.gating_head_hidden_dim, kwargs.proj_output_dim
         )
-        self.gate = BernoulliGate(
+        self.gate = self.objective.gate
+
+    def build_objective(self, cfg: omegaconf.DictConfig) -> BayesNCLLoss:
+        """The BayesNCL objective with the run's gate, prior and KL weight (no KL with
+        ``use_kl: False``)."""
+        kwargs = cfg.method_kwargs
+        return BayesNCLLoss(
+            temperature=kwargs.temperature,
+            non_neg=kwargs.non_neg,
+            prior=kwargs.bayesian_prior_prob,
+            kl_lambda=kwargs.bayesian_kl_lambda if kwargs.use_kl else 0.0,
             gate_type=kwargs.gate_type,
             threshold=kwargs.gate_threshold,
-            temperature=kwargs.sigmoid_temperature,
+            gate_temperature=kwargs.sigmoid_temperature,
+            kl_eps=kwargs.kl_eps,
+            top_k=self.top_k,
+            check_inputs=False,
         )
 
     @staticmethod
@@ -141,9 +154,10 @@ class BayesNCL(NCL):
             low=1,
         )
         eval_gate = str(omegaconf_select(cfg, f"{kw}.eval_gate", "hard")).lower()
-        if eval_gate not in EVAL_GATES:
+        if eval_gate not in GATE_MODES:
             raise ConfigError(
-                f"{kw}.eval_gate={eval_gate!r} is not supported; allowed values: hard, soft"
+                f"{kw}.eval_gate={eval_gate!r} is not supported; allowed values: "
+                f"{', '.join(GATE_MODES)}"
             )
         kwargs.eval_gate = eval_gate
         cfg.optimizer.gating_head_lr = require_range(
@@ -166,8 +180,8 @@ class BayesNCL(NCL):
         ]
 
     def _add_gate_logits(self, out: dict[str, Any]) -> dict[str, Any]:
-        # gradient isolation: the gate (and so the KL) never pushes on the backbone
-        out["gate_logits"] = self.gating_head(out["feats"].detach())
+        # the gating head reads sg(feats): the gate (and so the KL) never pushes on the backbone
+        out["gate_logits"] = self.gating_head(out["feats"])
         return out
 
     def forward(self, X: torch.Tensor) -> dict[str, Any]:
@@ -187,31 +201,10 @@ class BayesNCL(NCL):
 
         ``gate`` defaults to ``method_kwargs.eval_gate``.
         """
-        mask = self.gate_output(out["gate_logits"], gate or self.eval_gate).mask
-        return gated_representation(out["z"], mask, self.non_neg, self.top_k)
+        return self.objective.gated(
+            out["z"], self.gate_output(out["gate_logits"], gate or self.eval_gate)
+        )
 
-    def training_step(self, batch: Sequence[Any], batch_idx: int) -> torch.Tensor:
-        """InfoNCE on the gated representation + lambda * KL + the online classifier loss."""
-        indexes = batch[0]
-        out = super(NCL, self).training_step(batch, batch_idx)
-        class_loss = out["loss"]
-        z = torch.cat(out["z"])
-        gate = self.gate_output(torch.cat(out["gate_logits"]), "hard")
-        v = gated_representation(z, gate.mask, self.non_neg, self.top_k)
-        indexes = indexes.repeat(self.num_large_crops + self.num_small_crops)
-
-        nce_loss = info_nce_loss(v, indexes, temperature=self.temperature, check_inputs=False)
-        kl = bernoulli_kl(gate.probs, self.prior, eps=self.kl_eps, check_inputs=False)
-        loss = nce_loss + self.kl_lambda * kl + class_loss
-        with torch.no_grad():
-            stats = {
-                "train_nce_loss": nce_loss,
-                "train_kl_loss": kl,
-                "train_loss": loss,
-                "train_gate_open_ratio": gate.open_ratio,
-                "train_gate_prob_mean": gate.probs.mean(),
-                **batch_feature_stats(v),
-            }
-        self.log_dict(stats, on_epoch=True, sync_dist=True)
-        self.record_health(z, loss)
-        return loss
+    def contrastive_terms(self, out: dict[str, Any], indexes: torch.Tensor) -> LossTerms:
+        """InfoNCE on the gated representation + lambda * KL, from the outputs of every crop."""
+        return self.objective.terms(torch.cat(out["z"]), torch.cat(out["gate_logits"]), indexes)

@@ -14,20 +14,20 @@ import omegaconf
 import torch
 from solo.methods.base import BaseMethod
 from solo.utils.misc import omegaconf_select
-from torch import nn
 
-from solo_bayesncl.distributed import is_distributed
-from solo_bayesncl.losses import info_nce_loss, non_negative_representation
-from solo_bayesncl.methods.config_checks import (
+from solo_bayesncl.core.distributed import is_distributed
+from solo_bayesncl.core.losses import LossTerms, NCLLoss
+from solo_bayesncl.core.nonneg import resolve_non_neg
+from solo_bayesncl.core.validation import (
     ConfigError,
     parse_bool,
     require_positive_int,
     require_temperature,
 )
+from solo_bayesncl.methods.heads import projector
 from solo_bayesncl.metrics import EPS
-from solo_bayesncl.nonneg import resolve_non_neg
 
-__all__ = ["NCL", "NCL_KWARGS", "NonFiniteTrainingError", "batch_feature_stats", "make_mlp"]
+__all__ = ["NCL", "NCL_KWARGS", "NonFiniteTrainingError", "batch_feature_stats"]
 
 NCL_KWARGS: tuple[str, ...] = (
     "proj_hidden_dim",
@@ -38,7 +38,7 @@ NCL_KWARGS: tuple[str, ...] = (
     "topk_k",
 )
 """Every ``method_kwargs`` key NCL reads; the entry points refuse any other key
-(:func:`solo_bayesncl.methods.config_checks.check_method_kwargs`)."""
+(:func:`solo_bayesncl.methods.keys.check_method_kwargs`)."""
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +57,6 @@ class NonFiniteTrainingError(FloatingPointError):
     """The projector output, the loss or the gradient of a training step is NaN or Inf."""
 
 
-def make_mlp(in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:
-    """``Linear -> ReLU -> Linear``, the shape of SimCLR's projector (and BayesNCL's gating head)."""
-    return nn.Sequential(
-        nn.Linear(in_dim, hidden_dim),
-        nn.ReLU(),
-        nn.Linear(hidden_dim, out_dim),
-    )
-
-
 class NCL(BaseMethod):
     """Non-negative Contrastive Learning (arXiv 2403.12459).
 
@@ -73,8 +64,8 @@ class NCL(BaseMethod):
         proj_hidden_dim (int): hidden width of the projector (required).
         proj_output_dim (int): number of features ``k`` (required).
         temperature (float): InfoNCE temperature ``T``, finite and >= 1e-4
-            (:data:`~solo_bayesncl.methods.config_checks.MIN_TEMPERATURE`). Defaults to 0.2.
-        non_neg (str): non-negativity map, one of ``solo_bayesncl.nonneg.NON_NEGATIVITY_MAPS``
+            (:data:`~solo_bayesncl.core.validation.MIN_TEMPERATURE`). Defaults to 0.2.
+        non_neg (str): non-negativity map, one of ``solo_bayesncl.core.nonneg.NON_NEGATIVITY_MAPS``
             (the official code's ``leakyrelu`` and ``null`` are accepted). Defaults to ``rep_relu``.
         use_topk (bool): keep only the ``topk_k`` largest activations per sample (NCL+TopK
             baseline of the BayesNCL paper). Defaults to False.
@@ -86,12 +77,20 @@ class NCL(BaseMethod):
     def __init__(self, cfg: omegaconf.DictConfig):
         super().__init__(cfg)
         kwargs = cfg.method_kwargs
-        self.temperature: float = kwargs.temperature
         self.non_neg: str = kwargs.non_neg
         self.use_topk: bool = kwargs.use_topk
         self.topk_k: int = kwargs.topk_k
-        self.projector = make_mlp(self.features_dim, kwargs.proj_hidden_dim, kwargs.proj_output_dim)
+        self.projector = projector(
+            self.features_dim, kwargs.proj_hidden_dim, kwargs.proj_output_dim
+        )
+        self.objective = self.build_objective(cfg)
         self._health: torch.Tensor | None = None
+
+    def build_objective(self, cfg: omegaconf.DictConfig) -> NCLLoss:
+        """The loss this method trains with (the config guarantees two views per image, so the
+        per-step input check is off; a non-finite step stops training instead)."""
+        kwargs = cfg.method_kwargs
+        return NCLLoss(kwargs.temperature, kwargs.non_neg, self.top_k, check_inputs=False)
 
     @staticmethod
     def add_and_assert_specific_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
@@ -152,30 +151,34 @@ class NCL(BaseMethod):
 
     def representation(self, out: dict[str, Any], gate: str = "hard") -> torch.Tensor:
         """The representation the interpretability metrics read: ``normalize(phi(z))``
-        (:func:`solo_bayesncl.losses.non_negative_representation`).
+        (:func:`solo_bayesncl.core.losses.non_negative_representation`).
 
         ``gate`` is accepted for a uniform interface with BayesNCL and ignored.
         """
-        return non_negative_representation(out["z"], self.non_neg, self.top_k)
+        return self.objective.representation(out["z"])
+
+    def contrastive_terms(self, out: dict[str, Any], indexes: torch.Tensor) -> LossTerms:
+        """The objective of one step from the outputs of every crop (the hook BayesNCL
+        overrides): InfoNCE on ``normalize(phi(z))``."""
+        return self.objective.terms(torch.cat(out["z"]), indexes)
 
     def training_step(self, batch: Sequence[Any], batch_idx: int) -> torch.Tensor:
-        """InfoNCE on ``normalize(phi(z))`` over all crops plus the online classifier loss."""
-        indexes = batch[0]
+        """The method's objective (:meth:`contrastive_terms`) over all crops plus the online
+        classifier loss; logs every term and stops on a non-finite step."""
         out = super().training_step(batch, batch_idx)
-        class_loss = out["loss"]
-        z = torch.cat(out["z"])
-        v = self.representation({"z": z})
-        indexes = indexes.repeat(self.num_large_crops + self.num_small_crops)
-        nce_loss = info_nce_loss(v, indexes, temperature=self.temperature, check_inputs=False)
+        indexes = batch[0].repeat(self.num_large_crops + self.num_small_crops)
+        terms = self.contrastive_terms(out, indexes)
+        loss = terms.loss + out["loss"]
         with torch.no_grad():
             stats = {
-                "train_nce_loss": nce_loss,
-                "train_loss": nce_loss + class_loss,
-                **batch_feature_stats(v),
+                "train_nce_loss": terms.nce,
+                **terms.logged,
+                "train_loss": loss,
+                **batch_feature_stats(terms.representation),
             }
         self.log_dict(stats, on_epoch=True, sync_dist=True)
-        self.record_health(z, nce_loss + class_loss)
-        return nce_loss + class_loss
+        self.record_health(torch.cat(out["z"]), loss)
+        return loss
 
     def record_health(self, z: torch.Tensor, loss: torch.Tensor) -> None:
         """Queues, without reading anything back from the device, how many rows of ``z`` hold

@@ -16,7 +16,7 @@ manifests, ``os.pathsep``-separated), ``SOLO_BAYESNCL_OFFLINE=1`` (never use the
 
 from __future__ import annotations
 
-from solo_bayesncl.artifact import (
+from solo_bayesncl.io.artifact import (
     ARTIFACT_FORMAT,
     Artifact,
     is_artifact,
@@ -33,7 +33,7 @@ from .errors import (
     ZooError,
 )
 from .export import ExportResult, export_checkpoint, export_state_dict
-from .fetch import cache_dir, cached_path, download, remove_cached, sha256_file
+from .fetch import cache_dir, cached_path, download, sha256_file
 from .load import load_artifact, load_model
 from .manifest import (
     MANIFEST_FORMAT,
@@ -78,7 +78,6 @@ __all__ = [
     "open_artifact",
     "read_artifact",
     "read_manifest",
-    "remove_cached",
     "sha256_file",
     "validate_entry",
 ]

@@ -1,5 +1,6 @@
-"""Entry point of ``python -m solo_bayesncl.zoo``."""
+"""``python -m solo_bayesncl.zoo``: the model zoo command (:mod:`solo_bayesncl.cli.zoo`)."""
 
-from .cli import main
+from solo_bayesncl.cli.zoo import main
 
-raise SystemExit(main())
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""Exceptions raised by the model zoo (and :class:`~solo_bayesncl.artifact.ArtifactError`, which
+"""Exceptions raised by the model zoo (and :class:`~solo_bayesncl.io.artifact.ArtifactError`, which
 the artifact format raises).
 
 Every error names what it is about (the entry, the file, the URL) so that a user reading a
@@ -7,7 +7,7 @@ traceback knows which download or which manifest line to look at.
 
 from __future__ import annotations
 
-from solo_bayesncl.artifact import ArtifactError
+from solo_bayesncl.io.artifact import ArtifactError
 
 __all__ = [
     "ArtifactError",

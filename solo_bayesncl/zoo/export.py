@@ -1,7 +1,7 @@
 """Turn a trained checkpoint into a zoo artifact, its sha256 and its manifest entry.
 
 ``export_checkpoint`` reads a solo-learn ``.ckpt`` (or one of the official BayesNCL / NCL codes,
-through :func:`solo_bayesncl.checkpoints.load_checkpoint`) and calls :func:`export_state_dict`,
+through :func:`solo_bayesncl.io.checkpoints.load_checkpoint`) and calls :func:`export_state_dict`,
 which needs nothing but torch: it keeps the module weights only (no optimizer or scheduler
 state), optionally in float16, drops MoCo's momentum copies and queue unless asked to keep
 them, and writes three files into ``out_dir``::
@@ -26,15 +26,15 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from solo_bayesncl.artifact import Artifact, cast_floating, write_artifact
-from solo_bayesncl.checkpoints import (
+from solo_bayesncl.host.availability import solo_learn_available
+from solo_bayesncl.io.artifact import Artifact, cast_floating, write_artifact
+from solo_bayesncl.io.checkpoints import (
     CheckpointError,
     check_finite_weights,
     load_checkpoint,
     load_method,
 )
-from solo_bayesncl.files import require_writable
-from solo_bayesncl.registration import solo_learn_available
+from solo_bayesncl.io.files import require_writable
 
 from .errors import ArtifactError
 from .fetch import sha256_file
@@ -252,7 +252,7 @@ def export_checkpoint(
 
     ``ckpt`` is a Lightning ``.ckpt`` with solo-learn's ``args.json`` beside it, in solo-learn's
     layout or the official BayesNCL / NCL codes' (read by
-    :func:`solo_bayesncl.checkpoints.load_checkpoint`), or a zoo artifact (re-export, e.g. to
+    :func:`solo_bayesncl.io.checkpoints.load_checkpoint`), or a zoo artifact (re-export, e.g. to
     fp16). ``metrics`` is a mapping or a JSON file (flat or nested figures, or an evaluation
     report's ``metrics.json`` as written, see :func:`report_metrics`); by default an artifact's
     own figures, else ``metrics.json`` beside the checkpoint when it exists, else none.

@@ -3,14 +3,14 @@
 The cache folder is ``$SOLO_BAYESNCL_CACHE`` when set, else ``~/.cache/solo-bayesncl``. A file
 under its final name is always complete and verified.
 
-HTTP is pooch's (``pooch.HTTPDownloader``: requests with a tqdm progress bar); what this module
-adds is the safety policy of the zoo:
+HTTP(S) is read with requests (pooch's own HTTP client) and a tqdm progress bar, FTP, SFTP and
+DOI through pooch's downloaders; what this module adds is the safety policy of the zoo:
 
 - a verified file already in the cache is returned without any network request;
 - bytes go to a hidden temporary ``.part`` file in the cache folder, are checked (size, then
   sha256) and only then renamed atomically to the final name, so an interrupted transfer or a
   wrong checksum never leaves a file that looks complete; the ``.part`` file of a killed
-  download is removed by the next download of that entry (see :mod:`solo_bayesncl.files`);
+  download is removed by the next download of that entry (see :mod:`solo_bayesncl.io.files`);
 - the entry's URLs are tried in order until one gives the right bytes;
 - an HTTP(S) transfer is abandoned (and the next URL tried) when no byte comes for ``timeout``
   seconds, and also when the whole transfer takes longer than its deadline (``timeout`` plus the
@@ -21,13 +21,17 @@ adds is the safety policy of the zoo:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
+import time
 from pathlib import Path
 
-from solo_bayesncl.files import make_temporary, remove_stale_temporaries
+import pooch
+import requests
+from tqdm.auto import tqdm
+
+from solo_bayesncl.io.files import remove_stale_temporaries, replacing
 
 from .errors import ChecksumError, DownloadError
 from .manifest import ZooEntry, find_entry
@@ -87,11 +91,6 @@ def is_verified(path: Path, entry: ZooEntry) -> bool:
 def _http_fetch(url: str, dest: Path, progress: bool, timeout: float, deadline: float) -> None:
     """``url`` into ``dest`` with requests (pooch's HTTP client), reading whatever has arrived
     (``read1``) so that the deadline is checked at least every ``timeout`` seconds."""
-    import time
-
-    import requests
-    from tqdm.auto import tqdm
-
     start = time.monotonic()
     with requests.get(url, stream=True, timeout=timeout) as response:
         response.raise_for_status()
@@ -113,8 +112,6 @@ def _fetch_to(url: str, dest: Path, progress: bool, timeout: float, deadline: fl
     if url.startswith(("http://", "https://")):
         _http_fetch(url, dest, progress, timeout, deadline)
         return
-    import pooch
-
     pooch.downloaders.choose_downloader(url, progressbar=progress)(url, str(dest), None)
 
 
@@ -183,32 +180,28 @@ def _try_url(
     Returns None on success, else ``(reason, actual_sha256)`` where the hash is given only when
     the transfer completed but its bytes are not the entry's.
     """
-    tmp = make_temporary(target, ".part")
-    try:
-        try:
-            _fetch_to(url, tmp, progress, *limits)
-        except Exception as err:  # requests, urllib3, ftplib...: any failure means "next URL"
-            return f"{type(err).__name__}: {err}", None
-        actual = sha256_file(tmp)
-        if actual != entry.sha256:
-            size = tmp.stat().st_size
-            return (
-                f"sha256 mismatch: expected {entry.sha256}, got {actual} "
-                f"({size} bytes, expected {entry.size})",
-                actual,
-            )
-        os.replace(tmp, target)
-        return None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
+    with replacing(target, ".part") as tmp:  # only verified bytes replace the target
+        problem = _fetch_checked(entry, url, tmp, progress, limits)
+        if problem is not None:
             tmp.unlink()
+    return problem
 
 
-def remove_cached(entry: str | ZooEntry, cache: str | os.PathLike[str] | None = None) -> bool:
-    """Delete the cached artifact of ``entry``; True when there was one."""
-    entry = find_entry(entry) if isinstance(entry, str) else entry
-    path = cached_path(entry, cache)
-    if path.exists():
-        path.unlink()
-        return True
-    return False
+def _fetch_checked(
+    entry: ZooEntry, url: str, tmp: Path, progress: bool, limits: tuple[float, float]
+) -> tuple[str, str | None] | None:
+    """Fetch ``url`` into ``tmp`` within ``limits`` (``(timeout, deadline)``) and check its
+    sha256; None when it holds the entry's bytes."""
+    try:
+        _fetch_to(url, tmp, progress, *limits)
+    except Exception as err:  # requests, urllib3, ftplib...: any failure means "next URL"
+        return f"{type(err).__name__}: {err}", None
+    actual = sha256_file(tmp)
+    if actual != entry.sha256:
+        size = tmp.stat().st_size
+        return (
+            f"sha256 mismatch: expected {entry.sha256}, got {actual} "
+            f"({size} bytes, expected {entry.size})",
+            actual,
+        )
+    return None

@@ -1,7 +1,7 @@
 """Load zoo weights as a ready solo-learn method or as a bare backbone.
 
-The model is built by :func:`solo_bayesncl.checkpoints.load_method` /
-:func:`~solo_bayesncl.checkpoints.load_backbone` from the config stored in the artifact, so a
+The model is built by :func:`solo_bayesncl.io.checkpoints.load_method` /
+:func:`~solo_bayesncl.io.checkpoints.load_backbone` from the config stored in the artifact, so a
 zoo model is constructed exactly like a checkpoint of the same run; this module only feeds
 them the artifact's content.
 """
@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import torch
 
-from solo_bayesncl.checkpoints import load_backbone, load_checkpoint, load_method
+from solo_bayesncl.io.checkpoints import load_backbone, load_checkpoint, load_method
 
 from .fetch import DEFAULT_TIMEOUT, download
 from .manifest import ZooEntry
@@ -29,7 +29,7 @@ def load_artifact(
 ) -> torch.nn.Module:
     """Build the model stored in a local zoo artifact, in eval mode on ``device``.
 
-    Any checkpoint that :func:`solo_bayesncl.checkpoints.load_checkpoint` reads is accepted too
+    Any checkpoint that :func:`solo_bayesncl.io.checkpoints.load_checkpoint` reads is accepted too
     (a solo-learn ``.ckpt`` with its ``args.json``, the official codes' layout).
 
     ``as_="method"`` gives the solo-learn LightningModule (``METHODS[cfg.method](cfg)`` with the

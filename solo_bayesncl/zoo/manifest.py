@@ -10,7 +10,7 @@ An ENTRY has the required fields of :data:`REQUIRED_FIELDS` and may have the opt
 checks every field and the agreement between the entry and the config it carries.
 
 Where manifests are read from (:func:`manifest_paths`): the project's manifest, shipped in the
-package as ``solo_bayesncl/zoo/manifest.json``, then every file named in the environment variable
+package from the top-level ``zoo/manifest.json``, then every file named in the environment variable
 ``SOLO_BAYESNCL_MANIFEST`` (separated by ``os.pathsep``), which is how a user lists their own
 published weights.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from solo_bayesncl.registration import SUPPORTED_METHODS
+from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
 from .errors import ManifestError, UnknownModelError
 
@@ -179,10 +179,12 @@ def validate_entry(
     if not isinstance(metrics, Mapping):
         raise ManifestError(f"{where}: metrics must be an object {{name: number}}")
     for key, value in metrics.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise ManifestError(
-                f"{where}: metric {key!r} must be a finite number, got {value!r}"
-            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise ManifestError(f"{where}: metric {key!r} must be a finite number, got {value!r}")
     if data.get("dtype") not in (None, "float32", "float16"):
         raise ManifestError(f"{where}: dtype must be 'float32' or 'float16', got {data['dtype']!r}")
     if "file" in data and (not isinstance(data["file"], str) or "/" in data["file"]):
@@ -210,8 +212,11 @@ def _check_config_agrees(config: Mapping[str, Any], data: Mapping[str, Any], whe
             )
 
 
-PROJECT_MANIFEST = Path(__file__).resolve().parent / "manifest.json"
-"""The project's manifest, shipped with the package."""
+_PACKAGED = Path(__file__).resolve().parent / "published" / "manifest.json"
+_SOURCE = Path(__file__).resolve().parents[2] / "zoo" / "manifest.json"
+PROJECT_MANIFEST = _PACKAGED if _PACKAGED.is_file() else _SOURCE
+"""The project's manifest: the top-level ``zoo/manifest.json`` of the repository, which the
+wheel ships as ``solo_bayesncl/zoo/published/`` (one copy of the file, as for the configs)."""
 
 
 def manifest_paths() -> list[Path]:

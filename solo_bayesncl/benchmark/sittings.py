@@ -1,0 +1,75 @@
+"""A pretraining resumed over several sittings, read back as one run: its metrics stitched into
+one ``metrics.csv`` and its mean epoch time, each epoch counted once."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from solo_bayesncl.benchmark.machine import StageMeter, load_unreliable
+from solo_bayesncl.io.files import replacing
+
+__all__ = ["epoch_timing", "merge_metrics"]
+
+
+def merge_metrics(run_dir: Path, final_folder: str, out: Path) -> Path:
+    """One ``metrics.csv`` for a pretraining resumed over several sittings: each sitting's rows
+    from its first epoch up to the epoch the next sitting resumed at."""
+    attempts: dict[str, dict[str, Any]] = {}
+    log = run_dir / "pretrain_attempts.jsonl"
+    for line in log.read_text().splitlines() if log.is_file() else []:
+        entry = json.loads(line)
+        attempts[entry["folder"]] = entry  # the last sitting that wrote to a folder
+    chain: list[dict[str, Any]] = []
+    entry = attempts.get(final_folder)
+    while entry is not None and entry not in chain:
+        chain.insert(0, entry)
+        previous = entry["resumed_from"]
+        entry = attempts.get(str(Path(previous).parent)) if previous else None
+    if not chain:
+        chain = [{"folder": final_folder, "start_epoch": 0, "start_step": 0}]
+    rows: list[dict[str, str]] = []
+    fields: list[str] = []
+    for i, sitting in enumerate(chain):
+        end = chain[i + 1] if i + 1 < len(chain) else None
+        path = Path(sitting["folder"]) / "metrics.csv"
+        if not path.is_file():
+            continue
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                if row.get("epoch"):
+                    position, start = float(row["epoch"]), sitting["start_epoch"]
+                    stop = end["start_epoch"] if end else None
+                else:
+                    position, start = float(row.get("step") or 0), sitting["start_step"]
+                    stop = end["start_step"] if end else None
+                if position >= start and (stop is None or position < stop):
+                    fields += [k for k in row if k not in fields]
+                    rows.append(row)
+    with replacing(out) as tmp, open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return out
+
+
+def epoch_timing(run_dir: Path, stage: str, epochs: int) -> dict[str, Any]:
+    """Mean wall and CPU seconds per epoch over the epochs of the finished run (a resumed
+    epoch counted once), and whether the machine's load made the wall times unreliable."""
+    path = run_dir / f"{stage}_epoch_times.json"
+    times = json.loads(path.read_text()) if path.is_file() else {}
+    kept = [times[str(e)] for e in range(epochs) if str(e) in times]
+    if not kept:
+        return {"seconds_per_epoch": None, "cpu_seconds_per_epoch": None}
+    wall, cpu = sum(t["wall_s"] for t in kept), sum(t["cpu_s"] for t in kept)
+    load = StageMeter(samples_file=run_dir / f"{stage}_load.jsonl").result()
+    load.update(wall_s=wall, cpu_s=cpu)
+    return {
+        "seconds_per_epoch": wall / len(kept),
+        "cpu_seconds_per_epoch": cpu / len(kept),
+        "epoch_load_mean": load["load_mean"],
+        "cpu_count": load["cpu_count"],
+        "wall_unreliable": load_unreliable(load),
+    }

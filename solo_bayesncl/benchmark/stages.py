@@ -1,0 +1,212 @@
+"""The stages of a benchmark run, each from its spec to the JSON it records: pretraining, the
+offline linear probe, kNN, the interpretability report and, on the scenes data, the background
+measures. A stage that ends short of its target raises :class:`StageUnfinished`."""
+
+from __future__ import annotations
+
+import json
+import resource
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from lightning.pytorch.trainer.states import TrainerStatus
+from omegaconf import OmegaConf
+
+from solo_bayesncl.benchmark.callbacks import stage_callbacks
+from solo_bayesncl.benchmark.sittings import epoch_timing, merge_metrics
+from solo_bayesncl.config.shipped import linear_dir_for
+from solo_bayesncl.evaluation.knn import knn_eval
+from solo_bayesncl.evaluation.report import write_report
+from solo_bayesncl.io.checkpoints import load_checkpoint
+from solo_bayesncl.training.linear import linear_eval
+from solo_bayesncl.training.pretrain import pretrain
+from solo_bayesncl.training.trainer import csv_log_dir, last_logged_value
+
+__all__ = [
+    "LINEAR_CONFIG",
+    "StageUnfinished",
+    "check_finished",
+    "knn_stage",
+    "linear_probe_label",
+    "linear_stage",
+    "pretrain_other_rank",
+    "pretrain_stage",
+    "report_stage",
+]
+
+LINEAR_CONFIG = "linear_sgd.yaml"
+"""The linear-probe config of a preset that names none (``linear.config``): SGD with step decay.
+The paper presets name ``linear.yaml``, the official probe of the NCL/BayesNCL papers."""
+
+
+class StageUnfinished(RuntimeError):
+    """A stage ended without reaching its target; nothing of it is recorded."""
+
+
+def peak_memory_mb() -> float:
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def compose(config_dir: Path, name: str, overrides: list[str]):
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.2"):
+        cfg = hydra_compose(config_name=name, overrides=overrides)
+    OmegaConf.set_struct(cfg, False)
+    return cfg
+
+
+def check_finished(trainer, what: str) -> None:
+    """Raises KeyboardInterrupt when Lightning swallowed one, StageUnfinished when the fit
+    stopped before ``max_epochs``."""
+    if trainer.interrupted:
+        raise KeyboardInterrupt
+    if trainer.state.status != TrainerStatus.FINISHED or trainer.current_epoch < trainer.max_epochs:
+        raise StageUnfinished(
+            f"{what} stopped at epoch {trainer.current_epoch} of {trainer.max_epochs} "
+            f"(status {trainer.state.status.value})"
+        )
+
+
+def _pretrain_cfg(spec: dict[str, Any], run_dir: Path):
+    """The pretraining config of a run: the preset's overrides, then the benchmark's own."""
+    overrides = spec["overrides"] + [
+        f"seed={spec['seed']}",
+        f"checkpoint.dir={run_dir / 'pretrain'}",
+        "++checkpoint.enabled=True",
+        "++checkpoint.frequency=1",  # the last epoch must be saved
+        "++auto_resume.enabled=True",
+        "++auto_resume.max_hours=1000000",
+        "++wandb.enabled=False",
+        "++enable_progress_bar=False",  # the benchmark shows progress; the log stays readable
+    ]
+    return compose(Path(spec["config_dir"]), f"{spec['method']}.yaml", overrides)
+
+
+def pretrain_stage(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any]:
+    """Pretraining to ``max_epochs``, resumed from the run's last readable checkpoint. With
+    ``devices`` > 1 it is one Lightning DDP job started from this process (rank 0)."""
+    cfg = _pretrain_cfg(spec, run_dir)
+    status.update(stage="pretrain", epoch=0, epochs=int(cfg.max_epochs), batch=0, batches=None)
+    trainer = pretrain(
+        cfg, extra_callbacks=stage_callbacks(run_dir, spec["seed"], status, "pretrain")
+    )
+    if torch.distributed.is_initialized():  # a multi-process job, over: the later stages run in
+        torch.distributed.destroy_process_group()  # this process alone, with no group to sync
+    check_finished(trainer, "pretraining")
+    checkpointer = next(
+        (cb for cb in trainer.callbacks if type(cb).__name__ == "Checkpointer"), None
+    )
+    # this sitting's last checkpoint, or the one it resumed from when that was already final
+    ckpt = getattr(checkpointer, "last_ckpt", None) or trainer.ckpt_path
+    if ckpt is None:
+        raise StageUnfinished("pretraining finished without a checkpoint")
+    saved_epoch = torch.load(ckpt, map_location="cpu", weights_only=False).get("epoch", -1)
+    if saved_epoch + 1 < trainer.max_epochs:
+        raise StageUnfinished(
+            f"the last checkpoint {ckpt} is of epoch {saved_epoch + 1}, not {trainer.max_epochs}"
+        )
+    metrics = merge_metrics(run_dir, str(csv_log_dir(trainer)), run_dir / "pretrain_metrics.csv")
+    return {
+        "checkpoint": str(Path(ckpt).resolve()),
+        "metrics_csv": str(metrics),
+        **epoch_timing(run_dir, "pretrain", trainer.max_epochs),
+        "epochs": int(trainer.max_epochs),
+        "peak_memory_mb": peak_memory_mb(),
+        "online_linear_top1": last_logged_value(metrics, "val_acc1"),
+        "probe_top1": last_logged_value(metrics, "interp/probe_top1"),
+    }
+
+
+def pretrain_other_rank(spec: dict[str, Any], run_dir: Path) -> None:
+    """A process that Lightning's launcher started for rank 1.. of a multi-process pretraining
+    (it re-runs the run module): it trains its part and records nothing; rank 0 writes the
+    stage's files, then runs the linear probe, kNN and the report in one process."""
+    pretrain(
+        _pretrain_cfg(spec, run_dir),
+        extra_callbacks=stage_callbacks(run_dir, spec["seed"], None, "pretrain"),
+    )
+
+
+def linear_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict[str, Any]:
+    trained = load_checkpoint(ckpt).cfg
+    linear = spec["linear"]
+    epochs = int(linear.get("max_epochs", 100))
+    # the data settings (dataset, paths, fractions, crop, normalisation, backgrounds) follow the
+    # checkpoint through linear_eval's inherit_from_checkpoint; these are the run's own
+    overrides = [
+        f"pretrained_feature_extractor='{ckpt}'",
+        f"data.num_workers={trained.data.num_workers}",
+        f"seed={spec['seed']}",
+        f"checkpoint.dir={run_dir / 'linear'}",
+        "wandb.enabled=False",
+        "++enable_progress_bar=False",
+        f"accelerator={trained.accelerator}",
+        *linear.get("overrides", []),
+        "devices=1",  # the probe runs in this process (pretraining may have used several)
+    ]
+    # the preset's own values replace the config's; a step schedule then decays at 60% and 80%
+    for key, name in (("max_epochs", "max_epochs"), ("batch_size", "optimizer.batch_size")):
+        if key in linear:
+            overrides.append(f"{name}={linear[key]}")
+    if "lr" in linear:
+        overrides.append(f"optimizer.lr={linear['lr']}")
+    config_dir = spec.get("linear_config_dir") or linear_dir_for(spec["config_dir"])
+    config_name = linear.get("config", LINEAR_CONFIG)
+    cfg = compose(Path(config_dir), config_name, overrides)
+    if "max_epochs" in linear and cfg.scheduler.name == "step":
+        epochs = int(linear["max_epochs"])
+        cfg.scheduler.lr_decay_steps = [int(epochs * 0.6), int(epochs * 0.8)]
+    probe = linear_probe_label(config_name, cfg)
+    status.update(stage="linear", epoch=0, epochs=int(cfg.max_epochs), batch=0, batches=None)
+    trainer = linear_eval(
+        cfg, overrides, extra_callbacks=stage_callbacks(run_dir, spec["seed"], status, "linear")
+    )
+    check_finished(trainer, "linear evaluation")
+    metrics = csv_log_dir(trainer) / "metrics.csv"  # this attempt's own log
+    top1 = last_logged_value(metrics, "val_acc1")
+    if top1 is None:
+        raise StageUnfinished(f"linear evaluation logged no val_acc1 in {metrics}")
+    return {"linear_top1": top1, "linear_metrics_csv": str(metrics), "linear_probe": probe}
+
+
+def linear_probe_label(config_name: str, cfg) -> str:
+    """Which probe a run used, for the table: config file, optimizer, lr, schedule, epochs."""
+    return (
+        f"{config_name}: {cfg.optimizer.name} lr {cfg.optimizer.lr:g}, {cfg.scheduler.name}, "
+        f"{cfg.max_epochs} epochs, batch {cfg.optimizer.batch_size}"
+    )
+
+
+def knn_stage(spec: dict[str, Any], ckpt: str, status) -> dict[str, Any]:
+    status.update(stage="knn")
+    knn = spec["knn"]
+    k = int(knn.get("k", 20))
+    results = knn_eval(
+        ckpt, ks=(k,), temperature=float(knn.get("temperature", 0.07)), num_workers=2
+    )
+    return {"knn_top1": results[f"knn_top1_k{k}"], "k": k}
+
+
+def report_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict[str, Any]:
+    status.update(stage="report")
+    report_dir = run_dir / "report"
+    write_report(
+        ckpt,
+        report_dir,
+        overwrite=True,
+        progress=False,
+        protocol=spec.get("protocol", "standard"),
+        **spec.get("report", {}),
+    )
+    report = json.loads((report_dir / "metrics.json").read_text())
+    return {
+        "metrics": report["metrics"],
+        "metrics_paper": report.get("metrics_paper"),
+        "gate_open_rate": report.get("gate_open_rate"),
+        "dataset": report.get("dataset"),
+        "report_dir": str(report_dir),
+    }

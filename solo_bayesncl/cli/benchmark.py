@@ -1,0 +1,124 @@
+"""``python -m solo_bayesncl.benchmark --preset cpu [--out DIR] [--protocol standard|paper]``.
+
+Exit status: 0 done, 1 a run failed (its log and its error are named), 2 a bad preset, override
+or command line, or a run another benchmark is training in the same results folder, 130
+interrupted by Ctrl-C (143 by SIGTERM): run the same command again to resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from solo_bayesncl.benchmark.presets import PresetError, available_presets, load_preset
+
+INTERRUPTED = "interrupted; run the same command again to resume"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line (one function, so that further options join these)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m solo_bayesncl.benchmark",
+        description="SimCLR, MoCo v2+, NCL and BayesNCL side by side at equal budget.",
+    )
+    parser.add_argument(
+        "--preset", required=True, help=f"one of {', '.join(available_presets())} or a YAML file"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results folder (default: the preset's out_dir, relative to the preset file's "
+        "folder, or to the current folder for a shipped preset; printed before the runs start)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=("standard", "paper"),
+        default="standard",
+        help="paper: add the official BayesNCL evaluation's figures (consistency x100, "
+        "training-mode BatchNorm, ...) beside the standard ones; see docs/fidelity.md",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=_seed_list,
+        default=None,
+        help="comma-separated seeds of the preset to run now (default: all); the table covers "
+        "every finished run of the preset",
+    )
+    parser.add_argument(
+        "--table-only",
+        action="store_true",
+        help="train nothing: write the table and plots from the finished runs only (the "
+        "unfinished ones are listed under the table, never counted)",
+    )
+    return parser
+
+
+def _seed_list(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of integers (e.g. 1,2)"
+        ) from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("no seed given (e.g. --seeds 1,2)")
+    return seeds
+
+
+def _raise_interrupted(signum, frame) -> None:
+    from solo_bayesncl.benchmark.runner import Interrupted
+
+    raise Interrupted(signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        preset = load_preset(args.preset)
+    except PresetError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    from solo_bayesncl.host.availability import require_solo_learn
+
+    require_solo_learn("the benchmark")
+    from solo_bayesncl.benchmark.runner import (
+        Interrupted,
+        RunBusy,
+        RunFailed,
+        run_benchmark,
+        write_tables,
+    )
+
+    if args.table_only:
+        try:
+            write_tables(preset, args.out, protocol=args.protocol)
+        except PresetError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        except RunFailed as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        return 0
+
+    signal.signal(signal.SIGTERM, _raise_interrupted)
+    start = time.perf_counter()
+    try:
+        run_benchmark(preset, args.out, protocol=args.protocol, seeds=args.seeds)
+    except (KeyboardInterrupt, Interrupted) as err:
+        print(INTERRUPTED, file=sys.stderr)
+        return 128 + getattr(err, "signum", signal.SIGINT)
+    except (PresetError, RunBusy) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except RunFailed as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    out = Path(args.out or preset.out_dir).expanduser().resolve()
+    print((out / "results.md").read_text(), end="")
+    print(f"[done] {(time.perf_counter() - start) / 60:.1f} min")
+    return 0

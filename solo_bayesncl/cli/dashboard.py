@@ -1,0 +1,63 @@
+"""Command line: ``python -m solo_bayesncl.dashboard REPORT_DIR [--compare OTHER] --out DIR``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from solo_bayesncl.dashboard.builder import build_dashboard
+from solo_bayesncl.dashboard.sprites import FORMATS
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m solo_bayesncl.dashboard",
+        description="Build a static, offline feature dashboard from an evaluation report folder "
+        "(features.npz + metrics.json). Open OUT/index.html in a browser; no server needed.",
+    )
+    parser.add_argument("report_dir", help="report folder holding features.npz")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="output folder (created; an earlier dashboard there is replaced)",
+    )
+    parser.add_argument(
+        "--compare", default=None, help="a second report folder over the same classes"
+    )
+    parser.add_argument("--top-k", type=int, default=16, help="top images per dimension")
+    parser.add_argument("--n-random", type=int, default=8, help="random active images per dim")
+    parser.add_argument("--bins", type=int, default=24, help="activation histogram bins")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random samples")
+    parser.add_argument(
+        "--thumb-format", choices=sorted(FORMATS), default="jpeg", help="sprite sheet format"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        index = build_dashboard(
+            args.report_dir,
+            args.out,
+            compare_dir=args.compare,
+            top_k=args.top_k,
+            n_random=args.n_random,
+            n_bins=args.bins,
+            seed=args.seed,
+            thumb_format=args.thumb_format,
+        )
+    except (
+        FileNotFoundError,
+        FileExistsError,
+        KeyError,
+        ValueError,
+        NotADirectoryError,
+        PermissionError,
+    ) as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+    print(index.resolve().as_uri())
+    return 0

@@ -1,0 +1,107 @@
+"""The evaluation report command (``python -m solo_bayesncl.evaluation``, ``solo-bayesncl-evaluate``).
+
+    python -m solo_bayesncl.evaluation CHECKPOINT --out REPORT_DIR [--dataset fashion-mnist]
+        [--batch-size 256] [--max-images N] [--device cpu|cuda] [--top-dims 16] [--overwrite]
+
+See :mod:`solo_bayesncl.evaluation.report` for what the folder holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
+
+__all__ = ["main", "parse_args"]
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m solo_bayesncl.evaluation",
+        description="Evaluate a pretrained checkpoint (bayesncl, ncl, simclr, mocov2plus) on a "
+        "validation set and write a report folder: metrics.json, metrics.md, PNG pictures and "
+        "features.npz (the dashboard's input).",
+    )
+    parser.add_argument("checkpoint", help="checkpoint file (.ckpt beside its args.json, or zoo)")
+    parser.add_argument("--out", required=True, type=Path, help="report folder to write")
+    parser.add_argument(
+        "--dataset",
+        default=None,
+        help="dataset name (e.g. fashion-mnist) or image folder; default: the checkpoint's",
+    )
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--num-workers", type=int, default=2)
+    parser.add_argument("--max-images", type=int, default=None, help="evaluate a random subset")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default=None)
+    parser.add_argument("--top-dims", type=int, default=16, help="dimensions in the pictures")
+    parser.add_argument("--images-per-dim", type=int, default=8)
+    parser.add_argument("--shuffle-permutations", type=int, default=5)
+    parser.add_argument("--retrieval-max-samples", type=int, default=None)
+    parser.add_argument(
+        "--protocol",
+        default="standard",
+        help="standard, paper or ncl-paper; paper: add the official BayesNCL evaluation's figures "
+        "(training-mode BatchNorm, consistency x100, ...) beside the standard ones; ncl-paper: "
+        "the NCL repository's evaluation figures instead (sparsity below 1e-2, L2 retrieval, ...); "
+        "see docs/fidelity.md",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing report")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns 0, or 2 with a one-line error on bad input."""
+    args = parse_args(argv)
+    require_solo_learn("python -m solo_bayesncl.evaluation")
+    quiet_third_party_warnings()
+    # imported here: the checks above answer at once, without loading torch and solo-learn
+    import torch
+
+    from solo_bayesncl.data.resolve import DatasetUnavailableError
+    from solo_bayesncl.evaluation.report import ReportError, write_report
+    from solo_bayesncl.io.checkpoints import CheckpointError
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.stderr.write("error: --device cuda was given but no CUDA GPU is available\n")
+        return 2
+    try:
+        report = write_report(
+            args.checkpoint,
+            args.out,
+            args.dataset,
+            batch_size=args.batch_size,
+            max_images=args.max_images,
+            device=args.device,
+            top_dims=args.top_dims,
+            images_per_dim=args.images_per_dim,
+            num_workers=args.num_workers,
+            shuffle_permutations=args.shuffle_permutations,
+            retrieval_max_samples=args.retrieval_max_samples,
+            protocol=args.protocol,
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+        )
+    except (CheckpointError, ReportError, DatasetUnavailableError, FileNotFoundError) as err:
+        sys.stderr.write(f"error: {err}\n")
+        return 2
+    m = report["metrics"]
+    print(
+        f"{report['method']} on {report['dataset']} ({report['num_images']} images): "
+        f"consistency {m['semantic_consistency']:.4f}"
+        + (
+            f" (shuffled {m['semantic_consistency_shuffled']:.4f})"
+            if "semantic_consistency_shuffled" in m
+            else ""
+        )
+        + f", sparsity {m['sparsity']:.4f}, active dims {int(m['active_dims'])}"
+    )
+    print(f"report written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

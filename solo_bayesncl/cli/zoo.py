@@ -1,0 +1,182 @@
+"""``python -m solo_bayesncl.zoo``: list, download, export, verify and check zoo weights, and
+describe the manifest's fields."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from solo_bayesncl.io.artifact import ArtifactError, open_artifact
+from solo_bayesncl.zoo.errors import ZooError
+from solo_bayesncl.zoo.export import export_checkpoint
+from solo_bayesncl.zoo.fetch import download, sha256_file
+from solo_bayesncl.zoo.manifest import (
+    FIELD_DOCS,
+    find_entry,
+    load_manifests,
+    manifest_paths,
+    read_manifest,
+)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    entries = load_manifests()
+    if args.json:
+        print(json.dumps([e.to_dict() for e in entries], indent=2))
+        return 0
+    if not entries:
+        where = ", ".join(str(p) for p in manifest_paths()) or "no manifest found"
+        print(f"no published weights in the manifest(s) ({where})")
+        return 0
+    print(f"{'name':32} {'method':11} {'dataset':14} {'backbone':10} {'MB':>7}  metrics")
+    for e in entries:
+        metrics = ", ".join(f"{k}={v:g}" for k, v in e.metrics.items()) or "-"
+        size = e.size / 2**20
+        print(f"{e.name:32} {e.method:11} {e.dataset:14} {e.backbone:10} {size:7.1f}  {metrics}")
+    return 0
+
+
+def _cmd_fields(args: argparse.Namespace) -> int:
+    width = max(map(len, FIELD_DOCS))
+    for name, doc in FIELD_DOCS.items():
+        print(f"{name:{width}}  {doc}")
+    return 0
+
+
+def _cmd_download(args: argparse.Namespace) -> int:
+    path = download(args.name, cache=args.cache, progress=not args.no_progress)
+    print(path)
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    result = export_checkpoint(
+        args.ckpt,
+        name=args.name,
+        out_dir=args.out,
+        fp16=args.fp16,
+        metrics=args.metrics,
+        urls=args.url,
+        keep_momentum=args.keep_momentum,
+        description=args.description,
+        overwrite=args.overwrite,
+    )
+    print(f"artifact  {result.path}  ({result.size} bytes)")
+    print(f"sha256    {result.sha256}  ({result.sha256_path})")
+    print(f"entry     {result.entry_path}")
+    print(json.dumps(result.entry, indent=2))
+    print(
+        f"next: upload {result.path.name} to each URL"
+        + (" (none given: add them to the entry's 'urls')" if not result.entry["urls"] else "")
+        + ", then add the entry to a manifest's 'models' and run "
+        "`python -m solo_bayesncl.zoo check MANIFEST --fetch`.",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    actual = sha256_file(path)
+    size = path.stat().st_size
+    art = open_artifact(path, restore=False)
+    print(f"{path}: sha256 {actual}, {size} bytes, method {art.method}, dtype {art.dtype}")
+    expected = args.sha256
+    if expected is None and args.name is not None:
+        expected = find_entry(args.name).sha256
+    if expected is None:
+        match = [e.name for e in load_manifests() if e.sha256 == actual]
+        print(f"manifest entries with this hash: {', '.join(match) or 'none'}")
+        return 0
+    if expected.lower() != actual:
+        print(f"MISMATCH: expected {expected.lower()}, got {actual}", file=sys.stderr)
+        return 1
+    print("OK: sha256 matches")
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    paths = [Path(p) for p in args.manifest] or manifest_paths()
+    failed = 0
+    for path in paths:
+        entries = read_manifest(path)
+        print(f"{path}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, schema OK")
+        if not args.fetch:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            for entry in entries:
+                for i, url in enumerate(entry.urls):
+                    one = dataclasses.replace(entry, urls=(url,))
+                    try:
+                        download(one, cache=Path(tmp) / str(i), progress=False)
+                        print(f"  {entry.name}: {url} OK")
+                    except ZooError as err:
+                        failed += 1
+                        print(f"  {entry.name}: {url} FAILED: {err}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m solo_bayesncl.zoo``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m solo_bayesncl.zoo",
+        description="List, download, export, verify and check solo-bayesncl zoo weights.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="list the manifest entries")
+    p.add_argument("--json", action="store_true", help="print the entries as JSON")
+    p.set_defaults(func=_cmd_list)
+
+    p = sub.add_parser("fields", help="describe every field of a manifest entry")
+    p.set_defaults(func=_cmd_fields)
+
+    p = sub.add_parser("download", help="download an entry into the cache and print its path")
+    p.add_argument("name")
+    p.add_argument("--cache", help="cache folder (default $SOLO_BAYESNCL_CACHE)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_download)
+
+    p = sub.add_parser("export", help="write the zoo artifact, sha256 and entry of a checkpoint")
+    p.add_argument("ckpt", help="Lightning .ckpt with args.json beside it")
+    p.add_argument("--name", required=True, help="entry name, e.g. bayesncl-resnet18-cifar100")
+    p.add_argument("--out", default=".", help="output folder (default: current)")
+    p.add_argument("--fp16", action="store_true", help="store weights in float16")
+    p.add_argument("--url", action="append", default=[], help="upload URL (repeatable)")
+    p.add_argument(
+        "--metrics",
+        help="JSON file of evaluation figures, e.g. an evaluation report's metrics.json "
+        "(default: metrics.json beside the checkpoint)",
+    )
+    p.add_argument("--keep-momentum", action="store_true", help="keep momentum copies/queue")
+    p.add_argument("--description", help="one-line description for the entry")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier export of --name")
+    p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("verify", help="hash an artifact and compare with the manifest")
+    p.add_argument("file")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--name", help="compare with this manifest entry's sha256")
+    group.add_argument("--sha256", help="compare with this hash")
+    p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("check", help="validate manifests; --fetch also downloads every URL")
+    p.add_argument("manifest", nargs="*", help="manifest files (default: the configured ones)")
+    p.add_argument("--fetch", action="store_true", help="download and verify every URL")
+    p.set_defaults(func=_cmd_check)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (2 for a zoo error)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ZooError, ArtifactError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,190 @@
+"""The checks of the keys every pretraining and linear run reads, before anything is built
+(:func:`check_run_cfg`): the known keys at the top and under ``data``, their ranges, and the
+names solo-learn resolves (:func:`check_solo_names`)."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import omegaconf
+from omegaconf import OmegaConf
+
+from solo_bayesncl.core.validation import (
+    ConfigError,
+    parse_bool,
+    require_choice,
+    require_fraction,
+    require_int,
+    require_known_keys,
+    require_range,
+)
+
+__all__ = ["DATA_KEYS", "SCENE_KEYS", "TOP_LEVEL_KEYS", "check_run_cfg", "check_solo_names"]
+
+DATA_KEYS: tuple[str, ...] = (
+    "dataset",
+    "train_path",
+    "val_path",
+    "format",
+    "num_workers",
+    "fraction",
+    "val_fraction",
+    "no_labels",
+    "augmentations",
+    "augment_on",
+    "offline_dataset",
+    "num_classes",
+    "num_large_crops",
+    "num_small_crops",
+    "num_backgrounds",
+    "background_seed",
+)
+"""Every ``data.*`` key solo-learn or the plugin reads; the entry points refuse any other."""
+TOP_LEVEL_KEYS: tuple[str, ...] = (
+    "name",
+    "method",
+    "method_kwargs",
+    "backbone",
+    "data",
+    "augmentations",
+    "optimizer",
+    "scheduler",
+    "checkpoint",
+    "auto_resume",
+    "seed",
+    "wandb",
+    "knn_eval",
+    "performance",
+    "resume_from_checkpoint",
+    "momentum",
+    "dali",
+    "interpretability",
+    "pretrain_method",
+    "pretrained_feature_extractor",
+    "probe",
+    "finetune",
+    "label_smoothing",
+    "mixup",
+    "cutmix",
+    "auto_augment",
+    "auto_umap",
+    "debug_augmentations",
+)
+"""Top-level keys solo-learn's pretraining and linear scripts or the plugin read (``probe``:
+the linear probe's normalisation, ``standard`` or ``official``); the arguments
+of Lightning's ``Trainer`` (``max_epochs``, ``precision``, ...) are known too."""
+SCENE_KEYS: tuple[str, ...] = ("num_backgrounds", "background_seed")
+"""``data.*`` keys only ``fashion-mnist-scenes`` reads."""
+
+#: Boolean keys of solo-learn's configs that entry points read with ``if``.
+_RUN_BOOLEANS = (
+    "wandb.enabled",
+    "wandb.offline",
+    "checkpoint.enabled",
+    "auto_resume.enabled",
+    "data.no_labels",
+    "performance.disable_channel_last",
+    "interpretability.enabled",
+)
+
+
+def check_solo_names(
+    cfg: omegaconf.DictConfig,
+    optimizers: Iterable[str],
+    schedulers: Iterable[str],
+    backbones: Iterable[str] | None = None,
+) -> None:
+    """``optimizer.name``, ``scheduler.name`` and (when ``backbones`` is given)
+    ``backbone.name`` among the names solo-learn's model class knows (its ``_OPTIMIZERS``,
+    ``_SCHEDULERS``, ``_BACKBONES``), which it would otherwise only assert once training starts."""
+    checks = [("optimizer.name", optimizers), ("scheduler.name", schedulers)]
+    if backbones is not None:
+        checks.append(("backbone.name", backbones))
+    for key, allowed in checks:
+        value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
+        if value is not None:
+            require_choice(key, value, allowed)
+
+
+def _require_known_top_level_keys(cfg: omegaconf.DictConfig) -> None:
+    """A misspelt top-level key (``max_epoch=5``) would be ignored and its default used."""
+    from lightning.pytorch import Trainer
+
+    known = set(TOP_LEVEL_KEYS) | set(inspect.signature(Trainer.__init__).parameters) - {"self"}
+    unknown = sorted(str(k) for k in cfg if k not in known)
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(
+            f"unknown top-level key(s) {', '.join(unknown)}{hint}; known keys: "
+            f"{', '.join(TOP_LEVEL_KEYS)} and the arguments of Lightning's Trainer"
+        )
+
+
+def _set(cfg: omegaconf.DictConfig, key: str, value: Any) -> None:
+    OmegaConf.update(cfg, key, value, merge=False)
+
+
+def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
+    """Range checks of the keys every pretraining and linear run reads, before anything is built.
+
+    ``max_epochs`` >= 1, ``optimizer.batch_size`` >= 1, ``optimizer.lr`` > 0 and finite,
+    ``optimizer.weight_decay`` >= 0, ``optimizer.classifier_lr`` > 0, ``data.num_workers`` >= 0,
+    ``data.fraction`` and ``data.val_fraction`` in (0, 1] or -1, every crop size and crop count
+    >= 1, ``checkpoint.frequency`` >= 1, ``seed`` an integer in [0, 2^32 - 1], only
+    :data:`TOP_LEVEL_KEYS` and Lightning ``Trainer`` arguments at the top, :data:`DATA_KEYS` under
+    ``data`` (the scene keys on ``fashion-mnist-scenes`` only), and the
+    booleans above parsed strictly. Values are written back normalised (``"false"`` becomes
+    ``False``).
+    """
+
+    def present(key: str) -> Any:
+        return OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
+
+    _require_known_top_level_keys(cfg)
+    require_known_keys(cfg, "data", DATA_KEYS)
+    dataset = str(present("data.offline_dataset") or present("data.dataset") or "")
+    for name in SCENE_KEYS:
+        if (
+            present(f"data.{name}") is not None
+            and dataset.lower().replace("_", "-") != "fashion-mnist-scenes"
+        ):
+            raise ConfigError(
+                f"data.{name} is read by data.dataset=fashion-mnist-scenes only; "
+                f"data.dataset={dataset} would ignore it (remove it, or train on fashion-mnist-scenes)"
+            )
+    if present("seed") is not None:
+        _set(cfg, "seed", require_int("seed", present("seed"), low=0, high=2**32 - 1))
+    for key in ("max_epochs", "optimizer.batch_size", "checkpoint.frequency"):
+        if present(key) is not None:
+            _set(cfg, key, require_int(key, present(key), low=1))
+    if present("data.num_workers") is not None:
+        _set(
+            cfg, "data.num_workers", require_int("data.num_workers", present("data.num_workers"), 0)
+        )
+    for key in ("optimizer.lr", "optimizer.classifier_lr"):
+        if present(key) is not None:
+            _set(cfg, key, require_range(key, present(key), low=0.0, high=math.inf))
+    if present("optimizer.weight_decay") is not None:
+        wd = require_range(
+            "optimizer.weight_decay", present("optimizer.weight_decay"), 0.0, math.inf, True
+        )
+        _set(cfg, "optimizer.weight_decay", wd)
+    for key in ("data.fraction", "data.val_fraction"):
+        if present(key) is not None:
+            _set(cfg, key, require_fraction(key, present(key)))
+    for i, pipeline in enumerate(present("augmentations") or []):
+        for name in ("crop_size", "num_crops"):
+            if name in pipeline:
+                pipeline[name] = require_int(f"augmentations[{i}].{name}", pipeline[name], low=1)
+    if present("data.augmentations.crop_size") is not None:
+        key = "data.augmentations.crop_size"
+        _set(cfg, key, require_int(key, present(key), low=1))
+    for key in _RUN_BOOLEANS:
+        if present(key) is not None:
+            _set(cfg, key, parse_bool(key, present(key)))
+    return cfg

@@ -1,0 +1,91 @@
+"""A global batch that does not depend on the machine.
+
+solo-learn reads ``optimizer.batch_size`` per device and multiplies the learning rate by
+``batch_size * len(devices) * num_nodes / 256`` in its ``parse_cfg``, so one config gives a
+different global batch and learning rate on 1, 2 or 8 GPUs. The published runs of NCL
+(arXiv 2403.12459) and BayesNCL (arXiv 2605.28441) use one GPU with a batch of 256 (CIFAR) or
+128 (ImageNet-100).
+
+The shipped configs therefore set ``optimizer.batch_size_scope: global``: ``optimizer.batch_size``
+is the global batch, split evenly over the ``world_size = len(devices) * num_nodes`` processes
+before solo-learn sees it. solo-learn's factor then reads ``(B / W) * W / 256 = B / 256`` whatever
+``W``, so the learning rate is the paper's too. A global batch that does not split evenly is
+refused with a message before anything is built. ``per_device`` (the default when the key is
+absent) keeps solo-learn's own meaning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import omegaconf
+from omegaconf import OmegaConf
+
+__all__ = [
+    "BATCH_SCOPES",
+    "BatchPlan",
+    "apply_global_batch",
+    "plan_global_batch",
+    "solo_learn_lr",
+]
+
+BATCH_SCOPES: tuple[str, ...] = ("global", "per_device")
+LR_REFERENCE_BATCH = 256
+"""solo-learn's learning rates are given for a global batch of 256."""
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """How a global batch runs on ``world_size`` processes."""
+
+    global_batch: int
+    world_size: int
+    per_device: int
+
+
+def plan_global_batch(global_batch: int, world_size: int) -> BatchPlan:
+    """Splits ``global_batch`` evenly over ``world_size`` processes.
+
+    Raises:
+        ValueError: a non-positive size, or a global batch that ``world_size`` does not divide.
+    """
+    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
+        raise ValueError(f"optimizer.batch_size={global_batch!r} must be a positive integer")
+    if world_size < 1:
+        raise ValueError(f"the number of processes must be >= 1, got {world_size}")
+    if global_batch % world_size:
+        raise ValueError(
+            f"optimizer.batch_size={global_batch} is the global batch "
+            f"(optimizer.batch_size_scope=global) and does not split evenly over {world_size} "
+            "processes (devices x num_nodes); use a device count that divides it, or set "
+            "optimizer.batch_size_scope=per_device to give solo-learn a per-device batch"
+        )
+    return BatchPlan(global_batch, world_size, global_batch // world_size)
+
+
+def solo_learn_lr(lr: float, per_device_batch: int, devices: int, num_nodes: int = 1) -> float:
+    """The learning rate solo-learn's ``parse_cfg`` trains with: ``lr * b * devices * nodes / 256``."""
+    return lr * per_device_batch * devices * num_nodes / LR_REFERENCE_BATCH
+
+
+def apply_global_batch(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
+    """Turns a global ``optimizer.batch_size`` into solo-learn's per-device one, in place.
+
+    Call after ``cfg.devices`` is a list (:func:`solo_bayesncl.config.runtime.resolve_runtime`) and
+    before solo-learn's ``parse_cfg``. Records ``optimizer.global_batch_size`` and sets the scope
+    to ``per_device``, so a second call changes nothing.
+    """
+    scope = str(OmegaConf.select(cfg, "optimizer.batch_size_scope", default="per_device"))
+    if scope not in BATCH_SCOPES:
+        raise ValueError(
+            f"optimizer.batch_size_scope={scope!r} is not supported; allowed values: "
+            f"{', '.join(BATCH_SCOPES)}"
+        )
+    if scope == "per_device":
+        return cfg
+    world = len(cfg.devices) * int(OmegaConf.select(cfg, "num_nodes", default=1) or 1)
+    plan = plan_global_batch(OmegaConf.select(cfg, "optimizer.batch_size"), world)
+    cfg.optimizer.global_batch_size = plan.global_batch
+    cfg.optimizer.batch_size = plan.per_device
+    cfg.optimizer.batch_size_scope = "per_device"
+    return cfg

@@ -1,0 +1,134 @@
+"""Resolution of accelerator, devices, precision, strategy and memory format from the machine.
+
+The same config runs on a CPU, one GPU or many: ``accelerator``, ``devices``, ``strategy`` and
+``precision`` set to ``auto`` (or left out) follow the machine, and explicit values are kept.
+solo-learn's ``parse_cfg`` computes ``len(cfg.devices)`` to scale the learning rate, so devices
+are stored as a list of ids for it and converted back to what Lightning accepts by
+:func:`trainer_devices`.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import omegaconf
+import torch
+from omegaconf import OmegaConf
+
+from solo_bayesncl.core.distributed import launched_as_rank_zero
+
+__all__ = ["PRECISIONS", "pick_device", "resolve_runtime", "trainer_devices"]
+
+PRECISIONS: tuple[str, ...] = (
+    "auto",
+    "16-mixed",
+    "bf16-mixed",
+    "32-true",
+    "64-true",
+    "16-true",
+    "bf16-true",
+    "transformer-engine",
+    "transformer-engine-float16",
+    "16",
+    "32",
+    "64",
+    "bf16",
+)
+"""``precision`` values: ``auto`` and those Lightning's Trainer takes (its
+``_PRECISION_INPUT``)."""
+_CPU_PRECISIONS = {"32", "32-true", "64", "64-true", "bf16", "bf16-mixed", "bf16-true"}
+
+
+def _select(cfg: omegaconf.DictConfig, key: str, default):
+    value = OmegaConf.select(cfg, key, default=default)
+    return default if value is None else value
+
+
+def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
+    """Fills ``accelerator``, ``devices`` (a list), ``strategy`` and ``precision`` in place.
+
+    - ``accelerator: auto`` is ``gpu`` when CUDA is available, else ``cpu``.
+    - ``devices: auto`` is every visible GPU, or ``[0]`` (one process) on CPU; an integer ``n``
+      becomes ``[0, ..., n-1]``; a list is kept.
+    - ``strategy: auto`` is ``ddp`` with more than one device, else ``auto``.
+    - ``precision: auto`` (the shipped configs' value) is ``16-mixed`` on GPU, as in solo-learn's
+      configs, and ``32`` on CPU. An explicit half precision that the CPU cannot run
+      (``16-mixed``) falls back to ``32`` with a warning.
+    - ``sync_batchnorm`` (BatchNorm statistics over the global batch, the shipped configs'
+      ``True``) is kept on GPUs, where Lightning converts the layers to torch's ``SyncBatchNorm``;
+      it is off on the CPU, where torch's ``SyncBatchNorm`` refuses to run ("only work with GPU
+      modules"): several CPU processes then normalise each its own part of the batch, which one
+      line says (printed by the deciding process only).
+    - solo-learn's ``performance.disable_channel_last``, when left out, is ``True`` on CPU (the
+      model and its inputs stay contiguous, faster there) and ``False`` on GPU (channels-last,
+      solo-learn's default); an explicit value is kept.
+    """
+    accelerator = str(_select(cfg, "accelerator", "auto")).lower()
+    if accelerator == "auto":
+        accelerator = "gpu" if torch.cuda.is_available() else "cpu"
+    if accelerator in {"gpu", "cuda"} and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"accelerator={accelerator!r} but no CUDA device is visible; "
+            "use accelerator=auto or accelerator=cpu"
+        )
+    cfg.accelerator = accelerator
+
+    devices = _select(cfg, "devices", "auto")
+    if isinstance(devices, str) and devices.lower() == "auto":
+        count = torch.cuda.device_count() if accelerator in {"gpu", "cuda"} else 1
+        devices = list(range(max(count, 1)))
+    elif isinstance(devices, int) or (isinstance(devices, str) and devices.isdigit()):
+        devices = list(range(int(devices)))
+    else:
+        devices = list(OmegaConf.to_container(devices) if OmegaConf.is_config(devices) else devices)
+    if not devices:
+        raise ValueError(f"devices={devices!r}: give 'auto', a positive count or a list of ids")
+    cfg.devices = devices
+
+    strategy = _select(cfg, "strategy", "auto")
+    if strategy in (None, "auto"):
+        strategy = "ddp" if len(devices) > 1 or _select(cfg, "num_nodes", 1) > 1 else "auto"
+    cfg.strategy = strategy
+
+    precision = str(_select(cfg, "precision", "auto"))
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"precision={precision!r} is not supported; allowed values: {', '.join(PRECISIONS)}"
+        )
+    if precision == "auto":
+        precision = "32" if accelerator == "cpu" else "16-mixed"
+    if accelerator == "cpu" and precision not in _CPU_PRECISIONS:
+        warnings.warn(f"precision={precision} is not supported on CPU; using 32", stacklevel=2)
+        precision = "32"
+    cfg.precision = precision
+    if accelerator == "cpu":
+        processes = len(devices) * int(_select(cfg, "num_nodes", 1))
+        if (
+            bool(_select(cfg, "sync_batchnorm", False))
+            and processes > 1
+            and launched_as_rank_zero()
+        ):
+            print(
+                "sync_batchnorm: torch's SyncBatchNorm runs on GPUs only; on the CPU each of the "
+                f"{processes} processes normalises its part of the batch with its own BatchNorm "
+                "statistics",
+                flush=True,
+            )
+        cfg.sync_batchnorm = False
+    if OmegaConf.select(cfg, "performance.disable_channel_last", default=None) is None:
+        # channels-last helps cuDNN; oneDNN's CPU convolutions of ResNet-18 at 32 px measured
+        # as fast or faster on contiguous (NCHW) tensors, with the same numbers (README)
+        OmegaConf.update(cfg, "performance.disable_channel_last", accelerator == "cpu")
+    return cfg
+
+
+def trainer_devices(cfg: omegaconf.DictConfig) -> int | list[int]:
+    """``devices`` as Lightning's Trainer takes it: a process count on CPU, GPU ids otherwise."""
+    devices = list(cfg.devices)
+    return len(devices) if cfg.accelerator == "cpu" else devices
+
+
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    """The device an evaluation runs on: ``device`` when given, else the GPU when there is one,
+    else the CPU."""
+    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))

@@ -1,0 +1,95 @@
+"""Where the shipped Hydra configs are, in a source checkout and in an installed package.
+
+The repository keeps solo-learn's layout, ``scripts/pretrain/<group>/`` and
+``scripts/linear/<group>/``; the wheel ships the same files as ``solo_bayesncl/configs/``
+(``setup.py`` maps that package onto ``scripts/``, so there is one copy of each file). Every
+command and the benchmark presets find their configs through :func:`config_root`, so they work
+from any folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "config_root",
+    "linear_config_dir",
+    "linear_dir_for",
+    "pretrain_config_dir",
+    "resolve_config_dir",
+]
+
+_PACKAGED = Path(__file__).resolve().parents[1] / "configs"
+_SOURCE = Path(__file__).resolve().parents[2] / "scripts"
+KINDS: tuple[str, ...] = ("pretrain", "linear")
+
+
+def config_root() -> Path:
+    """The folder holding ``pretrain/`` and ``linear/``: the installed package's ``configs``,
+    else the source checkout's ``scripts``."""
+    for root in (_PACKAGED, _SOURCE):
+        if all((root / kind).is_dir() for kind in KINDS):
+            return root
+    raise FileNotFoundError(
+        f"the shipped configs are missing: neither {_PACKAGED} nor {_SOURCE} holds pretrain/ "
+        "and linear/; reinstall solo-bayesncl"
+    )
+
+
+def _group_dir(kind: str, group: str) -> Path:
+    folder = config_root() / kind / group
+    if not folder.is_dir():
+        groups = sorted(p.name for p in (config_root() / kind).iterdir() if p.is_dir())
+        raise FileNotFoundError(
+            f"no shipped {kind} config group {group!r}; available: {', '.join(groups)}"
+        )
+    return folder
+
+
+def pretrain_config_dir(group: str = "cifar") -> Path:
+    """``pretrain/<group>`` of the shipped configs (``cifar`` or ``imagenet-100``)."""
+    return _group_dir("pretrain", group)
+
+
+def linear_config_dir(group: str = "cifar") -> Path:
+    """``linear/<group>`` of the shipped configs (``cifar`` or ``imagenet-100``)."""
+    return _group_dir("linear", group)
+
+
+def resolve_config_dir(value: str | Path) -> Path:
+    """A config folder given by a user or a preset, as an absolute path.
+
+    An absolute path is kept; a relative one is read from the current folder when it exists
+    there, else inside the shipped configs, where a leading ``scripts/`` (the repository's
+    layout) is accepted: ``scripts/pretrain/cifar`` and ``pretrain/cifar`` both name
+    ``pretrain/cifar`` of :func:`config_root`.
+    """
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return path
+    if path.is_dir():
+        return path.resolve()
+    parts = path.parts[1:] if path.parts[:1] == ("scripts",) else path.parts
+    shipped = config_root().joinpath(*parts)
+    if shipped.is_dir():
+        return shipped
+    raise FileNotFoundError(
+        f"config folder {str(value)!r} is neither a folder here nor one of the shipped configs "
+        f"(pretrain/<group>, linear/<group> under {config_root()})"
+    )
+
+
+def linear_dir_for(pretrain_dir: str | Path) -> Path:
+    """The linear-evaluation config folder matching a pretraining one.
+
+    ``.../pretrain/<group>`` maps to ``.../linear/<group>`` beside it (only those two folder
+    names are compared, never substrings of the path), falling back to the shipped
+    ``linear/<group>``.
+    """
+    pretrain_dir = Path(pretrain_dir)
+    group = pretrain_dir.name
+    if pretrain_dir.parent.name == "pretrain":
+        sibling = pretrain_dir.parent.parent / "linear" / group
+        if sibling.is_dir():
+            return sibling
+    return linear_config_dir(group)

@@ -1,0 +1,110 @@
+"""Differentiable gathering of a batch across processes, for losses with global negatives.
+
+Under DDP every process holds part of the global batch. Contrastive losses compare each local
+sample with every sample of the global batch, so the features of the other processes are
+gathered with gradient: the backward pass sums, over processes, the gradients that every process's
+loss gives to this process's features (``torch.distributed.nn.functional.all_gather``). Combined
+with DDP's gradient averaging, parameters receive the gradient of the mean loss over the global
+batch, exactly as a single process on the whole batch would (solo-learn's SimCLR loss gathers the
+same way).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, DistributedSampler
+
+__all__ = [
+    "gather_no_grad",
+    "gather_with_grad",
+    "is_distributed",
+    "launched_as_rank_zero",
+    "rank",
+    "rank_seed",
+    "whole_set_in_every_process",
+]
+
+#: Environment variables in which launchers give a process its place in a job, read before any
+#: process group exists: torchrun (``RANK``, ``GROUP_RANK``), SLURM's srun (``SLURM_PROCID``), and
+#: Lightning's own launcher, which starts the processes of ranks ``1..devices-1`` of a node
+#: re-running the script with ``LOCAL_RANK`` (and ``NODE_RANK`` on every node but the first).
+_RANK_ENV = ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK")
+
+
+def is_distributed() -> bool:
+    """True when a default process group is initialised with more than one process."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def rank() -> int:
+    """This process's rank, 0 without a process group."""
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def launched_as_rank_zero() -> bool:
+    """True for the process that decides for the whole job: the one the user started (Lightning's
+    launcher then starts the others), or global rank 0 of a job an external launcher started.
+    Read from the launchers' environment (:data:`_RANK_ENV`), so it is known before Lightning sets
+    up a process group."""
+    for key in _RANK_ENV:
+        value = os.environ.get(key, "0").strip()
+        if value.isdigit() and int(value) > 0:
+            return False
+    return True
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of global rank ``rank``'s random streams in a job seeded with ``seed``: rank 0
+    keeps ``seed``; the others are far enough apart (100,003 per rank) that a seed that also
+    counts epochs never gives two ranks the same stream."""
+    return (seed + rank * 100_003) % 2**32
+
+
+def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
+    """Concatenates ``x`` from every process along dim 0, keeping the autograd graph.
+
+    Returns ``x`` itself when not running distributed.
+    """
+    if not is_distributed():
+        return x
+    from torch.distributed.nn.functional import all_gather  # its import changes warning filters
+
+    return torch.cat(all_gather(x), dim=0)
+
+
+def gather_no_grad(x: torch.Tensor) -> torch.Tensor:
+    """Concatenates ``x`` (e.g. integer identifiers) from every process along dim 0, no gradient."""
+    if not is_distributed():
+        return x
+    parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, x.contiguous())
+    return torch.cat(parts, dim=0)
+
+
+def whole_set_in_every_process(loader: DataLoader) -> DataLoader:
+    """``loader`` again, reading every sample once and in order in every process of a job.
+
+    Lightning gives an evaluation loader a ``DistributedSampler`` under DDP, which splits the set
+    over the processes and pads it with repeated samples to an equal share (a set of 201 images
+    on 2 processes is read as 202); solo-learn then averages the processes' per-share means, so
+    validation accuracy and loss count some images twice. A sampler that already is a
+    ``DistributedSampler`` is kept by Lightning: this one has a single replica, so each process
+    reads the whole set, computes the figures of one process exactly, and the processes' mean of
+    equal figures is that figure. Validation thus takes the time of a one-process validation
+    pass however many processes train.
+    """
+    sampler = DistributedSampler(loader.dataset, num_replicas=1, rank=0, shuffle=False)
+    return DataLoader(
+        loader.dataset,
+        batch_size=loader.batch_size,
+        sampler=sampler,
+        num_workers=loader.num_workers,
+        collate_fn=loader.collate_fn,
+        pin_memory=loader.pin_memory,
+        drop_last=loader.drop_last,
+        worker_init_fn=loader.worker_init_fn,
+        persistent_workers=loader.persistent_workers,
+    )

@@ -1,0 +1,361 @@
+"""Contrastive losses on (gated) non-negative features (docs/method.md, "The objective").
+
+BayesNCL (Cui, Zhang & Hu, arXiv 2605.28441) trains with InfoNCE (SimCLR's NT-Xent, Chen et al.
+2020) on the gated representation ``v = normalize(normalize(phi(z)) * m)`` plus ``lambda`` times
+the Bernoulli KL of :mod:`solo_bayesncl.core.gates`; NCL (Wang et al., arXiv 2403.12459) is InfoNCE on
+``normalize(phi(z))``.
+
+The functions compute one term each; :class:`NCLLoss` and :class:`BayesNCLLoss` are the two
+objectives as ``nn.Module`` s that own and check their hyperparameters once, in any training
+loop (the solo-learn methods use them too)::
+
+    criterion = BayesNCLLoss(temperature=0.2, prior=0.8, kl_lambda=3e-5)
+    loss = criterion(z, gate_logits, indexes)   # InfoNCE(v) + lambda * KL
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from solo_bayesncl.core.distributed import gather_no_grad, gather_with_grad, rank
+from solo_bayesncl.core.gates import BernoulliGate, GateOutput, bernoulli_kl
+from solo_bayesncl.core.nonneg import non_negative, resolve_non_neg
+from solo_bayesncl.core.validation import require_int, require_range
+
+__all__ = [
+    "BayesNCLLoss",
+    "LossTerms",
+    "NCLLoss",
+    "gated_representation",
+    "info_nce_loss",
+    "keep_top_k",
+    "normalize_rows",
+    "non_negative_representation",
+]
+
+
+def normalize_rows(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """``x / ||x||`` along the last dim, like ``F.normalize``; an all-zero row stays zero and
+    passes zero gradient.
+
+    ``F.normalize`` divides by ``max(||x||, eps)``, so at an all-zero row (every gate closed, or
+    ``rep_relu`` of an all-negative row) it multiplies the incoming gradient by ``1 / eps =
+    1e12``: finite in float32 but inf once cast to fp16 (e.g. into the gating head under mixed
+    precision). ``x / ||x||`` has no limit at 0, so such a row's gradient is taken as zero.
+    A row holding NaN or Inf comes out NaN (never zero), so a broken model stays visible.
+    """
+    return _NormalizeRows.apply(x, float(eps))
+
+
+class _NormalizeRows(torch.autograd.Function):
+    """:func:`normalize_rows` as one autograd function: the value ``x / max(||x||, eps)`` with
+    zero rows set to zero in place, the gradient ``(g - y (y . g)) / ||x||`` (``y`` the output;
+    ``g / eps`` below ``eps``, where the norm is clamped; zero at a zero row). Autograd's graph of
+    the same expression takes twice the passes over the ``(n, d)`` rows."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, eps: float) -> torch.Tensor:
+        norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+        y = (x / norm.clamp_min(eps)).masked_fill_(norm == 0, 0.0)
+        ctx.save_for_backward(y, norm)
+        ctx.eps = eps
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        y, norm = ctx.saved_tensors
+        clamped = norm.clamp_min(ctx.eps)
+        inverse = torch.where(norm == 0, torch.zeros_like(norm), clamped.reciprocal())
+        # the norm's own gradient flows only where it is not clamped
+        dot = (y * grad).sum(dim=-1, keepdim=True) * (norm >= ctx.eps)
+        return torch.addcmul(grad, y, dot, value=-1.0).mul_(inverse), None
+
+
+def non_negative_representation(
+    z: torch.Tensor, non_neg: str = "relu", top_k: int | None = None
+) -> torch.Tensor:
+    """``u = phi(z) / ||phi(z)||`` in float32 (NCL, arXiv 2403.12459); a row whose ``phi(z)`` is
+    all zero stays zero. With ``top_k``, only the ``top_k`` largest entries of ``phi(z)`` are kept
+    before normalising (the NCL+TopK baseline of arXiv 2605.28441).
+
+    For ``exp`` the row maximum is subtracted first: ``normalize(exp(z - c)) = normalize(exp(z))``
+    for any per-row ``c``, and without the shift ``exp`` overflows float32 (``z`` > 88, or its
+    squared norm from ``z`` > 44) and the row becomes NaN or silently zero.
+    """
+    z = z.float()
+    if resolve_non_neg(non_neg) == "exp":
+        z = z - z.detach().amax(dim=-1, keepdim=True)
+    z_pos = non_negative(z, non_neg)
+    if top_k is not None:
+        z_pos = keep_top_k(z_pos, top_k)
+    return normalize_rows(z_pos)
+
+
+def gated_representation(
+    z: torch.Tensor, mask: torch.Tensor, non_neg: str = "relu", top_k: int | None = None
+) -> torch.Tensor:
+    """``v = normalize(u * m)`` with ``u = normalize(phi(z))`` (arXiv 2605.28441, section 3).
+
+    ``mask`` is the gate (hard with straight-through, or soft ``alpha``). A sample whose gates are
+    all closed gives ``v = 0``; its gates then get no gradient from the InfoNCE term (only the KL's).
+    ``top_k`` is passed to :func:`non_negative_representation`.
+    """
+    u = non_negative_representation(z, non_neg, top_k)
+    return normalize_rows(u * mask.float())
+
+
+def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
+    """Keeps the ``k`` largest entries of every row and zeroes the others (NCL+TopK baseline).
+
+    Exactly ``k`` per row: among tied values, the ones ``torch.topk`` returns are kept.
+    """
+    if k >= z.shape[-1]:
+        return z
+    keep = torch.zeros_like(z).scatter_(-1, torch.topk(z, k, dim=-1).indices, 1.0)
+    return z * keep
+
+
+#: How far a row's L2 norm may exceed 1 and still count as normalised (float32 rounding).
+NORM_TOLERANCE = 1e-3
+
+
+def _check_rows(v: torch.Tensor, pos_mask: torch.Tensor) -> None:
+    """Raises when rows of ``v`` are not finite, not L2-normalised (norm above 1) or have no
+    positive (one device read)."""
+    norms = torch.linalg.vector_norm(v, dim=1)
+    non_finite, unnormalised, lonely = torch.stack(
+        [
+            (~torch.isfinite(v)).any(dim=1).sum(),
+            (norms > 1 + NORM_TOLERANCE).sum(),
+            (~pos_mask.any(dim=1)).sum(),
+        ]
+    ).tolist()
+    n = v.shape[0]
+    if non_finite:
+        raise ValueError(f"v: {non_finite} of {n} rows hold NaN or Inf values")
+    if unnormalised:
+        raise ValueError(
+            f"v: {unnormalised} of {n} rows have an L2 norm above 1; the loss reads L2-normalised "
+            "rows (zero rows allowed): normalise them first, e.g. with normalize_rows"
+        )
+    if lonely:
+        raise ValueError(
+            f"indexes: {lonely} of {n} rows have no positive (no other row with the same "
+            "identifier); every image needs two or more views"
+        )
+
+
+def info_nce_loss(
+    v: torch.Tensor,
+    indexes: torch.Tensor,
+    temperature: float = 0.2,
+    gather_distributed: bool = True,
+    check_inputs: bool = True,
+) -> torch.Tensor:
+    """InfoNCE / NT-Xent over all views of the (global) batch, in log-sum-exp form.
+
+    For every row ``i``: ``-log( sum_{j in P(i)} e^{s_ij / T} / sum_{j != i} e^{s_ij / T} )`` with
+    ``s_ij = v_i . v_j``, ``P(i)`` the other views of the same image (same value in ``indexes``)
+    and the denominator over every other row of the gathered batch; the loss is the mean over rows.
+    With one positive per row this is SimCLR's loss. Computed in float32 with autocast disabled,
+    so it is exact under fp16/bf16 mixed precision; rows of zeros give finite values.
+
+    Args:
+        v: ``(n, d)`` features, expected already L2-normalised (zero rows allowed).
+        indexes: ``(n,)`` image identifiers; rows with the same identifier are positives. Every
+            row needs at least one positive (two or more views per image).
+        temperature: ``T`` > 0.
+        gather_distributed: compare against the rows of every process (DDP), with gradients.
+        check_inputs: raise when a row of ``v`` holds NaN/Inf or has no positive. The check reads
+            two counts back from the device (one synchronisation); the training steps turn it off
+            (the config guarantees two views) and stop on a non-finite loss instead.
+
+    Raises:
+        ValueError: ``temperature`` is not a finite number > 0 whose inverse is finite,
+            ``v`` is not 2-D or has no rows, ``indexes`` does not match the rows of ``v``, and
+            with ``check_inputs``: a row of ``v`` is not finite, has an L2 norm above 1 (not
+            normalised), or has no positive (its loss would be infinite).
+    """
+    temperature = float(temperature)
+    if not (math.isfinite(temperature) and temperature > 0 and math.isfinite(1 / temperature)):
+        raise ValueError(f"temperature={temperature} must be a finite number > 0")
+    if v.ndim != 2:
+        raise ValueError(f"v must be 2-D (rows x dims), got shape {tuple(v.shape)}")
+    if v.shape[0] == 0:
+        raise ValueError("v has no rows: the loss is a mean over rows, undefined for none")
+    if indexes.shape != (v.shape[0],):
+        raise ValueError(
+            f"indexes must have shape ({v.shape[0]},), one identifier per row of v "
+            f"{tuple(v.shape)}; got {tuple(indexes.shape)}"
+        )
+    with torch.autocast(device_type=v.device.type, enabled=False):
+        v = v.float()
+        all_v = gather_with_grad(v) if gather_distributed else v
+        all_idx = gather_no_grad(indexes) if gather_distributed else indexes
+
+        logits = v @ all_v.T / temperature
+        n = v.shape[0]
+        offset = n * rank() if gather_distributed else 0
+        self_mask = torch.zeros_like(logits, dtype=torch.bool)
+        rows = torch.arange(n, device=v.device)
+        self_mask[rows, rows + offset] = True
+
+        pos_mask = (indexes[:, None] == all_idx[None, :]) & ~self_mask
+        if check_inputs:
+            _check_rows(v, pos_mask)
+        neg_inf = torch.finfo(logits.dtype).min
+        log_denominator = torch.logsumexp(logits.masked_fill(self_mask, neg_inf), dim=1)
+        log_numerator = torch.logsumexp(logits.masked_fill(~pos_mask, neg_inf), dim=1)
+        return (log_denominator - log_numerator).mean()
+
+
+@dataclass
+class LossTerms:
+    """The parts of an objective's value, for a training step to log.
+
+    Attributes:
+        loss: the objective (what ``forward`` returns).
+        nce: its InfoNCE term.
+        representation: the representation InfoNCE compared (``u`` or ``v``).
+        logged: further terms under their log names (``train_kl_loss``, gate statistics).
+    """
+
+    loss: torch.Tensor
+    nce: torch.Tensor
+    representation: torch.Tensor
+    logged: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+class NCLLoss(nn.Module):
+    """InfoNCE on ``u = normalize(phi(z))`` (NCL, Wang et al., arXiv 2403.12459).
+
+    Args:
+        temperature: ``T`` > 0.
+        non_neg: the non-negativity map ``phi`` (:data:`solo_bayesncl.core.nonneg.NON_NEGATIVITY_MAPS`).
+        top_k: keep only the ``top_k`` largest entries of ``phi(z)`` (the NCL+TopK baseline of
+            arXiv 2605.28441); None keeps all.
+        gather_distributed: compare against the views of every process under DDP.
+        check_inputs: refuse non-finite, unnormalised or positive-less rows and (BayesNCL) gate
+            probabilities outside [0, 1] (each check reads one count back from the device).
+
+    ``forward(z, indexes)``: ``z`` the ``(n, k)`` projector outputs of every view, ``indexes``
+    the image of each row (views of one image are positives)::
+
+        criterion = NCLLoss(temperature=0.2, non_neg="rep_relu")
+        loss = criterion(torch.cat([z1, z2]), torch.cat([idx, idx]))
+    """
+
+    def __init__(
+        self,
+        temperature: float = 0.2,
+        non_neg: str = "rep_relu",
+        top_k: int | None = None,
+        gather_distributed: bool = True,
+        check_inputs: bool = True,
+    ) -> None:
+        super().__init__()
+        self.temperature = require_range("temperature", temperature, low=0.0, high=math.inf)
+        self.non_neg = resolve_non_neg(non_neg)
+        self.top_k = None if top_k is None else require_int("top_k", top_k, low=1)
+        self.gather_distributed = bool(gather_distributed)
+        self.check_inputs = bool(check_inputs)
+
+    def representation(self, z: torch.Tensor) -> torch.Tensor:
+        """``u = normalize(phi(z))`` (:func:`non_negative_representation`)."""
+        return non_negative_representation(z, self.non_neg, self.top_k)
+
+    def contrast(self, v: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:
+        """InfoNCE of a representation (:func:`info_nce_loss` with this loss's settings)."""
+        return info_nce_loss(
+            v,
+            indexes,
+            temperature=self.temperature,
+            gather_distributed=self.gather_distributed,
+            check_inputs=self.check_inputs,
+        )
+
+    def terms(self, z: torch.Tensor, indexes: torch.Tensor) -> LossTerms:
+        """The loss with the representation it compared."""
+        u = self.representation(z)
+        nce = self.contrast(u, indexes)
+        return LossTerms(loss=nce, nce=nce, representation=u)
+
+    def forward(self, z: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:
+        return self.terms(z, indexes).loss
+
+    def extra_repr(self) -> str:
+        return f"temperature={self.temperature}, non_neg={self.non_neg!r}, top_k={self.top_k}"
+
+
+class BayesNCLLoss(NCLLoss):
+    """InfoNCE on the gated ``v = normalize(u * m)`` plus ``lambda * KL(q(m) || Bernoulli(rho))``
+    (BayesNCL, Cui, Zhang & Hu, arXiv 2605.28441, section 3; docs/method.md, "The objective").
+
+    Args:
+        temperature, non_neg, top_k, gather_distributed, check_inputs: as :class:`NCLLoss`.
+        prior: ``rho`` in (0, 1), the prior open probability of a gate.
+        kl_lambda: ``lambda`` >= 0, the weight of the KL (0 trains the gate by InfoNCE only).
+        gate_type, threshold, gate_temperature: the hard gate
+            (:class:`solo_bayesncl.core.gates.BernoulliGate`).
+        kl_eps: clamp of ``alpha`` and ``rho`` in the KL, in (0, 0.5).
+
+    ``forward(z, gate_logits, indexes)``: ``gate_logits`` are the gating head's outputs ``a`` for
+    the same rows as ``z``::
+
+        criterion = BayesNCLLoss(temperature=0.2, prior=0.8, kl_lambda=3e-5)
+        loss = criterion(z, gating_head(feats), indexes)
+    """
+
+    def __init__(
+        self,
+        temperature: float = 0.2,
+        non_neg: str = "rep_relu",
+        prior: float = 0.8,
+        kl_lambda: float = 3e-5,
+        gate_type: str = "ste",
+        threshold: float = 0.5,
+        gate_temperature: float = 1.0,
+        kl_eps: float = 0.01,
+        top_k: int | None = None,
+        gather_distributed: bool = True,
+        check_inputs: bool = True,
+    ) -> None:
+        super().__init__(temperature, non_neg, top_k, gather_distributed, check_inputs)
+        self.prior = require_range("prior", prior, low=0.0, high=1.0)
+        self.kl_lambda = require_range("kl_lambda", kl_lambda, 0.0, math.inf, low_inclusive=True)
+        self.kl_eps = require_range("kl_eps", kl_eps, low=0.0, high=0.5)
+        self.gate = BernoulliGate(gate_type, threshold, gate_temperature)
+
+    def gated(self, z: torch.Tensor, gate: GateOutput) -> torch.Tensor:
+        """``v = normalize(u * m)`` for a gate's mask (:func:`gated_representation`)."""
+        return gated_representation(z, gate.mask, self.non_neg, self.top_k)
+
+    def terms(self, z: torch.Tensor, gate_logits: torch.Tensor, indexes: torch.Tensor) -> LossTerms:
+        """The loss with its InfoNCE and KL terms, the gated representation and gate statistics."""
+        gate = self.gate(gate_logits, mode="hard")
+        v = self.gated(z, gate)
+        nce = self.contrast(v, indexes)
+        kl = bernoulli_kl(gate.probs, self.prior, eps=self.kl_eps, check_inputs=self.check_inputs)
+        return LossTerms(
+            loss=nce + self.kl_lambda * kl,
+            nce=nce,
+            representation=v,
+            logged={
+                "train_kl_loss": kl,
+                "train_gate_open_ratio": gate.open_ratio,
+                "train_gate_prob_mean": gate.probs.mean(),
+            },
+        )
+
+    def forward(
+        self, z: torch.Tensor, gate_logits: torch.Tensor, indexes: torch.Tensor
+    ) -> torch.Tensor:
+        return self.terms(z, gate_logits, indexes).loss
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, prior={self.prior}, kl_lambda={self.kl_lambda}"

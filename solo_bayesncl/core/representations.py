@@ -1,0 +1,133 @@
+"""The representation the interpretability metrics read, for every method (docs/method.md).
+
+- ``bayesncl``: ``v = normalize(normalize(phi(z)) * m)`` with the hard gate, or the soft gate
+  ``normalize(u * alpha)`` on request (it zeroes nothing, so on threshold-based metrics such as
+  sparsity and semantic consistency it equals no gate at all);
+- ``ncl``: ``normalize(phi(z))``;
+- SimCLR, MoCo v2+ and any other method with a projector: the normalised projection.
+The linear probe and kNN read the backbone features instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from solo_bayesncl.core.gates import GATE_MODES
+
+__all__ = [
+    "FEATURES",
+    "RepresentationBatch",
+    "extract_representations",
+    "representation_from_output",
+]
+
+
+def representation_from_output(
+    model: nn.Module, out: dict[str, Any], gate: str = "hard"
+) -> torch.Tensor:
+    """The interpretable representation of a forward output ``out`` of ``model``."""
+    if gate not in GATE_MODES:
+        raise ValueError(f"gate={gate!r} is not supported; allowed values: {', '.join(GATE_MODES)}")
+    if hasattr(model, "representation"):
+        return model.representation(out, gate=gate)
+    if "z" in out:
+        return F.normalize(out["z"].float(), dim=-1)
+    raise ValueError(
+        f"{type(model).__name__} has no projector output 'z'; the interpretability metrics read "
+        "the projection of SimCLR, MoCo v2+, NCL or BayesNCL"
+    )
+
+
+FEATURES: tuple[str, ...] = ("representation", "backbone")
+"""What :func:`extract_representations` reads: the interpretable representation (the metrics'
+input) or the backbone features (the linear probe's and kNN's input)."""
+
+
+@dataclass
+class RepresentationBatch:
+    """One batch of extracted features, on CPU.
+
+    Attributes:
+        features: ``(n, k)`` float32, the requested feature (representation with ``gate``, or
+            backbone features).
+        labels: ``(n,)`` int64.
+        soft_features: ``(n, k)`` float32, BayesNCL's soft-gate representation when
+            ``with_soft`` was asked; None otherwise and for methods without a gate.
+        backbone_features: ``(n, d)`` float32 backbone features when ``with_backbone`` was
+            asked, else None.
+        gate_open: ``(n, k)`` bool, the hard gate of BayesNCL; None for other methods.
+        images: the input batch when ``keep_images``, else None.
+    """
+
+    features: torch.Tensor
+    labels: torch.Tensor
+    soft_features: torch.Tensor | None = None
+    backbone_features: torch.Tensor | None = None
+    gate_open: torch.Tensor | None = None
+    images: torch.Tensor | None = None
+
+
+@torch.no_grad()
+def extract_representations(
+    model: nn.Module,
+    loader,
+    *,
+    feature: str = "representation",
+    gate: str = "hard",
+    with_soft: bool = False,
+    with_backbone: bool = False,
+    keep_images: bool = False,
+    progress: bool = False,
+    represent: Callable[[nn.Module, dict[str, Any]], torch.Tensor] | None = None,
+    train_mode: bool = False,
+) -> Iterator[RepresentationBatch]:
+    """Yields the features of every ``(images, labels)`` batch of ``loader``: the one pass over
+    data that the training-time metrics, the evaluation report, kNN evaluation, the paper
+    protocol and the background measures share.
+
+    The batches are moved to the model's device. The model runs in eval mode, or in training
+    mode (BatchNorm on batch statistics, as the official BayesNCL evaluation) with
+    ``train_mode``; its mode is restored afterwards. ``represent(model, out)`` replaces
+    :func:`representation_from_output` for ``feature="representation"``.
+    """
+    if feature not in FEATURES:
+        raise ValueError(
+            f"feature={feature!r} is not supported; allowed values: {', '.join(FEATURES)}"
+        )
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.train(train_mode)
+    gated = hasattr(model, "gate_output")
+    try:
+        for images, labels in tqdm(
+            loader, desc="extracting features", unit="batch", disable=not progress
+        ):
+            out = model(images.to(device, non_blocking=True))
+            if feature == "backbone":
+                features = out["feats"]
+            elif represent is not None:
+                features = represent(model, out)
+            else:
+                features = representation_from_output(model, out, gate=gate)
+            batch = RepresentationBatch(
+                features=features.float().cpu(),
+                labels=labels.long().cpu(),
+                backbone_features=out["feats"].float().cpu() if with_backbone else None,
+                images=images.cpu() if keep_images else None,
+            )
+            if gated and "gate_logits" in out:
+                batch.gate_open = (model.gate_output(out["gate_logits"], "hard").mask > 0.5).cpu()
+                if with_soft:
+                    batch.soft_features = (
+                        representation_from_output(model, out, gate="soft").float().cpu()
+                    )
+            yield batch
+    finally:
+        model.train(was_training)

@@ -1,0 +1,172 @@
+"""Checks of values that fail with a message naming the key, the value and what is allowed,
+before any training starts: the validators every layer uses (the losses for their arguments, the
+methods and the run checks for config keys).
+
+Booleans are parsed strictly: ``true``/``false`` in any of the spellings ``True``, ``False``,
+``true``, ``false``, ``1``, ``0``; anything else (``no``, ``yes``, ``off``) is refused rather than
+read as Python's ``bool("no") == True``. :func:`require_known_keys` refuses keys outside a known
+set, such as a misspelt ``method_kwargs`` entry. :data:`INPUT_ERRORS` are the exceptions a bad
+input raises while a run is prepared, and :func:`first_line` their message as one line, which
+every command and the benchmark print.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import omegaconf
+from omegaconf import OmegaConf
+
+__all__ = [
+    "INPUT_ERRORS",
+    "MIN_TEMPERATURE",
+    "ConfigError",
+    "first_line",
+    "parse_bool",
+    "require_choice",
+    "require_fraction",
+    "require_int",
+    "require_known_keys",
+    "require_positive_int",
+    "require_range",
+    "require_temperature",
+]
+
+MIN_TEMPERATURE: float = 1e-4
+"""Smallest temperature accepted (InfoNCE's ``T``, the gate's ``tau_g``): logits and gradients
+scale with ``1 / T``, which stays within float16's range (65504) above it, so a mixed-precision
+step cannot overflow from the temperature alone; ``1e-40`` would make ``1 / T`` infinite."""
+
+_TRUE = ("true", "1")
+_FALSE = ("false", "0")
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or outside what is allowed."""
+
+
+INPUT_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError,  # config checks, CheckpointError
+    FileNotFoundError,  # data files
+    NotADirectoryError,  # an output folder that is a file
+    PermissionError,  # NotWritableError: an output that cannot be written
+    RuntimeError,  # DatasetUnavailableError, accelerator=gpu without a GPU
+    AssertionError,  # solo-learn's parse_cfg checks with assert
+    omegaconf.errors.OmegaConfBaseException,  # a missing or mistyped key
+)
+"""What a bad config or missing input raises while a run is being prepared."""
+
+
+def first_line(err: BaseException) -> str:
+    """The message of ``err`` as one line: its first line, without the key context omegaconf
+    appends; the exception's type name when it has no message."""
+    message = str(err).strip().partition("\n    full_key:")[0]
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def require_positive_int(cfg: omegaconf.DictConfig, key: str, hint: str) -> int:
+    """The integer at ``key``; raises :class:`ConfigError` when missing or not a positive int."""
+    node_missing = OmegaConf.select(cfg, key, default=None, throw_on_missing=False) is None
+    if node_missing:
+        raise ConfigError(f"{key} is missing: {hint}")
+    value = OmegaConf.select(cfg, key)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{key}={value!r} must be a positive integer ({hint})")
+    return value
+
+
+def require_range(
+    key: str,
+    value: Any,
+    low: float | None = None,
+    high: float | None = None,
+    low_inclusive: bool = False,
+    high_inclusive: bool = False,
+) -> float:
+    """``value`` as float, checked against the interval; raises :class:`ConfigError` otherwise."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    ok = not math.isnan(number)
+    if ok and low is not None:
+        ok = number >= low if low_inclusive else number > low
+    if ok and high is not None:
+        ok = number <= high if high_inclusive else number < high
+    if not ok:
+        left = ("[" if low_inclusive else "(") + ("-inf" if low is None else f"{low:g}")
+        right = ("inf" if high is None else f"{high:g}") + ("]" if high_inclusive else ")")
+        raise ConfigError(f"{key}={value!r} is out of range; allowed: a number in {left}, {right}")
+    return number
+
+
+def require_temperature(key: str, value: Any) -> float:
+    """A temperature: a finite number >= :data:`MIN_TEMPERATURE`."""
+    return require_range(key, value, low=MIN_TEMPERATURE, high=math.inf, low_inclusive=True)
+
+
+def parse_bool(key: str, value: Any) -> bool:
+    """``value`` as a bool: ``True``/``False``, ``1``/``0`` or the strings ``true``/``false``
+    (any case), ``1``/``0``; raises :class:`ConfigError` for anything else (``no``, ``2``)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ConfigError(f"{key}={value!r} is not a boolean; allowed: true, false (or 1, 0)")
+
+
+def require_int(key: str, value: Any, low: int, high: int | None = None) -> int:
+    """``value`` as an int in ``[low, high]``; a float with an integer value is accepted."""
+    number = value
+    if isinstance(value, float) and value.is_integer():
+        number = int(value)
+    if isinstance(number, bool) or not isinstance(number, int) or number < low:
+        ok = False
+    else:
+        ok = high is None or number <= high
+    if not ok:
+        allowed = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+        raise ConfigError(f"{key}={value!r} is out of range; allowed: {allowed}")
+    return number
+
+
+def require_choice(key: str, value: Any, allowed: Iterable[str]) -> str:
+    """``value`` when it is one of ``allowed`` (compared as strings); raises
+    :class:`ConfigError` naming the key and the allowed values otherwise."""
+    allowed = tuple(str(a) for a in allowed)
+    if str(value) not in allowed:
+        raise ConfigError(f"{key}={value!r} is not supported; allowed values: {', '.join(allowed)}")
+    return str(value)
+
+
+def require_fraction(key: str, value: Any) -> float:
+    """A data fraction: a number in (0, 1], or -1 for all the data."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not (number == -1 or 0 < number <= 1):
+        raise ConfigError(
+            f"{key}={value!r} is out of range; allowed: a number in (0, 1], or -1 for all the data"
+        )
+    return number
+
+
+def require_known_keys(cfg: omegaconf.DictConfig, section: str, known: Iterable[str]) -> None:
+    """Raises :class:`ConfigError` when the mapping at ``section`` holds keys outside ``known``
+    (a misspelt key would otherwise be ignored and its default used)."""
+    node = OmegaConf.select(cfg, section, default=None)
+    if node is None:
+        return
+    known = tuple(known)
+    unknown = sorted(str(k) for k in node if k not in known)
+    if unknown:
+        raise ConfigError(
+            f"{section} has unknown key(s) {', '.join(unknown)}; known keys: "
+            f"{', '.join(sorted(known))}"
+        )

@@ -1,0 +1,221 @@
+"""Resolving the dataset of a config before anything is built: the name checked against
+:mod:`solo_bayesncl.data.names`, the plugin's datasets mapped onto solo-learn's ``custom``, and
+the checks (files, downloads, DALI folders) that fail early with a message naming the key or file.
+
+``fashion-mnist`` reads Debian's offline package; ``fashion-mnist-scenes`` puts the same items on
+shared background textures (:mod:`solo_bayesncl.data.scenes`; ``data.num_backgrounds`` 4-8,
+``data.background_seed``).
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from pathlib import Path
+
+import omegaconf
+from omegaconf import OmegaConf
+from torchvision import datasets
+
+from solo_bayesncl.data.dali import check_dali_folder, resolve_dali_cfg
+from solo_bayesncl.data.datasets import offline_dataset, scene_args
+from solo_bayesncl.data.fashion_mnist import MEAN_STD, fashion_mnist_root
+from solo_bayesncl.data.names import (
+    DALI_DATASETS,
+    OFFLINE_DATASETS,
+    SCENES,
+    SMALL_IMAGE_DATASETS,
+    SOLO_DATASETS,
+    canonical_name,
+    dataset_name,
+)
+from solo_bayesncl.data.scenes import scenes_mean_std
+
+__all__ = [
+    "DatasetUnavailableError",
+    "check_dataset_available",
+    "check_subset_sizes",
+    "resolve_dataset_cfg",
+    "switch_dataset",
+]
+
+
+class DatasetUnavailableError(RuntimeError):
+    """The configured dataset is not on disk and cannot be fetched."""
+
+
+def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
+    """Validates ``data.dataset`` and maps the plugin's datasets onto solo-learn's ``custom``.
+
+    Must run before solo-learn's ``parse_cfg``. Sets ``backbone.small_stem`` (3x3 stride-1 first
+    convolution, no max-pool, as solo-learn does for CIFAR) for small-image datasets unless given.
+    """
+    name = canonical_name(str(OmegaConf.select(cfg, "data.dataset", default="")))
+    allowed = (*SOLO_DATASETS, *OFFLINE_DATASETS)
+    if name not in allowed:
+        raise ValueError(
+            f"data.dataset={name!r} is not supported; allowed values: {', '.join(allowed)}"
+        )
+    small = OmegaConf.select(cfg, "backbone.small_stem", default=None)
+    OmegaConf.update(
+        cfg,
+        "backbone.small_stem",
+        name in SMALL_IMAGE_DATASETS if small is None else bool(small),
+        force_add=True,
+    )
+    if OmegaConf.select(cfg, "data.format", default="image_folder") == "dali":
+        if name not in DALI_DATASETS:
+            raise ValueError(
+                f"data.format=dali is not supported for data.dataset={name}: solo-learn's DALI "
+                f"loaders read image folders ({', '.join(DALI_DATASETS)}); use image_folder"
+            )
+        resolve_dali_cfg(cfg)
+    if name not in OFFLINE_DATASETS:
+        return cfg
+    root = fashion_mnist_root()
+    mean, std = MEAN_STD
+    if name == SCENES:
+        num, seed = scene_args(cfg)
+        OmegaConf.update(cfg, "data.num_backgrounds", num, force_add=True)
+        OmegaConf.update(cfg, "data.background_seed", seed, force_add=True)
+        try:
+            mean, std = scenes_mean_std(num, seed, root)
+        except FileNotFoundError as err:
+            raise DatasetUnavailableError(str(err)) from None
+    OmegaConf.update(cfg, "data.offline_dataset", name, force_add=True)
+    cfg.data.dataset = "custom"
+    cfg.data.format = "image_folder"
+    cfg.data.train_path = str(root)
+    cfg.data.val_path = str(root)
+    for pipeline in OmegaConf.select(cfg, "augmentations", default=None) or []:
+        pipeline.mean = list(mean)
+        pipeline.std = list(std)
+    if OmegaConf.select(cfg, "data.augmentations", default=None) is not None:
+        cfg.data.augmentations.mean = list(mean)
+        cfg.data.augmentations.std = list(std)
+    return cfg
+
+
+def _check_folder(cfg: omegaconf.DictConfig, key: str) -> None:
+    path = OmegaConf.select(cfg, key, default=None)
+    if path is not None and not Path(str(path)).is_dir():
+        raise DatasetUnavailableError(f"{key}={path!r} is not a folder")
+
+
+def _subset_size(key: str, fraction: float, total: int, classes: int, batch: int | None) -> None:
+    """Refuses a ``fraction`` whose stratified subset of ``total`` images cannot be drawn (fewer
+    images than classes kept, or left out) or, with ``batch``, holds fewer images than one batch
+    (the training loaders drop the last incomplete batch, so no step would run)."""
+    if not 0 < fraction < 1:
+        kept = total
+    else:  # scikit-learn's train_test_split: floor(f * n) kept, the rest left out
+        kept = int(fraction * total)
+        if kept < classes or total - kept < classes:
+            raise ValueError(
+                f"{key}={fraction:g} keeps {kept} of the {total} images; a stratified subset "
+                f"keeps and leaves out at least {classes} (one per class): use "
+                f"{key} >= {math.ceil(classes / total * 1e6) / 1e6:g}, or -1 for all the data"
+            )
+    if batch is not None and kept < batch:
+        raise ValueError(
+            f"{key}={fraction:g} keeps {kept} of the {total} training images, fewer than one "
+            f"batch (optimizer.batch_size={batch} over all devices): no training step would run; "
+            f"use {key} >= {math.ceil(batch / total * 1e6) / 1e6:g} or a smaller batch"
+        )
+
+
+def _global_batch(cfg: omegaconf.DictConfig) -> int | None:
+    batch = OmegaConf.select(cfg, "optimizer.batch_size", default=None)
+    if not isinstance(batch, int):
+        return None
+    devices = OmegaConf.select(cfg, "devices", default=None)
+    count = len(devices) if isinstance(devices, list | omegaconf.ListConfig) else 1
+    return batch * count * int(OmegaConf.select(cfg, "num_nodes", default=1) or 1)
+
+
+def check_subset_sizes(cfg: omegaconf.DictConfig, train: int | None, val: int | None) -> None:
+    """``data.fraction`` and ``data.val_fraction`` against the number of training and validation
+    images (None: not known): see :func:`_subset_size`."""
+    classes = int(OmegaConf.select(cfg, "data.num_classes", default=None) or 0)
+    name = dataset_name(cfg)
+    classes = classes or OFFLINE_DATASETS.get(name) or {"cifar10": 10, "cifar100": 100}.get(name, 1)
+    fraction = float(OmegaConf.select(cfg, "data.fraction", default=-1) or -1)
+    val_fraction = float(OmegaConf.select(cfg, "data.val_fraction", default=-1) or -1)
+    if train is not None:
+        _subset_size("data.fraction", fraction, train, classes, _global_batch(cfg))
+    if val is not None and name in OFFLINE_DATASETS:  # the others ignore data.val_fraction
+        _subset_size("data.val_fraction", val_fraction, val, classes, None)
+
+
+def check_dataset_available(
+    cfg: omegaconf.DictConfig, download_timeout: float = 30.0, train: bool = True
+) -> None:
+    """Fails early, with a message naming the key or file, when the data is not usable: both
+    splits are read (``train=False``: the validation split only, for evaluations that read no
+    training data), and the data fractions must leave a stratified subset and, for training,
+    one batch (:func:`check_subset_sizes`).
+
+    CIFAR is downloaded into ``data.train_path`` when missing (as solo-learn does); if that is not
+    possible the error says so and points at the offline ``data.dataset=fashion-mnist`` option.
+    """
+    name = dataset_name(cfg)
+    has_val = OmegaConf.select(cfg, "data.val_path", default=None) is not None
+    if name in OFFLINE_DATASETS:
+        sizes = [
+            len(offline_dataset(cfg, split, root=cfg.data[f"{split}_path"]))  # clear errors
+            if (split == "train" and train) or (split == "val" and has_val)
+            else None
+            for split in ("train", "val")
+        ]
+        check_subset_sizes(cfg, sizes[0] if train else None, sizes[1])
+        return
+    if name in ("cifar10", "cifar100"):
+        cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
+        root = str(cfg.data.train_path)
+        previous = socket.getdefaulttimeout()
+        socket.setdefaulttimeout(download_timeout)
+        try:
+            train_set = cls(root, train=True, download=True) if train else None
+            cls(
+                str(OmegaConf.select(cfg, "data.val_path", default=None) or root),
+                train=False,
+                download=True,
+            )
+        except Exception as err:  # no network, proxy, disk: all end the same way for the user
+            raise DatasetUnavailableError(
+                f"{name.upper()} is not in data.train_path={root!r} and could not be downloaded "
+                f"({type(err).__name__}: {err}). Download it where there is internet and copy it "
+                "there, or train offline with data.dataset=fashion-mnist."
+            ) from err
+        finally:
+            socket.setdefaulttimeout(previous)
+        check_subset_sizes(cfg, len(train_set) if train_set is not None else None, None)
+        return
+    if OmegaConf.select(cfg, "data.format", default="image_folder") == "dali" and train:
+        check_dali_folder(
+            cfg.data.train_path,
+            "data.train_path",
+            no_labels=bool(OmegaConf.select(cfg, "data.no_labels", default=False)),
+            batch_size=OmegaConf.select(cfg, "optimizer.batch_size", default=None),
+        )
+    if train:
+        _check_folder(cfg, "data.train_path")
+    _check_folder(cfg, "data.val_path")
+
+
+def switch_dataset(cfg: omegaconf.DictConfig, dataset: str | Path | None) -> omegaconf.DictConfig:
+    """A copy of a resolved config (a checkpoint's) with its data switched to ``dataset``: a
+    dataset name or an image folder; None keeps the config's own."""
+    cfg = cfg.copy()
+    if dataset is None:
+        return cfg
+    folder = Path(str(dataset))
+    cfg.data.pop("offline_dataset", None)
+    if folder.is_dir():
+        cfg.data.dataset = "custom"
+        cfg.data.format = "image_folder"
+        cfg.data.val_path = str(folder)
+        cfg.data.no_labels = False
+    else:
+        cfg.data.dataset = str(dataset)
+    return resolve_dataset_cfg(cfg)

@@ -1,0 +1,112 @@
+"""kNN evaluation of a pretrained checkpoint with solo-learn's ``WeightedKNNClassifier``.
+
+The data defaults to the dataset the checkpoint was trained on (its ``args.json``); the command
+is :mod:`solo_bayesncl.cli.knn`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader
+
+from solo_bayesncl.config.runtime import pick_device
+from solo_bayesncl.core.representations import extract_representations
+from solo_bayesncl.core.validation import require_int, require_range
+from solo_bayesncl.data.datasets import (
+    build_labelled_train_dataset,
+    build_val_dataset,
+    validation_transform,
+)
+from solo_bayesncl.data.resolve import switch_dataset
+from solo_bayesncl.host.availability import require_solo_learn
+from solo_bayesncl.io.checkpoints import LoadedCheckpoint, load_checkpoint, load_method
+from solo_bayesncl.metrics import non_finite_rows
+
+__all__ = ["DISTANCES", "FEATURES", "knn_eval"]
+
+FEATURES = {"backbone": "backbone", "projection": "representation"}
+"""``--feature`` choices and the feature :func:`extract_representations` reads for each."""
+DISTANCES: tuple[str, ...] = ("cosine", "euclidean")
+
+
+def _features(model, loader, feature: str) -> tuple[torch.Tensor, torch.Tensor]:
+    batches = list(extract_representations(model, loader, feature=FEATURES[feature]))
+    return torch.cat([b.features for b in batches]), torch.cat([b.labels for b in batches])
+
+
+def _require_finite(checkpoint: Path, feature: str, splits: dict[str, torch.Tensor]) -> None:
+    """A kNN vote over NaN distances reads like chance, so broken features are refused."""
+    bad = {name: non_finite_rows(x) for name, x in splits.items()}
+    if any(bad.values()):
+        counts = ", ".join(f"{bad[n]} of {len(x)} {n}" for n, x in splits.items() if bad[n])
+        raise ValueError(
+            f"{checkpoint}: the model gives NaN or Inf {feature} features for {counts} images "
+            "(broken weights, e.g. a diverged run)"
+        )
+
+
+def knn_eval(
+    checkpoint: str | Path | LoadedCheckpoint,
+    ks: Sequence[int] = (20,),
+    temperature: float = 0.07,
+    feature: str = "backbone",
+    distance: str = "cosine",
+    dataset: str | None = None,
+    batch_size: int = 256,
+    num_workers: int = 2,
+    device: str | None = None,
+) -> dict[str, float]:
+    """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set.
+
+    ``checkpoint`` is a path or what :func:`solo_bayesncl.io.checkpoints.load_checkpoint` returned.
+    """
+    require_solo_learn("main_knn.py")
+    from solo.utils.knn import WeightedKNNClassifier
+
+    ks = [require_int("k", k, low=1) for k in ks]
+    require_range("temperature", temperature, low=0.0, high=float("inf"))
+    require_int("batch_size", batch_size, low=1)
+    require_int("num_workers", num_workers, low=0)
+    if feature not in FEATURES:
+        raise ValueError(
+            f"feature={feature!r} is not supported; allowed values: {', '.join(FEATURES)}"
+        )
+    if distance not in DISTANCES:
+        raise ValueError(
+            f"distance={distance!r} is not supported; allowed values: {', '.join(DISTANCES)}"
+        )
+    loaded = checkpoint if isinstance(checkpoint, LoadedCheckpoint) else load_checkpoint(checkpoint)
+    cfg = switch_dataset(loaded.cfg, dataset)
+    device = pick_device(device)
+    model = load_method(loaded, device=device)
+    transform = validation_transform(cfg)
+    splits = (build_labelled_train_dataset(cfg, transform), build_val_dataset(cfg, transform))
+    if splits[1] is None:
+        raise ValueError(
+            f"{loaded.path}: its config has no labelled validation data; pass --dataset"
+        )
+    too_large = [k for k in ks if k > len(splits[0])]
+    if too_large:  # solo-learn would clip k silently, and the result's name would say otherwise
+        raise ValueError(
+            f"--k {too_large[0]} is larger than the {len(splits[0])} training images the vote "
+            f"reads; allowed: an integer in [1, {len(splits[0])}]"
+        )
+    loaders = [
+        DataLoader(d, batch_size=batch_size, shuffle=False, num_workers=num_workers) for d in splits
+    ]
+    train_x, train_y = _features(model, loaders[0], feature)
+    val_x, val_y = _features(model, loaders[1], feature)
+    _require_finite(loaded.path, feature, {"training": train_x, "validation": val_x})
+    results: dict[str, float] = {}
+    for k in ks:
+        knn = WeightedKNNClassifier(k=k, T=temperature, distance_fx=distance)
+        knn.update(
+            train_features=train_x, train_targets=train_y, test_features=val_x, test_targets=val_y
+        )
+        acc1, acc5 = knn.compute()
+        results[f"knn_top1_k{k}"] = float(acc1)
+        results[f"knn_top5_k{k}"] = float(acc5)
+    return results

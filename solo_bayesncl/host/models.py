@@ -1,0 +1,83 @@
+"""Building a solo-learn method or a bare backbone from a config, with the small-image stem.
+
+solo-learn replaces a ResNet's first convolution by a 3x3 stride-1 one and drops the max-pool
+only when ``data.dataset`` is ``cifar10``/``cifar100``; ``backbone.small_stem: True`` asks for the
+same stem on any dataset, for any method. :func:`build_method` is the one place that builds a
+method (pretraining, checkpoint loading, the micro-benchmarks) and :func:`build_backbone` the one
+place that builds a bare backbone (linear evaluation, zoo), so the stem rule cannot drift
+between them.
+"""
+
+from __future__ import annotations
+
+import omegaconf
+from omegaconf import OmegaConf
+from torch import nn
+
+from solo_bayesncl.data.names import SMALL_IMAGE_DATASETS
+from solo_bayesncl.host.registration import register
+
+__all__ = ["apply_small_stem", "build_backbone", "build_method", "wants_small_stem"]
+
+
+def wants_small_stem(cfg: omegaconf.DictConfig) -> bool:
+    """True when a ResNet backbone gets the small-image stem: on CIFAR (solo-learn's rule) or
+    when ``backbone.small_stem`` is set."""
+    name = str(OmegaConf.select(cfg, "backbone.name", default=""))
+    dataset = OmegaConf.select(cfg, "data.dataset", default=None)
+    return name.startswith("resnet") and (
+        dataset in SMALL_IMAGE_DATASETS
+        or bool(OmegaConf.select(cfg, "backbone.small_stem", default=False))
+    )
+
+
+def apply_small_stem(backbone: nn.Module) -> nn.Module:
+    """Gives a torchvision-style ResNet a 3x3 stride-1 ``conv1`` and no max-pool, in place.
+
+    A backbone that already has that stem (solo-learn's CIFAR models) is left as it is.
+    """
+    conv = backbone.conv1
+    if conv.kernel_size != (3, 3) or conv.stride != (1, 1):
+        backbone.conv1 = nn.Conv2d(
+            3, conv.out_channels, kernel_size=3, stride=1, padding=2, bias=False
+        )
+    backbone.maxpool = nn.Identity()
+    return backbone
+
+
+def build_method(cfg: omegaconf.DictConfig) -> nn.Module:
+    """``cfg.method`` from solo-learn's registry (``bayesncl`` and ``ncl`` included), freshly
+    initialised, with the small stem where :func:`wants_small_stem` says so (the momentum
+    backbone too, then re-synchronised with the online one)."""
+    register()
+    from solo.methods import METHODS
+
+    model = METHODS[cfg.method](cfg)
+    if wants_small_stem(cfg):
+        apply_small_stem(model.backbone)
+        if hasattr(model, "momentum_backbone"):
+            apply_small_stem(model.momentum_backbone)
+            model.momentum_backbone.load_state_dict(model.backbone.state_dict())
+    return model
+
+
+def build_backbone(cfg: omegaconf.DictConfig, method: str) -> nn.Module:
+    """The bare ``cfg.backbone`` of ``method`` (classification head removed), freshly initialised,
+    with the small stem where :func:`wants_small_stem` says so.
+
+    Raises ValueError naming the backbone when it is not one of solo-learn's.
+    """
+    from solo.methods.base import BaseMethod
+
+    name = cfg.backbone.name
+    if name not in BaseMethod._BACKBONES:
+        raise ValueError(
+            f"backbone.name={name!r} is not one of solo-learn's: {', '.join(BaseMethod._BACKBONES)}"
+        )
+    kwargs = OmegaConf.to_container(cfg.backbone.kwargs) if "kwargs" in cfg.backbone else {}
+    backbone = BaseMethod._BACKBONES[name](method, **kwargs)
+    if name.startswith("resnet"):
+        backbone.fc = nn.Identity()
+        if wants_small_stem(cfg):
+            apply_small_stem(backbone)
+    return backbone

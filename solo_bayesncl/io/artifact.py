@@ -1,0 +1,198 @@
+"""The zoo artifact: one torch file holding weights, config and evaluation figures.
+
+It lives beside :mod:`solo_bayesncl.io.checkpoints` (which reads it like any checkpoint) rather than
+in :mod:`solo_bayesncl.zoo` (which downloads, exports and lists artifacts), so that loading never
+imports the zoo.
+
+Format ``solo-bayesncl-zoo/1``: ``torch.save`` of a dict with only plain containers and
+tensors, so that it loads with ``torch.load(..., weights_only=True)`` (no pickled code runs when
+a downloaded file is opened)::
+
+    {
+      "format": "solo-bayesncl-zoo/1",
+      "method": "bayesncl" | "ncl" | "simclr" | "mocov2plus",
+      "cfg": {...},            # full training config, plain dict, cfg["method"] == method
+      "state_dict": {...},     # module weights and buffers only: no optimizer, no scheduler
+      "metrics": {...},        # evaluation figures {name: number}, {} if none
+      "dtype": "float32" | "float16",   # dtype of the stored floating tensors
+      "omitted": {key: {"shape": [...], "dtype": "float32"}},  # state keys left out
+    }
+
+``omitted`` lists the state keys dropped at export (by default MoCo's momentum copies and its
+negative queue, which are training state). :func:`open_artifact` restores them so the state
+dict loads strictly into the solo-learn method: a ``momentum_<part>.*`` key gets a copy of the
+online ``<part>.*`` weight (how solo-learn initialises momentum networks), any other omitted
+buffer gets zeros of the recorded shape. Weights restored this way are fine for inference and
+fine-tuning; resume interrupted training from the original ``.ckpt``, not from an artifact.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from solo_bayesncl.io.files import replacing
+
+__all__ = [
+    "ARTIFACT_FORMAT",
+    "Artifact",
+    "ArtifactError",
+    "cast_floating",
+    "is_artifact",
+    "open_artifact",
+    "read_artifact",
+    "write_artifact",
+]
+
+ARTIFACT_FORMAT = "solo-bayesncl-zoo/1"
+_KEYS = ("format", "method", "cfg", "state_dict", "metrics", "dtype", "omitted")
+_DTYPES = {"float32": torch.float32, "float16": torch.float16}
+
+
+class ArtifactError(ValueError):
+    """A file that is not a readable zoo artifact, or an artifact that cannot be written."""
+
+
+@dataclass
+class Artifact:
+    """The content of a zoo artifact (see the module docstring for the file format)."""
+
+    method: str
+    cfg: dict[str, Any]
+    state_dict: dict[str, torch.Tensor]
+    metrics: dict[str, float] = field(default_factory=dict)
+    dtype: str = "float32"
+    omitted: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_file_dict(self) -> dict[str, Any]:
+        """The dict written by :func:`write_artifact`."""
+        return {
+            "format": ARTIFACT_FORMAT,
+            "method": self.method,
+            "cfg": self.cfg,
+            "state_dict": self.state_dict,
+            "metrics": self.metrics,
+            "dtype": self.dtype,
+            "omitted": self.omitted,
+        }
+
+
+def cast_floating(state_dict: Mapping[str, torch.Tensor], dtype: torch.dtype) -> dict:
+    """Copy of ``state_dict`` with floating tensors cast to ``dtype`` (integers untouched)."""
+    return {
+        k: (v.to(dtype) if torch.is_floating_point(v) else v).detach().clone().contiguous()
+        for k, v in state_dict.items()
+    }
+
+
+def write_artifact(artifact: Artifact, path: str | os.PathLike[str]) -> Path:
+    """Write ``artifact`` to ``path`` atomically (temporary name, then rename)."""
+    if artifact.dtype not in _DTYPES:
+        raise ArtifactError(f"dtype must be one of {list(_DTYPES)}, got {artifact.dtype!r}")
+    path = Path(path)
+    with replacing(path, suffix=".part") as tmp:
+        torch.save(artifact.to_file_dict(), tmp)
+    return path
+
+
+def _load_dict(path: Path, map_location: Any, mmap: bool = False) -> dict[str, Any]:
+    if Path(path).is_dir():
+        raise ArtifactError(f"{path} is a folder, not a zoo artifact file")
+    if Path(path).is_file() and not zipfile.is_zipfile(path):
+        raise ArtifactError(
+            f"{path} is not a zoo artifact ({ARTIFACT_FORMAT}): not a file written by torch.save "
+            "(a zip archive)"
+        )
+    try:
+        data = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+    except FileNotFoundError:
+        raise ArtifactError(f"zoo artifact {path} does not exist") from None
+    except Exception as err:
+        detail = (str(err).strip().splitlines() or [""])[0]
+        raise ArtifactError(
+            f"{path} is not a zoo artifact ({ARTIFACT_FORMAT}) loadable with "
+            f"weights_only=True: {type(err).__name__}: {detail}"
+        ) from None
+    if not isinstance(data, dict) or data.get("format") != ARTIFACT_FORMAT:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise ArtifactError(f"{path}: format is {found!r}, expected {ARTIFACT_FORMAT!r}")
+    missing = [k for k in _KEYS if k not in data]
+    if missing:
+        raise ArtifactError(f"{path}: zoo artifact lacks key(s) {missing}")
+    return data
+
+
+def is_artifact(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is a readable zoo artifact (any other file gives False).
+
+    The tensors are memory-mapped, not read, so this is cheap on large files.
+    """
+    try:
+        _load_dict(Path(path), "cpu", mmap=True)
+    except ArtifactError:
+        return False
+    return True
+
+
+def _restore_omitted(
+    state_dict: dict[str, torch.Tensor], omitted: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """Fill the keys left out at export; see the module docstring for the rule."""
+    for key, spec in omitted.items():
+        shape = tuple(spec["shape"])
+        dtype = getattr(torch, spec["dtype"])
+        online = key.removeprefix("momentum_") if key.startswith("momentum_") else None
+        source = state_dict.get(online) if online else None
+        if source is not None and tuple(source.shape) == shape:
+            state_dict[key] = source.detach().clone().to(dtype)
+        else:
+            state_dict[key] = torch.zeros(shape, dtype=dtype)
+
+
+def open_artifact(
+    path: str | os.PathLike[str], map_location: Any = "cpu", restore: bool = True
+) -> Artifact:
+    """Read a zoo artifact with ``weights_only=True``.
+
+    Args:
+        path: the artifact file.
+        map_location: passed to ``torch.load``.
+        restore: cast float16 weights back to float32 and fill the omitted keys, so that the
+            state dict loads strictly into the method the config builds. False returns the
+            stored tensors as they are.
+    """
+    path = Path(path)
+    data = _load_dict(path, map_location)
+    if data["dtype"] not in _DTYPES:
+        raise ArtifactError(f"{path}: dtype {data['dtype']!r} is not one of {list(_DTYPES)}")
+    if not isinstance(data["cfg"], dict) or data["cfg"].get("method") != data["method"]:
+        raise ArtifactError(f"{path}: cfg['method'] does not equal method {data['method']!r}")
+    state_dict = dict(data["state_dict"])
+    if restore:
+        state_dict = cast_floating(state_dict, torch.float32)
+        _restore_omitted(state_dict, data["omitted"])
+    return Artifact(
+        method=data["method"],
+        cfg=data["cfg"],
+        state_dict=state_dict,
+        metrics=dict(data["metrics"]),
+        dtype=data["dtype"],
+        omitted=dict(data["omitted"]),
+    )
+
+
+def read_artifact(
+    path: str | os.PathLike[str], map_location: Any = "cpu"
+) -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, float]]:
+    """``(cfg, state_dict, metrics)`` of a zoo artifact, ready for strict loading.
+
+    ``cfg["method"]`` is the method name. Shortcut of :func:`open_artifact` for loaders.
+    """
+    art = open_artifact(path, map_location=map_location)
+    return art.cfg, art.state_dict, art.metrics

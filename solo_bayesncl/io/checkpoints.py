@@ -1,0 +1,275 @@
+"""Loading pretrained models: solo-learn checkpoints, the official NCL/BayesNCL codes' layout, and
+zoo artifacts, into ready solo-learn methods or bare backbones.
+
+Layouts read:
+
+- solo-learn (and this plugin): a Lightning ``.ckpt`` whose ``state_dict`` holds ``backbone.*``,
+  ``projector.*``, ``classifier.*`` (BayesNCL also ``gating_head.*``) with the run's config in the
+  ``args.json`` that solo-learn's Checkpointer writes beside it;
+- the official NCL code (a solo-learn fork): the same files with ``method: simclr`` and
+  ``method_kwargs.non_neg`` set, read as ``ncl``; the official BayesNCL code's ``simclr`` with
+  ``use_bayes: True`` or a ``gating_head`` in the weights, read as ``bayesncl`` (its
+  ``use_bayes: False`` runs have no gate: ``ncl``, or ``simclr`` without ``non_neg``);
+- zoo artifacts (:mod:`solo_bayesncl.io.artifact`), which carry their config.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import omegaconf
+import torch
+from omegaconf import OmegaConf
+from torch import nn
+
+from solo_bayesncl.host import registration
+from solo_bayesncl.host.models import build_backbone, build_method
+from solo_bayesncl.host.registration import SUPPORTED_METHODS
+from solo_bayesncl.io.artifact import is_artifact, read_artifact
+
+__all__ = [
+    "CheckpointError",
+    "LoadedCheckpoint",
+    "check_finite_weights",
+    "load_backbone",
+    "load_checkpoint",
+    "load_method",
+    "official_method_name",
+]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, unreadable or of an unknown method."""
+
+
+@dataclass
+class LoadedCheckpoint:
+    """A checkpoint's config (solo-learn's), its weights and the method name it builds."""
+
+    cfg: omegaconf.DictConfig
+    state_dict: dict[str, torch.Tensor]
+    method: str
+    path: Path
+    metrics: dict[str, float] | None = None
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).lower() == "true"
+
+
+def _gate_flags(cfg: dict[str, Any], state_dict: dict[str, torch.Tensor]) -> None:
+    """A gated checkpoint has ``use_bayes: True`` (the official meaning: a gate exists); a
+    ``use_bayes: False`` beside a gating head is this plugin's former spelling of ``use_kl``."""
+    kwargs = cfg.get("method_kwargs")
+    if not isinstance(kwargs, dict) or not any(k.startswith("gating_head.") for k in state_dict):
+        return
+    if "use_kl" not in kwargs:
+        kwargs["use_kl"] = _truthy(kwargs.get("use_bayes", True))
+    kwargs["use_bayes"] = True
+
+
+def official_method_name(cfg: dict[str, Any], state_dict: dict[str, torch.Tensor]) -> str:
+    """The plugin method a config of the official codes means (``simclr`` + gate -> bayesncl,
+    ``simclr`` + ``non_neg`` -> ncl); other names are returned as they are.
+
+    The official ``use_bayes: False`` builds no gating head, so only a gating head in the weights
+    or ``use_bayes: True`` makes a gated model; the other gate keys are present in every official
+    config and say nothing."""
+    method = str(cfg.get("method", ""))
+    kwargs = cfg.get("method_kwargs") or {}
+    if method == "simclr":
+        if any(k.startswith("gating_head.") for k in state_dict) or _truthy(
+            kwargs.get("use_bayes")
+        ):
+            return "bayesncl"
+        if str(kwargs.get("non_neg")).lower() not in ("none", "null"):  # YAML None is "None"
+            return "ncl"
+    return method
+
+
+def _read_lightning_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    args = path.parent / "args.json"
+    if not args.is_file():
+        raise CheckpointError(
+            f"{path}: no args.json beside it; solo-learn writes the run's config there and it is "
+            "needed to rebuild the model"
+        )
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:
+        raise CheckpointError(
+            f"{path}: not a readable PyTorch checkpoint ({_first_line(err)})"
+        ) from None
+    state_dict = payload.get("state_dict", payload) if isinstance(payload, dict) else None
+    if not isinstance(state_dict, dict) or not any(k.startswith("backbone.") for k in state_dict):
+        raise CheckpointError(
+            f"{path}: holds no 'backbone.*' weights; is it a solo-learn checkpoint?"
+        )
+    try:
+        cfg = json.loads(args.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{args}: not a readable JSON config ({_first_line(err)})") from None
+    if not isinstance(cfg, dict):
+        raise CheckpointError(f"{args}: must hold a JSON object (the run's config)")
+    return cfg, state_dict
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
+def _key_groups(keys: set[str]) -> str:
+    """``gating_head.* (4), projector.2.bias``: keys grouped by their top-level module."""
+    groups: dict[str, list[str]] = {}
+    for key in sorted(keys):
+        groups.setdefault(key.split(".", 1)[0], []).append(key)
+    return ", ".join(
+        names[0] if len(names) == 1 else f"{top}.* ({len(names)})" for top, names in groups.items()
+    )
+
+
+def _load_weights(module: nn.Module, weights: dict[str, torch.Tensor], loaded) -> None:
+    """``load_state_dict(strict=True)`` with a one-line error naming what does not match."""
+    expected = set(module.state_dict())
+    missing, unexpected = expected - set(weights), set(weights) - expected
+    if missing or unexpected:
+        parts = [f"missing {_key_groups(missing)}"] if missing else []
+        parts += [f"unexpected {_key_groups(unexpected)}"] if unexpected else []
+        raise CheckpointError(
+            f"{loaded.path}: its weights do not match the {loaded.method} model its config "
+            f"describes ({'; '.join(parts)}); is the args.json beside it from another run?"
+        )
+    try:
+        module.load_state_dict(weights, strict=True)
+    except RuntimeError as err:  # same names, other shapes
+        detail = " ".join(line.strip() for line in str(err).splitlines()[1:3])
+        raise CheckpointError(
+            f"{loaded.path}: its weights do not fit the {loaded.method} model its config "
+            f"describes ({detail}); is the args.json beside it from another run?"
+        ) from None
+
+
+def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
+    """Reads a checkpoint of any supported layout (see the module docstring).
+
+    Raises :class:`CheckpointError` naming the file for a missing file, an unreadable one, a
+    missing ``args.json`` or a method outside ``bayesncl, ncl, simclr, mocov2plus``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.ckpt"))[:3]
+        hint = f" (it holds {', '.join(inside)})" if inside else ""
+        raise CheckpointError(
+            f"checkpoint {path} is a folder, not a checkpoint file; give the .ckpt file{hint}"
+        )
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    metrics = None
+    if is_artifact(path):
+        cfg, state_dict, metrics = read_artifact(path)
+    else:
+        cfg, state_dict = _read_lightning_checkpoint(path)
+    method = official_method_name(cfg, state_dict)
+    if method not in SUPPORTED_METHODS:
+        raise CheckpointError(
+            f"{path}: method {cfg.get('method')!r} is not supported; allowed: {', '.join(SUPPORTED_METHODS)}"
+        )
+    for section, key in (("data", "dataset"), ("backbone", "name")):
+        node = cfg.get(section)
+        if not isinstance(node, dict) or not node.get(key):
+            source = path if is_artifact(path) else path.parent / "args.json"
+            raise CheckpointError(
+                f"{source}: the config has no {section}.{key}, which says what the model was "
+                f"trained {'on' if section == 'data' else 'with'}; is it the args.json of a "
+                "pretraining run?"
+            )
+    cfg["method"] = method
+    if method == "bayesncl":
+        _gate_flags(cfg, state_dict)
+    cfg.pop("wandb_run_id", None)
+    dict_cfg = OmegaConf.create(cfg)
+    OmegaConf.set_struct(dict_cfg, False)
+    return LoadedCheckpoint(
+        cfg=dict_cfg, state_dict=state_dict, method=method, path=path, metrics=metrics
+    )
+
+
+def _strip_stale_keys(
+    state_dict: dict[str, torch.Tensor], model: nn.Module
+) -> dict[str, torch.Tensor]:
+    # knn buffers and similar evaluation state are not part of the model we rebuild
+    expected = set(model.state_dict())
+    return {k: v for k, v in state_dict.items() if k in expected or not k.startswith("knn.")}
+
+
+def _config_source(loaded: LoadedCheckpoint) -> Path:
+    return loaded.path if is_artifact(loaded.path) else loaded.path.parent / "args.json"
+
+
+def _check_config_ranges(loaded: LoadedCheckpoint) -> None:
+    """The method's own config checks (``add_and_assert_specific_cfg``: ranges, known names) on
+    a copy of the checkpoint's config; a value out of range names the file it came from."""
+    from solo.methods import METHODS
+
+    try:
+        METHODS[loaded.method].add_and_assert_specific_cfg(copy.deepcopy(loaded.cfg))
+    except (ValueError, AssertionError, omegaconf.errors.OmegaConfBaseException) as err:
+        message = _first_line(err).partition("    full_key:")[0].strip()
+        raise CheckpointError(
+            f"{_config_source(loaded)}: {message}; the checkpoint's config is not one its "
+            f"{loaded.method} model can be built from"
+        ) from None
+
+
+def check_finite_weights(loaded: LoadedCheckpoint) -> None:
+    """Refuses weights holding NaN or Inf (a diverged run): every evaluation of them is noise.
+    Reads the tensors only, so it needs no solo-learn."""
+    bad = [
+        name
+        for name, tensor in loaded.state_dict.items()
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+    ]
+    if bad:
+        raise CheckpointError(
+            f"{loaded.path}: {len(bad)} weight tensor(s) hold NaN or Inf (the first: {bad[0]}): "
+            "broken weights, e.g. a diverged run"
+        )
+
+
+def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
+    """The solo-learn method of the checkpoint (:func:`solo_bayesncl.host.models.build_method`) with its
+    weights loaded strictly, in eval mode.
+
+    This is the one check every command that reads a checkpoint runs before using it (the
+    report, kNN, linear evaluation, zoo export): its config passes the method's own checks, its
+    weights match the model that config describes, and none of them is NaN or Inf. Each failure
+    raises :class:`CheckpointError` naming the file.
+    """
+    registration.register()
+    _check_config_ranges(loaded)
+    model = build_method(loaded.cfg.copy())
+    _load_weights(model, _strip_stale_keys(loaded.state_dict, model), loaded)
+    check_finite_weights(loaded)
+    return model.to(device).eval()
+
+
+def load_backbone(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
+    """The bare backbone (:func:`solo_bayesncl.host.models.build_backbone`) with the checkpoint's
+    weights, in eval mode."""
+    registration.register()
+    try:
+        backbone = build_backbone(loaded.cfg, loaded.method)
+    except ValueError as err:
+        raise CheckpointError(f"{loaded.path}: {err}") from err
+    weights = {
+        k.removeprefix("backbone."): v
+        for k, v in loaded.state_dict.items()
+        if k.startswith("backbone.")
+    }
+    _load_weights(backbone, weights, loaded)
+    return backbone.to(device).eval()

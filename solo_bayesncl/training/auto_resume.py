@@ -1,0 +1,294 @@
+"""Auto-resume that only resumes the same run.
+
+solo-learn's ``AutoResumer`` resumes the newest checkpoint whose ``args.json`` agrees with the
+current config on a dozen keys (name, method, dataset, epochs, optimizer...): a run that differs
+only in ``data.fraction`` or a ``method_kwargs`` value is "resumed" from a finished checkpoint and
+trains nothing. Here the whole resolved config is compared, apart from the keys that may differ
+between two sittings of one run (:data:`MAY_DIFFER`: machine, workers, logging, checkpoint and
+resume settings). The layout is solo-learn's own: ``checkpoint.dir/<method>/<version>/`` holds
+``args.json`` and the ``*-ep=N.ckpt`` files its ``Checkpointer`` writes.
+
+A checkpoint that cannot be read (a process killed while writing it) is skipped with a message,
+and the next older one of the same run is used.
+
+With several processes (DDP) the decision is made once per job (:func:`decide_job_run`): which
+checkpoint to resume and the run's id, hence its one folder. Lightning's own launcher starts the
+processes of ranks 1.. by re-running the script; the process the user started decides before it
+launches them and hands its decision down in the environment (:data:`JOB_RUN_ENV`), so no other
+process scans the folder again (a checkpoint could age past ``max_hours`` or appear in between).
+When an external launcher (SLURM's srun, torchrun) starts every process, each one scans the same
+files and derives a new run's id from the job's id (``SLURM_JOB_ID``, ``TORCHELASTIC_RUN_ID``),
+and the Trainer checks, once the processes are connected, that all of them agree
+(:func:`solo_bayesncl.training.trainer.job_run_agreement`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from solo_bayesncl.core.distributed import launched_as_rank_zero
+
+__all__ = [
+    "JOB_RUN_ENV",
+    "MAY_DIFFER",
+    "JobRun",
+    "config_differences",
+    "config_fingerprint",
+    "decide_job_run",
+    "find_resume_checkpoint",
+    "shared_with_launched_processes",
+]
+
+JOB_RUN_ENV = "SOLO_BAYESNCL_JOB_RUN"
+"""The environment variable in which the deciding process hands its :class:`JobRun` to the
+processes Lightning's launcher starts (they inherit its environment)."""
+#: Job ids that every process of an externally launched job shares ("none" is torchrun's default).
+_JOB_ID_ENV = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
+
+#: Dotted keys (and everything below them) that two sittings of the same run may set differently.
+MAY_DIFFER: tuple[str, ...] = (
+    "accelerator",
+    "auto_resume",
+    "checkpoint",
+    "devices",
+    "enable_progress_bar",
+    "num_nodes",
+    "strategy",
+    "sync_batchnorm",  # follows the machine (off on the CPU), like devices
+    "data.num_workers",
+    "performance",
+    "resume_from_checkpoint",
+    "wandb",
+    "wandb_run_id",
+)
+#: Keys holding a data path: compared as resolved paths, so two spellings of one folder agree.
+_PATH_KEYS = ("data.train_path", "data.val_path")
+_MISSING = "<not set>"
+_EPOCH = re.compile(r"ep=(\d+)\.ckpt$")
+
+
+def _flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            yield from _flatten(sub, f"{prefix}{key}.")
+    else:
+        yield prefix[:-1], value
+
+
+def _may_differ(key: str) -> bool:
+    return any(key == k or key.startswith(k + ".") for k in MAY_DIFFER)
+
+
+def _normalise(key: str, value: Any) -> Any:
+    if key in _PATH_KEYS and isinstance(value, str) and value:
+        return os.path.realpath(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``(key, old value, new value)`` for every dotted key that differs between two configs
+    (plain containers, as ``args.json`` stores them), ignoring :data:`MAY_DIFFER`."""
+    flat_old, flat_new = dict(_flatten(old)), dict(_flatten(new))
+    diffs = []
+    for key in sorted(set(flat_old) | set(flat_new)):
+        if _may_differ(key):
+            continue
+        a = _normalise(key, flat_old.get(key, _MISSING))
+        b = _normalise(key, flat_new.get(key, _MISSING))
+        if a != b:
+            diffs.append((key, flat_old.get(key, _MISSING), flat_new.get(key, _MISSING)))
+    return diffs
+
+
+@dataclass
+class _Candidate:
+    folder: Path
+    args: dict[str, Any]
+    checkpoints: list[Path]
+
+
+def _checkpoint_epoch(path: Path) -> int:
+    match = _EPOCH.search(path.name)
+    return int(match.group(1)) if match else -1
+
+
+def _candidates(run_root: Path, max_hours: float) -> list[_Candidate]:
+    found = []
+    if not run_root.is_dir():
+        return found
+    oldest = time.time() - max_hours * 3600
+    for args_file in run_root.glob("*/args.json"):
+        ckpts = [p for p in args_file.parent.glob("*.ckpt") if p.stat().st_mtime >= oldest]
+        if not ckpts:
+            continue
+        try:
+            args = json.loads(args_file.read_text())
+        except (OSError, ValueError):
+            continue
+        found.append(_Candidate(args_file.parent, args, ckpts))
+    return found
+
+
+def _readable(path: Path) -> str | None:
+    """None when the checkpoint loads, else why not (a truncated file from a killed write)."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # noqa: BLE001 - any failure means "not resumable"
+        return f"{type(err).__name__}: {err}"
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+        return "no state_dict in it"
+    return None
+
+
+def _describe(diffs: list[tuple[str, Any, Any]], limit: int = 8) -> str:
+    parts = [f"{key}: {old!r} -> {new!r}" for key, old, new in diffs[:limit]]
+    if len(diffs) > limit:
+        parts.append(f"and {len(diffs) - limit} more")
+    return ", ".join(parts)
+
+
+def find_resume_checkpoint(
+    cfg_container: dict[str, Any],
+    run_root: str | Path,
+    max_hours: float = 36,
+    log: Callable[[str], None] = print,
+) -> tuple[Path | None, str | None]:
+    """The checkpoint to resume the run ``cfg_container`` from, and its wandb run id.
+
+    ``cfg_container`` is the resolved config as a plain container (what solo-learn's
+    ``Checkpointer`` would write to ``args.json``); ``run_root`` is ``checkpoint.dir/<method>``.
+    Only checkpoints no older than ``max_hours`` count (solo-learn's ``auto_resume.max_hours``).
+    Returns ``(None, None)`` when no earlier sitting of the same run exists; when earlier runs
+    exist with other settings, says which keys differed.
+    """
+    run_root = Path(run_root)
+    closest: tuple[Path, list] | None = None
+    same_run: list[tuple[Path, _Candidate]] = []
+    for candidate in _candidates(run_root, max_hours):
+        diffs = config_differences(candidate.args, cfg_container)
+        if not diffs:
+            same_run += [(ckpt, candidate) for ckpt in candidate.checkpoints]
+        elif closest is None or len(diffs) < len(closest[1]):
+            closest = (candidate.folder, diffs)
+    # the furthest epoch first, the newest file among equals (a resumed sitting re-saves it)
+    same_run.sort(key=lambda c: (_checkpoint_epoch(c[0]), c[0].stat().st_mtime), reverse=True)
+    for ckpt, candidate in same_run:
+        problem = _readable(ckpt)
+        if problem is None:
+            log(f"auto-resume: resuming the same run from {ckpt}")
+            return ckpt, candidate.args.get("wandb_run_id")
+        log(f"auto-resume: skipping unreadable checkpoint {ckpt} ({problem[:200]})")
+    if closest is not None:
+        log(
+            f"auto-resume: no earlier run in {run_root} has the same settings; starting a new "
+            f"run. The closest ({closest[0].name}) differs in {_describe(closest[1])}"
+        )
+    return None, None
+
+
+def config_fingerprint(cfg_container: dict[str, Any]) -> str:
+    """A short hash of the config, apart from :data:`MAY_DIFFER`: two processes of one job
+    (and two sittings of one run) give the same one."""
+    flat = [
+        (key, _normalise(key, value))
+        for key, value in sorted(_flatten(cfg_container))
+        if not _may_differ(key)
+    ]
+    return hashlib.sha256(json.dumps(flat, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """What every process of a job must agree on before training: the run's id (its folder is
+    ``offline-<id>``, or ``<id>`` with wandb), the checkpoint it resumes from (None for a new
+    run) and the config's fingerprint (:func:`config_fingerprint`)."""
+
+    run_id: str
+    ckpt_path: str | None
+    fingerprint: str
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"run_id": self.run_id, "ckpt_path": self.ckpt_path, "fingerprint": self.fingerprint}
+        )
+
+
+def _new_run_id(fingerprint: str, ckpt_path: str | None) -> str:
+    """A new run's id: derived from the job's id when an external launcher started every
+    process (they derive the same one), else random (the deciding process hands it down)."""
+    job = next(
+        (os.environ[k] for k in _JOB_ID_ENV if os.environ.get(k) not in (None, "", "none")), None
+    )
+    if job is None:
+        return secrets.token_hex(4)
+    return hashlib.sha256(f"{job}|{fingerprint}|{ckpt_path}".encode()).hexdigest()[:8]
+
+
+def decide_job_run(
+    cfg_container: dict[str, Any],
+    run_root: str | Path,
+    resume: bool,
+    max_hours: float = 36,
+    explicit_ckpt: str | None = None,
+    log: Callable[[str], None] = print,
+) -> JobRun:
+    """The run this job trains, the same in every one of its processes (see the module
+    docstring).
+
+    ``explicit_ckpt`` (``resume_from_checkpoint``) wins over auto-resume; ``resume`` says whether
+    auto-resume looks for an earlier sitting (:func:`find_resume_checkpoint`). A resumed run keeps
+    its id when it had one from wandb. In a process Lightning's launcher started, the deciding
+    process's choice is read from :data:`JOB_RUN_ENV`; a config that differs from the one it
+    decided for is refused.
+    """
+    fingerprint = config_fingerprint(cfg_container)
+    shared = os.environ.get(JOB_RUN_ENV)
+    if shared and not launched_as_rank_zero():
+        run = JobRun(**json.loads(shared))
+        if run.fingerprint != fingerprint:
+            raise RuntimeError(
+                f"this process's config (fingerprint {fingerprint}) differs from the one the job "
+                f"was started with ({run.fingerprint}); every process must run the same config"
+            )
+        return run
+    quiet = not launched_as_rank_zero()  # every process of an external launch scans; one speaks
+    ckpt_path, run_id = explicit_ckpt, None
+    if ckpt_path is None and resume:
+        found, run_id = find_resume_checkpoint(
+            cfg_container, run_root, max_hours, log=(lambda _: None) if quiet else log
+        )
+        ckpt_path = None if found is None else str(found)
+    if run_id and str(run_id).startswith("offline-"):
+        run_id = None  # an offline sitting's folder name: the new sitting gets a folder of its own
+    ckpt_path = None if ckpt_path is None else str(ckpt_path)
+    return JobRun(run_id or _new_run_id(fingerprint, ckpt_path), ckpt_path, fingerprint)
+
+
+@contextlib.contextmanager
+def shared_with_launched_processes(run: JobRun):
+    """Puts ``run`` into the environment while the block runs (Lightning's launcher starts the
+    other processes inside ``Trainer.fit`` and copies the environment to them); the previous
+    value is back afterwards, so a later run in this process decides anew."""
+    previous = os.environ.get(JOB_RUN_ENV)
+    os.environ[JOB_RUN_ENV] = run.to_json()
+    try:
+        yield run
+    finally:
+        if previous is None:
+            os.environ.pop(JOB_RUN_ENV, None)
+        else:
+            os.environ[JOB_RUN_ENV] = previous

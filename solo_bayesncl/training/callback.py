@@ -1,0 +1,263 @@
+"""A Lightning callback that computes the interpretability metrics (docs/method.md, "Metrics") on the
+whole validation set every ``interpretability.frequency`` epochs, for any of the four methods.
+
+Config (all optional)::
+
+    interpretability:
+      enabled: True        # off by default
+      frequency: 5         # epochs between evaluations (the last epoch is always evaluated)
+      gate: hard           # BayesNCL: hard (v) or soft (u * alpha)
+      max_samples: null    # cap on the vectors kept for retrieval precision (an int >= 2)
+      shuffle_permutations: 5   # permutations of the label-shuffled baseline (>= 1)
+      retrieval: True      # False skips the retrieval precisions (booleans are strict)
+      probe: False         # also fit the converged linear probe (metrics/probe.py)
+
+:func:`check_interpretability_cfg` checks every key (type, range, known name) before anything
+is built; the pretraining entry point calls it with the other config checks.
+
+Metrics are logged as ``interp/<metric>`` to every logger (CSV and wandb). With ``probe: True``
+the backbone features of the un-augmented training images and of the validation images are
+extracted too and ``interp/probe_top1`` (with ``interp/probe_converged``) is logged: the accuracy
+of a logistic regression fitted to convergence, which follows the representation over training
+where the online classifier follows its own optimiser. On ``fashion-mnist-scenes`` the
+background measures of :mod:`solo_bayesncl.metrics.background` are logged as well
+(``interp/background_consistency_gain``, ``interp/background_dims_share`` and, with the probe,
+``interp/probe_background_top1``), so their course over training can be drawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import omegaconf
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+from omegaconf import OmegaConf
+from torch.utils.data import DataLoader
+
+from solo_bayesncl.core.gates import GATE_MODES
+from solo_bayesncl.core.representations import extract_representations
+from solo_bayesncl.core.validation import (
+    parse_bool,
+    require_choice,
+    require_int,
+    require_known_keys,
+)
+from solo_bayesncl.data.datasets import build_labelled_train_dataset, validation_transform
+from solo_bayesncl.data.names import SCENES, dataset_name
+from solo_bayesncl.data.scenes import background_labels
+from solo_bayesncl.metrics import InterpretabilityAccumulator
+from solo_bayesncl.metrics.background import background_figures
+from solo_bayesncl.metrics.probe import logistic_probe
+
+__all__ = [
+    "Backgrounds",
+    "InterpretabilityCallback",
+    "build_interpretability_callback",
+    "check_interpretability_cfg",
+]
+
+_KEYS = {
+    "enabled",
+    "frequency",
+    "gate",
+    "max_samples",
+    "shuffle_permutations",
+    "retrieval",
+    "probe",
+}
+
+
+@dataclass(frozen=True)
+class Backgrounds:
+    """The background labels of a ``fashion-mnist-scenes`` run, in loader order."""
+
+    val: np.ndarray
+    train: np.ndarray | None
+    num_backgrounds: int
+
+
+class InterpretabilityCallback(Callback):
+    """Evaluates the interpretable representation on ``val_loader`` at the end of training epochs.
+
+    Runs on the global-zero process only (the validation set is read whole there) and logs with
+    ``rank_zero_only``; under DDP the other processes wait for it in their next collective
+    operation. Its figures are therefore those of a one-process evaluation of the same weights,
+    however many processes train.
+    """
+
+    def __init__(
+        self,
+        val_loader,
+        num_classes: int,
+        frequency: int = 1,
+        gate: str = "hard",
+        max_samples: int | None = None,
+        shuffle_permutations: int = 5,
+        retrieval: bool = True,
+        probe_loader=None,
+        backgrounds: Backgrounds | None = None,
+    ) -> None:
+        super().__init__()
+        self.probe_loader = probe_loader
+        self.backgrounds = backgrounds
+        self.val_loader = val_loader
+        self.num_classes = num_classes
+        self.frequency = frequency
+        self.gate = gate
+        self.max_samples = max_samples
+        self.shuffle_permutations = shuffle_permutations
+        self.retrieval = retrieval
+        self.last_metrics: dict[str, float] = {}
+
+    def evaluate(self, pl_module: LightningModule) -> dict[str, float]:
+        """The metrics of the current model on the whole validation set."""
+        accumulator = InterpretabilityAccumulator(
+            self.num_classes,
+            shuffle_permutations=self.shuffle_permutations,
+            retrieval=self.retrieval,
+            retrieval_max_samples=self.max_samples,
+        )
+        gate_open_sum, count = None, 0
+        reps, feats, labels = [], [], []
+        keep = self.backgrounds is not None or self.probe_loader is not None
+        for batch in extract_representations(
+            pl_module, self.val_loader, gate=self.gate, with_backbone=self.probe_loader is not None
+        ):
+            accumulator.update(batch.features, batch.labels)
+            if keep:
+                reps.append(batch.features)
+                labels.append(batch.labels)
+            if batch.backbone_features is not None:
+                feats.append(batch.backbone_features)
+            if batch.gate_open is not None:
+                rates = batch.gate_open.float().sum(0)
+                gate_open_sum = rates if gate_open_sum is None else gate_open_sum + rates
+                count += batch.gate_open.shape[0]
+        metrics = accumulator.compute()
+        if gate_open_sum is not None:
+            metrics["gate_open_ratio"] = float(
+                gate_open_sum.sum() / (count * gate_open_sum.numel())
+            )
+            metrics["gates_never_open"] = float((gate_open_sum == 0).sum())
+        if not keep:
+            return metrics
+        val_y = torch.cat(labels).numpy()
+        if self.backgrounds is not None:
+            figures = background_figures(
+                torch.cat(reps),
+                val_y,
+                self.backgrounds.val,
+                self.num_classes,
+                self.backgrounds.num_backgrounds,
+            )
+            metrics.update({k: v for k, v in figures.items() if k != "active_dims"})
+        if self.probe_loader is not None:
+            train = list(extract_representations(pl_module, self.probe_loader, feature="backbone"))
+            train_x = torch.cat([b.features for b in train]).numpy()
+            train_y = torch.cat([b.labels for b in train]).numpy()
+            val_x = torch.cat(feats).numpy()
+            probe = logistic_probe(train_x, train_y, val_x, val_y)
+            metrics["probe_top1"] = probe.top1
+            metrics["probe_converged"] = float(probe.converged)
+            if self.backgrounds is not None and self.backgrounds.train is not None:
+                metrics["probe_background_top1"] = logistic_probe(
+                    train_x, self.backgrounds.train, val_x, self.backgrounds.val
+                ).top1
+        return metrics
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        epoch = trainer.current_epoch
+        last = trainer.max_epochs is not None and epoch + 1 >= trainer.max_epochs
+        if trainer.sanity_checking or not (last or (epoch + 1) % self.frequency == 0):
+            return
+        if trainer.is_global_zero:
+            self.last_metrics = self.evaluate(pl_module)
+            pl_module.log_dict(
+                {f"interp/{k}": float(v) for k, v in self.last_metrics.items()},
+                rank_zero_only=True,
+                on_epoch=True,
+            )
+
+
+def check_interpretability_cfg(cfg: omegaconf.DictConfig) -> dict[str, Any]:
+    """Checks ``cfg.interpretability``, writes the keys it holds back normalised (booleans
+    parsed strictly) and returns every setting, defaults filled in.
+
+    Raises :class:`~solo_bayesncl.core.validation.ConfigError` naming the key for an
+    unknown key or a value of the wrong type or range, and ``ValueError`` for ``enabled``
+    without labelled validation data. Runs before any model is built.
+    """
+    if not OmegaConf.select(cfg, "interpretability", default=None):
+        OmegaConf.update(cfg, "interpretability", {}, merge=False, force_add=True)
+    section: Any = cfg.interpretability
+    require_known_keys(cfg, "interpretability", sorted(_KEYS))
+    key = "interpretability"
+    checked = {
+        "enabled": parse_bool(f"{key}.enabled", section.get("enabled", False)),
+        "frequency": require_int(f"{key}.frequency", section.get("frequency", 1), low=1),
+        "gate": require_choice(f"{key}.gate", section.get("gate", "hard"), GATE_MODES),
+        "max_samples": None,
+        "shuffle_permutations": require_int(
+            f"{key}.shuffle_permutations", section.get("shuffle_permutations", 5), low=1
+        ),
+        "retrieval": parse_bool(f"{key}.retrieval", section.get("retrieval", True)),
+        "probe": parse_bool(f"{key}.probe", section.get("probe", False)),
+    }
+    if section.get("max_samples", None) is not None:
+        checked["max_samples"] = require_int(f"{key}.max_samples", section["max_samples"], low=2)
+    no_labels = parse_bool("data.no_labels", OmegaConf.select(cfg, "data.no_labels", default=False))
+    custom = OmegaConf.select(cfg, "data.dataset", default=None) == "custom"
+    has_val = OmegaConf.select(cfg, "data.val_path", default=None) is not None
+    if checked["enabled"] and not (has_val and not (custom and no_labels)):
+        raise ValueError(
+            "interpretability.enabled=True needs labelled validation data (data.val_path)"
+        )
+    for name in section:
+        section[name] = checked[name]
+    return checked
+
+
+def build_interpretability_callback(
+    cfg: omegaconf.DictConfig, val_loader
+) -> InterpretabilityCallback | None:
+    """The callback configured by ``cfg.interpretability``, or None when it is off.
+
+    Raises ``ValueError`` naming the key for anything :func:`check_interpretability_cfg`
+    refuses, or when it is switched on without labelled validation data.
+    """
+    section = check_interpretability_cfg(cfg)
+    if not section["enabled"]:
+        return None
+    if val_loader is None:
+        raise ValueError(
+            "interpretability.enabled=True needs labelled validation data (data.val_path)"
+        )
+    probe_loader = None
+    if section["probe"]:
+        probe_loader = DataLoader(
+            build_labelled_train_dataset(cfg, validation_transform(cfg)),
+            batch_size=int(cfg.optimizer.batch_size),
+            shuffle=False,
+            num_workers=int(cfg.data.num_workers),
+        )
+    backgrounds = None
+    if dataset_name(cfg) == SCENES:
+        backgrounds = Backgrounds(
+            val=background_labels(val_loader.dataset),
+            train=background_labels(probe_loader.dataset) if probe_loader is not None else None,
+            num_backgrounds=int(cfg.data.num_backgrounds),
+        )
+    return InterpretabilityCallback(
+        val_loader,
+        num_classes=int(cfg.data.num_classes),
+        frequency=section["frequency"],
+        gate=section["gate"],
+        max_samples=section["max_samples"],
+        shuffle_permutations=section["shuffle_permutations"],
+        retrieval=section["retrieval"],
+        probe_loader=probe_loader,
+        backgrounds=backgrounds,
+    )

@@ -1,0 +1,90 @@
+"""The one training skeleton that pretraining and linear evaluation share: seed, model layout,
+the validation loader, DALI or in-memory training data, loggers, checkpoints, callbacks, then
+``Trainer.fit`` for the job's one run (:class:`~solo_bayesncl.training.auto_resume.JobRun`,
+decided once however many processes train).
+
+What differs between the two (the model, the training data, resuming) is passed in; see
+:func:`solo_bayesncl.training.pretrain.pretrain` and
+:func:`solo_bayesncl.training.linear.linear_eval`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import omegaconf
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from solo_bayesncl.data.datasets import build_val_loader
+from solo_bayesncl.training.auto_resume import JobRun, shared_with_launched_processes
+from solo_bayesncl.training.trainer import (
+    build_loggers,
+    build_trainer,
+    checkpoint_callbacks,
+    job_run_agreement,
+    per_rank_random_streams,
+)
+
+__all__ = ["fit", "seed_and_layout"]
+
+
+def seed_and_layout(cfg: omegaconf.DictConfig, build: Callable[[], nn.Module]) -> nn.Module:
+    """Seeds every generator with ``cfg.seed``, then builds the model and gives it solo-learn's
+    memory layout (contiguous, channels-last unless ``performance.disable_channel_last``)."""
+    from lightning.pytorch import seed_everything
+    from solo.utils.misc import make_contiguous
+
+    seed_everything(cfg.seed)
+    model = build()
+    make_contiguous(model)
+    if not cfg.performance.disable_channel_last:
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
+def fit(
+    cfg: omegaconf.DictConfig,
+    model: nn.Module,
+    run_root: Path,
+    *,
+    dali_datamodule: Callable[[omegaconf.DictConfig], Any],
+    fit_data: Callable[[omegaconf.DictConfig, DataLoader | None], dict[str, Any]],
+    run: JobRun,
+    callbacks: Callable[[DataLoader | None], list] = lambda val_loader: [],
+    val_transform: Callable | None = None,
+):
+    """Trains ``model`` on ``cfg``'s data; returns the Trainer.
+
+    With ``data.format=dali`` the training data is ``dali_datamodule(cfg)`` (solo-learn's DALI
+    pipeline) validated on this project's loader, else ``fit_data(cfg, val_loader)`` gives the
+    ``Trainer.fit`` keyword arguments. Logs and checkpoints go under ``run_root``, in the folder
+    of ``run`` (resumed from ``run.ckpt_path`` when it has one). The callbacks are the run
+    agreement between processes, the per-rank random streams, solo-learn's Checkpointer
+    (``checkpoint.enabled``), then ``callbacks(val_loader)``. Lightning's launcher starts the
+    other processes inside ``fit``, which therefore runs with ``run`` in the environment.
+    """
+    val_loader = build_val_loader(cfg, transform=val_transform)
+    if cfg.data.format == "dali":
+        datamodule = dali_datamodule(cfg)
+        datamodule.val_dataloader = lambda: val_loader  # solo-learn's DALI module has none
+        data = {"datamodule": datamodule}
+    else:
+        data = fit_data(cfg, val_loader)
+    own = list(callbacks(val_loader))  # checked with the data, before any logger is made
+    trainer = build_trainer(
+        cfg,
+        build_loggers(cfg, run_root, run),
+        [
+            job_run_agreement(run),
+            per_rank_random_streams(),
+            *checkpoint_callbacks(cfg, run_root),
+            *own,
+        ],
+    )
+    with shared_with_launched_processes(run):
+        trainer.fit(model, ckpt_path=run.ckpt_path, **data)
+    return trainer

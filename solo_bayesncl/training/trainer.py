@@ -1,0 +1,204 @@
+"""The Lightning Trainer and loggers shared by the entry points.
+
+Every run writes ``metrics.csv`` beside its checkpoints; wandb logs too when ``wandb.enabled``,
+offline when no login is stored, so that no default asks for one or hangs.
+
+A job of several processes (DDP) is one run: its id, hence its folder, checkpoints and
+``metrics.csv``, is decided once (:func:`solo_bayesncl.training.auto_resume.decide_job_run`), and
+:func:`job_run_agreement` stops every process before training when they do not agree on it.
+Lightning writes the files from global rank 0 only.
+"""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import omegaconf
+import torch
+from omegaconf import OmegaConf
+
+from solo_bayesncl.config.runtime import trainer_devices
+from solo_bayesncl.core.distributed import rank_seed
+from solo_bayesncl.training.auto_resume import JobRun
+
+__all__ = [
+    "build_loggers",
+    "build_trainer",
+    "checkpoint_callbacks",
+    "csv_log_dir",
+    "job_run_agreement",
+    "last_logged_value",
+    "per_rank_random_streams",
+    "run_summary",
+]
+
+
+def _wandb_login_available() -> bool:
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE") in {"offline", "disabled"}:
+        return True
+    netrc = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    return netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore")
+
+
+def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, run: JobRun) -> list:
+    """wandb (when ``wandb.enabled``) first, then a CSV logger writing ``metrics.csv`` into the
+    run's checkpoint folder, ``<run id>`` with wandb, ``offline-<run id>`` without. Without stored
+    wandb credentials, wandb logs offline instead of prompting for a login."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    loggers: list = []
+    if cfg.wandb.enabled:
+        from lightning.pytorch.loggers.wandb import WandbLogger
+
+        offline = bool(cfg.wandb.offline)
+        if not offline and not _wandb_login_available():
+            print("wandb: no stored login (WANDB_API_KEY or ~/.netrc); logging offline instead.")
+            offline = True
+        wandb_logger = WandbLogger(
+            name=cfg.name,
+            project=cfg.wandb.project,
+            entity=cfg.wandb.entity,
+            offline=offline,
+            resume="allow" if run.ckpt_path else None,
+            id=run.run_id,  # every process's logger names the same run
+        )
+        wandb_logger.log_hyperparams(OmegaConf.to_container(cfg))
+        loggers.append(wandb_logger)
+        version = run.run_id
+    else:
+        version = f"offline-{run.run_id}"
+    loggers.append(CSVLogger(save_dir=str(run_dir_root), name="", version=version))
+    return loggers
+
+
+def job_run_agreement(run: JobRun):
+    """A callback that stops every process, before anything is restored or trained, when the
+    processes of a job disagree on its :class:`~solo_bayesncl.training.auto_resume.JobRun`; global rank 0
+    then names the run and the checkpoint they all resume from, once."""
+    from lightning.pytorch import Callback
+
+    class JobRunAgreement(Callback):
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            if trainer.world_size == 1:
+                return
+            mine = run.to_json()
+            theirs = trainer.strategy.broadcast(mine, src=0)
+            agree = trainer.strategy.reduce_boolean_decision(theirs == mine, all=True)
+            if not agree:
+                raise RuntimeError(
+                    f"the {trainer.world_size} processes of this job chose different runs "
+                    f"(rank 0: {theirs}; rank {trainer.global_rank}: {mine}); start them with "
+                    "one launcher and one config (under torchrun give --rdzv-id or --standalone)"
+                )
+            if trainer.is_global_zero:
+                what = f"resume from {run.ckpt_path}" if run.ckpt_path else "start it"
+                print(f"run {run.run_id}: the {trainer.world_size} processes {what}", flush=True)
+
+    return JobRunAgreement()
+
+
+def per_rank_random_streams():
+    """A callback that gives each process of a multi-process job random streams of its own.
+
+    ``seed_everything`` seeds every process alike, and the augmentations draw from the process's
+    generators (the batched path and solo-learn's per-image transforms from torch's and Python's,
+    loader workers from seeds drawn from torch's), so without it the i-th image of every rank
+    would get the same crop, jitter and flip. Once the rank is known (``setup``), Python, NumPy
+    and torch are seeded from :func:`~solo_bayesncl.core.distributed.rank_seed`; a one-process run is
+    left as it is. (DALI's pipelines take solo-learn's seed plus the local device id.)
+    """
+    from lightning.pytorch import Callback
+
+    class PerRankRandomStreams(Callback):
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            if trainer.world_size > 1:
+                seed = rank_seed(torch.initial_seed(), trainer.global_rank)
+                random.seed(seed)
+                np.random.seed(seed)
+                torch.manual_seed(seed)
+
+    return PerRankRandomStreams()
+
+
+def build_trainer(cfg: omegaconf.DictConfig, loggers: list, callbacks: list):
+    """A Trainer from the config's Trainer keys, with devices as Lightning takes them."""
+    from lightning.pytorch import Trainer
+
+    kwargs = OmegaConf.to_container(cfg)
+    valid = inspect.signature(Trainer.__init__).parameters
+    kwargs = {k: v for k, v in kwargs.items() if k in valid}
+    strategy = cfg.strategy
+    if strategy == "ddp":
+        from lightning.pytorch.strategies.ddp import DDPStrategy
+
+        strategy = DDPStrategy(find_unused_parameters=False)
+    kwargs.update(
+        {
+            "devices": trainer_devices(cfg),
+            "logger": loggers,
+            "callbacks": callbacks,
+            "enable_checkpointing": False,
+            "strategy": strategy,
+        }
+    )
+    return Trainer(**kwargs)
+
+
+def checkpoint_callbacks(cfg: omegaconf.DictConfig, run_root: Path) -> list:
+    """solo-learn's Checkpointer (checkpoints and ``args.json`` under ``run_root``) when
+    ``checkpoint.enabled``, else no callback."""
+    if not cfg.checkpoint.enabled:
+        return []
+    from solo.utils.checkpointer import Checkpointer
+
+    return [
+        Checkpointer(
+            cfg,
+            logdir=run_root,
+            frequency=cfg.checkpoint.frequency,
+            keep_prev=cfg.checkpoint.keep_prev,
+        )
+    ]
+
+
+def last_logged_value(metrics_csv: Path, column: str) -> float | None:
+    """The last non-empty value of ``column`` in a Lightning ``metrics.csv``; None if never logged."""
+    value = None
+    with open(metrics_csv, newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get(column):
+                value = float(row[column])
+    return value
+
+
+def csv_log_dir(trainer) -> Path:
+    """The folder of the trainer's CSV logger: where this fit's ``metrics.csv`` is written."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    for logger in trainer.loggers:
+        if isinstance(logger, CSVLogger):
+            return Path(logger.log_dir)
+    raise ValueError("the trainer has no CSV logger (build_loggers adds one to every run)")
+
+
+def run_summary(trainer) -> dict[str, str | float | None]:
+    """Last validation top-1 accuracy, last checkpoint and ``metrics.csv`` of a finished fit."""
+    checkpoint = None
+    for callback in trainer.callbacks:
+        last = getattr(callback, "last_ckpt", None)
+        if last:
+            checkpoint = str(last)
+    try:
+        path = csv_log_dir(trainer) / "metrics.csv"
+    except ValueError:  # a Trainer built elsewhere, without the CSV logger
+        path = None
+    metrics_csv = str(path) if path is not None and path.is_file() else None
+    val_acc1 = last_logged_value(Path(metrics_csv), "val_acc1") if metrics_csv else None
+    if val_acc1 is None and "val_acc1" in trainer.callback_metrics:
+        val_acc1 = float(trainer.callback_metrics["val_acc1"])
+    return {"val_acc1": val_acc1, "checkpoint": checkpoint, "metrics_csv": metrics_csv}

@@ -1,0 +1,273 @@
+"""Seed aggregation, paired differences with t-intervals, preset variants, the spread-aware plots
+and the background measures' pieces, from known values."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+from helpers import REPO, fake_result
+
+from solo_bayesncl.benchmark.presets import load_preset
+from solo_bayesncl.benchmark.runner import run_key
+from solo_bayesncl.benchmark.table import (
+    aggregate,
+    paired_differences,
+    t_quantile_975,
+    write_markdown,
+    write_paired_csv,
+)
+
+
+def test_t_quantiles():
+    assert t_quantile_975(1) == pytest.approx(12.706)
+    assert t_quantile_975(2) == pytest.approx(4.303)
+    assert t_quantile_975(30) == pytest.approx(2.042)
+    stats = pytest.importorskip("scipy.stats")
+    for dof in (31, 45, 120, 1000):
+        assert t_quantile_975(dof) == pytest.approx(stats.t.ppf(0.975, dof), abs=1e-3)
+    with pytest.raises(ValueError, match="degrees of freedom must be >= 1, got 0"):
+        t_quantile_975(0)
+
+
+def test_paired_differences_use_the_same_seeds_and_a_t_interval(tmp_path):
+    results = [
+        fake_result("ncl", 1, 0.20),
+        fake_result("ncl", 2, 0.30),
+        fake_result("ncl", 3, 0.25),
+        fake_result("bayesncl", 1, 0.25),
+        fake_result("bayesncl", 2, 0.32),
+        fake_result("bayesncl", 3, 0.33),
+        fake_result("bayesncl", 4, 0.90),  # no NCL run with seed 4: not paired
+        fake_result("bayesncl", 1, 0.20, variant="bayesncl_rho0.3"),
+        fake_result("bayesncl", 2, 0.30, variant="bayesncl_rho0.3"),
+    ]
+    paired = paired_differences(results)
+    gain = next(
+        p for p in paired if p["method"] == "bayesncl" and p["column"] == "consistency_gain"
+    )
+    # differences 0.05, 0.02, 0.08: mean 0.05, sample std 0.03, t(2) = 4.303
+    assert gain["n"] == 3 and gain["seeds"] == "1 2 3"
+    assert gain["mean_diff"] == pytest.approx(0.05)
+    assert gain["std_diff"] == pytest.approx(0.03)
+    half = 4.303 * 0.03 / math.sqrt(3)
+    assert (gain["ci_low"], gain["ci_high"]) == pytest.approx((0.05 - half, 0.05 + half))
+    same = next(
+        p for p in paired if p["method"] == "bayesncl_rho0.3" and p["column"] == "consistency_gain"
+    )
+    assert same["mean_diff"] == pytest.approx(0.0) and same["n"] == 2
+    assert paired_differences([r for r in results if r["method"] != "ncl"]) == []
+
+    rows = aggregate(results)
+    assert [r["method"] for r in rows] == ["ncl", "bayesncl", "bayesncl_rho0.3"]
+    assert rows[2]["base_method"] == "bayesncl" and rows[2]["seeds"] == 2
+    assert rows[1]["consistency_gain"] == pytest.approx((0.25 + 0.32 + 0.33 + 0.9) / 4)
+    md = write_markdown(rows, tmp_path / "t.md", "unit", "abc", "2026-11-30", paired=paired)
+    text = md.read_text()
+    assert "| method - ncl | pairs | consistency_gain |" in text
+    assert f"| bayesncl | 3 | +0.050 [{0.05 - half:+.3f}, {0.05 + half:+.3f}] |" in text
+    assert "gates_open" not in text and "bg_consistency_gain" not in text  # nothing to show
+    with open(write_paired_csv(paired, tmp_path / "p.csv", "abc"), newline="") as f:
+        lines = list(csv.DictReader(f))
+    assert {(line["method"], line["column"]) for line in lines} >= {
+        ("bayesncl", "consistency_gain"),
+        ("bayesncl_rho0.3", "linear_top1"),
+    }
+
+
+def test_an_interval_that_excludes_zero_is_marked(tmp_path):
+    results = [fake_result("ncl", s, 0.2 + 0.01 * s) for s in (1, 2, 3)] + [
+        fake_result(
+            "bayesncl", s, 0.3 + 0.012 * s, gate_open_rate={"mean": 0.4, "dims_never_open": s}
+        )
+        for s in (1, 2, 3)
+    ]
+    paired = paired_differences(results)
+    text = write_markdown(
+        aggregate(results), tmp_path / "t.md", "unit", "abc", "d", paired=paired
+    ).read_text()
+    assert "| bayesncl | 3 | +0.104 [+0.099, +0.109] * |" in text
+    assert "gates_open" in text and "| 0.400 ± 0.000 | 2 ± 1 |" in text
+
+
+def test_background_columns_appear_for_scenes_runs(tmp_path):
+    bg = {
+        "background_consistency_gain": 0.05,
+        "background_dims_share": 0.25,
+        "probe_class_top1": 70.0,
+        "probe_background_top1": 99.0,
+    }
+    results = [fake_result("ncl", 1, 0.2, background=bg)]
+    text = write_markdown(aggregate(results), tmp_path / "t.md", "u", "c", "d").read_text()
+    assert "bg_consistency_gain" in text and "| ncl | 1 |" in text and "| 0.050 | 0.250 |" in text
+    assert "Background measures (fashion-mnist-scenes)" in text
+
+
+def _preset(tmp_path, body: str):
+    path = tmp_path / "p.yaml"
+    path.write_text(f"config_dir: {REPO / 'scripts/pretrain/cifar'}\n" + body)
+    return load_preset(path)
+
+
+def test_variants_run_their_method_with_their_overrides(tmp_path):
+    preset = _preset(
+        tmp_path,
+        """
+methods: [ncl, bayesncl, bayesncl_rho0.3]
+overrides: [max_epochs=1]
+method_overrides: {bayesncl: [method_kwargs.gate_threshold=0.5]}
+variants:
+  bayesncl_rho0.3: {method: bayesncl, overrides: [method_kwargs.bayesian_prior_prob=0.3]}
+""",
+    )
+    assert preset.base_method("bayesncl_rho0.3") == "bayesncl"
+    assert preset.run_overrides("bayesncl_rho0.3") == [
+        "max_epochs=1",
+        "method_kwargs.gate_threshold=0.5",
+        "method_kwargs.bayesian_prior_prob=0.3",
+    ]
+    assert preset.run_overrides("ncl") == ["max_epochs=1"]
+    keys = {m: run_key(preset, m, 1) for m in preset.methods}
+    assert len(set(keys.values())) == 3
+    # a plain method's key is what it was before variants existed (finished runs stay finished)
+    plain = _preset(
+        tmp_path,
+        "methods: [bayesncl]\noverrides: [max_epochs=1]\n"
+        "method_overrides: {bayesncl: [method_kwargs.gate_threshold=0.5]}\n",
+    )
+    assert run_key(plain, "bayesncl", 1) == keys["bayesncl"]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("variants: {ncl: {method: ncl}}\n", "variants.ncl: a variant name is"),
+        ("variants: {x y: {method: ncl}}\n", "variants.x y: a variant name is"),
+        ("variants: {v: {method: byol}}\n", "variants.v.method must be one of simclr"),
+        ("variants: {v: {method: ncl, rho: 1}}\n", "variants.v must be {method: ..., overrides"),
+        ("variants: {v: {method: ncl, overrides: a=1}}\n", "variants.v.overrides must be a list"),
+        ("variants: [v]\n", "variants must map a name to"),
+        (
+            "methods: [ncl, v2]\nvariants: {v: {method: ncl}}\n",
+            "methods contains 'v2'; allowed values: simclr, mocov2plus, ncl, bayesncl, v",
+        ),
+    ],
+)
+def test_bad_variants_are_named(tmp_path, body, message):
+    with pytest.raises(ValueError, match=message.replace("{", r"\{").replace("[", r"\[")):
+        _preset(tmp_path, body)
+
+
+def test_study_presets_load():
+    for name in ("study_seeds", "study_prior", "study_scenes"):
+        preset = load_preset(name)
+        assert len(preset.seeds) >= 3, name
+        assert "ncl" in preset.methods and "bayesncl" in preset.methods, name
+    scenes = load_preset("study_scenes")
+    assert "data.dataset=fashion-mnist-scenes" in scenes.overrides
+    prior = load_preset("study_prior")
+    rhos = {
+        o.split("=")[1]
+        for m in prior.methods
+        for o in prior.run_overrides(m)
+        if o.startswith("method_kwargs.bayesian_prior_prob=")
+    }
+    assert {"0.1", "0.3", "0.5"} <= rhos
+
+
+def _sweepfake_result(tmp_path, method, seed, rho, lam, gain):
+    folder = tmp_path / f"{method}-{rho}-{lam}-{seed}"
+    folder.mkdir()
+    kwargs = {"bayesian_prior_prob": rho, "bayesian_kl_lambda": lam}
+    (folder / "args.json").write_text(json.dumps({"method_kwargs": kwargs}))
+    return fake_result(
+        method,
+        seed,
+        gain,
+        variant=f"{method}_{rho}_{lam}",
+        checkpoint=str(folder / "last.ckpt"),
+        gate_open_rate={"mean": rho / 2},
+    )
+
+
+def test_prior_sweep_plot_needs_a_sweep(tmp_path):
+    from solo_bayesncl.benchmark.plots import (
+        plot_accuracy_vs_consistency,
+        plot_prior_sweep,
+        prior_settings,
+    )
+
+    runs = [fake_result("ncl", s, 0.2) for s in (1, 2)]
+    runs += [
+        _sweepfake_result(tmp_path, "bayesncl", s, rho, lam, 0.2 + rho / 10)
+        for s in (1, 2)
+        for rho, lam in ((0.1, 3e-5), (0.3, 3e-5), (0.8, 3e-5), (0.3, 3e-3))
+    ]
+    assert prior_settings(runs[2]) == (0.1, 3e-5) and prior_settings(runs[0]) is None
+    path = plot_prior_sweep(runs, tmp_path / "sweep.png")
+    assert path is not None and path.stat().st_size > 10_000
+    one = [r for r in runs if prior_settings(r) in (None, (0.8, 3e-5))]
+    assert plot_prior_sweep(one, tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()
+    assert plot_accuracy_vs_consistency(runs, tmp_path / "acc.png").stat().st_size > 10_000
+
+
+def test_background_share_compares_purity_above_chance():
+    from solo_bayesncl.metrics.background import background_share
+
+    # dim 0: class-pure; dim 1: background-pure; dim 2: both at chance -> not background;
+    # dim 3: inactive (ignored)
+    class_purity = np.array([1.0, 0.1, 0.1, 0.0])
+    background_purity = np.array([0.25, 1.0, 0.25, 0.0])
+    active = np.array([True, True, True, False])
+    share, count = background_share(class_purity, background_purity, active, 10, 4)
+    assert (share, count) == (pytest.approx(1 / 3), 1)
+    # 0.55 class purity is 0.5 above chance; 0.7 of 4 backgrounds is 0.6 above chance
+    assert background_share(np.array([0.55]), np.array([0.7]), np.array([True]), 10, 4)[1] == 1
+    none = np.zeros(4, dtype=bool)
+    assert math.isnan(background_share(class_purity, background_purity, none, 10, 4)[0])
+
+
+def test_background_labels_follow_subsets():
+    from torch.utils.data import Subset
+
+    from solo_bayesncl.data.scenes import background_labels
+
+    class Scenes:
+        backgrounds = np.array([0, 1, 2, 3, 0, 1])
+
+    nested = Subset(Subset(Scenes(), [5, 4, 3, 2]), [1, 3])
+    assert background_labels(nested).tolist() == [0, 2]
+    with pytest.raises(ValueError, match="no background labels"):
+        background_labels(Subset([1, 2, 3], [0]))
+
+
+@pytest.mark.solo
+def test_table_only_counts_finished_runs_and_lists_the_rest(tmp_path):
+    from solo_bayesncl.benchmark.runner import write_tables
+    from solo_bayesncl.cli.benchmark import main
+
+    preset = _preset(tmp_path, "methods: [ncl, bayesncl]\nseeds: [1, 2]\n")
+    out = tmp_path / "out"
+    for method, seed, gain in (("ncl", 1, 0.2), ("ncl", 2, 0.3), ("bayesncl", 1, 0.25)):
+        run_dir = out / "runs" / f"{method}-seed{seed}-{run_key(preset, method, seed)}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "result.json").write_text(json.dumps(fake_result(method, seed, gain)))
+    # an unfinished run: stages but no result.json
+    unfinished = out / "runs" / f"bayesncl-seed2-{run_key(preset, 'bayesncl', 2)}"
+    unfinished.mkdir()
+    (unfinished / "pretrain.json").write_text("{}")
+    results = write_tables(preset, out, log=lambda *_: None)
+    assert sorted((r["method"], r["seed"]) for r in results) == [
+        ("bayesncl", 1),
+        ("ncl", 1),
+        ("ncl", 2),
+    ]
+    text = (out / "results.md").read_text()
+    assert "| bayesncl | 1 |" in text and "| ncl | 2 |" in text
+    assert "Not finished yet, so in no figure above (1 runs): bayesncl seed 2." in text
+    assert not any(out.glob("runs/*/log.txt"))  # nothing was trained
+    assert main(["--preset", str(preset.source), "--out", str(tmp_path / "empty"), "--table-only"])

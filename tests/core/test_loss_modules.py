@@ -1,0 +1,98 @@
+"""The objectives as modules (``NCLLoss``, ``BayesNCLLoss``): each equals the functions it wraps,
+term by term, and refuses a bad hyperparameter once, at construction, naming it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from solo_bayesncl.core.gates import BernoulliGate, bernoulli_kl
+from solo_bayesncl.core.losses import (
+    BayesNCLLoss,
+    NCLLoss,
+    gated_representation,
+    info_nce_loss,
+    non_negative_representation,
+)
+from solo_bayesncl.core.validation import ConfigError
+
+
+def _views(n_images: int = 6, k: int = 16, seed: int = 3):
+    g = torch.Generator().manual_seed(seed)
+    z = torch.randn(2 * n_images, k, generator=g)
+    logits = torch.randn(2 * n_images, k, generator=g) * 2
+    return z, logits, torch.arange(n_images).repeat(2)
+
+
+@pytest.mark.parametrize(("non_neg", "top_k"), [("rep_relu", None), ("exp", 4), ("relu", 8)])
+def test_ncl_loss_is_info_nce_of_the_non_negative_representation(non_neg, top_k):
+    z, _, indexes = _views()
+    expected = info_nce_loss(non_negative_representation(z, non_neg, top_k), indexes, 0.3)
+    criterion = NCLLoss(temperature=0.3, non_neg=non_neg, top_k=top_k)
+    assert torch.allclose(criterion(z, indexes), expected)
+    terms = criterion.terms(z, indexes)
+    assert torch.equal(terms.representation, non_negative_representation(z, non_neg, top_k))
+
+
+@pytest.mark.parametrize("gate_type", ["ste", "gumbel"])
+def test_bayesncl_loss_is_info_nce_of_the_gated_representation_plus_lambda_kl(gate_type):
+    z, logits, indexes = _views()
+    criterion = BayesNCLLoss(
+        temperature=0.2, prior=0.3, kl_lambda=0.5, gate_type=gate_type, threshold=0.4, kl_eps=0.02
+    ).eval()  # evaluation mode: the gate thresholds alpha itself, no noise
+    gate = BernoulliGate(gate_type, threshold=0.4, temperature=1.0).eval()(logits)
+    v = gated_representation(z, gate.mask, "rep_relu")
+    nce = info_nce_loss(v, indexes, 0.2)
+    kl = bernoulli_kl(gate.probs, 0.3, eps=0.02)
+    terms = criterion.terms(z, logits, indexes)
+    assert torch.allclose(terms.nce, nce) and torch.allclose(terms.logged["train_kl_loss"], kl)
+    assert torch.allclose(criterion(z, logits, indexes), nce + 0.5 * kl)
+    assert torch.allclose(terms.logged["train_gate_open_ratio"], (gate.mask > 0.5).float().mean())
+
+
+def test_bayesncl_loss_without_kl_weight_is_the_gated_info_nce_and_trains_the_gate():
+    z, logits, indexes = _views()
+    logits.requires_grad_(True)
+    criterion = BayesNCLLoss(kl_lambda=0.0)
+    loss = criterion(z, logits, indexes)
+    assert torch.allclose(loss, criterion.terms(z, logits, indexes).nce)
+    loss.backward()
+    assert logits.grad is not None and logits.grad.abs().sum() > 0  # straight-through
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: NCLLoss(temperature=0), "temperature=0 is out of range"),
+        (lambda: NCLLoss(non_neg="square"), "non_neg='square' is not supported"),
+        (lambda: NCLLoss(top_k=0), "top_k=0 is out of range"),
+        (lambda: BayesNCLLoss(prior=1.0), "prior=1.0 is out of range; allowed: a number in (0, 1)"),
+        (lambda: BayesNCLLoss(kl_lambda=-1), "kl_lambda=-1 is out of range"),
+        (lambda: BayesNCLLoss(kl_eps=0.5), "kl_eps=0.5 is out of range"),
+        (lambda: BayesNCLLoss(gate_type="hard"), "gate_type='hard' is not supported"),
+        (lambda: BayesNCLLoss(threshold=1.0), "gate_threshold=1.0 must be in (0, 1)"),
+    ],
+)
+def test_a_bad_hyperparameter_is_refused_at_construction_naming_it(make, message):
+    with pytest.raises(ValueError) as err:
+        make()
+    assert str(err.value).startswith(message)
+
+
+def test_the_validators_error_is_a_value_error_with_the_config_error_type():
+    with pytest.raises(ConfigError):
+        NCLLoss(temperature=float("nan"))
+
+
+def test_the_readme_any_training_loop_block_runs_and_trains_every_part():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Use the pieces in any training loop", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert torch.isfinite(scope["loss"])
+    for part in ("backbone", "proj", "gating_head"):
+        grads = [p.grad for p in scope[part].parameters()]
+        assert all(g is not None for g in grads), part

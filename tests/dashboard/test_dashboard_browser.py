@@ -1,0 +1,229 @@
+"""Feature dashboard in a real headless Chromium, built from Fashion-MNIST images.
+
+Needs Debian's ``chromium`` and ``chromium-driver``, the ``selenium`` package and the
+``dataset-fashion-mnist`` package; skips with the reason when one is missing. Pages are opened as
+file:// URLs and every request the browser makes is checked to stay on the file system.
+
+Set SOLO_BAYESNCL_WRITE_SCREENSHOTS=1 to write the README screenshots into docs/img/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from solo_bayesncl.dashboard import build_dashboard, load_feature_bundle
+from solo_bayesncl.dashboard.browser import (
+    IMAGES_READY,
+    find_browser,
+    headless_chromium,
+    requested_urls,
+    save_screenshots,
+    wait_for,
+)
+from solo_bayesncl.dashboard.demo import FASHION_MNIST_DIR, make_demo_report
+
+pytestmark = pytest.mark.browser
+pytest.importorskip("selenium", reason="browser tests need selenium (pip install selenium)")
+if find_browser() is None:
+    pytest.skip(
+        "browser tests need chromium and chromedriver (apt-get install chromium chromium-driver)",
+        allow_module_level=True,
+    )
+if not (FASHION_MNIST_DIR / "t10k-images-idx3-ubyte.gz").is_file():
+    pytest.skip(
+        f"Fashion-MNIST not found in {FASHION_MNIST_DIR} (apt-get install dataset-fashion-mnist)",
+        allow_module_level=True,
+    )
+
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
+
+NETWORK_SCHEMES = ("http", "https", "ws", "wss", "ftp")
+SCREENSHOT_DIR = Path(__file__).resolve().parents[2] / "docs" / "img"
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dashboard")
+    make_demo_report(root / "bayesncl", n=800, k=48, method="BayesNCL (synthetic features)")
+    make_demo_report(
+        root / "ncl",
+        n=800,
+        k=48,
+        method="NCL (synthetic features)",
+        gates=False,
+        seed=7,
+        p_in=0.35,
+        p_out=0.08,
+    )
+    index = build_dashboard(root / "bayesncl", root / "out", compare_dir=root / "ncl")
+    return index
+
+
+@pytest.fixture(scope="module")
+def driver():
+    with headless_chromium(1280, 900, log_network=True) as drv:
+        yield drv
+
+
+def open_page(driver, url: str) -> None:
+    driver.get(url)
+    assert wait_for(driver, IMAGES_READY), f"images of {url} did not finish loading"
+
+
+def data_of(index: Path, sub: str = "") -> dict:
+    text = (index.parent / sub / "data.js").read_text(encoding="utf-8")
+    return json.loads(text.split("=", 1)[1].rstrip().rstrip(";"))
+
+
+def broken_images(driver) -> list[str]:
+    return driver.execute_script(
+        "return Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0))"
+        ".map(i => i.src);"
+    )
+
+
+def assert_offline(driver) -> None:
+    """No request left the machine; the dashboard's own files were read from file://."""
+    urls = requested_urls(driver)
+    assert any(u.startswith("file://") for u in urls), f"no file:// request logged: {urls}"
+    off = [u for u in urls if urlsplit(u).scheme in NETWORK_SCHEMES]
+    assert not off, f"pages requested network URLs: {off}"
+
+
+def visible_cards(driver) -> list[dict]:
+    """Position in data.js and majority class of each displayed card, in page order."""
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll('.card'))"
+        ".filter(c => c.offsetParent !== null)"
+        ".map(c => ({pos: +c.dataset.pos, majority: c.dataset.majority}));"
+    )
+
+
+def test_index_lists_active_dimensions_with_loaded_thumbnails(driver, dashboard):
+    requested_urls(driver)  # clear the log
+    open_page(driver, dashboard.as_uri())
+    bundle = load_feature_bundle(dashboard.parent.parent / "bayesncl")
+    n_active = int((np.abs(bundle.features.astype(np.float32)) > 1e-5).any(axis=0).sum())
+    assert 0 < n_active < bundle.num_dims  # the demo has dead dimensions
+    cards = driver.find_elements(By.CSS_SELECTOR, ".card")
+    assert len(cards) == n_active
+    # every card shows its strip, every thumbnail decodes
+    data = data_of(dashboard)
+    n_thumbs = sum(min(8, len(t)) for t in data["dims"]["top"])
+    assert len(driver.find_elements(By.CSS_SELECTOR, ".card .thumb img")) == n_thumbs
+    assert not broken_images(driver)
+    # cards lead with the most selective dimensions: data.js order, significant ones first
+    ids = [int(c.get_attribute("href").split("d=")[1]) for c in cards]
+    assert ids == data["dims"]["id"]
+    significant = data["dims"]["significant"]
+    assert significant[0] and significant == sorted(significant, reverse=True)
+    marked = [bool(c.find_elements(By.CSS_SELECTOR, ".ns")) for c in cards]
+    assert marked == [not f for f in significant]
+    assert "semantic consistency" in driver.find_element(By.CSS_SELECTOR, ".head").text
+    assert_offline(driver)
+
+
+def test_class_filter_and_sorting(driver, dashboard):
+    open_page(driver, dashboard.as_uri())
+    total = len(visible_cards(driver))
+    Select(driver.find_element(By.ID, "class-filter")).select_by_visible_text("Trouser")
+    shown = visible_cards(driver)
+    assert 0 < len(shown) < total
+    assert {c["majority"] for c in shown} == {"1"}
+    assert driver.find_element(By.ID, "shown").text.startswith(f"{len(shown)} of {total}")
+    Select(driver.find_element(By.ID, "class-filter")).select_by_value("all")
+    Select(driver.find_element(By.ID, "sort")).select_by_value("purity")
+    data = data_of(dashboard)
+    purity = [data["dims"]["purity"][c["pos"]] for c in visible_cards(driver)]
+    assert len(purity) == total and purity == sorted(purity, reverse=True)
+    Select(driver.find_element(By.ID, "sort")).select_by_value("least")
+    assert [c["pos"] for c in visible_cards(driver)] == list(range(total))[::-1]
+    Select(driver.find_element(By.ID, "sort")).select_by_value("count")
+    counts = [data["dims"]["count"][c["pos"]] for c in visible_cards(driver)]
+    assert counts == sorted(counts, reverse=True)
+
+
+def test_dimension_page_opens_from_its_card(driver, dashboard):
+    requested_urls(driver)
+    open_page(driver, dashboard.as_uri())
+    card = driver.find_elements(By.CSS_SELECTOR, ".card")[2]
+    dim = int(card.get_attribute("href").split("d=")[1])
+    card.click()
+    wait_for(driver, "return document.getElementById('dim-title') !== null")
+    assert driver.current_url.endswith(f"dim.html?d={dim}")
+    assert driver.find_element(By.ID, "dim-title").text.startswith(f"Dimension {dim}")
+    assert wait_for(driver, IMAGES_READY) and not broken_images(driver)
+
+    data = data_of(dashboard)
+    pos = data["dims"]["id"].index(dim)
+    top = driver.find_elements(By.CSS_SELECTOR, "#top-images figure")
+    assert len(top) == len(data["dims"]["top"][pos]) > 0
+    shown_values = [float(f.find_element(By.TAG_NAME, "b").text) for f in top]
+    assert shown_values == sorted(shown_values, reverse=True)
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#random-images figure")) == len(
+        data["dims"]["random"][pos]
+    )
+    assert len(driver.find_elements(By.CSS_SELECTOR, ".hrow")) == 10  # class histogram
+    assert len(driver.find_elements(By.CSS_SELECTOR, "svg.hist rect")) == 24
+    assert "gate-open rate" in driver.find_element(By.CSS_SELECTOR, ".head").text
+    assert_offline(driver)
+
+    # a dead dimension gets an explanation, not an error
+    dead = sorted(set(range(data["meta"]["n_dims"])) - set(data["dims"]["id"]))[0]
+    driver.get(dashboard.with_name("dim.html").as_uri() + f"?d={dead}")
+    assert "never fires" in driver.find_element(By.ID, "app").text
+
+
+def test_compare_page(driver, dashboard):
+    requested_urls(driver)
+    open_page(driver, dashboard.with_name("compare.html").as_uri() + "#class=3")
+    columns = driver.find_elements(By.CSS_SELECTOR, "#compare-cols .panel")
+    assert [c.find_element(By.TAG_NAME, "h2").text.split(" ")[0] for c in columns] == [
+        "BayesNCL",
+        "NCL",
+    ]
+    a, b = data_of(dashboard), data_of(dashboard, "b")
+    for column, data in zip(columns, (a, b), strict=True):
+        rows = column.find_elements(By.CSS_SELECTOR, ".row")
+        assert [int(r.get_attribute("href").split("d=")[1]) for r in rows] == data["specific"][3][
+            "dims"
+        ]
+    assert not broken_images(driver)
+    Select(driver.find_element(By.ID, "compare-class")).select_by_value("5")
+    first_b = driver.find_elements(By.CSS_SELECTOR, "#compare-cols .panel")[1]
+    link = first_b.find_element(By.CSS_SELECTOR, ".row")
+    dim = int(link.get_attribute("href").split("d=")[1])
+    assert dim == b["specific"][5]["dims"][0]
+    link.click()
+    wait_for(driver, "return document.getElementById('dim-title') !== null")
+    assert "/b/dim.html" in driver.current_url
+    assert "NCL" in driver.find_element(By.ID, "dim-title").text
+    assert wait_for(driver, IMAGES_READY) and not broken_images(driver)
+    assert_offline(driver)
+
+
+def test_screenshots(dashboard, tmp_path):
+    target = (
+        SCREENSHOT_DIR if os.environ.get("SOLO_BAYESNCL_WRITE_SCREENSHOTS") == "1" else tmp_path
+    )
+    dim = data_of(dashboard)["dims"]["id"][0]
+    paths = save_screenshots(
+        dashboard,
+        target / "dashboard_index.png",
+        target / "dashboard_dimension.png",
+        dim=dim,
+    )
+    for path, min_height in zip(paths, (700, 950), strict=True):
+        with Image.open(path) as img:
+            assert img.size[0] >= 1000 and img.size[1] >= min_height
+            # not a blank page: many distinct colours
+            assert len(img.convert("RGB").getcolors(1 << 20) or []) > 200
+    print(f"screenshots in {target}")

@@ -1,0 +1,51 @@
+"""The dataset vocabulary: the real name of a resolved config's dataset, aliases, and run names
+that say the dataset trained on."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from solo_bayesncl.data.names import (
+    ALIASES,
+    OFFLINE_DATASETS,
+    SOLO_DATASETS,
+    canonical_name,
+    dataset_name,
+    dataset_run_name,
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "dataset", "expected"),
+    [
+        ("bayesncl-cifar100", "fashion-mnist", "bayesncl-fashion-mnist"),
+        ("bayesncl-cifar100", "cifar100", "bayesncl-cifar100"),
+        ("linear-cifar100", "cifar10", "linear-cifar10"),
+        ("ncl-imagenet100", "custom", "ncl-custom"),
+        ("simclr-cifar10-long", "cifar100", "simclr-cifar100-long"),
+        ("bayesncl-fashion-mnist", "fashion-mnist", "bayesncl-fashion-mnist"),
+        ("my-run", "stl10", "my-run-stl10"),
+        # the plugin's longer names are one token, not a shorter name plus a suffix
+        ("bayesncl-fashion-mnist-scenes", "fashion-mnist-scenes", "bayesncl-fashion-mnist-scenes"),
+        ("bayesncl-fashion-mnist", "fashion-mnist-scenes", "bayesncl-fashion-mnist-scenes"),
+        ("bayesncl-fashion-mnist-scenes", "cifar10", "bayesncl-cifar10"),
+        ("ncl-fmnist-long", "fashion-mnist", "ncl-fashion-mnist-long"),
+    ],
+)
+def test_run_name_says_the_dataset(name, dataset, expected):
+    assert dataset_run_name(name, dataset) == expected
+
+
+def test_a_resolved_config_names_the_plugin_dataset_solo_learn_sees_as_custom():
+    resolved = OmegaConf.create(
+        {"data": {"dataset": "custom", "offline_dataset": "fashion-mnist-scenes"}}
+    )
+    assert dataset_name(resolved) == "fashion-mnist-scenes"
+    assert dataset_name(OmegaConf.create({"data": {"dataset": "cifar100"}})) == "cifar100"
+
+
+def test_every_alias_means_a_plugin_dataset_and_no_name_is_both():
+    assert {canonical_name(a) for a in ALIASES} <= set(OFFLINE_DATASETS)
+    assert canonical_name("FMNIST") == "fashion-mnist" and canonical_name("cifar10") == "cifar10"
+    assert not set(SOLO_DATASETS) & set(OFFLINE_DATASETS)
