@@ -27,7 +27,7 @@ import torch
 pytest.importorskip("solo", reason="needs upstream solo-learn installed")
 pytest.importorskip("matplotlib", reason="the report pictures need matplotlib")
 
-from conftest import compose  # noqa: E402
+from helpers import compose  # noqa: E402
 from lightning.pytorch import Callback  # noqa: E402
 
 GREY = 140
@@ -351,7 +351,7 @@ def test_dali_pretraining_and_probe_feed_one_normalisation(tmp_path):
 
     if not dali_available():
         pytest.skip('needs NVIDIA DALI: pip install "solo-bayesncl[dali]"')
-    from conftest import tiny_pretrain_overrides, untrained_checkpoint
+    from helpers import tiny_pretrain_overrides, untrained_checkpoint
 
     from solo_bayesncl.training.linear import linear_eval
     from solo_bayesncl.training.pretrain import pretrain
