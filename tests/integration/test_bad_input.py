@@ -352,14 +352,14 @@ def test_report_options_are_checked_before_anything_is_read(option, value, messa
 def test_report_dataset_errors_are_one_line(
     ncl_checkpoint, dataset, message, tmp_path, monkeypatch
 ):
-    from solo_bayesncl.data import datasets
+    from solo_bayesncl.data import resolve
     from solo_bayesncl.data.resolve import DatasetUnavailableError
     from solo_bayesncl.evaluation.report import ReportError, write_report
 
     def offline(*args, **kwargs):  # no network: what a download attempt offline raises
         raise OSError("[Errno 101] Network is unreachable")
 
-    monkeypatch.setattr(datasets.datasets.CIFAR10, "download", offline)
+    monkeypatch.setattr(resolve.datasets.CIFAR10, "download", offline)
     monkeypatch.chdir(tmp_path)
     with pytest.raises((ReportError, DatasetUnavailableError), match=message):
         write_report(ncl_checkpoint, tmp_path / "out", dataset, progress=False)

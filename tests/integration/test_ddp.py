@@ -444,7 +444,7 @@ def test_each_rank_gets_random_streams_of_its_own(tmp_path):
     pytest.importorskip("lightning")
     import torch
 
-    from solo_bayesncl.benchmark.run_one import _callbacks
+    from solo_bayesncl.benchmark.callbacks import stage_callbacks
     from solo_bayesncl.training.trainer import per_rank_random_streams
 
     def draws(callback, hook: str, rank: int, world: int) -> torch.Tensor:
@@ -458,7 +458,7 @@ def test_each_rank_gets_random_streams_of_its_own(tmp_path):
     untouched = torch.rand(4)
     assert torch.equal(draws(streams, "setup", 0, 1), untouched)  # one process: left as it is
     assert not torch.equal(draws(streams, "setup", 0, 2), draws(streams, "setup", 1, 2))
-    (seeder,) = _callbacks(tmp_path, 5, None, "pretrain")  # what a launched rank of a run gets
+    (seeder,) = stage_callbacks(tmp_path, 5, None, "pretrain")  # what a launched rank of a run gets
     assert type(seeder).__name__ == "EpochSeeder"
     assert torch.equal(
         draws(seeder, "on_train_epoch_start", 1, 2), draws(seeder, "on_train_epoch_start", 1, 2)
