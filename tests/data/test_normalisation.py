@@ -280,11 +280,11 @@ def _capturing_load_method(monkeypatch, module, into: list) -> None:
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_knn_feeds_the_views_stats(pretrained, monkeypatch, dataset):
     """Both sides of kNN (ImageNet's stats on CIFAR before)."""
-    import solo_bayesncl.io.checkpoints as checkpoints
+    import solo_bayesncl.evaluation.knn as knn
     from solo_bayesncl.evaluation.knn import knn_eval
 
     inputs: list[torch.Tensor] = []
-    _capturing_load_method(monkeypatch, checkpoints, inputs)
+    _capturing_load_method(monkeypatch, knn, inputs)
     results = knn_eval(pretrained[dataset][0], ks=(3,), num_workers=0, device="cpu")
     assert set(results) == {"knn_top1_k3", "knn_top5_k3"}
     assert_fed(inputs, dataset)
@@ -301,9 +301,10 @@ def test_report_feeds_one_normalisation_per_protocol(
     stats on CIFAR); the paper protocol's training batch gets the pretraining views, as the
     official training step that logs it."""
     import solo_bayesncl.evaluation.report as report
+    import solo_bayesncl.evaluation.report_data as report_data
 
     inputs: list[torch.Tensor] = []
-    _capturing_load_method(monkeypatch, report, inputs)
+    _capturing_load_method(monkeypatch, report_data, inputs)
     report.write_report(
         pretrained[dataset][0],
         tmp_path / "report",
