@@ -250,7 +250,7 @@ def _copy_source(dest: Path) -> Path:
     for name in ("setup.py", "pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, dest / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for folder in ("solo_bayesncl", "scripts"):
+    for folder in ("solo_bayesncl", "scripts", "zoo"):
         shutil.copytree(REPO / folder, dest / folder, ignore=ignore)
     return dest
 
