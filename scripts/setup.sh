@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Sets up everything solo-bayesncl needs, and says what it does while it does it. Idempotent: a
+# second call reuses what the first installed.
+#
+#   scripts/setup.sh            # the environment to train, evaluate and benchmark
+#   scripts/setup.sh --tests    # and what the tests need (pytest, ruff, DALI, Chromium)
+#
+# Environment:
+#   VENV             the virtual environment to create or reuse (default .venv; empty: install
+#                    into the interpreter given by PYTHON itself). The venv sees the system's
+#                    packages, so a torch already installed there is reused, not downloaded again.
+#   PYTHON           the interpreter that creates the venv (default python3; 3.10 or newer).
+#   SOLO_LEARN_SRC   a local solo-learn source tree to install instead of the pinned GitHub commit.
+#
+# `make setup`, `make test` and `make benchmark` call this script; so does the CI script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SOLO_LEARN_COMMIT=9187ea39c2c3f43c455ab06664d2b019a9802954
+SOLO_LEARN_VERSION=1.0.6
+TORCH=2.14.1
+TORCHVISION=0.29.1
+TESTS=0
+[ "${1:-}" = "--tests" ] && TESTS=1
+
+say() { echo "== setup: $*"; }
+
+VENV=${VENV-.venv}
+if [ -n "$VENV" ]; then
+  if [ -x "$VENV/bin/python" ]; then
+    say "reusing the virtual environment $VENV"
+  else
+    say "creating the virtual environment $VENV (it sees the system's packages)"
+    "${PYTHON:-python3}" -m venv --system-site-packages "$VENV"
+  fi
+  PY="$VENV/bin/python"
+else
+  PY=${PYTHON:-python3}
+  say "installing into $PY itself (VENV is empty)"
+fi
+"$PY" -c 'import sys; assert sys.version_info >= (3, 10), "Python 3.10 or newer is needed"'
+
+# Debian packages: the offline Fashion-MNIST of the default runs; Chromium for the dashboard tests.
+packages=(dataset-fashion-mnist)
+[ "$TESTS" = 1 ] && packages+=(chromium chromium-driver)
+missing=()
+for pkg in "${packages[@]}"; do
+  command -v dpkg >/dev/null && dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ! command -v dpkg >/dev/null; then
+  say "not a Debian system: Fashion-MNIST is read from /usr/share/datasets/fashion-mnist (the" \
+    "files of Debian's dataset-fashion-mnist); without them its runs and tests are skipped"
+elif [ ${#missing[@]} -eq 0 ]; then
+  say "Debian packages present (${packages[*]})"
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  say "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  say "not installed: ${missing[*]} (run: sudo apt-get install ${missing[*]}); the offline" \
+    "Fashion-MNIST runs and the tests that need them are skipped until then"
+fi
+
+pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@"; }
+
+if "$PY" -c "import setuptools, wheel; assert int(setuptools.__version__.split('.')[0]) < 81" \
+    2>/dev/null; then
+  say "pip tooling present (setuptools < 81, wheel)"
+else
+  say "installing pip tooling (setuptools < 81: solo-learn's build imports pkg_resources)"
+  pip_install --upgrade "pip>=25" "setuptools<81" wheel
+fi
+
+if "$PY" -c "import torch, torchvision as tv; assert torch.__version__.startswith('$TORCH') \
+    and tv.__version__.startswith('$TORCHVISION')" 2>/dev/null; then
+  say "PyTorch $TORCH present ($("$PY" -c 'import torch; print(torch.__version__)'))"
+elif command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  say "installing PyTorch $TORCH with CUDA (a GPU is present)"
+  pip_install "torch==$TORCH" "torchvision==$TORCHVISION"
+else
+  say "installing PyTorch $TORCH for the CPU (no GPU found: a few hundred MB instead of ~6 GB)"
+  timeout 900 "$PY" -m pip install -q --disable-pip-version-check \
+      --index-url https://download.pytorch.org/whl/cpu "torch==$TORCH" "torchvision==$TORCHVISION" \
+    || { say "the CPU wheel index cannot be reached: installing PyTorch from PyPI instead";
+         pip_install "torch==$TORCH" "torchvision==$TORCHVISION"; }
+fi
+
+if "$PY" -c "import importlib.metadata as m, solo; assert m.version('solo-learn') == '$SOLO_LEARN_VERSION'" \
+    2>/dev/null; then
+  say "solo-learn $SOLO_LEARN_VERSION present"
+elif [ -n "${SOLO_LEARN_SRC:-}" ]; then
+  say "installing solo-learn from $SOLO_LEARN_SRC"
+  pip_install --no-build-isolation "$SOLO_LEARN_SRC"
+else
+  say "installing solo-learn from GitHub at the pinned commit ${SOLO_LEARN_COMMIT:0:7} (180 s at most)"
+  timeout 180 "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation \
+      "solo-learn @ git+https://github.com/vturrisi/solo-learn@${SOLO_LEARN_COMMIT}" \
+    || say "solo-learn could not be installed (no access to GitHub?): set SOLO_LEARN_SRC to a" \
+      "checkout of it; until then the commands exit with the install command and the tests" \
+      "that need it are skipped"
+fi
+
+extras=""
+[ "$TESTS" = 1 ] && extras="[test,dali]"
+stamp="build/.setup-$(echo "$PY$extras" | cksum | cut -d' ' -f1)"
+inputs=$(cat setup.py pyproject.toml 2>/dev/null | cksum)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$inputs" ] \
+    && "$PY" -c "import solo_bayesncl" 2>/dev/null; then
+  say "solo-bayesncl present (editable install of this folder)"
+else
+  say "installing solo-bayesncl from this folder (editable)${extras:+ with $extras}"
+  if [ "$TESTS" = 1 ]; then
+    # the dali extra is NVIDIA DALI (~200 MB, its CPU operators need no GPU)
+    pip_install --no-build-isolation -e ".[test,dali]" \
+      || { say "the dali extra cannot be installed: the DALI tests will be skipped";
+           pip_install --no-build-isolation -e ".[test]"; }
+  else
+    pip_install --no-build-isolation -e .
+  fi
+  mkdir -p build && echo "$inputs" > "$stamp"
+fi
+"$PY" -c "import solo_bayesncl as s; print('== setup: done; solo-learn available:', s.SOLO_LEARN_AVAILABLE)"

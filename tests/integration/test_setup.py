@@ -1,0 +1,77 @@
+"""The two commands of a new machine: ``make benchmark`` and ``make test`` set everything up
+through ``scripts/setup.sh``, which reuses what an earlier call installed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from helpers import REPO
+
+
+def _make_dry_run(target: str) -> str:
+    return subprocess.run(
+        ["make", "-n", target, "PYTHON=python3"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_each_command_sets_up_first_then_runs_its_job():
+    benchmark = _make_dry_run("benchmark").splitlines()
+    assert "scripts/setup.sh" in benchmark[0] and "--tests" not in benchmark[0]
+    assert benchmark[-1] == ".venv/bin/python -m solo_bayesncl.benchmark --preset cpu"
+    test = _make_dry_run("test").splitlines()
+    assert "scripts/setup.sh --tests" in test[0]
+    assert test[1:] == [".venv/bin/python -m ruff check .", ".venv/bin/python -m pytest -q -rs"]
+
+
+def test_the_ci_script_runs_the_readme_test_command():
+    assert "\nmake test\n" in (REPO / ".ci/run").read_text()
+    assert "make test" in (REPO / "README.md").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_setup_in_a_clean_clone_installs_once_then_reuses_everything(tmp_path):
+    """A clone of this repository, set up twice into a fresh venv that sees this interpreter's
+    packages (torch and solo-learn are not downloaded again): the first call installs the
+    package, the second finds everything in place and installs nothing."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    env = {**os.environ, "VENV": str(tmp_path / "venv"), "PYTHON": sys.executable}
+    env.pop("PYTHONPATH", None)  # the venv's own install of the clone, not this checkout
+
+    def setup() -> str:
+        done = subprocess.run(
+            ["bash", "scripts/setup.sh"], cwd=clone, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    first = setup()
+    assert "creating the virtual environment" in first
+    assert "installing solo-bayesncl from this folder" in first
+    second = setup()
+    assert "reusing the virtual environment" in second
+    assert "installing" not in second, second
+    assert "solo-bayesncl present" in second
+    imported = subprocess.run(
+        [
+            str(tmp_path / "venv/bin/python"),
+            "-c",
+            "import solo_bayesncl; print(solo_bayesncl.__file__)",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert imported.stdout.strip().startswith(str(clone))
