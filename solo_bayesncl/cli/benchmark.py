@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from solo_bayesncl.benchmark.presets import PresetError, available_presets, load_preset
+from solo_bayesncl.cli.invocation import command_name
 
 INTERRUPTED = "interrupted; run the same command again to resume"
 
@@ -22,7 +23,7 @@ INTERRUPTED = "interrupted; run the same command again to resume"
 def build_parser() -> argparse.ArgumentParser:
     """The command line (one function, so that further options join these)."""
     parser = argparse.ArgumentParser(
-        prog="python -m solo_bayesncl.benchmark",
+        prog=command_name("solo-bayesncl-benchmark"),  # as the user ran it
         description="SimCLR, MoCo v2+, NCL and BayesNCL side by side at equal budget.",
     )
     parser.add_argument(

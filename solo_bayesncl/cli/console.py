@@ -1,5 +1,5 @@
 """How the commands behave in a terminal: quiet start, one-line input errors, run summaries, and
-Hydra entry points that find the shipped configs from any folder.
+Hydra entry points that find the shipped configs from any folder and list them in ``--help``.
 
 Only the entry points call these; importing the library changes no global state.
 """
@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import omegaconf
 
-from solo_bayesncl.config.shipped import resolve_config_dir
+from solo_bayesncl.cli.invocation import command_name
+from solo_bayesncl.config.shipped import resolve_config_dir, shipped_configs
 from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
 from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
 from solo_bayesncl.training.trainer import run_summary
 
 __all__ = [
     "hydra_entry_point",
+    "hydra_help_text",
     "input_errors",
     "input_errors_until_fit",
     "print_run_summary",
@@ -94,17 +97,66 @@ def _absolute_config_path(argv: Sequence[str]) -> list[str]:
     return args
 
 
+_HELP_FLAGS = ("--help", "-h")
+_HELP_WIDTH = 100
+
+
+def hydra_help_text(
+    command: str,
+    summary: str,
+    kind: str,
+    default: tuple[str, str],
+    keys: Sequence[tuple[str, str]],
+) -> str:
+    """The head of a Hydra command's ``--help``: usage, ``summary``, the shipped configs of
+    ``kind`` by folder (:func:`~solo_bayesncl.config.shipped.shipped_configs`) with the
+    ``default`` (folder, config name), and the ``keys`` set most often, each with its meaning.
+    Hydra's own help (the config groups and the composed config) follows it."""
+    configs = shipped_configs(kind)
+    width = max(map(len, configs))
+    key_width = max(len(key) for key, _ in keys)
+    indent = " " * (key_width + 4)
+    lines = [
+        f"usage: {command} [--config-path FOLDER] [--config-name NAME] [KEY=VALUE ...]",
+        "",
+        *textwrap.wrap(summary, _HELP_WIDTH),
+        "",
+        "Shipped configs, by folder (--config-path FOLDER --config-name NAME;",
+        f"default: --config-path {default[0]} --config-name {default[1]}):",
+        *(f"  {folder:<{width}}  {' '.join(names)}" for folder, names in configs.items()),
+        "",
+        "Keys set most often (KEY=VALUE; any key of the config below can be set):",
+        *(
+            textwrap.fill(
+                meaning,
+                _HELP_WIDTH,
+                initial_indent=f"  {key:<{key_width}}  ",
+                subsequent_indent=indent,
+            )
+            for key, meaning in keys
+        ),
+        "",
+        "--cfg job prints the composed config and runs nothing; --hydra-help shows Hydra's flags.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def hydra_entry_point(
     task: Callable[[omegaconf.DictConfig], None],
     config_dir: Path,
     config_name: str,
-    command: str,
+    console_script: str,
+    help_text: Callable[[str], str],
 ) -> int:
     """Runs ``task`` as a Hydra app on ``sys.argv`` with the shipped ``config_dir`` as default
     config path; every Hydra flag (``--help``, ``--cfg job``, ``--config-name``, overrides) works
-    as in solo-learn's scripts."""
+    as in solo-learn's scripts. ``--help`` prints ``help_text(command)`` first (the command as
+    the user ran it, :func:`~solo_bayesncl.cli.invocation.command_name` of ``console_script``),
+    then Hydra's help without its header."""
     import hydra
 
+    command = command_name(console_script)
     quiet_third_party_warnings()
     help_only = any(
         a in ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info") for a in sys.argv
@@ -113,6 +165,9 @@ def hydra_entry_point(
         require_solo_learn(command)
     with input_errors(command):
         sys.argv = [sys.argv[0], *_absolute_config_path(sys.argv[1:])]
+    if any(a in _HELP_FLAGS for a in sys.argv[1:]):
+        print(help_text(command), flush=True)
+        sys.argv.append("hydra.help.header=")  # ours replaces "<app> is powered by Hydra."
     app = hydra.main(version_base="1.2", config_path=str(config_dir), config_name=config_name)
     app(task)()
     return 0

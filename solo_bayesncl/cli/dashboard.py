@@ -6,13 +6,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from solo_bayesncl.cli.invocation import command_name
 from solo_bayesncl.dashboard.builder import build_dashboard
 from solo_bayesncl.dashboard.sprites import FORMATS
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m solo_bayesncl.dashboard",
+        prog=command_name("solo-bayesncl-dashboard"),  # as the user ran it
         description="Build a static, offline feature dashboard from an evaluation report folder "
         "(features.npz + metrics.json). Open OUT/index.html in a browser; no server needed.",
     )

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from solo_bayesncl.cli.invocation import command_name
 from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
 
 __all__ = ["main", "parse_args"]
@@ -20,7 +21,7 @@ __all__ = ["main", "parse_args"]
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m solo_bayesncl.evaluation",
+        prog=command_name("solo-bayesncl-evaluate"),  # as the user ran it
         description="Evaluate a pretrained checkpoint (bayesncl, ncl, simclr, mocov2plus) on a "
         "validation set and write a report folder: metrics.json, metrics.md, PNG pictures and "
         "features.npz (the dashboard's input).",
@@ -56,7 +57,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns 0, or 2 with a one-line error on bad input."""
     args = parse_args(argv)
-    require_solo_learn("python -m solo_bayesncl.evaluation")
+    require_solo_learn(command_name("solo-bayesncl-evaluate"))
     quiet_third_party_warnings()
     # imported here: the checks above answer at once, without loading torch and solo-learn
     import torch

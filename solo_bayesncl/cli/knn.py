@@ -17,31 +17,103 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from solo_bayesncl.cli.console import input_errors
+from solo_bayesncl.cli.invocation import command_name
 from solo_bayesncl.evaluation.knn import DISTANCES, FEATURES, knn_eval
 from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
 
-__all__ = ["main"]
+__all__ = ["COMMAND", "build_parser", "main"]
+
+
+COMMAND = "solo-bayesncl-knn"
+"""The installed console script (``setup.py``)."""
+DEFAULT_K: tuple[int, ...] = (20,)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line, named as the user ran it; every option says its default."""
+    parser = argparse.ArgumentParser(
+        prog=command_name(COMMAND),
+        description="kNN evaluation of a pretrained checkpoint: top-1 and top-5 accuracy of "
+        "classifying the validation images by a weighted vote of their k nearest training "
+        "images in the checkpoint's feature space.",
+    )
+    parser.add_argument(
+        "checkpoint", help="pretrained checkpoint: a .ckpt beside its args.json, or a zoo artifact"
+    )
+    parser.add_argument(
+        "--dataset",
+        default=None,
+        metavar="NAME_OR_FOLDER",
+        help="dataset name (e.g. fashion-mnist) or image folder to evaluate on "
+        "(default: the dataset the checkpoint was trained on)",
+    )
+    parser.add_argument(
+        "--k",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_K),
+        metavar="K",
+        help="neighbours in the vote; several give one result each "
+        f"(default: {' '.join(map(str, DEFAULT_K))})",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        metavar="T",
+        default=0.07,
+        help="temperature of the vote's weights exp(similarity / T), cosine distance only "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--feature",
+        choices=tuple(FEATURES),
+        default="backbone",
+        help="backbone: the backbone's features (the linear probe's input); projection: the "
+        "representation the interpretability metrics read (the normalised projection, gated "
+        "for bayesncl) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--distance",
+        choices=DISTANCES,
+        default="cosine",
+        help="cosine (weights from the temperature) or euclidean (weights 1 / distance) "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="N",
+        default=256,
+        help="images per batch of feature extraction (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--num-workers",
+        type=int,
+        metavar="N",
+        default=2,
+        help="data loader processes (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        default=None,
+        help="also write the results to this JSON file (default: print them only)",
+    )
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkpoint")
-    parser.add_argument("--dataset", default=None, help="defaults to the checkpoint's dataset")
-    parser.add_argument("--k", type=int, nargs="+", default=[20])
-    parser.add_argument("--temperature", type=float, default=0.07)
-    parser.add_argument("--feature", choices=tuple(FEATURES), default="backbone")
-    parser.add_argument("--distance", choices=DISTANCES, default="cosine")
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--num-workers", type=int, default=2)
-    parser.add_argument("--output", type=Path, default=None, help="write the results as JSON")
+    command = command_name(COMMAND)
+    parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     if not {"-h", "--help"} & set(argv):
-        require_solo_learn("solo-bayesncl-knn")
+        require_solo_learn(command)
     args = parser.parse_args(argv)
 
     quiet_third_party_warnings()
     # bad options, unreadable checkpoints and NaN features: one line and exit status 2
-    with input_errors("solo-bayesncl-knn"):
+    with input_errors(command):
         if args.output is not None:  # before the kNN work, not after it
             from solo_bayesncl.io.files import require_writable
 

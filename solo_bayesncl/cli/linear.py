@@ -14,12 +14,42 @@ import omegaconf
 
 from solo_bayesncl.cli.console import (
     hydra_entry_point,
+    hydra_help_text,
     input_errors_until_fit,
     print_run_summary,
 )
+from solo_bayesncl.cli.invocation import command_name
 from solo_bayesncl.config.shipped import linear_config_dir
 
-__all__ = ["main"]
+__all__ = ["COMMAND", "KEYS", "main"]
+
+COMMAND = "solo-bayesncl-linear"
+"""The installed console script (``setup.py``)."""
+
+KEYS: tuple[tuple[str, str], ...] = (
+    ("pretrained_feature_extractor", "the pretrained checkpoint (.ckpt) or zoo artifact; required"),
+    ("data.dataset, data.train_path", "the probe's data; default: the checkpoint's (args.json)"),
+    ("data.fraction", "share of the training set used, -1 all; default: the checkpoint's"),
+    ("max_epochs", "epochs of the probe"),
+    ("optimizer.batch_size", "the global batch, split over the devices"),
+    ("optimizer.lr", "learning rate for a batch of 256 (scaled by batch/256)"),
+    ("probe", "standard (the pretraining views' normalisation) or official (solo-learn's)"),
+    ("data.num_workers", "data loader processes"),
+    ("accelerator, devices, precision", "auto: every GPU with 16-mixed, else the CPU with fp32"),
+    ("checkpoint.dir", "where the probe is written: <dir>/linear/<run>/"),
+)
+"""The keys a user sets most, with one-line meanings, for ``--help``."""
+
+
+def _help(command: str) -> str:
+    return hydra_help_text(
+        command,
+        "Linear evaluation of a pretrained checkpoint of any method: a linear classifier on its "
+        "frozen backbone.",
+        "linear",
+        ("scripts/linear/cifar", "linear.yaml"),
+        KEYS,
+    )
 
 
 def _run(cfg: omegaconf.DictConfig) -> None:
@@ -28,7 +58,7 @@ def _run(cfg: omegaconf.DictConfig) -> None:
     from solo_bayesncl.training.linear import linear_eval, prepare_linear_cfg
 
     explicit = list(HydraConfig.get().overrides.task)
-    with input_errors_until_fit("solo-bayesncl-linear") as callbacks:
+    with input_errors_until_fit(command_name(COMMAND)) as callbacks:
         prepared = prepare_linear_cfg(cfg, explicit)
         trainer = linear_eval(prepared[0], extra_callbacks=callbacks, prepared=prepared)
     print_run_summary(f"linear evaluation {prepared[0].name}", trainer)
@@ -36,4 +66,4 @@ def _run(cfg: omegaconf.DictConfig) -> None:
 
 def main() -> int:
     """``solo-bayesncl-linear`` / ``python main_linear.py``: Hydra overrides on ``sys.argv``."""
-    return hydra_entry_point(_run, linear_config_dir("cifar"), "linear", "solo-bayesncl-linear")
+    return hydra_entry_point(_run, linear_config_dir("cifar"), "linear", COMMAND, _help)

@@ -10,18 +10,53 @@ import omegaconf
 
 from solo_bayesncl.cli.console import (
     hydra_entry_point,
+    hydra_help_text,
     input_errors_until_fit,
     print_run_summary,
 )
+from solo_bayesncl.cli.invocation import command_name
 from solo_bayesncl.config.shipped import pretrain_config_dir
+from solo_bayesncl.data.names import OFFLINE_DATASETS, SOLO_DATASETS
 
-__all__ = ["main"]
+__all__ = ["COMMAND", "KEYS", "main"]
+
+COMMAND = "solo-bayesncl-pretrain"
+"""The installed console script (``setup.py``)."""
+
+KEYS: tuple[tuple[str, str], ...] = (
+    ("data.dataset", f"{', '.join((*SOLO_DATASETS, *OFFLINE_DATASETS))} (custom: an image folder)"),
+    ("data.train_path, data.val_path", "where the data is (custom: class sub-folders of images)"),
+    ("data.fraction, data.val_fraction", "share of the training / validation set used, -1 all"),
+    ("max_epochs", "epochs of training"),
+    ("optimizer.batch_size", "the global batch, split over the devices"),
+    ("optimizer.lr", "learning rate for a batch of 256 (scaled by batch/256)"),
+    ("method_kwargs.temperature", "InfoNCE temperature; method_kwargs.* are the method's keys"),
+    ("data.num_workers", "data loader processes"),
+    ("accelerator, devices, precision", "auto: every GPU with 16-mixed, else the CPU with fp32"),
+    ("checkpoint.dir", "where runs are written: <dir>/<method>/<run>/"),
+    ("auto_resume.enabled", "resume the unfinished run of the same config"),
+    ("interpretability.enabled", "interpretability metrics during training"),
+    ("wandb.enabled", "log to wandb too (offline without a stored login)"),
+    ("seed", "the seed of every generator"),
+)
+"""The keys a user sets most, with one-line meanings, for ``--help``."""
+
+
+def _help(command: str) -> str:
+    return hydra_help_text(
+        command,
+        "Self-supervised pretraining with solo-learn: bayesncl, ncl, simclr or mocov2plus "
+        "(one config each).",
+        "pretrain",
+        ("scripts/pretrain/cifar", "bayesncl.yaml"),
+        KEYS,
+    )
 
 
 def _run(cfg: omegaconf.DictConfig) -> None:
     from solo_bayesncl.training.pretrain import prepare_pretrain_cfg, pretrain
 
-    with input_errors_until_fit("solo-bayesncl-pretrain") as callbacks:
+    with input_errors_until_fit(command_name(COMMAND)) as callbacks:
         cfg = prepare_pretrain_cfg(cfg)
         trainer = pretrain(cfg, extra_callbacks=callbacks, prepared=True)
     print_run_summary(f"pretraining {cfg.name}", trainer)
@@ -29,6 +64,4 @@ def _run(cfg: omegaconf.DictConfig) -> None:
 
 def main() -> int:
     """``solo-bayesncl-pretrain`` / ``python main_pretrain.py``: Hydra overrides on ``sys.argv``."""
-    return hydra_entry_point(
-        _run, pretrain_config_dir("cifar"), "bayesncl", "solo-bayesncl-pretrain"
-    )
+    return hydra_entry_point(_run, pretrain_config_dir("cifar"), "bayesncl", COMMAND, _help)

@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from solo_bayesncl.cli.invocation import command_name
 from solo_bayesncl.io.artifact import ArtifactError, open_artifact
 from solo_bayesncl.zoo.errors import ZooError
 from solo_bayesncl.zoo.export import export_checkpoint
@@ -124,7 +125,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m solo_bayesncl.zoo``."""
     parser = argparse.ArgumentParser(
-        prog="python -m solo_bayesncl.zoo",
+        prog=command_name("solo-bayesncl-zoo"),  # as the user ran it
         description="List, download, export, verify and check solo-bayesncl zoo weights.",
     )
     sub = parser.add_subparsers(dest="command", required=True)

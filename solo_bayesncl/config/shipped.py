@@ -17,6 +17,7 @@ __all__ = [
     "linear_dir_for",
     "pretrain_config_dir",
     "resolve_config_dir",
+    "shipped_configs",
 ]
 
 _PACKAGED = Path(__file__).resolve().parents[1] / "configs"
@@ -34,6 +35,21 @@ def config_root() -> Path:
         f"the shipped configs are missing: neither {_PACKAGED} nor {_SOURCE} holds pretrain/ "
         "and linear/; reinstall solo-bayesncl"
     )
+
+
+def shipped_configs(kind: str) -> dict[str, list[str]]:
+    """The shipped configs of ``kind`` (``pretrain`` or ``linear``): for each folder, named as
+    ``--config-path`` takes it (``scripts/<kind>/<group>``, read in a checkout and in an
+    installed package alike), its configs' file names (``--config-name``), sorted. The folders'
+    sub-folders (``budget/``, ``augmentations/``, ``wandb/``) are groups those configs compose,
+    not configs."""
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r}; allowed: {', '.join(KINDS)}")
+    folders = sorted(p for p in (config_root() / kind).iterdir() if p.is_dir())
+    return {
+        f"scripts/{kind}/{folder.name}": sorted(p.name for p in folder.glob("*.yaml"))
+        for folder in folders
+    }
 
 
 def _group_dir(kind: str, group: str) -> Path:

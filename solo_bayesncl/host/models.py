@@ -6,9 +6,19 @@ same stem on any dataset, for any method. :func:`build_method` is the one place 
 method (pretraining, checkpoint loading, the micro-benchmarks) and :func:`build_backbone` the one
 place that builds a bare backbone (linear evaluation, zoo), so the stem rule cannot drift
 between them.
+
+solo-learn's ``BaseMethod`` and ``LinearModel`` log, on the root logger and whenever their
+scheduler steps per batch (solo-learn's default), that this "might generate issues when resuming a
+checkpoint". :func:`without_resume_warning` drops that one record while a model that resumes
+nothing is built: one read from a checkpoint (kNN, the report, zoo export) or a linear probe
+(``training.linear``, which never resumes). Pretraining keeps it: its checkpoints are resumed.
 """
 
 from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
 
 import omegaconf
 from omegaconf import OmegaConf
@@ -17,7 +27,38 @@ from torch import nn
 from solo_bayesncl.data.names import SMALL_IMAGE_DATASETS
 from solo_bayesncl.host.registration import register
 
-__all__ = ["apply_small_stem", "build_backbone", "build_method", "wants_small_stem"]
+__all__ = [
+    "apply_small_stem",
+    "build_backbone",
+    "build_method",
+    "wants_small_stem",
+    "without_resume_warning",
+]
+
+RESUME_WARNING = "might generate issues when resuming a checkpoint"
+"""The end of solo-learn's warning about a per-step scheduler (``solo/methods/base.py`` and
+``solo/methods/linear.py``)."""
+
+
+def _not_the_resume_warning(record: logging.LogRecord) -> bool:
+    return not (
+        record.name == "root"
+        and record.levelno == logging.WARNING
+        and record.getMessage().startswith("Using scheduler_interval=")
+        and record.getMessage().endswith(RESUME_WARNING + ".")
+    )
+
+
+@contextlib.contextmanager
+def without_resume_warning() -> Iterator[None]:
+    """Drops solo-learn's per-step scheduler warning (:data:`RESUME_WARNING`) from the root
+    logger inside the block, and nothing else; for models that resume nothing."""
+    root = logging.getLogger()
+    root.addFilter(_not_the_resume_warning)
+    try:
+        yield
+    finally:
+        root.removeFilter(_not_the_resume_warning)
 
 
 def wants_small_stem(cfg: omegaconf.DictConfig) -> bool:

@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from solo_bayesncl.host import registration
-from solo_bayesncl.host.models import build_backbone, build_method
+from solo_bayesncl.host.models import build_backbone, build_method, without_resume_warning
 from solo_bayesncl.host.registration import SUPPORTED_METHODS
 from solo_bayesncl.io.artifact import is_artifact, read_artifact
 
@@ -252,7 +252,8 @@ def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") ->
     """
     registration.register()
     _check_config_ranges(loaded)
-    model = build_method(loaded.cfg.copy())
+    with without_resume_warning():  # read, never resumed
+        model = build_method(loaded.cfg.copy())
     _load_weights(model, _strip_stale_keys(loaded.state_dict, model), loaded)
     check_finite_weights(loaded)
     return model.to(device).eval()

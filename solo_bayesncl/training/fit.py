@@ -16,6 +16,7 @@ from typing import Any
 
 import omegaconf
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -29,7 +30,7 @@ from solo_bayesncl.training.trainer import (
     per_rank_random_streams,
 )
 
-__all__ = ["fit", "seed_and_layout"]
+__all__ = ["fit", "seed_and_layout", "train_batches_per_process"]
 
 
 def seed_and_layout(cfg: omegaconf.DictConfig, build: Callable[[], nn.Module]) -> nn.Module:
@@ -44,6 +45,24 @@ def seed_and_layout(cfg: omegaconf.DictConfig, build: Callable[[], nn.Module]) -
     if not cfg.performance.disable_channel_last:
         model = model.to(memory_format=torch.channels_last)
     return model
+
+
+def train_batches_per_process(cfg: omegaconf.DictConfig, data: dict[str, Any]) -> int | None:
+    """The training batches of an epoch in each process, from the ``Trainer.fit`` arguments: the
+    training loader's length (a data module's, except DALI's, which is built inside the fit)
+    over the ``len(devices) * num_nodes`` processes, rounded down; None when unknown."""
+    if "train_dataloaders" in data:
+        loader = data["train_dataloaders"]
+    elif cfg.data.format != "dali" and "datamodule" in data:
+        loader = data["datamodule"].train_dataloader()
+    else:
+        return None
+    try:
+        batches = len(loader)
+    except TypeError:  # an iterable without a length
+        return None
+    processes = len(cfg.devices) * int(OmegaConf.select(cfg, "num_nodes", default=1) or 1)
+    return batches // processes
 
 
 def fit(
@@ -84,6 +103,7 @@ def fit(
             *checkpoint_callbacks(cfg, run_root),
             *own,
         ],
+        train_batches=train_batches_per_process(cfg, data),
     )
     with shared_with_launched_processes(run):
         trainer.fit(model, ckpt_path=run.ckpt_path, **data)

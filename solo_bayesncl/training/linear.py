@@ -37,6 +37,7 @@ from solo_bayesncl.data.datasets import (
 )
 from solo_bayesncl.data.names import dataset_name
 from solo_bayesncl.host.availability import require_solo_learn
+from solo_bayesncl.host.models import without_resume_warning
 from solo_bayesncl.host.registration import register
 from solo_bayesncl.io.checkpoints import load_backbone, load_checkpoint, load_method
 from solo_bayesncl.metrics import non_finite_rows
@@ -176,9 +177,10 @@ def linear_eval(
     def build() -> LinearModel:
         backbone = load_backbone(loaded)
         backbone.register_forward_hook(_finite_features_hook(loaded.path))
-        return LinearModel(
-            backbone, loss_func=torch.nn.CrossEntropyLoss(), mixup_func=None, cfg=cfg
-        )
+        with without_resume_warning():  # the probe never resumes (decide_job_run below)
+            return LinearModel(
+                backbone, loss_func=torch.nn.CrossEntropyLoss(), mixup_func=None, cfg=cfg
+            )
 
     official = official_transforms(cfg) if cfg.get("probe", "standard") == "official" else None
     train_transform, val_transform = official or (linear_train_transform(cfg), None)

@@ -125,13 +125,38 @@ def per_rank_random_streams():
     return PerRankRandomStreams()
 
 
-def build_trainer(cfg: omegaconf.DictConfig, loggers: list, callbacks: list):
-    """A Trainer from the config's Trainer keys, with devices as Lightning takes them."""
+LIGHTNING_LOG_EVERY_N_STEPS = 50
+"""Lightning's logging interval when ``Trainer(log_every_n_steps=None)``, its default."""
+
+
+def _batches_within_limit(batches: int, limit: int | float | None) -> int:
+    """The training batches of an epoch under Lightning's ``limit_train_batches``: a count, or a
+    share of the epoch when a float (as Lightning reads it)."""
+    if limit is None:
+        return batches
+    if isinstance(limit, float):
+        return int(batches * limit)
+    return min(batches, int(limit))
+
+
+def build_trainer(
+    cfg: omegaconf.DictConfig, loggers: list, callbacks: list, train_batches: int | None = None
+):
+    """A Trainer from the config's Trainer keys, with devices as Lightning takes them.
+
+    ``train_batches``, the training batches of an epoch in each process when known, caps
+    Lightning's ``log_every_n_steps`` (:data:`LIGHTNING_LOG_EVERY_N_STEPS`) at the epoch, so that a short epoch is still logged and
+    Lightning does not warn that it is shorter than the logging interval; a ``log_every_n_steps``
+    in the config is kept.
+    """
     from lightning.pytorch import Trainer
 
     kwargs = OmegaConf.to_container(cfg)
     valid = inspect.signature(Trainer.__init__).parameters
     kwargs = {k: v for k, v in kwargs.items() if k in valid}
+    if train_batches is not None and kwargs.get("log_every_n_steps") is None:
+        epoch = _batches_within_limit(train_batches, kwargs.get("limit_train_batches"))
+        kwargs["log_every_n_steps"] = max(1, min(LIGHTNING_LOG_EVERY_N_STEPS, epoch))
     strategy = cfg.strategy
     if strategy == "ddp":
         from lightning.pytorch.strategies.ddp import DDPStrategy
