@@ -27,6 +27,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--compare", default=None, help="a second report folder over the same classes"
     )
     parser.add_argument("--top-k", type=int, default=16, help="top images per dimension")
+    parser.add_argument(
+        "--top-purity-images",
+        type=int,
+        default=None,
+        help="top images the purity of the top images is taken over (shown on each card); "
+        "default: the report's own count (8 unless it was given --images-per-dim)",
+    )
     parser.add_argument("--n-random", type=int, default=8, help="random active images per dim")
     parser.add_argument("--bins", type=int, default=24, help="activation histogram bins")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random samples")
@@ -44,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.out,
             compare_dir=args.compare,
             top_k=args.top_k,
+            top_purity_images=args.top_purity_images,
             n_random=args.n_random,
             n_bins=args.bins,
             seed=args.seed,

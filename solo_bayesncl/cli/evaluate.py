@@ -38,7 +38,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-images", type=int, default=None, help="evaluate a random subset")
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None)
     parser.add_argument("--top-dims", type=int, default=16, help="dimensions in the pictures")
-    parser.add_argument("--images-per-dim", type=int, default=8)
+    parser.add_argument(
+        "--images-per-dim",
+        type=int,
+        default=None,
+        help="top images per dimension: a picture row and the images the purity of the top "
+        "images is taken over (default 8, the dashboard's count)",
+    )
     parser.add_argument("--shuffle-permutations", type=int, default=5)
     parser.add_argument("--retrieval-max-samples", type=int, default=None)
     parser.add_argument(
@@ -78,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_images=args.max_images,
             device=args.device,
             top_dims=args.top_dims,
-            images_per_dim=args.images_per_dim,
+            **({} if args.images_per_dim is None else {"images_per_dim": args.images_per_dim}),
             num_workers=args.num_workers,
             shuffle_permutations=args.shuffle_permutations,
             retrieval_max_samples=args.retrieval_max_samples,

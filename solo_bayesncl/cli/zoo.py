@@ -24,6 +24,13 @@ from solo_bayesncl.zoo.manifest import (
     read_manifest,
 )
 
+EMPTY_MANIFEST_HELP = (
+    "Export your own run (python -m solo_bayesncl.zoo export RUN.ckpt --name NAME), or convert "
+    "the official NCL checkpoints (github.com/PKU-ML/non_neg, 'Pretrained Checkpoints') the "
+    "same way: see docs/zoo.md."
+)
+"""The second line ``zoo list`` prints when no manifest lists any weights."""
+
 
 def _cmd_list(args: argparse.Namespace) -> int:
     entries = load_manifests()
@@ -31,8 +38,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps([e.to_dict() for e in entries], indent=2))
         return 0
     if not entries:
-        where = ", ".join(str(p) for p in manifest_paths()) or "no manifest found"
-        print(f"no published weights in the manifest(s) ({where})")
+        where = ", ".join(str(p) for p in manifest_paths())
+        print(f"No published weights yet (manifest: {where}).")
+        print(EMPTY_MANIFEST_HELP)
         return 0
     print(f"{'name':32} {'method':11} {'dataset':14} {'backbone':10} {'MB':>7}  metrics")
     for e in entries:

@@ -2,7 +2,8 @@
 
 Output layout (everything relative, opens from ``file://`` with no server and no network)::
 
-    out/index.html      cards of the active dimensions, class filter, sorting
+    out/index.html      the header's figures (:mod:`.tiles`), cards of the active dimensions,
+                        class filter, sorting
     out/dim.html        one dimension, chosen by the query string (dim.html?d=ID)
     out/data.js         ``window.DASHBOARD_DATA = {...}``: per-dimension summaries only
     out/thumbs/         sprite sheets holding each referenced thumbnail once
@@ -25,18 +26,23 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import numpy as np
 
 from solo_bayesncl.io.files import require_writable, write_text_replacing
-from solo_bayesncl.metrics import EPS, SIGNIFICANCE
+from solo_bayesncl.metrics import EPS, SIGNIFICANCE, TOP_IMAGES
 
 from .bundle import FeatureBundle, load_feature_bundle
 from .sprites import FORMATS, write_sprite_sheets
 from .summaries import class_specificity, most_specific_dims, summarize_dimensions
+from .tiles import header_tiles
 
 DATA_FILE = "data.js"
 DATA_GLOBAL = "DASHBOARD_DATA"
-PAGES = ("index.html", "dim.html")
+INDEX_PAGE = "index.html"
+"""Rendered per model (a Jinja template: the header's tiles are written into the page)."""
+PAGES = ("dim.html",)
+"""Copied as they are."""
 ASSETS = ("dashboard.css", "dashboard.js")
 COMPARE_SUBDIR = "b"
 FORMAT_VERSION = 1
@@ -105,6 +111,7 @@ def _dashboard_data(
     thumbs_dir: Path,
     *,
     top_k: int,
+    top_purity_images: int | None,
     n_random: int,
     n_bins: int,
     seed: int,
@@ -113,11 +120,14 @@ def _dashboard_data(
     nav: dict[str, Any],
 ) -> dict[str, Any]:
     """Summaries, sprite sheets and page data for one model."""
+    if top_purity_images is None:
+        top_purity_images = bundle.top_images or TOP_IMAGES
     summ = summarize_dimensions(
         bundle.features,
         bundle.labels,
         bundle.num_classes,
         top_k=top_k,
+        top_purity_images=top_purity_images,
         n_random=n_random,
         n_bins=n_bins,
         seed=seed,
@@ -170,6 +180,7 @@ def _dashboard_data(
         "signed": bool((bundle.features < 0).any()),
         "seed": seed,
         "top_k": top_k,
+        "top_purity_images": summ.top_purity_images,
         "n_random": n_random,
         "gate_mean": None if gate is None else float(gate.mean()),
         "gate_never_open": None if gate is None else int((gate <= 0).sum()),
@@ -211,6 +222,24 @@ def _write_data_js(data: dict[str, Any], path: Path) -> None:
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
     text = text.replace("</", "<\\/")  # never close a <script> early, whatever the names say
     path.write_text(f"window.{DATA_GLOBAL} = {text};\n", encoding="utf-8")
+
+
+def _write_index(bundle: FeatureBundle, n_active: int, path: Path) -> None:
+    """``index.html`` with this model's header: its title, leading and folded tiles."""
+    template = resources.files(__package__).joinpath("assets", INDEX_PAGE).read_text("utf-8")
+    lead, folded = header_tiles(bundle, n_active, skip=FACT_METRICS)
+    page = (
+        jinja2.Environment(autoescape=True)
+        .from_string(template)
+        .render(
+            method=bundle.method,
+            dataset=bundle.dataset,
+            checkpoint=bundle.checkpoint,
+            lead=lead,
+            folded=folded,
+        )
+    )
+    path.write_text(page, encoding="utf-8")
 
 
 def _copy_static(out: Path, pages: tuple[str, ...], written: _Written) -> None:
@@ -256,6 +285,7 @@ def _build_one(
     for name in data["sprite"]["files"]:
         written.add(out / name)
     _write_data_js(data, written.add(out / DATA_FILE))
+    _write_index(bundle, data["meta"]["n_active"], written.add(out / INDEX_PAGE))
     _copy_static(out, PAGES, written)
 
 
@@ -265,6 +295,7 @@ def build_dashboard(
     compare_dir: str | Path | None = None,
     *,
     top_k: int = 16,
+    top_purity_images: int | None = None,
     n_random: int = 8,
     n_bins: int = 24,
     seed: int = 0,
@@ -280,7 +311,11 @@ def build_dashboard(
             the files it listed in its manifest are removed). Checked writable first.
         compare_dir: a second report over the same classes (for example NCL next to BayesNCL).
             Adds ``compare.html`` and the second model's dashboard in ``out_dir/b/``.
-        top_k: top-activating images kept per dimension.
+        top_k: top-activating images kept per dimension (the dimension page's gallery).
+        top_purity_images: top images the purity of the top images is taken over, the ones a
+            card shows; default: the report's own count (its ``metrics.json``'s
+            ``selectivity.top_images``), else :data:`solo_bayesncl.metrics.TOP_IMAGES`, the
+            report's default.
         n_random: random firing images shown per dimension (seeded by ``seed``).
         n_bins: bins of each activation histogram.
         thumb_format: ``jpeg``, ``png`` or ``webp`` sprite sheets.
@@ -300,6 +335,7 @@ def build_dashboard(
     written = _prepare_out(out)
     options = dict(
         top_k=top_k,
+        top_purity_images=top_purity_images,
         n_random=n_random,
         n_bins=n_bins,
         seed=seed,

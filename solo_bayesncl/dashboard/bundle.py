@@ -12,7 +12,9 @@ A report folder contains
     ``gate_open_rate`` (k,) float32, optional (BayesNCL only): share of images whose hard gate
                   is open on each dimension.
 ``metrics.json`` (optional)
-    ``{"method": str, "checkpoint": str, "dataset": str, "metrics": {name: float}}``.
+    ``{"method": str, "checkpoint": str, "dataset": str, "metrics": {name: float}}``; an
+    evaluation report's also says over how many top images it took the purity of the top images
+    (``selectivity.top_images``), and its dashboard takes the same number.
 
 :func:`write_feature_bundle` writes such a folder, :func:`load_feature_bundle` reads and checks it.
 """
@@ -49,6 +51,8 @@ class FeatureBundle:
     checkpoint: str = ""
     dataset: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
+    top_images: int | None = None
+    """The report's count of top images (``selectivity.top_images``), None when not a report's."""
 
     @property
     def num_images(self) -> int:
@@ -261,6 +265,13 @@ def load_feature_bundle(path: str | Path) -> FeatureBundle:
         metrics = meta.get("metrics") or {}
         if not isinstance(metrics, dict):
             raise ValueError(f"{metrics_path}: 'metrics' must be an object of name -> number")
+        top = (meta.get("selectivity") or {}).get("top_images")
+        if top is not None:
+            if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+                raise ValueError(
+                    f"{metrics_path}: 'selectivity.top_images' must be an integer >= 1, got {top!r}"
+                )
+            bundle.top_images = top
         # Keep only scalar numbers; nested entries (if any) are not headline metrics.
         scalars = {k: v for k, v in metrics.items() if isinstance(v, int | float)}
         bundle.metrics = _clean_metrics(scalars, str(metrics_path))

@@ -5,10 +5,10 @@ L2-normalised (``Fn = F / ||F_i||``, a zero row stays zero) and dimension ``j`` 
 ``i`` when ``|Fn_ij| > eps`` (``solo_bayesncl.metrics.EPS``). Absolute values make this meaningful
 for signed features (SimCLR, MoCo) too; for unit-norm rows (the gated ``v`` of BayesNCL, NCL's
 ``normalize(phi(z))``) it is the plain ``|F_ij| > eps``. Counts, majority class, purity and its
-significance come from :mod:`solo_bayesncl.metrics` (one definition for the report and the
-dashboard); this module adds what only the pages show: top and random images, activation
-histograms and means, the purity of the top images. Everything is computed per block of columns,
-with no Python loop over single dimensions.
+significance, the top images and the purity of the top images come from
+:mod:`solo_bayesncl.metrics` (one definition for the report and the dashboard); this module adds
+what only the pages show: random images, activation histograms and means. Everything is computed
+per block of columns, with no Python loop over single dimensions.
 """
 
 from __future__ import annotations
@@ -21,9 +21,12 @@ import torch
 from solo_bayesncl.metrics import (
     EPS,
     SIGNIFICANCE,
+    TOP_IMAGES,
     majority_p_values,
     per_dimension_stats,
     selectivity_order,
+    top_image_purity,
+    top_images,
 )
 
 
@@ -39,11 +42,14 @@ class DimensionSummaries:
             consistency; 0 for a dimension that never fires.
         p_value: (k,) permutation p-value of the purity against the label-shuffled baseline
             (:func:`solo_bayesncl.metrics.majority_p_values`); 1 for a dimension that never fires.
-        top_purity: (k,) share of the majority class among the dimension's top images
-            (``top_index``); 0 for a dimension that never fires.
+        top_purity: (k,) share of the majority class among the dimension's first
+            ``top_purity_images`` top images (:func:`solo_bayesncl.metrics.top_image_purity`, the
+            report's figure); 0 for a dimension that never fires.
+        top_purity_images: how many top images ``top_purity`` is taken over.
         mean_active: (k,) mean |activation| over the images a dimension fires on.
-        top_index, top_value: (k, K) firing images with the largest |activation| (signed value
-            kept), sorted descending; padded with index -1 / value 0 when fewer than K fire.
+        top_index, top_value: (k, K) the dimension's top images
+            (:func:`solo_bayesncl.metrics.top_images`: the firing images with the largest
+            |activation|, signed value kept); padded with index -1 / value 0 when fewer than K fire.
         random_index, random_value: (k, R) a uniformly random sample (without replacement, seeded)
             of the images a dimension fires on, padded the same way.
         hist_counts: (k, B) histogram of the activation values of the firing images, B equal bins
@@ -56,6 +62,7 @@ class DimensionSummaries:
     purity: np.ndarray
     p_value: np.ndarray
     top_purity: np.ndarray
+    top_purity_images: int
     mean_active: np.ndarray
     top_index: np.ndarray
     top_value: np.ndarray
@@ -99,26 +106,30 @@ def summarize_dimensions(
     num_classes: int,
     *,
     top_k: int = 16,
+    top_purity_images: int = TOP_IMAGES,
     n_random: int = 8,
     n_bins: int = 20,
     eps: float = EPS,
     seed: int = 0,
     block: int = 256,
 ) -> DimensionSummaries:
-    """Summarise every column of ``features`` (N, k) given integer ``labels`` (N,).
+    """Summarise every column of ``features`` (N, k) given integer ``labels`` (N,): ``top_k``
+    top images per dimension, the purity of its first ``top_purity_images`` (the report's
+    count by default), ``n_random`` random firing images, ``n_bins`` histogram bins.
 
     Memory is O(N * block) plus a float32 copy of ``features`` for the metrics' statistics; the
     random samples depend only on ``seed`` and ``block``.
     """
-    if top_k < 1 or n_random < 0 or n_bins < 1:
+    if top_k < 1 or top_purity_images < 1 or n_random < 0 or n_bins < 1:
         raise ValueError(
-            f"top_k must be >= 1, n_random >= 0, n_bins >= 1; got {top_k}, {n_random}, {n_bins}"
+            "top_k and top_purity_images must be >= 1, n_random >= 0, n_bins >= 1; got "
+            f"{top_k}, {top_purity_images}, {n_random}, {n_bins}"
         )
     n, k = features.shape
     if n == 0:
         raise ValueError("features has no rows (N = 0)")
     labels = np.asarray(labels, dtype=np.int64)
-    kk, rr = min(top_k, n), min(n_random, n)
+    rr = min(n_random, n)
     rng = np.random.default_rng(seed)
     sq_norm = np.zeros(n, np.float64)
     for start in range(0, k, block):
@@ -131,9 +142,14 @@ def summarize_dimensions(
     labels_t = torch.as_tensor(labels)
     stats = per_dimension_stats(feats_t, labels_t, num_classes, eps=eps)
     p_value = majority_p_values(feats_t, labels_t, num_classes, eps=eps, seed=seed).numpy()
+    top = top_images(feats_t, max(top_k, top_purity_images), eps=eps, block=block)
+    top_index = top.index[:, :top_k].numpy()
+    top_value = top.value[:, :top_k].numpy()
+    majority = stats.majority_class.numpy()
+    top_purity = top_image_purity(
+        top.index[:, :top_purity_images], labels_t, stats.majority_class
+    ).numpy()
     mean_active = np.zeros(k, np.float64)
-    top_index = np.full((k, top_k), -1, np.int64)
-    top_value = np.zeros((k, top_k), np.float32)
     random_index = np.full((k, n_random), -1, np.int64)
     random_value = np.zeros((k, n_random), np.float32)
     hist_counts = np.zeros((k, n_bins), np.int64)
@@ -148,11 +164,6 @@ def summarize_dimensions(
         act = mag * inv_norm[:, None] > eps
         count = act.sum(axis=0)
         mean_active[start:stop] = np.where(act, mag, 0).sum(axis=0) / np.maximum(count, 1)
-
-        rows = _top_rows(np.where(act, mag, -1.0), kk)
-        ok = np.take_along_axis(act, rows, axis=0)
-        top_index[start:stop, :kk] = np.where(ok, rows, -1).T
-        top_value[start:stop, :kk] = np.where(ok, np.take_along_axis(feats, rows, 0), 0).T
 
         if rr:
             keys = rng.random((n, width), dtype=np.float32)
@@ -174,10 +185,6 @@ def summarize_dimensions(
         hist_low[start:stop] = low
         hist_high[start:stop] = high
 
-    majority = stats.majority_class.numpy()
-    top_labels = np.where(top_index >= 0, labels[np.maximum(top_index, 0)], -2)
-    top_shown = (top_index >= 0).sum(axis=1)
-    top_purity = (top_labels == majority[:, None]).sum(axis=1) / np.maximum(top_shown, 1)
     return DimensionSummaries(
         active_count=stats.active_count.numpy(),
         class_counts=stats.class_histogram.numpy(),
@@ -185,6 +192,7 @@ def summarize_dimensions(
         purity=stats.purity.numpy(),
         p_value=p_value,
         top_purity=top_purity,
+        top_purity_images=int(top_purity_images),
         mean_active=mean_active,
         top_index=top_index,
         top_value=top_value,

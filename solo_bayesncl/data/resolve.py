@@ -34,6 +34,7 @@ from solo_bayesncl.data.scenes import scenes_mean_std
 __all__ = [
     "DatasetUnavailableError",
     "check_dataset_available",
+    "cifar_layout",
     "check_subset_sizes",
     "resolve_dataset_cfg",
     "switch_dataset",
@@ -156,7 +157,9 @@ def check_dataset_available(
     one batch (:func:`check_subset_sizes`).
 
     CIFAR is downloaded into ``data.train_path`` when missing (as solo-learn does); if that is not
-    possible the error says so and points at the offline ``data.dataset=fashion-mnist`` option.
+    possible the error says so, states the folder layout torchvision reads there
+    (:func:`cifar_layout`) and points at the offline ``data.dataset=fashion-mnist`` option, and
+    the folders the attempt created are not left behind empty.
     """
     name = dataset_name(cfg)
     has_val = OmegaConf.select(cfg, "data.val_path", default=None) is not None
@@ -170,25 +173,7 @@ def check_dataset_available(
         check_subset_sizes(cfg, sizes[0] if train else None, sizes[1])
         return
     if name in ("cifar10", "cifar100"):
-        cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
-        root = str(cfg.data.train_path)
-        previous = socket.getdefaulttimeout()
-        socket.setdefaulttimeout(download_timeout)
-        try:
-            train_set = cls(root, train=True, download=True) if train else None
-            cls(
-                str(OmegaConf.select(cfg, "data.val_path", default=None) or root),
-                train=False,
-                download=True,
-            )
-        except Exception as err:  # no network, proxy, disk: all end the same way for the user
-            raise DatasetUnavailableError(
-                f"{name.upper()} is not in data.train_path={root!r} and could not be downloaded "
-                f"({type(err).__name__}: {err}). Download it where there is internet and copy it "
-                "there, or train offline with data.dataset=fashion-mnist."
-            ) from err
-        finally:
-            socket.setdefaulttimeout(previous)
+        train_set = _check_cifar(cfg, name, download_timeout, train)
         check_subset_sizes(cfg, len(train_set) if train_set is not None else None, None)
         return
     if OmegaConf.select(cfg, "data.format", default="image_folder") == "dali" and train:
@@ -201,6 +186,75 @@ def check_dataset_available(
     if train:
         _check_folder(cfg, "data.train_path")
     _check_folder(cfg, "data.val_path")
+
+
+def cifar_layout(name: str, root: str | Path) -> str:
+    """Where torchvision's CIFAR-10/100 (the CIFAR configs' loader) looks under ``root``: the
+    folder and its files, and the archive that unpacks into it."""
+    cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
+    files = [entry[0] for entry in (*cls.train_list, *cls.test_list)] + [cls.meta["filename"]]
+    return (
+        f"{Path(root) / cls.base_folder}/ holding {', '.join(files)} (what {cls.url} unpacks into)"
+    )
+
+
+def _new_folders(path: str | Path) -> list[Path]:
+    """The folders that creating ``path`` would create, outermost first (none if it exists)."""
+    folder = Path(path).expanduser().absolute()
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing[::-1]
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    """Removes, innermost first, those of ``folders`` that are still empty folders."""
+    for folder in reversed(folders):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def _check_cifar(
+    cfg: omegaconf.DictConfig, name: str, download_timeout: float, train: bool
+) -> datasets.VisionDataset | None:
+    """Reads (downloading when missing, as solo-learn does) the CIFAR splits the run needs: the
+    training split from ``data.train_path`` (``train``), the test split from ``data.val_path``
+    (default ``data.train_path``). Returns the training split (None without ``train``).
+
+    When that fails, the folders the attempt created (torchvision creates the root before it
+    downloads) are removed again if still empty, and the error names the key and the layout
+    torchvision looks for there."""
+    cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
+    splits = [("data.train_path", str(cfg.data.train_path), True)] if train else []
+    val = OmegaConf.select(cfg, "data.val_path", default=None)
+    splits.append(
+        ("data.train_path", str(cfg.data.train_path), False)
+        if val is None
+        else ("data.val_path", str(val), False)
+    )
+    created = [folder for _, root, _ in splits for folder in _new_folders(root)]
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(download_timeout)
+    train_set = None
+    try:
+        for key, root, is_train in splits:
+            try:
+                loaded = cls(root, train=is_train, download=True)
+            except Exception as err:  # no network, proxy, disk: all end the same way
+                raise DatasetUnavailableError(
+                    f"{name.upper()} is not in {key}={root!r} and could not be downloaded "
+                    f"({type(err).__name__}: {err}). torchvision reads it from "
+                    f"{cifar_layout(name, root)}: download that archive where there is internet "
+                    "and unpack it there, or train offline with data.dataset=fashion-mnist."
+                ) from err
+            train_set = loaded if is_train else train_set
+    except BaseException:  # an interrupt too: leave no empty folder behind
+        _remove_if_empty(created)
+        raise
+    finally:
+        socket.setdefaulttimeout(previous)
+    return train_set
 
 
 def switch_dataset(cfg: omegaconf.DictConfig, dataset: str | Path | None) -> omegaconf.DictConfig:

@@ -75,9 +75,11 @@ def _ncl_paper_markdown(report: dict[str, Any]) -> list[str]:
     ]
 
 
-def _dimension_table(rows: list[dict[str, Any]]) -> list[str]:
+def _dimension_table(rows: list[dict[str, Any]], top_images: int) -> list[str]:
+    """The table of some dimensions, the purity of the top images labelled with their count."""
     lines = [
-        "| dim | majority class | purity (top images) | purity (all active) | active images |",
+        f"| dim | majority class | purity (top {top_images} images) | purity (all active) | "
+        "active images |",
         "|---:|---|---:|---:|---:|",
     ]
     for d in rows:
@@ -147,14 +149,15 @@ def render_markdown(report: dict[str, Any], pictures: list[str], skipped: list[s
         f"A majority class is significant when label shuffling ({sel['permutations']} "
         f"permutations) never reaches the dimension's purity (p <= {sel['significance']}); "
         f"{sel['significant_dims']} active dimensions have one. n.s. marks the others. Purity "
-        f"is the majority's share among the top {sel['top_images']} images and among all "
-        "images the dimension is active on.",
+        f"is the majority's share among the top {sel['top_images']} images (those it fires on "
+        "with the largest |activation|, as the dashboard's cards) and among all images the "
+        "dimension is active on.",
         "",
-        *_dimension_table(report["top_dimensions"]),
+        *_dimension_table(report["top_dimensions"], sel["top_images"]),
         "",
         "## Least selective dimensions",
         "",
-        *_dimension_table(report["least_selective_dimensions"]),
+        *_dimension_table(report["least_selective_dimensions"], sel["top_images"]),
     ]
     lines += ["", "## Pictures", ""]
     lines += [f"- [{name}]({name})" for name in pictures]

@@ -5,9 +5,10 @@ metrics already computed), writes one PNG and returns its path; none needs solo-
 drawn on their own Agg canvas, so importing this module leaves pyplot's global backend alone.
 
 - :func:`plot_top_activations`: for chosen dimensions (the report draws the most and the least
-  selective), the validation images that activate each most, one row per dimension, labelled with
-  its majority class ("n.s." when label shuffling reaches its purity), its purity over the top
-  images and over all its active images;
+  selective), their top images (:func:`solo_bayesncl.metrics.top_images`), one row per dimension,
+  labelled with its majority class ("n.s." when label shuffling reaches its purity), the purity
+  of the top images shown (:func:`solo_bayesncl.metrics.top_image_purity`) and over all its
+  active images;
 - :func:`plot_class_histograms`: per dimension, the class histogram of its active samples;
 - :func:`plot_retrieval_precision`: retrieval precision P@K against the number of dims kept;
 - :func:`plot_active_dims_per_image`: the distribution of active dimensions per image;
@@ -25,7 +26,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from solo_bayesncl.metrics import DimensionStats
+from solo_bayesncl.metrics import DimensionStats, top_image_purity, top_images
 
 __all__ = [
     "plot_active_dims_per_image",
@@ -34,7 +35,6 @@ __all__ = [
     "plot_retrieval_precision",
     "plot_top_activations",
     "retrieval_curves",
-    "top_images",
 ]
 
 _DPI = 110
@@ -48,14 +48,6 @@ def _figure(figsize: tuple[float, float]) -> Figure:
     fig = Figure(figsize=figsize)
     FigureCanvasAgg(fig)
     return fig
-
-
-def top_images(features: np.ndarray, dim: int, count: int) -> np.ndarray:
-    """The (at most ``count``) images with the largest value on ``dim``, largest first; images
-    where it is 0 are left out. The rows of :func:`plot_top_activations`."""
-    column = features[:, dim]
-    order = np.argsort(-column, kind="stable")[:count]
-    return order[column[order] != 0]
 
 
 def _class_name(class_names: Sequence[str], index: int) -> str:
@@ -96,13 +88,15 @@ def plot_top_activations(
     significant: Sequence[bool] | None = None,
     title: str = "most selective",
 ) -> Path:
-    """Grid of the images with the largest value on each dimension of ``dims`` (one row each).
+    """Grid of the ``per_dim`` top images of each dimension of ``dims`` (one row each; see
+    :func:`solo_bayesncl.metrics.top_images`: the images it fires on with the largest
+    ``|activation|``).
 
     The row's label gives the dimension, its majority class among active samples ("n.s." when
     ``significant`` says the label-shuffled baseline reaches its purity), the purity of the
-    shown top images, the purity over all its active images and how many images it is active on.
-    A thumbnail's border is green when its label is the majority class, red otherwise. Only
-    images active on the dimension are shown. ``title`` names the dimensions in the heading.
+    ``per_dim`` top images shown, the purity over all its active images and how many images it
+    is active on. A thumbnail's border is green when its label is the majority class, red
+    otherwise. ``title`` names the dimensions in the heading.
     """
     path = Path(path)
     dims = list(dims)
@@ -137,6 +131,12 @@ def plot_top_activations(
     ]
     active_count = stats.active_count.numpy()
     flags = list(significant) if significant is not None else [True] * len(dims)
+    top = top_images(features, per_dim, dims=dims)
+    purity_top = top_image_purity(top.index, labels, stats.majority_class[top.dims]).numpy()
+    rows_of = {
+        int(d): (row[row >= 0], float(p))
+        for d, row, p in zip(dims, top.index.numpy(), purity_top, strict=True)
+    }
     for ax, dim, flag in zip(axes, dims or [None], flags or [True], strict=False):
         ax.set_xticks([])
         ax.set_yticks([])
@@ -145,7 +145,7 @@ def plot_top_activations(
         if dim is None:
             ax.text(0.5, 0.5, "no active dimension", ha="center", va="center")
             continue
-        order = top_images(features, dim, per_dim)
+        order, top_purity = rows_of[int(dim)]
         majority = int(stats.majority_class[dim])
         strip = (
             _strip(thumbnails[order], labels[order], majority, per_dim)
@@ -153,10 +153,9 @@ def plot_top_activations(
             else np.full((h, w * per_dim, 3), 255, dtype=np.uint8)
         )
         ax.imshow(strip, interpolation="nearest", aspect="auto")
-        top_purity = float((labels[order] == majority).mean()) if len(order) else 0.0
         ax.set_ylabel(
             f"dim {dim}\n{_class_name(class_names, majority)}{'' if flag else ' (n.s.)'}\n"
-            f"purity top {top_purity:.2f}, all {float(stats.purity[dim]):.2f}\n"
+            f"purity top {per_dim} {top_purity:.2f}, all {float(stats.purity[dim]):.2f}\n"
             f"n={int(active_count[dim])}",
             rotation=0,
             ha="right",

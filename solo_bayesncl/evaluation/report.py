@@ -66,7 +66,14 @@ from solo_bayesncl.io.files import (
     replacing_folder,
     require_writable,
 )
-from solo_bayesncl.metrics import MAJORITY_PERMUTATIONS, SIGNIFICANCE, selectivity_order
+from solo_bayesncl.metrics import (
+    MAJORITY_PERMUTATIONS,
+    SIGNIFICANCE,
+    TOP_IMAGES,
+    selectivity_order,
+    top_image_purity,
+    top_images,
+)
 
 __all__ = [
     "GATE_PICTURE",
@@ -111,7 +118,7 @@ def write_report(
     max_images: int | None = None,
     device: str | None = None,
     top_dims: int = 16,
-    images_per_dim: int = 8,
+    images_per_dim: int = TOP_IMAGES,
     num_workers: int = 2,
     thumbnail_size: int = 64,
     shuffle_permutations: int = 5,
@@ -134,7 +141,9 @@ def write_report(
         max_images: evaluate a seeded random subset of this many images.
         device: ``cpu`` or ``cuda`` (default: cuda when available).
         top_dims: dimensions shown in the top-activation grid and class histograms.
-        images_per_dim: images per row of the top-activation grid.
+        images_per_dim: top images per dimension: the row of the top-activation grid and the
+            images its purity of the top images is taken over (the dashboard's count by
+            default, :data:`solo_bayesncl.metrics.TOP_IMAGES`).
         thumbnail_size: longest side of the stored thumbnails, in pixels.
         shuffle_permutations: permutations of the label-shuffled consistency baseline.
         retrieval_max_samples: cap on the vectors used for retrieval precision.
@@ -356,18 +365,21 @@ def describe_dimensions(
     dims: np.ndarray, data: ReportData, names: list[str], images_per_dim: int
 ) -> list[dict[str, Any]]:
     """One row per dimension: its majority class, whether that majority beats the label-shuffled
-    baseline, and the purity of its top images and of all its active images."""
+    baseline, the purity of its top ``images_per_dim`` images (``purity_top``,
+    :func:`solo_bayesncl.metrics.top_image_purity`, the dashboard's figure) and of all its
+    active images."""
+    top = top_images(data.features, images_per_dim, dims=dims)
+    majority = data.stats.majority_class[top.dims]
+    purity_top = top_image_purity(top.index, data.labels, majority)
     rows = []
-    for d in dims:
-        majority = int(data.stats.majority_class[d])
-        top = plots.top_images(data.features, int(d), images_per_dim)
+    for row, d in enumerate(top.dims.tolist()):
         rows.append(
             {
-                "dim": int(d),
-                "majority_class": names[majority],
+                "dim": d,
+                "majority_class": names[int(majority[row])],
                 "majority_significant": bool(data.p_value[d] <= SIGNIFICANCE),
                 "p_value": float(data.p_value[d]),
-                "purity_top": float((data.labels[top] == majority).mean()) if len(top) else 0.0,
+                "purity_top": float(purity_top[row]),
                 "purity": float(data.stats.purity[d]),
                 "active_images": int(data.stats.active_count[d]),
             }

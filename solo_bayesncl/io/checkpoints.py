@@ -252,8 +252,16 @@ def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") ->
     """
     registration.register()
     _check_config_ranges(loaded)
-    with without_resume_warning():  # read, never resumed
-        model = build_method(loaded.cfg.copy())
+    try:
+        with without_resume_warning():  # read, never resumed
+            model = build_method(loaded.cfg.copy())
+    except (omegaconf.errors.ConfigAttributeError, omegaconf.errors.ConfigKeyError) as err:
+        key = getattr(err, "full_key", None) or _first_line(err)
+        raise CheckpointError(
+            f"{_config_source(loaded)}: the config has no {key}, which the config of a "
+            "pretraining run holds (solo-learn's parse_cfg adds it to the run's args.json); "
+            "add it (docs/zoo.md: an args.json written by hand)"
+        ) from None
     _load_weights(model, _strip_stale_keys(loaded.state_dict, model), loaded)
     check_finite_weights(loaded)
     return model.to(device).eval()

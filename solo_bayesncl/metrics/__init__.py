@@ -21,6 +21,7 @@ from solo_bayesncl.metrics.accumulator import (
     METRIC_DESCRIPTIONS,
     InterpretabilityAccumulator,
     compute_interpretability_metrics,
+    describe_metric,
 )
 from solo_bayesncl.metrics.baseline import (
     MAJORITY_PERMUTATIONS,
@@ -48,10 +49,13 @@ from solo_bayesncl.metrics.sparsity import (
     sparsity,
 )
 from solo_bayesncl.metrics.spectral import EffectiveRank, effective_rank, orthogonality_error
+from solo_bayesncl.metrics.top_images import TOP_IMAGES, TopImages, top_image_purity, top_images
 
 __all__ = [
     "MAJORITY_PERMUTATIONS",
     "SIGNIFICANCE",
+    "TOP_IMAGES",
+    "TopImages",
     "majority_p_values",
     "selectivity_order",
     "EPS",
@@ -64,6 +68,7 @@ __all__ = [
     "active_dims_mask",
     "active_dims_per_sample",
     "compute_interpretability_metrics",
+    "describe_metric",
     "effective_rank",
     "non_finite_rows",
     "orthogonality_error",
@@ -76,4 +81,6 @@ __all__ = [
     "semantic_entropy",
     "shuffled_semantic_consistency",
     "sparsity",
+    "top_image_purity",
+    "top_images",
 ]

@@ -26,6 +26,7 @@ documents every key of the returned dict.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -68,7 +69,7 @@ METRIC_DESCRIPTIONS: dict[str, str] = {
     "num_samples": "N, samples seen.",
     "num_dims": "k, feature dimensions.",
     "active_dims": "Dimensions whose column has |F_ij| > eps for some sample.",
-    "active_dims_fraction": "active_dims / k.",
+    "active_dims_fraction": "Share of the k dimensions that are active (active_dims / k).",
     "sparsity": "Share of the N x k entries with |F_ij| <= eps.",
     "semantic_consistency": (
         "Rows L2-normalised; per dim with active samples (|Fn_ij| > eps), share of the most "
@@ -101,6 +102,21 @@ METRIC_DESCRIPTIONS: dict[str, str] = {
     ),
     "retrieval_p@{K}": "Precision@K of cosine retrieval on all k dims.",
 }
+
+_DESCRIBED = [
+    (
+        re.compile("^" + re.escape(key).replace(r"\{K\}", r"\d+").replace(r"\{m\}", r"\d+") + "$"),
+        text,
+    )
+    for key, text in METRIC_DESCRIPTIONS.items()
+]
+
+
+def describe_metric(key: str) -> str | None:
+    """The one-line description of a key of :meth:`InterpretabilityAccumulator.compute`
+    (``retrieval_p@5_m64`` reads the ``retrieval_p@{K}_m{m}`` entry of
+    :data:`METRIC_DESCRIPTIONS`), or None for a key it does not return."""
+    return next((text for pattern, text in _DESCRIBED if pattern.match(key)), None)
 
 
 class InterpretabilityAccumulator:

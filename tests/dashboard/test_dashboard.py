@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -409,3 +410,102 @@ def test_cli(tmp_path, capsys):
     assert max(len(r) for r in read_data_js(tmp_path / "out" / "data.js")["dims"]["top"]) == 3
     assert cli_main([str(tmp_path / "missing"), "--out", str(tmp_path / "o2")]) == 2
     assert "report folder not found" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- header tiles
+
+
+class _Tiles(HTMLParser):
+    """The header's tiles of an index.html: ``key`` -> (folded, title, text of the tile)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tiles: dict[str, dict] = {}
+        self.folded = 0  # depth inside <details>
+        self.open: list[tuple[str, dict]] = []  # tiles being read, with their tag
+        self.summary = ""
+        self.in_summary = False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "details":
+            self.folded += 1
+        if tag == "summary":
+            self.in_summary = True
+        if "fact" in (attrs.get("class") or "").split() and "data-key" in attrs:
+            tile = {"folded": self.folded > 0, "title": attrs.get("title", ""), "text": ""}
+            self.tiles[attrs["data-key"]] = tile
+            self.open.append((tag, tile))
+
+    def handle_endtag(self, tag):
+        if tag == "details":
+            self.folded -= 1
+        if tag == "summary":
+            self.in_summary = False
+        if self.open and self.open[-1][0] == tag:
+            self.open.pop()
+
+    def handle_data(self, data):
+        if self.in_summary:
+            self.summary += data
+        for _, tile in self.open:
+            tile["text"] += data
+
+
+def _header(index: Path) -> _Tiles:
+    parser = _Tiles()
+    parser.feed(index.read_text(encoding="utf-8"))
+    return parser
+
+
+def test_header_leads_with_the_figures_that_compare_methods(tmp_path):
+    """Issue 25 (9): consistency gain, active dimensions, gates open and the accuracy lead; the
+    other figures (a report's full metric set) are folded in a <details>; every tile explains
+    itself in its title, and a folded one in a line of text too."""
+    from solo_bayesncl.metrics import compute_interpretability_metrics, describe_metric
+
+    feats, labels, _ = tiny_report(tmp_path / "rep")
+    metrics = compute_interpretability_metrics(feats, labels, 3, shuffle_permutations=2)
+    metrics["linear_top1"] = 71.25
+    meta = json.loads((tmp_path / "rep" / "metrics.json").read_text())
+    meta["metrics"] = metrics
+    (tmp_path / "rep" / "metrics.json").write_text(json.dumps(meta))
+    assert len(metrics) >= 20  # the crowd the header used to show as tiles
+
+    index = build_dashboard(tmp_path / "rep", tmp_path / "out", thumb_format="png")
+    header = _header(index)
+    tiles = header.tiles
+    lead = [k for k, t in tiles.items() if not t["folded"]]
+    assert lead == ["semantic_consistency_gain", "active_dims", "gate_open_rate", "linear_top1"]
+    gain = metrics["semantic_consistency_gain"]
+    assert tiles["semantic_consistency_gain"]["text"].startswith(f"{gain:+.3f}")
+    active = int((np.abs(feats) > 1e-5).any(axis=0).sum())
+    assert tiles["active_dims"]["text"].startswith(f"{active} of 8")
+    assert tiles["gate_open_rate"]["text"].startswith(f"{100 * np.linspace(0, 1, 8).mean():.1f}%")
+    assert tiles["linear_top1"]["text"].startswith("71.25")
+
+    folded = {k for k, t in tiles.items() if t["folded"]}
+    shown_elsewhere = {"num_samples", "num_dims", "active_dims"}  # facts: images, active dims
+    expected = set(metrics) - shown_elsewhere - set(lead) | {"images", "gates_never_open"}
+    assert folded == expected
+    assert header.summary.strip() == f"{len(folded)} more figures"
+    for key, tile in tiles.items():
+        assert len(tile["title"]) > 20 and "\n" not in tile["title"], key
+        if tile["folded"]:
+            assert tile["title"] in tile["text"], key  # the explanation is a visible line too
+    assert tiles["sparsity"]["title"] == describe_metric("sparsity")
+    assert tiles["retrieval_p@5"]["title"] == describe_metric("retrieval_p@5")
+
+
+def test_header_escapes_names_and_explains_unknown_figures(tmp_path):
+    tiny_report(tmp_path / "rep", gates=False, method="<script>x</script>")
+    meta = json.loads((tmp_path / "rep" / "metrics.json").read_text())
+    meta["metrics"]["my_figure"] = 3.0
+    (tmp_path / "rep" / "metrics.json").write_text(json.dumps(meta))
+    index = build_dashboard(tmp_path / "rep", tmp_path / "out", thumb_format="png")
+    text = index.read_text(encoding="utf-8")
+    assert "<script>x</script>" not in text and "&lt;script&gt;x&lt;/script&gt;" in text
+    tiles = _header(index).tiles
+    assert "gate_open_rate" not in tiles and "gates_never_open" not in tiles  # no gate: NCL
+    assert [k for k, t in tiles.items() if not t["folded"]] == ["active_dims", "linear_top1"]
+    assert "no description" in tiles["my_figure"]["title"]

@@ -127,8 +127,34 @@ def test_index_lists_active_dimensions_with_loaded_thumbnails(driver, dashboard)
     assert significant[0] and significant == sorted(significant, reverse=True)
     marked = [bool(c.find_elements(By.CSS_SELECTOR, ".ns")) for c in cards]
     assert marked == [not f for f in significant]
-    assert "semantic consistency" in driver.find_element(By.CSS_SELECTOR, ".head").text
+    # the header leads with the figures that compare methods; the rest wait in <details>
+    lead = driver.find_element(By.ID, "lead-tiles").text
+    assert "active dimensions" in lead and "gates open" in lead
+    more = driver.find_element(By.ID, "more-tiles")
+    assert "semantic consistency" not in more.text  # folded: only its summary shows
+    more.find_element(By.TAG_NAME, "summary").click()
+    assert "semantic consistency" in more.text
     assert_offline(driver)
+
+
+def test_cards_start_above_the_fold_with_a_full_metric_set(driver, tmp_path):
+    """Issue 25 (9): a report's ~30 metrics no longer push the cards below the first screen."""
+    from solo_bayesncl.metrics import compute_interpretability_metrics
+
+    report = make_demo_report(tmp_path / "rep", n=300, k=256)
+    bundle = load_feature_bundle(report)
+    metrics = compute_interpretability_metrics(
+        bundle.features.astype(np.float32), bundle.labels, 10
+    )
+    meta = json.loads((report / "metrics.json").read_text())
+    meta["metrics"] = {**metrics, "linear_top1": 80.5}
+    (report / "metrics.json").write_text(json.dumps(meta))
+    assert len(meta["metrics"]) >= 29
+    open_page(driver, build_dashboard(report, tmp_path / "out").as_uri())
+    top, height = driver.execute_script(
+        "return [document.querySelector('.card').getBoundingClientRect().top, innerHeight];"
+    )
+    assert top < height / 2, f"the first card starts at {top}px of a {height}px window"
 
 
 def test_class_filter_and_sorting(driver, dashboard):

@@ -94,6 +94,12 @@ def test_bayesncl_report_writes_every_file(bayesncl_report, image_folder):
     assert "label-shuffled baseline" in markdown and "zeroes no entry" in markdown
 
 
+def _top_images(feats: np.ndarray, active: np.ndarray, dim: int, count: int) -> list[int]:
+    """The images ``dim`` is active on, largest |activation| first, lower index on ties."""
+    firing = np.flatnonzero(active[:, dim]).tolist()
+    return sorted(firing, key=lambda i: (-abs(float(feats[i, dim])), i))[:count]
+
+
 def test_report_leads_with_the_most_selective_dimensions(bayesncl_report):
     """Dimensions are listed by selectivity (significant majority first, then purity), the least
     selective ones are a second list and picture, and each shows the purity of its top images
@@ -124,18 +130,59 @@ def test_report_leads_with_the_most_selective_dimensions(bayesncl_report):
         assert r["purity"] == pytest.approx(counts.max() / counts.sum())
         assert r["majority_significant"] == (p[d] <= SIGNIFICANCE)
         majority = int(np.argmax(counts))
-        top = np.argsort(-feats[:, d], kind="stable")[:5]
-        top = top[feats[top, d] != 0]
+        top = _top_images(feats, active, d, 5)
         assert r["purity_top"] == pytest.approx((labels[top] == majority).mean())
     assert (out / "least_selective_activations.png").is_file()
     markdown = (out / "metrics.md").read_text()
     assert (
         "## Most selective dimensions" in markdown and "## Least selective dimensions" in markdown
     )
-    assert "purity (top images) | purity (all active)" in markdown
+    assert "purity (top 5 images) | purity (all active)" in markdown
     for r in rows:
         if not r["majority_significant"]:
             assert f"| {r['dim']} | {r['majority_class']} (n.s.) |" in markdown
+
+
+def test_report_and_dashboard_agree_on_the_purity_of_the_top_images(
+    checkpoints, image_folder, tmp_path
+):
+    """Issue 25 (9): a report and the dashboard built from it, both with their defaults, give
+    every dimension the same purity of its top images, over the same number of images (the
+    ones a card shows), each equal to a loop over features.npz."""
+    from solo_bayesncl.dashboard import build_dashboard, load_feature_bundle
+
+    out = tmp_path / "report"
+    report = write_report(
+        checkpoints["ncl"],
+        out,
+        image_folder / "val",
+        batch_size=12,
+        num_workers=0,
+        top_dims=NUM_DIMS,
+        shuffle_permutations=1,
+        progress=False,
+    )
+    build_dashboard(out, tmp_path / "dashboard", thumb_format="png")
+    text = (tmp_path / "dashboard" / "data.js").read_text(encoding="utf-8")
+    data = json.loads(text.split("=", 1)[1].rstrip().rstrip(";"))
+    count = report["selectivity"]["top_images"]
+    assert count == data["meta"]["top_purity_images"] == 8
+    assert "purity (top 8 images)" in (out / "metrics.md").read_text()
+
+    bundle = load_feature_bundle(out)
+    feats, labels = bundle.features.astype(np.float32), bundle.labels
+    norm = np.linalg.norm(feats, axis=1, keepdims=True)
+    active = np.abs(feats / np.maximum(norm, 1e-12)) > 1e-5
+    shown = dict(zip(data["dims"]["id"], data["dims"]["top_purity"], strict=True))
+    rows = report["top_dimensions"] + report["least_selective_dimensions"]
+    assert len({r["dim"] for r in rows}) > 8
+    for r in rows:
+        d = r["dim"]
+        majority = int(np.argmax(np.bincount(labels[active[:, d]], minlength=6)))
+        top = _top_images(feats, active, d, count)
+        expected = float((labels[top] == majority).mean())
+        assert r["purity_top"] == pytest.approx(expected), d
+        assert shown[d] == pytest.approx(expected, abs=1e-4), d
 
 
 def test_bundle_matches_the_metrics_and_feeds_the_dashboard(bayesncl_report):

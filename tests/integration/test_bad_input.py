@@ -346,20 +346,22 @@ def test_report_options_are_checked_before_anything_is_read(option, value, messa
     ("dataset", "message"),
     [
         ("bogus", r"^data\.dataset='bogus' is not supported; allowed values: cifar10"),
-        ("cifar10", r"^CIFAR10 is not in data\.train_path=.* and could not be downloaded"),
+        # the report reads the validation split only: the key is the folder it looked in
+        ("cifar10", r"^CIFAR10 is not in data\.val_path=.* and could not be downloaded"),
     ],
 )
 def test_report_dataset_errors_are_one_line(
     ncl_checkpoint, dataset, message, tmp_path, monkeypatch
 ):
-    from solo_bayesncl.data import resolve
+    from torchvision import datasets
+
     from solo_bayesncl.data.resolve import DatasetUnavailableError
     from solo_bayesncl.evaluation.report import ReportError, write_report
 
     def offline(*args, **kwargs):  # no network: what a download attempt offline raises
         raise OSError("[Errno 101] Network is unreachable")
 
-    monkeypatch.setattr(resolve.datasets.CIFAR10, "download", offline)
+    monkeypatch.setattr(datasets.CIFAR10, "download", offline)
     monkeypatch.chdir(tmp_path)
     with pytest.raises((ReportError, DatasetUnavailableError), match=message):
         write_report(ncl_checkpoint, tmp_path / "out", dataset, progress=False)

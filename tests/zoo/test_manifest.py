@@ -154,11 +154,32 @@ def test_user_manifests_extend_the_list(tmp_path, monkeypatch):
         find_entry("simclr-x")
 
 
+def test_cli_list_with_an_empty_manifest_says_what_to_do(tmp_path, monkeypatch, capsys):
+    """Issue 25 (10): two lines: nothing published yet; export your own or convert the official
+    NCL checkpoints, with the guide that says how (which exists and names the official README's
+    section)."""
+    from solo_bayesncl.zoo import manifest
+
+    empty = _write(tmp_path / "empty.json", [])
+    monkeypatch.setattr(manifest, "PROJECT_MANIFEST", empty)
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    assert lines[0] == f"No published weights yet (manifest: {empty})."
+    assert "python -m solo_bayesncl.zoo export RUN.ckpt --name NAME" in lines[1]
+    assert "PKU-ML/non_neg" in lines[1] and "'Pretrained Checkpoints'" in lines[1]
+    guide = re.search(r"see (\S+)\.$", lines[1]).group(1)
+    text = (ROOT / guide).read_text(encoding="utf-8")
+    assert "github.com/PKU-ML/non_neg" in text and "Pretrained Checkpoints" in text
+    assert main(["list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []  # machine-readable: no advice mixed in
+
+
 def test_cli_list_and_check(tmp_path, monkeypatch, capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     if not read_manifest(SHIPPED):
-        assert "no published weights" in out
+        assert out.startswith("No published weights yet")
     mine = _write(tmp_path / "mine.json", [GOOD])
     monkeypatch.setenv("SOLO_BAYESNCL_MANIFEST", str(mine))
     assert main(["list"]) == 0

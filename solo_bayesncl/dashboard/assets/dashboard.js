@@ -5,7 +5,6 @@
 
   var THUMB_CARD = 36;
   var THUMB_PAGE = 64;
-  var CARD_STRIP = 8;
   var EAGER_CARDS = 300; /* up to this many cards, all thumbnails are drawn at once */
   var PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
     "#ff9da7", "#9c755f", "#bab0ac"];
@@ -115,38 +114,12 @@
       "</nav>";
   }
 
-  function metaBlock(model) {
-    var m = model.data.meta;
-    var h = "<h1>" + esc(m.method) + (m.dataset ? ' <span class="muted">on ' +
-      esc(m.dataset) + "</span>" : "") + "</h1>";
-    if (m.checkpoint) h += '<p class="muted small mono">' + esc(m.checkpoint) + "</p>";
-    var facts = [
-      ["images", m.n_images],
-      ["dimensions", m.n_dims],
-      ["active dimensions", m.n_active]
-    ];
-    if (m.gate_mean !== null) {
-      facts.push(["mean gate-open rate", pct(m.gate_mean)]);
-      facts.push(["gates never open", m.gate_never_open]);
-    }
-    h += '<div class="facts">' + facts.map(function (f) {
-      return '<div class="fact"><b>' + esc(f[1]) + '</b><span class="label">' + esc(f[0]) +
-        "</span></div>";
-    }).join("");
-    var names = Object.keys(m.metrics || {});
-    names.forEach(function (k) {
-      h += '<div class="fact metric"><b>' + num(m.metrics[k]) + '</b><span class="label">' +
-        esc(k.replace(/_/g, " ")) +
-        "</span></div>";
-    });
-    return h + "</div>";
-  }
-
   /* ---------------------------------------------------------------- index */
+  /* A card shows the top images its "purity of the top N images" is taken over. */
   function cardStrip(model, i) {
     var d = model.data.dims;
     var top = d.top[i], values = d.top_value[i], html = "";
-    for (var t = 0; t < Math.min(CARD_STRIP, top.length); t++) {
+    for (var t = 0; t < Math.min(model.data.meta.top_purity_images, top.length); t++) {
       html += model.thumb(top[t], THUMB_CARD, values[t]);
     }
     return html;
@@ -171,7 +144,6 @@
   }
 
   function renderIndex(model) {
-    var app = document.getElementById("app");
     var data = model.data;
     var opts = data.class_names.map(function (name, c) {
       return '<option value="' + c + '">' + esc(name) + "</option>";
@@ -183,6 +155,7 @@
       (data.dims.gate ? '<option value="gate">gate-open rate</option>' : "") +
       '<option value="id">dimension id</option>';
     var eager = model.size() <= EAGER_CARDS;
+    var topN = data.meta.top_purity_images;
     var cards = [];
     for (var i = 0; i < model.size(); i++) {
       var d = model.dim(i);
@@ -192,14 +165,18 @@
         d.id + "</span>" + majorityTag(model, d) + '</div><div class="bar" title="purity">' +
         '<i style="width:' + (100 * d.purity).toFixed(1) + "%;background:" +
         classColor(d.majority) + '"></i></div><div class="stats"><span><b>' + pct(d.purity) +
-        "</b> purity</span><span><b>" + pct(d.topPurity) + "</b> of top images</span><span><b>" +
+        '</b> purity</span><span title="share of the majority class among the ' + topN +
+        ' images below"><b>' + pct(d.topPurity) + "</b> purity of the top " + topN +
+        "</span><span><b>" +
         pct(d.freq) + "</b> of images</span>" +
         (d.gate !== null ? "<span><b>" + pct(d.gate) + "</b> gate open</span>" : "") +
         '</div><div class="strip" style="height:' + THUMB_CARD + 'px">' +
         (eager ? cardStrip(model, i) : "") + "</div></a>");
     }
-    app.innerHTML = nav(model, "index") + '<section class="head">' + metaBlock(model) +
-      '</section><section class="controls"><label>Majority class <select id="class-filter">' +
+    /* the header (title and figures) is written into index.html by the builder */
+    document.getElementById("nav").outerHTML = nav(model, "index");
+    document.getElementById("page").innerHTML =
+      '<section class="controls"><label>Majority class <select id="class-filter">' +
       '<option value="all">all classes</option>' + opts + "</select></label>" +
       '<label>Sort by <select id="sort">' + sorts + "</select></label>" +
       '<span id="shown" class="muted"></span></section>' +
@@ -320,7 +297,7 @@
     var facts = [
       [majorityTag(model, d), "majority class"],
       [pct(d.purity), "purity (all images fired on)"],
-      [pct(d.topPurity), "purity of the top images"],
+      [pct(d.topPurity), "purity of the top " + m.top_purity_images + " images"],
       [d.count + " <small>(" + pct(d.freq) + ")</small>", "images fired on"],
       [num(d.mean), "mean |activation| when firing"]
     ];
@@ -339,7 +316,9 @@
           "</span></div>";
       }).join("") + "</div></section>" +
       '<section class="panel"><h2>Top-activating images</h2><p class="muted small">The ' +
-      d.top.length + " images with the largest |activation|; the value is under each.</p>" +
+      d.top.length + " images it fires on with the largest |activation|; the value is under " +
+      "each. The purity of the top " + m.top_purity_images + " is the share of the majority " +
+      "class among the first " + m.top_purity_images + ".</p>" +
       '<div id="top-images">' + gallery(model, d.top, d.topValue) + "</div></section>" +
       '<section class="panel"><h2>Random active images</h2><p class="muted small">' +
       d.random.length + " images drawn uniformly (seed " + m.seed + ") from the " + d.count +
