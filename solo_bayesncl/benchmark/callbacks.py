@@ -1,5 +1,7 @@
-"""The Lightning callbacks a benchmark run adds to its fits: epoch timing, per-epoch seeding,
-the log of sittings (to stitch a resumed run's metrics together) and progress for the display.
+"""The Lightning callbacks a benchmark run adds to its fits: epoch timing, the log of sittings
+(to stitch a resumed run's metrics together) and progress for the display. (Seeding every epoch
+and batch from the run's seed, so that a resumed run trains as the uninterrupted one, is
+pretraining's own: :mod:`solo_bayesncl.training.resumable`.)
 
 Imported only by the run process (:mod:`solo_bayesncl.benchmark.run_one`), never by the benchmark
 process, which does not load Lightning.
@@ -8,32 +10,55 @@ process, which does not load Lightning.
 from __future__ import annotations
 
 import json
-import random
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
 from lightning.pytorch import Callback
 
 from solo_bayesncl.benchmark.machine import cpu_seconds
 from solo_bayesncl.benchmark.progress import StatusFile
-from solo_bayesncl.core.distributed import rank_seed
 from solo_bayesncl.io.files import write_text_replacing
+from solo_bayesncl.training.auto_resume import ResumePoint, read_position
 from solo_bayesncl.training.trainer import csv_log_dir
 
-__all__ = ["AttemptLog", "EpochSeeder", "EpochTimer", "Progress", "stage_callbacks"]
+__all__ = ["AttemptLog", "EpochTimer", "Progress", "resumed_at", "stage_callbacks"]
+
+
+def resumed_at(trainer) -> ResumePoint | None:
+    """Where the fit resumed (read from its checkpoint), None for a fit from the start."""
+    return read_position(trainer.ckpt_path) if trainer.ckpt_path else None
 
 
 class EpochTimer(Callback):
     """Wall and CPU seconds of every training epoch in ``<stage>_epoch_times.json``, keyed by
-    epoch (kept across resumes; an epoch run again replaces its earlier figure)."""
+    epoch (kept across resumes; an epoch run again replaces its earlier figure). An epoch this
+    fit resumed part-way through is not timed: part of it ran in an earlier sitting."""
 
     def __init__(self, run_dir: Path, stage: str) -> None:
         self.path = run_dir / f"{stage}_epoch_times.json"
         self._start: tuple[int, float, float] | None = None
+        self._times: dict[str, dict[str, float]] | None = None
+        self._resumed: ResumePoint | None = None
+
+    def times(self) -> dict[str, dict[str, float]]:
+        """Every timed epoch, earlier sittings' included (read once, then kept up to date)."""
+        if self._times is None:
+            self._times = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        return self._times
+
+    def mean_wall_s(self) -> float | None:
+        """The mean wall seconds of the timed epochs, None before the first."""
+        walls = [t["wall_s"] for t in self.times().values()]
+        return sum(walls) / len(walls) if walls else None
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._resumed = resumed_at(trainer)
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
+        point = self._resumed
+        if point is not None and point.batch > 0 and point.epoch == trainer.current_epoch:
+            self._start = None  # begun in an earlier sitting
+            return
         self._start = (trainer.current_epoch, time.perf_counter(), cpu_seconds())
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
@@ -41,30 +66,13 @@ class EpochTimer(Callback):
         if self._start is None or self._start[0] != trainer.current_epoch:
             return
         epoch, wall, cpu = self._start
-        times = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        times = self.times()
         times[str(epoch)] = {
             "wall_s": time.perf_counter() - wall,
             "cpu_s": cpu_seconds() - cpu,
         }
         write_text_replacing(self.path, json.dumps(times, indent=2, default=float) + "\n")
         self._start = None
-
-
-class EpochSeeder(Callback):
-    """Seeds Python, NumPy and torch from (seed, epoch, rank) when an epoch starts, so that
-    an epoch's randomness does not depend on whether the run was resumed before it. The
-    global rank keeps the processes of a multi-process run on streams of their own (the
-    batched augmentation draws from torch's global generator); rank 0's is the one-process
-    stream."""
-
-    def __init__(self, seed: int) -> None:
-        self.seed = seed
-
-    def on_train_epoch_start(self, trainer, pl_module) -> None:
-        epoch_seed = rank_seed(self.seed * 1_000_003 + trainer.current_epoch, trainer.global_rank)
-        random.seed(epoch_seed)
-        np.random.seed(epoch_seed)
-        torch.manual_seed(epoch_seed)
 
 
 class AttemptLog(Callback):
@@ -86,10 +94,14 @@ class AttemptLog(Callback):
 
 
 class Progress(Callback):
-    """Epoch and batch of the fit in ``status.json``."""
+    """Epoch and batch of the fit in ``status.json``, with the mean time of the stage's finished
+    epochs (``epoch_s``, from ``timer``) and, for a resumed fit, where it resumed
+    (``resumed``: the epochs finished and the optimizer step)."""
 
-    def __init__(self, status: StatusFile, stage: str) -> None:
-        self.status, self.stage = status, stage
+    def __init__(self, status: StatusFile, stage: str, timer: EpochTimer) -> None:
+        self.status, self.stage, self.timer = status, stage, timer
+        self.resumed: dict[str, int] | None = None
+        self._within: tuple[int, int] | None = None  # (epoch, batch) a resumed fit starts at
 
     def _write(self, trainer, batch: int, force: bool) -> None:
         batches = trainer.num_training_batches
@@ -100,28 +112,32 @@ class Progress(Callback):
             epochs=int(trainer.max_epochs),
             batch=batch,
             batches=int(batches) if batches != float("inf") else None,
+            epoch_s=self.timer.mean_wall_s(),
+            resumed=self.resumed,
         )
 
+    def on_train_start(self, trainer, pl_module) -> None:
+        point = resumed_at(trainer)
+        if point is not None:
+            self.resumed = {"epoch": point.epoch, "step": point.step}
+            self._within = (point.epoch, point.batch)
+
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._write(trainer, 0, force=True)
+        # a fit resumed within an epoch starts at the batch its checkpoint had reached
+        within = self._within is not None and self._within[0] == trainer.current_epoch
+        self._write(trainer, self._within[1] if within else 0, force=True)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self._write(trainer, batch_idx + 1, force=False)
 
 
-def stage_callbacks(
-    run_dir: Path, seed: int, status: StatusFile | None, stage: str
-) -> list[Callback]:
-    """The callbacks of a stage's fit: pretraining resumes, so it seeds every epoch and logs its
-    sittings; linear evaluation restarts from scratch when interrupted. ``status`` is None in
-    the processes of ranks 1.. of a pretraining, which only seed."""
-    if stage == "pretrain" and status is None:  # a process of rank 1..: it records nothing
-        return [EpochSeeder(seed)]
+def stage_callbacks(run_dir: Path, status: StatusFile | None, stage: str) -> list[Callback]:
+    """The callbacks of a stage's fit: pretraining resumes, so it logs its sittings; linear
+    evaluation restarts from scratch when interrupted. ``status`` is None in the processes of
+    ranks 1.. of a pretraining, which record nothing."""
+    if status is None:  # a process of rank 1..
+        return []
+    timer = EpochTimer(run_dir, stage)
     if stage == "pretrain":
-        return [
-            EpochSeeder(seed),
-            EpochTimer(run_dir, stage),
-            Progress(status, stage),
-            AttemptLog(run_dir, stage),
-        ]
-    return [EpochTimer(run_dir, stage), Progress(status, stage)]
+        return [timer, Progress(status, stage, timer), AttemptLog(run_dir, stage)]
+    return [timer, Progress(status, stage, timer)]

@@ -3,15 +3,26 @@ process reads it and shows one progress display.
 
 The display is a single tqdm bar over every epoch of every run (pretraining and linear epochs,
 plus one step each for kNN and the report); its text names the current run's method, seed and
-stage, the epoch within the stage, the run's elapsed time and an estimate of what is left. Each
-run's log path is printed when the run starts.
+stage, the epoch within the stage (and, for a resumed run, where it resumed), the run's elapsed
+time and an estimate of what is left of it and of all runs. Each run's log path is printed when
+the run starts.
+
+The estimate (:class:`RunEstimate`) adds up what is left of each stage at a measured pace,
+never at "elapsed time over progress": a resumed run's finished epochs, a run's start-up and an
+epoch's validation pause would each make that ratio swing. A stage with epochs takes the mean
+wall time of its finished epochs (the run process measures them, every sitting counted); kNN
+and the report take what they took in the finished runs of this results folder
+(:class:`StageTimes`). What no run has measured yet is guessed from the pretraining epoch
+(:data:`GUESSED_SHARE`); the first epoch of a benchmark with nothing measured is extrapolated
+from its own pace once a quarter of it is done.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +31,25 @@ from tqdm import tqdm
 from solo_bayesncl.io.files import write_text_replacing
 
 __all__ = [
+    "GUESSED_SHARE",
     "STAGES",
     "ProgressDisplay",
+    "RunEstimate",
     "RunProgress",
+    "StageTimes",
     "StatusFile",
     "format_seconds",
     "read_status",
 ]
 
 STAGES: tuple[str, ...] = ("pretrain", "linear", "knn", "report")
+GUESSED_SHARE: dict[str, float] = {"linear": 0.3, "knn": 0.4, "report": 0.7}
+"""A linear epoch, kNN and the report in pretraining epochs, until a run of the benchmark has
+measured them: a guess, which puts a run's evaluation (3 linear epochs, kNN, the report) at two
+pretraining epochs, as the study presets' notes have it (1.5 minutes of pretraining in 3
+epochs, 1 of evaluation)."""
+_PARTIAL_EPOCH = 0.25
+"""The share of an epoch after which its own pace is trusted when nothing else is measured."""
 
 
 class StatusFile:
@@ -79,23 +100,169 @@ class RunProgress:
             "knn": self.pretrain_epochs + self.linear_epochs,
             "report": self.pretrain_epochs + self.linear_epochs + 1,
         }
-        done = float(offsets[stage])
-        if stage in ("pretrain", "linear"):
-            epochs = self.pretrain_epochs if stage == "pretrain" else self.linear_epochs
-            batches = status.get("batches") or 0
-            fraction = status.get("batch", 0) / batches if batches else 0.0
-            done += min(status.get("epoch", 0) + min(fraction, 1.0), epochs)
-        return min(done, float(self.total))
+        return min(float(offsets[stage]) + self.position(status), float(self.total))
 
     @staticmethod
     def describe(status: dict[str, Any]) -> str:
-        """``pretrain epoch 3/6``, ``knn``, ``starting``."""
+        """``pretrain epoch 3/6``, ``pretrain epoch 4/6, resumed from epoch 3, step 57``,
+        ``knn``, ``starting``."""
         stage = status.get("stage")
         if stage is None:
             return "starting"
+        text = str(stage)
+        if stage in ("pretrain", "linear") and "epoch" not in status:
+            return f"{stage}, starting"
         if stage in ("pretrain", "linear") and status.get("epochs"):
-            return f"{stage} epoch {min(status.get('epoch', 0) + 1, status['epochs'])}/{status['epochs']}"
-        return str(stage)
+            epochs = status["epochs"]
+            text = f"{stage} epoch {min(status.get('epoch', 0) + 1, epochs)}/{epochs}"
+            resumed = status.get("resumed")
+            if resumed:
+                text += f", resumed from epoch {resumed['epoch']}, step {resumed['step']}"
+        return text
+
+    def position(self, status: dict[str, Any]) -> float:
+        """Epochs of the current stage finished according to ``status`` (a fraction within an
+        epoch); 0 outside the stages with epochs."""
+        if status.get("stage") not in ("pretrain", "linear"):
+            return 0.0
+        epochs = self.pretrain_epochs if status["stage"] == "pretrain" else self.linear_epochs
+        batches = status.get("batches") or 0
+        fraction = min(status.get("batch", 0) / batches, 1.0) if batches else 0.0
+        return min(status.get("epoch", 0) + fraction, float(epochs))
+
+
+@dataclass
+class StageTimes:
+    """Wall seconds per pretraining epoch and per linear epoch, and for kNN and the report, as
+    the finished runs of this benchmark measured them (the mean over those runs)."""
+
+    measured: dict[str, list[float]] = field(default_factory=dict)
+
+    def learn(self, result: dict[str, Any], linear_epochs: int) -> None:
+        """Adds a finished run's ``result.json`` (its per-epoch pretraining time and its stages'
+        wall times)."""
+        timing = result.get("timing") or {}
+        found = {
+            "pretrain": result.get("seconds_per_epoch"),
+            "linear": (timing.get("linear") or {}).get("wall_s"),
+            "knn": (timing.get("knn") or {}).get("wall_s"),
+            "report": (timing.get("report") or {}).get("wall_s"),
+        }
+        if found["linear"] is not None:
+            found["linear"] /= max(linear_epochs, 1)
+        for stage, seconds in found.items():
+            if isinstance(seconds, int | float) and seconds > 0:
+                self.measured.setdefault(stage, []).append(float(seconds))
+
+    def mean(self, stage: str) -> float | None:
+        """The measured mean (per epoch for pretraining and linear), None before any run."""
+        values = self.measured.get(stage)
+        return sum(values) / len(values) if values else None
+
+    def unit(self, stage: str, pretrain_epoch_s: float | None) -> float | None:
+        """:meth:`mean`, else the :data:`GUESSED_SHARE` of a pretraining epoch."""
+        measured = self.mean(stage)
+        if measured is not None or stage == "pretrain" or pretrain_epoch_s is None:
+            return measured
+        return GUESSED_SHARE[stage] * pretrain_epoch_s
+
+    def whole_run(self, run: RunProgress, pretrain_epoch_s: float | None) -> float | None:
+        """Seconds a run not yet started will take; None while a stage's pace is unknown."""
+        units = {
+            "pretrain": run.pretrain_epochs,
+            "linear": run.linear_epochs,
+            "knn": 1,
+            "report": 1,
+        }
+        pretrain = self.mean("pretrain") or pretrain_epoch_s
+        seconds = [
+            (self.unit(stage, pretrain) if stage != "pretrain" else pretrain) for stage in units
+        ]
+        if any(s is None for s in seconds):
+            return None
+        return sum(n * s for n, s in zip(units.values(), seconds, strict=True))
+
+
+class RunEstimate:
+    """Seconds left of the run in progress, from its statuses (see the module docstring).
+
+    ``update(status)`` returns the estimate, None while some stage's pace is unknown. The epoch
+    time of a stage is, by preference: the mean of its finished epochs in this run
+    (``status["epoch_s"]``), the finished runs' (``times``), for the linear probe the guessed
+    share of this run's pretraining epoch, and, for the first epoch with nothing measured, the
+    pace since this display first saw it, once a quarter of an epoch went by. A status without
+    an epoch (the stage is still loading its checkpoint) gives no estimate.
+    """
+
+    def __init__(self, run: RunProgress, times: StageTimes, clock: Callable[[], float]) -> None:
+        self.run, self.times, self.clock = run, times, clock
+        self._measured: dict[str, float] = {}  # this run's mean epoch time per stage
+        self._pace: dict[str, float] = {}  # the last epoch time used per stage
+        self._stage: str | None = None
+        self._stage_since = 0.0
+        self._first_seen: tuple[tuple[str, int], float, float] | None = None
+
+    def pretrain_epoch_s(self) -> float | None:
+        """This run's pretraining epoch time (measured, else extrapolated), else the runs'."""
+        return (
+            self._measured.get("pretrain")
+            or self.times.mean("pretrain")
+            or self._pace.get("pretrain")
+        )
+
+    def _extrapolated(self, stage: str, status: dict[str, Any], now: float) -> float | None:
+        """The current epoch's own pace, once a quarter of it went by since first seen."""
+        key = (stage, int(status["epoch"]))
+        done = self.run.position(status)
+        if status.get("batch", 0) < 1:
+            return None
+        if self._first_seen is None or self._first_seen[0] != key:
+            self._first_seen = (key, now, done)
+            return None
+        _, since, first = self._first_seen
+        enough = done - first >= _PARTIAL_EPOCH - 1e-9  # a quarter, whatever the rounding
+        return (now - since) / (done - first) if enough else None
+
+    def _epoch_seconds(self, stage: str, status: dict[str, Any], now: float) -> float | None:
+        current = status.get("stage") == stage
+        if current and status.get("epoch_s"):
+            self._measured[stage] = float(status["epoch_s"])
+        pace = self._measured.get(stage) or self.times.mean(stage)
+        if pace is None and stage == "linear":
+            pace = self.times.unit("linear", self.pretrain_epoch_s())
+        if pace is None and current:
+            pace = self._extrapolated(stage, status, now)
+        if pace is not None:
+            self._pace[stage] = pace
+        return pace
+
+    def update(self, status: dict[str, Any]) -> float | None:
+        now = self.clock()
+        stage = status.get("stage")
+        if stage == "done":
+            return 0.0
+        if stage not in STAGES:  # not started yet: it may resume from anywhere
+            return None
+        if stage in ("pretrain", "linear") and "epoch" not in status:
+            return None
+        if stage != self._stage:
+            self._stage, self._stage_since = stage, now
+        left = 0.0
+        for name in STAGES[STAGES.index(stage) :]:
+            if name in ("pretrain", "linear"):
+                epochs = self.run.pretrain_epochs if name == "pretrain" else self.run.linear_epochs
+                remaining = epochs - (self.run.position(status) if name == stage else 0.0)
+                pace = self._epoch_seconds(name, status, now)
+                if pace is None:
+                    return None
+                left += remaining * pace
+            else:
+                pace = self.times.unit(name, self.pretrain_epoch_s())
+                if pace is None:
+                    return None
+                # what it took so far counts against it; an overrun counts as done
+                left += max(pace - (now - self._stage_since), 0.0) if name == stage else pace
+        return left
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -109,9 +276,18 @@ def format_seconds(seconds: float | None) -> str:
 
 
 class ProgressDisplay:
-    """One tqdm bar for the whole benchmark; its text is about the run in progress."""
+    """One tqdm bar for the whole benchmark; its text is about the run in progress, and the
+    estimates of the time left are :class:`RunEstimate`'s, for the run and for all runs
+    (``runs``: every run of the benchmark in order; ``times``: what finished runs measured)."""
 
-    def __init__(self, total: int, initial: float = 0.0, file=None) -> None:
+    def __init__(
+        self,
+        total: int,
+        initial: float = 0.0,
+        file=None,
+        runs: Sequence[RunProgress] = (),
+        times: StageTimes | None = None,
+    ) -> None:
         tqdm.monitor_interval = 0  # no monitor thread in the process that starts the runs
         self.bar = tqdm(
             total=total,
@@ -119,46 +295,58 @@ class ProgressDisplay:
             unit="epoch",
             file=file,
             dynamic_ncols=True,
-            bar_format="{desc} |{bar}| {percentage:3.0f}% all runs [{elapsed}<{remaining}]",
+            bar_format="{desc} |{bar}| {percentage:3.0f}% all runs [{elapsed}{postfix}]",
         )
         stream = self.bar.fp
         # a terminal redraws in place; a log file (CI, nohup) gets a line every 30 s
         self._interval = 0.5 if getattr(stream, "isatty", lambda: False)() else 30.0
+        self._clock = time.perf_counter
         self._drawn = 0.0
         self._base = initial
         self._label = ""
         self._run: RunProgress | None = None
+        self._estimate: RunEstimate | None = None
         self._run_start = 0.0
-        self._first_done: float | None = None
+        self._waiting: list[RunProgress] = list(runs)  # not started nor skipped yet
+        self.times = times if times is not None else StageTimes()
+        self.run_left: float | None = None
+        self.all_left: float | None = None
 
     def write(self, line: str) -> None:
         self.bar.write(line)
 
+    def _leave(self, run: RunProgress) -> None:
+        self._waiting = [r for r in self._waiting if r is not run]
+
     def start_run(self, label: str, run: RunProgress) -> None:
         self._label, self._run = label, run
-        self._run_start = time.perf_counter()
-        self._first_done = None
+        self._leave(run)
+        self._run_start = self._clock()
+        self._estimate = RunEstimate(run, self.times, self._clock)
         self.update({})
 
     def update(self, status: dict[str, Any]) -> None:
         """Shows ``status`` of the run in progress (method, seed, stage, epoch, times)."""
-        if self._run is None:
+        if self._run is None or self._estimate is None:
             return
         done = self._run.done(status)
-        if status and self._first_done is None:
-            self._first_done = done  # what earlier sittings of this run had already finished
-        elapsed = time.perf_counter() - self._run_start
-        progressed = done - (self._first_done or 0.0)
-        left = None
-        if progressed > 0:
-            left = elapsed / progressed * (self._run.total - done)
+        elapsed = self._clock() - self._run_start
+        self.run_left = self._estimate.update(status)
+        pretrain_s = self._estimate.pretrain_epoch_s()
+        later = [self.times.whole_run(r, pretrain_s) for r in self._waiting]
+        self.all_left = (
+            None
+            if self.run_left is None or any(s is None for s in later)
+            else self.run_left + sum(later)
+        )
         self.bar.set_description_str(
             f"{self._label} | {RunProgress.describe(status)} | "
-            f"{format_seconds(elapsed)} elapsed, ~{format_seconds(left)} left",
+            f"{format_seconds(elapsed)} elapsed, ~{format_seconds(self.run_left)} left",
             refresh=False,
         )
+        self.bar.set_postfix_str(f"~{format_seconds(self.all_left)} left", refresh=False)
         self.bar.n = self._base + done
-        now = time.perf_counter()
+        now = self._clock()
         if now - self._drawn >= self._interval or not status:
             self._drawn = now
             self.bar.refresh()
@@ -169,8 +357,10 @@ class ProgressDisplay:
             self.bar.n = self._base
             self.bar.refresh()
         self._run = None
+        self._estimate = None
 
     def skip_run(self, run: RunProgress) -> None:
+        self._leave(run)
         self._base += run.total
         self.bar.n = self._base
         self.bar.refresh()

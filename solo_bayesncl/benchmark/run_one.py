@@ -6,12 +6,11 @@ file exists, so an interrupted run picks up where it stopped. Finished means rea
 
 - pretraining: the Trainer ran to ``max_epochs`` (Lightning returns normally after Ctrl-C, so its
   status and epoch are checked) and the checkpoint it leaves is readable and of the last epoch.
-  An interrupted pretraining resumes from its last readable checkpoint
-  (:mod:`solo_bayesncl.training.auto_resume`); each epoch's randomness is seeded from the run's seed and
-  the epoch, so a resumed run trains as the uninterrupted one would (with ``data.num_workers=0``;
-  with loader workers, the first epoch after a resume draws its workers' seeds before the epoch
-  is seeded, so its augmentations differ from an uninterrupted run's, with the same
-  distributions).
+  An interrupted pretraining resumes from its furthest readable checkpoint, an epoch's end or
+  the one saved within an epoch every ``checkpoint.time_interval_s``
+  (:mod:`solo_bayesncl.training.auto_resume`), and trains as the uninterrupted run would
+  (:mod:`solo_bayesncl.training.resumable`: with loader workers, the augmentations of the epoch
+  it resumed within are drawn anew).
 - linear evaluation: the attempt's own Trainer reached ``max_epochs``; its accuracy is read from
   the ``metrics.csv`` of that Trainer's logger, never from another attempt's folder.
 
@@ -22,7 +21,8 @@ Each stage records its wall and CPU time and the machine's load
     python -m solo_bayesncl.benchmark.run_one RUN_DIR/spec.json
 
 Exit status: 0 finished, 130 interrupted (SIGINT), 143 terminated (SIGTERM, or the benchmark
-process that started it ended), 3 a stage ended without reaching its target.
+process that started it ended), 3 a stage ended without reaching its target. A stopped run says
+what is kept and where the next run of the same command continues (:func:`stopped_message`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from solo_bayesncl.benchmark.process import (
     handle_sigterm,
     watch_parent,
 )
-from solo_bayesncl.benchmark.progress import StatusFile
+from solo_bayesncl.benchmark.progress import STAGES, StatusFile, read_status
 from solo_bayesncl.benchmark.stages import (
     StageUnfinished,
     knn_stage,
@@ -57,8 +57,16 @@ from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.data.names import SCENES
 from solo_bayesncl.evaluation.background import background_measures
 from solo_bayesncl.io.files import write_text_replacing
+from solo_bayesncl.training.auto_resume import ResumePoint, read_position, resume_order
 
-__all__ = ["main", "run"]
+__all__ = ["main", "run", "stopped_message"]
+
+_STAGE_NAMES = {
+    "pretrain": "pretraining",
+    "linear": "the linear evaluation",
+    "knn": "kNN",
+    "report": "the report",
+}
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -147,17 +155,51 @@ def run(spec_path: Path) -> dict[str, Any]:
     return result
 
 
+def _pretraining_resume_point(run_dir: Path) -> ResumePoint | None:
+    """Where the next sitting resumes pretraining: the furthest readable checkpoint."""
+    for path in resume_order(list((run_dir / "pretrain").glob("*/*/*.ckpt"))):
+        point = read_position(path)
+        if point is not None:
+            return point
+    return None
+
+
+def stopped_message(run_dir: Path, signal_name: str) -> str:
+    """What a run stopped by ``signal_name`` says: the stage it stopped in, what is kept and
+    where the next run of the same command continues (pretraining: from its furthest
+    checkpoint; the other stages start again)."""
+    stage = read_status(run_dir / "status.json").get("stage")
+    if stage not in STAGES:
+        stage = "pretrain"
+    kept = [_STAGE_NAMES[s] for s in STAGES if (run_dir / f"{s}.json").is_file()]
+    text = f"run stopped ({signal_name}) in {_STAGE_NAMES[stage]}; "
+    if kept:
+        text += f"{' and '.join(kept)} finished and {'is' if len(kept) == 1 else 'are'} kept; "
+    if stage == "pretrain":
+        point = _pretraining_resume_point(run_dir)
+        text += (
+            "its checkpoints are kept and the next run of the same command resumes from "
+            f"{point.phrase()}"
+            if point is not None
+            else "it saved no checkpoint yet, so the next run of the same command starts it anew"
+        )
+    else:
+        text += f"the next run of the same command starts {_STAGE_NAMES[stage]} again"
+    return text + "; no result is recorded for an unfinished stage"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     handle_sigterm()
     watch_parent()
+    run_dir = Path(args[0]).parent
     try:
         run(Path(args[0]))
     except KeyboardInterrupt:
-        print("run interrupted (SIGINT); nothing unfinished was recorded", file=sys.stderr)
+        print(stopped_message(run_dir, "SIGINT"), file=sys.stderr)
         return EXIT_INTERRUPTED
     except Terminated:
-        print("run terminated (SIGTERM); nothing unfinished was recorded", file=sys.stderr)
+        print(stopped_message(run_dir, "SIGTERM"), file=sys.stderr)
         return EXIT_TERMINATED
     except StageUnfinished as err:
         print(f"run unfinished: {err}", file=sys.stderr)

@@ -39,7 +39,12 @@ from solo_bayesncl.benchmark.plots import (
 )
 from solo_bayesncl.benchmark.presets import Preset, PresetError
 from solo_bayesncl.benchmark.process import PARENT_ENV
-from solo_bayesncl.benchmark.progress import ProgressDisplay, RunProgress, read_status
+from solo_bayesncl.benchmark.progress import (
+    ProgressDisplay,
+    RunProgress,
+    StageTimes,
+    read_status,
+)
 from solo_bayesncl.benchmark.table import (
     aggregate,
     paired_differences,
@@ -405,17 +410,26 @@ def run_benchmark(
         if seeds is None or seed in seeds
         for method in preset.methods
     ]
-    total = sum(RunProgress(epochs[m], linear_epochs).total for _, m in plan)
-    display = ProgressDisplay(total) if progress else None
+    progresses = [RunProgress(epochs[m], linear_epochs) for _, m in plan]
+    keys = [run_key(preset, method, seed) for seed, method in plan]
+    folders = [
+        out_dir / "runs" / f"{method}-seed{seed}-{key}"
+        for (seed, method), key in zip(plan, keys, strict=True)
+    ]
+    times = StageTimes()  # the pace of every stage, as the finished runs measured it
+    for folder in folders:
+        if (folder / "result.json").is_file():
+            times.learn(json.loads((folder / "result.json").read_text()), linear_epochs)
+    total = sum(run.total for run in progresses)
+    display = ProgressDisplay(total, runs=progresses, times=times) if progress else None
     if display is not None and log is print:
         log = display.write  # printed lines above the progress bar
     results = []
     try:
-        for seed, method in plan:
-            key = run_key(preset, method, seed)
-            run_dir = out_dir / "runs" / f"{method}-seed{seed}-{key}"
+        for (seed, method), key, run_dir, run_progress in zip(
+            plan, keys, folders, progresses, strict=True
+        ):
             result_file = run_dir / "result.json"
-            run_progress = RunProgress(epochs[method], linear_epochs)
             if _finished(result_file, protocol):
                 log(f"[skip] {method} seed {seed}: finished ({run_dir.name})")
                 if display is not None:
@@ -432,6 +446,7 @@ def run_benchmark(
                             preset, method, seed, key, run_dir, protocol, display, run_progress, log
                         )
                         log(f"[done] {method} seed {seed}: {result_file}")
+                        times.learn(json.loads(result_file.read_text()), linear_epochs)
             results.append(json.loads(result_file.read_text()))
     finally:
         if display is not None:

@@ -16,7 +16,9 @@ __all__ = ["epoch_timing", "merge_metrics"]
 
 def merge_metrics(run_dir: Path, final_folder: str, out: Path) -> Path:
     """One ``metrics.csv`` for a pretraining resumed over several sittings: each sitting's rows
-    from its first epoch up to the epoch the next sitting resumed at."""
+    from where it started up to where the next sitting resumed, by (epoch, step), so that a
+    sitting resumed within an epoch keeps the steps of that epoch its checkpoint had trained and
+    drops those it trained again (rows without an epoch go by their step alone)."""
     attempts: dict[str, dict[str, Any]] = {}
     log = run_dir / "pretrain_attempts.jsonl"
     for line in log.read_text().splitlines() if log.is_file() else []:
@@ -39,12 +41,14 @@ def merge_metrics(run_dir: Path, final_folder: str, out: Path) -> Path:
             continue
         with open(path, newline="") as f:
             for row in csv.DictReader(f):
+                step = float(row.get("step") or 0)
                 if row.get("epoch"):
-                    position, start = float(row["epoch"]), sitting["start_epoch"]
-                    stop = end["start_epoch"] if end else None
+                    position = (float(row["epoch"]), step)
+                    start = (sitting["start_epoch"], sitting["start_step"])
+                    stop = (end["start_epoch"], end["start_step"]) if end else None
                 else:
-                    position, start = float(row.get("step") or 0), sitting["start_step"]
-                    stop = end["start_step"] if end else None
+                    position, start = (step,), (sitting["start_step"],)
+                    stop = (end["start_step"],) if end else None
                 if position >= start and (stop is None or position < stop):
                     fields += [k for k in row if k not in fields]
                     rows.append(row)

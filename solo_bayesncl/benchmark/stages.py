@@ -90,10 +90,9 @@ def pretrain_stage(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any
     """Pretraining to ``max_epochs``, resumed from the run's last readable checkpoint. With
     ``devices`` > 1 it is one Lightning DDP job started from this process (rank 0)."""
     cfg = _pretrain_cfg(spec, run_dir)
-    status.update(stage="pretrain", epoch=0, epochs=int(cfg.max_epochs), batch=0, batches=None)
-    trainer = pretrain(
-        cfg, extra_callbacks=stage_callbacks(run_dir, spec["seed"], status, "pretrain")
-    )
+    # no epoch yet: a resumed run learns its own once the checkpoint is restored
+    status.update(stage="pretrain", epochs=int(cfg.max_epochs), batch=0, batches=None)
+    trainer = pretrain(cfg, extra_callbacks=stage_callbacks(run_dir, status, "pretrain"))
     if torch.distributed.is_initialized():  # a multi-process job, over: the later stages run in
         torch.distributed.destroy_process_group()  # this process alone, with no group to sync
     check_finished(trainer, "pretraining")
@@ -127,7 +126,7 @@ def pretrain_other_rank(spec: dict[str, Any], run_dir: Path) -> None:
     stage's files, then runs the linear probe, kNN and the report in one process."""
     pretrain(
         _pretrain_cfg(spec, run_dir),
-        extra_callbacks=stage_callbacks(run_dir, spec["seed"], None, "pretrain"),
+        extra_callbacks=stage_callbacks(run_dir, None, "pretrain"),
     )
 
 
@@ -161,9 +160,9 @@ def linear_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict
         epochs = int(linear["max_epochs"])
         cfg.scheduler.lr_decay_steps = [int(epochs * 0.6), int(epochs * 0.8)]
     probe = linear_probe_label(config_name, cfg)
-    status.update(stage="linear", epoch=0, epochs=int(cfg.max_epochs), batch=0, batches=None)
+    status.update(stage="linear", epochs=int(cfg.max_epochs), batch=0, batches=None)
     trainer = linear_eval(
-        cfg, overrides, extra_callbacks=stage_callbacks(run_dir, spec["seed"], status, "linear")
+        cfg, overrides, extra_callbacks=stage_callbacks(run_dir, status, "linear")
     )
     check_finished(trainer, "linear evaluation")
     metrics = csv_log_dir(trainer) / "metrics.csv"  # this attempt's own log

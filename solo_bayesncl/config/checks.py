@@ -23,7 +23,15 @@ from solo_bayesncl.core.validation import (
     require_range,
 )
 
-__all__ = ["DATA_KEYS", "SCENE_KEYS", "TOP_LEVEL_KEYS", "check_run_cfg", "check_solo_names"]
+__all__ = [
+    "CHECKPOINT_KEYS",
+    "DATA_KEYS",
+    "DEFAULT_CHECKPOINT_INTERVAL_S",
+    "SCENE_KEYS",
+    "TOP_LEVEL_KEYS",
+    "check_run_cfg",
+    "check_solo_names",
+]
 
 DATA_KEYS: tuple[str, ...] = (
     "dataset",
@@ -77,6 +85,12 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
 """Top-level keys solo-learn's pretraining and linear scripts or the plugin read (``probe``:
 the linear probe's normalisation, ``standard`` or ``official``); the arguments
 of Lightning's ``Trainer`` (``max_epochs``, ``precision``, ...) are known too."""
+CHECKPOINT_KEYS: tuple[str, ...] = ("enabled", "dir", "frequency", "keep_prev", "time_interval_s")
+"""Every ``checkpoint.*`` key: solo-learn's ``Checkpointer``'s four, and ``time_interval_s``, the
+seconds between the checkpoints a pretraining saves within an epoch (0 or null: none)."""
+DEFAULT_CHECKPOINT_INTERVAL_S = 60.0
+"""``checkpoint.time_interval_s`` when a config does not set it: an interrupted pretraining loses
+at most about a minute of training."""
 SCENE_KEYS: tuple[str, ...] = ("num_backgrounds", "background_seed")
 """``data.*`` keys only ``fashion-mnist-scenes`` reads."""
 
@@ -129,15 +143,34 @@ def _set(cfg: omegaconf.DictConfig, key: str, value: Any) -> None:
     OmegaConf.update(cfg, key, value, merge=False)
 
 
+def _checkpoint_interval(value: Any) -> float:
+    """``checkpoint.time_interval_s`` as seconds, 0 for none (null, 0); refused otherwise."""
+    key = "checkpoint.time_interval_s"
+    if value is None:
+        return 0.0
+    try:
+        number = math.nan if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not 0 <= number < math.inf:
+        raise ConfigError(
+            f"{key}={value!r} is not allowed; give the seconds between the checkpoints saved "
+            "within an epoch, a number >= 0 (0 or null: none)"
+        )
+    return number
+
+
 def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     """Range checks of the keys every pretraining and linear run reads, before anything is built.
 
     ``max_epochs`` >= 1, ``optimizer.batch_size`` >= 1, ``optimizer.lr`` > 0 and finite,
     ``optimizer.weight_decay`` >= 0, ``optimizer.classifier_lr`` > 0, ``data.num_workers`` >= 0,
     ``data.fraction`` and ``data.val_fraction`` in (0, 1] or -1, every crop size and crop count
-    >= 1, ``checkpoint.frequency`` >= 1, ``seed`` an integer in [0, 2^32 - 1], only
+    >= 1, ``checkpoint.frequency`` >= 1, ``checkpoint.time_interval_s`` >= 0 (null: 0, unset:
+    :data:`DEFAULT_CHECKPOINT_INTERVAL_S`), ``seed`` an integer in [0, 2^32 - 1], only
     :data:`TOP_LEVEL_KEYS` and Lightning ``Trainer`` arguments at the top, :data:`DATA_KEYS` under
-    ``data`` (the scene keys on ``fashion-mnist-scenes`` only), and the
+    ``data`` (the scene keys on ``fashion-mnist-scenes`` only), :data:`CHECKPOINT_KEYS` under
+    ``checkpoint``, and the
     booleans above parsed strictly. Values are written back normalised (``"false"`` becomes
     ``False``).
     """
@@ -147,6 +180,7 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
 
     _require_known_top_level_keys(cfg)
     require_known_keys(cfg, "data", DATA_KEYS)
+    require_known_keys(cfg, "checkpoint", CHECKPOINT_KEYS)
     dataset = str(present("data.offline_dataset") or present("data.dataset") or "")
     for name in SCENE_KEYS:
         if (
@@ -187,4 +221,8 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     for key in _RUN_BOOLEANS:
         if present(key) is not None:
             _set(cfg, key, parse_bool(key, present(key)))
+    interval = OmegaConf.select(
+        cfg, "checkpoint.time_interval_s", default=DEFAULT_CHECKPOINT_INTERVAL_S
+    )
+    _set(cfg, "checkpoint.time_interval_s", _checkpoint_interval(interval))
     return cfg

@@ -10,16 +10,21 @@
   and view still gets its own random parameters; the suite's equivalence test compares the two
   paths' output statistics.
 
-The batched path's training loader runs without workers (``data.num_workers`` still sets the
-validation loader's). Left unset, ``data.augment_on`` is ``batch`` where that equivalence holds
-(those datasets, ``data.format=image_folder``, recipes without equalization and without
-downscaling crops) and ``per_image`` everywhere else. ImageNet-100 and image folders keep
-solo-learn's loaders (DALI included).
+Both are Lightning data modules whose training loader shuffles with
+:class:`~solo_bayesncl.data.sampler.EpochSampler` (each epoch's order from the seed and the epoch,
+each process its share), so that a run resumed within an epoch continues with the batches the
+checkpoint had not trained. The batched path's training loader runs without workers
+(``data.num_workers`` still sets the validation loader's). Left unset, ``data.augment_on`` is
+``batch`` where that equivalence holds (those datasets, ``data.format=image_folder``, recipes
+without equalization and without downscaling crops) and ``per_image`` everywhere else.
+ImageNet-100 and image folders keep solo-learn's datasets and per-image transforms; DALI
+(``data.format=dali``) is solo-learn's own pipeline.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import omegaconf
@@ -32,6 +37,7 @@ from solo_bayesncl.data.batch_augment import MultiViewAugmentation, Recipe, unsu
 from solo_bayesncl.data.datasets import build_train_dataset, offline_dataset, stratified_subset
 from solo_bayesncl.data.names import OFFLINE_DATASETS, dataset_name
 from solo_bayesncl.data.normalization import solo_normalization
+from solo_bayesncl.data.sampler import EpochSampler
 
 __all__ = [
     "AUGMENT_ON",
@@ -40,7 +46,9 @@ __all__ = [
     "batch_datamodule",
     "collate_batch",
     "load_in_memory",
+    "per_image_datamodule",
     "per_image_loader",
+    "per_image_transform",
     "pretrain_fit_data",
     "recipes",
     "resolve_augment_on",
@@ -158,6 +166,65 @@ def recipes(cfg: omegaconf.DictConfig) -> list[Recipe]:
     return [Recipe.from_cfg(aug, *solo_normalization(cfg, aug)) for aug in cfg.augmentations]
 
 
+def _datamodule_class():
+    """The Lightning data module both pretraining paths share: the training loader shuffles with
+    an :class:`~solo_bayesncl.data.sampler.EpochSampler` (this process's share, each epoch's
+    order from the seed and the epoch), and ``continue_epoch`` makes it skip what a checkpoint
+    saved within an epoch already trained."""
+    import lightning.pytorch as pl
+
+    class PretrainDataModule(pl.LightningDataModule):
+        def __init__(
+            self,
+            cfg: omegaconf.DictConfig,
+            dataset: Dataset,
+            val_loader: DataLoader | None,
+            num_workers: int,
+            collate_fn: Callable | None = None,
+        ) -> None:
+            super().__init__()
+            self.dataset = dataset
+            self.val_loader = val_loader
+            self.seed = int(OmegaConf.select(cfg, "seed", default=0) or 0)
+            self.batch_size = int(cfg.optimizer.batch_size)
+            self.num_workers = num_workers
+            self.collate_fn = collate_fn
+            self._sampler: EpochSampler | None = None
+
+        @property
+        def sampler(self) -> EpochSampler:
+            """This process's sampler, made once the job's processes are known."""
+            if self._sampler is None:
+                trainer = self.trainer
+                self._sampler = EpochSampler(
+                    self.dataset,
+                    seed=self.seed,
+                    num_replicas=trainer.world_size if trainer is not None else 1,
+                    rank=trainer.global_rank if trainer is not None else 0,
+                )
+            return self._sampler
+
+        def continue_epoch(self, epoch: int, batches_done: int) -> None:
+            """The next pass over ``epoch`` starts after its first ``batches_done`` batches."""
+            self.sampler.continue_epoch(epoch, batches_done * self.batch_size)
+
+        def train_dataloader(self) -> DataLoader:
+            return DataLoader(
+                self.dataset,
+                batch_size=self.batch_size,
+                sampler=self.sampler,
+                num_workers=self.num_workers,
+                pin_memory=torch.cuda.is_available(),
+                drop_last=True,
+                collate_fn=self.collate_fn,
+            )
+
+        def val_dataloader(self):
+            return self.val_loader if self.val_loader is not None else []
+
+    return PretrainDataModule
+
+
 def batch_datamodule(
     cfg: omegaconf.DictConfig, val_loader: DataLoader | None = None, num_workers: int = 0
 ):
@@ -169,7 +236,6 @@ def batch_datamodule(
     loader workers made the step slower, not faster (``microbenchmarks/bench_pipeline.py``,
     variants ``batch/w0`` and ``batch/w2``).
     """
-    import lightning.pytorch as pl
     from lightning.fabric.utilities.warnings import PossibleUserWarning
 
     # Lightning advises workers for any loader without them; here that advice is measured wrong
@@ -179,34 +245,17 @@ def batch_datamodule(
         category=PossibleUserWarning,
     )
 
-    class InMemoryPretrainDataModule(pl.LightningDataModule):
+    class InMemoryPretrainDataModule(_datamodule_class()):
         def __init__(self) -> None:
-            super().__init__()
-            self.dataset = load_in_memory(cfg)
+            super().__init__(cfg, load_in_memory(cfg), val_loader, num_workers, collate_batch)
             self.augmentation = MultiViewAugmentation(recipes(cfg))
-            self.batch_size = int(cfg.optimizer.batch_size)
-            self.num_workers = num_workers
-
-        def train_dataloader(self) -> DataLoader:
-            return DataLoader(
-                self.dataset,
-                batch_size=self.batch_size,
-                shuffle=True,
-                num_workers=self.num_workers,
-                pin_memory=torch.cuda.is_available(),
-                drop_last=True,
-                collate_fn=collate_batch,
-            )
-
-        def val_dataloader(self):
-            return val_loader if val_loader is not None else []
 
         def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
             if self.trainer is not None and not self.trainer.training:
                 return batch
             indexes, images, targets = batch
-            # draws from torch's global generator: per rank under DDP (the Trainer's
-            # solo_bayesncl.training.trainer.per_rank_random_streams callback seeds it by rank)
+            # draws from torch's global generator, which the training seeds at every batch
+            # (solo_bayesncl.training.resumable: from the seed, epoch, batch and rank)
             with torch.no_grad():
                 views = self.augmentation(images)
             return [indexes, views, targets]
@@ -214,30 +263,41 @@ def batch_datamodule(
     return InMemoryPretrainDataModule()
 
 
-def per_image_loader(cfg: omegaconf.DictConfig) -> DataLoader:
-    """solo-learn's path: ``build_transform_pipeline`` per image and view, in its data loader."""
+def per_image_transform(cfg: omegaconf.DictConfig):
+    """solo-learn's per-image views: ``build_transform_pipeline`` per pipeline and crop."""
     from solo.data.pretrain_dataloader import (
         FullTransformPipeline,
         NCropAugmentation,
         build_transform_pipeline,
-        prepare_dataloader,
     )
 
-    transform = FullTransformPipeline(
+    return FullTransformPipeline(
         [
             NCropAugmentation(build_transform_pipeline(cfg.data.dataset, aug), aug.num_crops)
             for aug in cfg.augmentations
         ]
     )
-    return prepare_dataloader(
-        build_train_dataset(cfg, transform),
-        batch_size=cfg.optimizer.batch_size,
-        num_workers=cfg.data.num_workers,
-    )
+
+
+def per_image_datamodule(cfg: omegaconf.DictConfig, val_loader: DataLoader | None = None):
+    """solo-learn's path as a Lightning data module: its dataset applies the per-image views in
+    the loader (``data.num_workers`` workers), shuffled with the last partial batch dropped as
+    solo-learn's ``prepare_dataloader`` does, in the order of the plugin's sampler."""
+
+    class PerImagePretrainDataModule(_datamodule_class()):
+        pass
+
+    dataset = build_train_dataset(cfg, per_image_transform(cfg))
+    return PerImagePretrainDataModule(cfg, dataset, val_loader, int(cfg.data.num_workers))
+
+
+def per_image_loader(cfg: omegaconf.DictConfig) -> DataLoader:
+    """The per-image path's training loader of one process (the microbenchmarks time it)."""
+    return per_image_datamodule(cfg).train_dataloader()
 
 
 def pretrain_fit_data(cfg: omegaconf.DictConfig, val_loader: DataLoader | None) -> dict[str, Any]:
     """``Trainer.fit`` keyword arguments for the non-DALI pipelines, by ``data.augment_on``."""
     if OmegaConf.select(cfg, "data.augment_on", default="per_image") == "batch":
         return {"datamodule": batch_datamodule(cfg, val_loader)}
-    return {"train_dataloaders": per_image_loader(cfg), "val_dataloaders": val_loader}
+    return {"datamodule": per_image_datamodule(cfg, val_loader)}

@@ -6,10 +6,15 @@ only in ``data.fraction`` or a ``method_kwargs`` value is "resumed" from a finis
 trains nothing. Here the whole resolved config is compared, apart from the keys that may differ
 between two sittings of one run (:data:`MAY_DIFFER`: machine, workers, logging, checkpoint and
 resume settings). The layout is solo-learn's own: ``checkpoint.dir/<method>/<version>/`` holds
-``args.json`` and the ``*-ep=N.ckpt`` files its ``Checkpointer`` writes.
+``args.json`` and the ``*-ep=N.ckpt`` files its ``Checkpointer`` writes at the end of epoch ``N``,
+beside the ``*-ep=N-step=S.ckpt`` file saved within epoch ``N`` at optimizer step ``S`` every
+``checkpoint.time_interval_s`` (:func:`solo_bayesncl.training.trainer.checkpoint_callbacks`).
+The run resumes from the checkpoint furthest on (:func:`resume_order`): the end of epoch ``N``
+comes after any step within it and before any step of epoch ``N + 1``.
 
 A checkpoint that cannot be read (a process killed while writing it) is skipped with a message,
-and the next older one of the same run is used.
+and the next older one of the same run is used. Where a checkpoint stands is a
+:class:`ResumePoint` (:func:`checkpoint_position`), which the console names when a run resumes.
 
 With several processes (DDP) the decision is made once per job (:func:`decide_job_run`): which
 checkpoint to resume and the run's id, hence its one folder. Lightning's own launcher starts the
@@ -27,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
@@ -44,10 +50,14 @@ __all__ = [
     "JOB_RUN_ENV",
     "MAY_DIFFER",
     "JobRun",
+    "ResumePoint",
+    "checkpoint_position",
     "config_differences",
     "config_fingerprint",
     "decide_job_run",
     "find_resume_checkpoint",
+    "read_position",
+    "resume_order",
     "shared_with_launched_processes",
 ]
 
@@ -76,7 +86,7 @@ MAY_DIFFER: tuple[str, ...] = (
 #: Keys holding a data path: compared as resolved paths, so two spellings of one folder agree.
 _PATH_KEYS = ("data.train_path", "data.val_path")
 _MISSING = "<not set>"
-_EPOCH = re.compile(r"ep=(\d+)\.ckpt$")
+_POSITION = re.compile(r"ep=(\d+)(?:-step=(\d+))?\.ckpt$")
 
 
 def _flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -121,9 +131,60 @@ class _Candidate:
     checkpoints: list[Path]
 
 
-def _checkpoint_epoch(path: Path) -> int:
-    match = _EPOCH.search(path.name)
-    return int(match.group(1)) if match else -1
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a checkpoint leaves a fit: ``epoch`` epochs finished (Lightning's epoch number of
+    the epoch training continues in), ``batch`` batches of that epoch already trained (0 at an
+    epoch's end) and ``step`` optimizer steps in all."""
+
+    epoch: int
+    step: int
+    batch: int = 0
+
+    def phrase(self) -> str:
+        """``epoch 3, step 1234``, as the console and the benchmark's progress say it."""
+        return f"epoch {self.epoch}, step {self.step}"
+
+
+def checkpoint_position(checkpoint: dict[str, Any]) -> ResumePoint:
+    """The :class:`ResumePoint` of a Lightning checkpoint (the loaded dictionary), read from its
+    fit loop's counters; a checkpoint without them counts as saved at the end of its ``epoch``,
+    as solo-learn's ``Checkpointer`` saves."""
+    step = int(checkpoint.get("global_step", 0))
+    loops = (checkpoint.get("loops") or {}).get("fit_loop") or {}
+    epochs = (loops.get("epoch_progress") or {}).get("current")
+    if not epochs:
+        return ResumePoint(int(checkpoint.get("epoch", -1)) + 1, step)
+    finished = int(epochs["processed"])
+    if int(epochs["ready"]) <= finished:  # saved once the epoch was over
+        return ResumePoint(finished, step)
+    batches = loops["epoch_loop.batch_progress"]["current"]
+    return ResumePoint(finished, step, int(batches["processed"]))
+
+
+def read_position(path: str | Path) -> ResumePoint | None:
+    """The :class:`ResumePoint` of the checkpoint file ``path``, None when it cannot be read.
+    The tensors are mapped, not read, so this is quick for any model size."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", mmap=True, weights_only=False)
+    except Exception:  # noqa: BLE001 - any failure means "not resumable"
+        return None
+    return checkpoint_position(ckpt) if isinstance(ckpt, dict) else None
+
+
+def _progress(path: Path) -> tuple[int, float]:
+    """How far a checkpoint is by its name: ``(N, inf)`` at the end of epoch ``N``, ``(N, S)``
+    at step ``S`` within it; ``(-1, -1)`` for any other name."""
+    match = _POSITION.search(path.name)
+    if not match:
+        return -1, -1.0
+    return int(match.group(1)), math.inf if match.group(2) is None else float(match.group(2))
+
+
+def resume_order(paths: list[Path]) -> list[Path]:
+    """``paths`` furthest first by their names (:func:`_progress`), the newest file first among
+    equals (a resumed sitting saves the same epoch again)."""
+    return sorted(paths, key=lambda p: (*_progress(p), p.stat().st_mtime), reverse=True)
 
 
 def _candidates(run_root: Path, max_hours: float) -> list[_Candidate]:
@@ -184,9 +245,9 @@ def find_resume_checkpoint(
             same_run += [(ckpt, candidate) for ckpt in candidate.checkpoints]
         elif closest is None or len(diffs) < len(closest[1]):
             closest = (candidate.folder, diffs)
-    # the furthest epoch first, the newest file among equals (a resumed sitting re-saves it)
-    same_run.sort(key=lambda c: (_checkpoint_epoch(c[0]), c[0].stat().st_mtime), reverse=True)
-    for ckpt, candidate in same_run:
+    folders = dict(same_run)
+    for ckpt in resume_order([c for c, _ in same_run]):
+        candidate = folders[ckpt]
         problem = _readable(ckpt)
         if problem is None:
             log(f"auto-resume: resuming the same run from {ckpt}")

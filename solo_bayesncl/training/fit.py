@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader
 
 from solo_bayesncl.data.datasets import build_val_loader
 from solo_bayesncl.training.auto_resume import JobRun, shared_with_launched_processes
+from solo_bayesncl.training.resumable import resumable_fit
 from solo_bayesncl.training.trainer import (
     build_loggers,
     build_trainer,
@@ -75,6 +76,7 @@ def fit(
     run: JobRun,
     callbacks: Callable[[DataLoader | None], list] = lambda val_loader: [],
     val_transform: Callable | None = None,
+    resumable: bool = False,
 ):
     """Trains ``model`` on ``cfg``'s data; returns the Trainer.
 
@@ -83,8 +85,11 @@ def fit(
     ``Trainer.fit`` keyword arguments. Logs and checkpoints go under ``run_root``, in the folder
     of ``run`` (resumed from ``run.ckpt_path`` when it has one). The callbacks are the run
     agreement between processes, the per-rank random streams, solo-learn's Checkpointer
-    (``checkpoint.enabled``), then ``callbacks(val_loader)``. Lightning's launcher starts the
-    other processes inside ``fit``, which therefore runs with ``run`` in the environment.
+    (``checkpoint.enabled``), then ``callbacks(val_loader)``. A ``resumable`` fit (pretraining)
+    also saves within epochs and resumes there as if never stopped
+    (:mod:`solo_bayesncl.training.resumable`, last, so that its seeding comes right before each
+    batch is drawn). Lightning's launcher starts the other processes inside ``fit``, which
+    therefore runs with ``run`` in the environment.
     """
     val_loader = build_val_loader(cfg, transform=val_transform)
     if cfg.data.format == "dali":
@@ -100,8 +105,9 @@ def fit(
         [
             job_run_agreement(run),
             per_rank_random_streams(),
-            *checkpoint_callbacks(cfg, run_root),
+            *checkpoint_callbacks(cfg, run_root, within_epochs=resumable),
             *own,
+            *([resumable_fit(int(cfg.seed))] if resumable else []),
         ],
         train_batches=train_batches_per_process(cfg, data),
     )

@@ -111,6 +111,7 @@ def pretrain(
         fit_data=pretrain_fit_data,  # per-image or batched augmentation (data.augment_on)
         run=run,
         callbacks=callbacks,
+        resumable=True,  # saves within epochs, resumes there as if never stopped
     )
 
 

@@ -5,8 +5,13 @@ offline when no login is stored, so that no default asks for one or hangs.
 
 A job of several processes (DDP) is one run: its id, hence its folder, checkpoints and
 ``metrics.csv``, is decided once (:func:`solo_bayesncl.training.auto_resume.decide_job_run`), and
-:func:`job_run_agreement` stops every process before training when they do not agree on it.
-Lightning writes the files from global rank 0 only.
+:func:`job_run_agreement` stops every process before training when they do not agree on it; it
+is also the one place that says, once, which run starts or where it resumed. Lightning writes the
+files from global rank 0 only.
+
+Checkpoints (:func:`checkpoint_callbacks`) are solo-learn's ``Checkpointer`` at epoch ends and,
+in a pretraining, one more every ``checkpoint.time_interval_s`` seconds within an epoch, so that
+an interrupted run loses at most that much work.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import csv
 import inspect
 import os
 import random
+import time
+import warnings
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -24,14 +32,16 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.config.runtime import trainer_devices
 from solo_bayesncl.core.distributed import rank_seed
-from solo_bayesncl.training.auto_resume import JobRun
+from solo_bayesncl.training.auto_resume import JobRun, ResumePoint, checkpoint_position
 
 __all__ = [
     "build_loggers",
     "build_trainer",
     "checkpoint_callbacks",
     "csv_log_dir",
+    "interval_checkpoint",
     "job_run_agreement",
+    "resume_line",
     "last_logged_value",
     "per_rank_random_streams",
     "run_summary",
@@ -76,13 +86,29 @@ def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, run: JobRun) ->
     return loggers
 
 
+def resume_line(run: JobRun, point: ResumePoint | None, world_size: int) -> str | None:
+    """What a job says once when it begins: ``resumed from epoch E, step S (<checkpoint>)``, for
+    several processes ``run <id>: the N processes resumed from ...`` or ``run <id>: the N
+    processes start it``; None for a new run of one process."""
+    resumed = None
+    if run.ckpt_path is not None:
+        where = point.phrase() if point is not None else "its checkpoint"
+        resumed = f"resumed from {where} ({run.ckpt_path})"
+    if world_size == 1:
+        return resumed
+    return f"run {run.run_id}: the {world_size} processes {resumed or 'start it'}"
+
+
 def job_run_agreement(run: JobRun):
     """A callback that stops every process, before anything is restored or trained, when the
-    processes of a job disagree on its :class:`~solo_bayesncl.training.auto_resume.JobRun`; global rank 0
-    then names the run and the checkpoint they all resume from, once."""
+    processes of a job disagree on its :class:`~solo_bayesncl.training.auto_resume.JobRun`; once
+    the checkpoint is restored, global rank 0 prints :func:`resume_line`."""
     from lightning.pytorch import Callback
 
     class JobRunAgreement(Callback):
+        def __init__(self) -> None:
+            self.point: ResumePoint | None = None
+
         def setup(self, trainer, pl_module, stage: str) -> None:
             if trainer.world_size == 1:
                 return
@@ -95,9 +121,14 @@ def job_run_agreement(run: JobRun):
                     f"(rank 0: {theirs}; rank {trainer.global_rank}: {mine}); start them with "
                     "one launcher and one config (under torchrun give --rdzv-id or --standalone)"
                 )
-            if trainer.is_global_zero:
-                what = f"resume from {run.ckpt_path}" if run.ckpt_path else "start it"
-                print(f"run {run.run_id}: the {trainer.world_size} processes {what}", flush=True)
+
+        def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+            self.point = checkpoint_position(checkpoint)
+
+        def on_fit_start(self, trainer, pl_module) -> None:
+            line = resume_line(run, self.point, trainer.world_size)
+            if line is not None and trainer.is_global_zero:
+                print(line, flush=True)
 
     return JobRunAgreement()
 
@@ -147,9 +178,11 @@ def build_trainer(
     ``train_batches``, the training batches of an epoch in each process when known, caps
     Lightning's ``log_every_n_steps`` (:data:`LIGHTNING_LOG_EVERY_N_STEPS`) at the epoch, so that a short epoch is still logged and
     Lightning does not warn that it is shorter than the logging interval; a ``log_every_n_steps``
-    in the config is kept.
+    in the config is kept. Lightning's own checkpointing runs only through a ``ModelCheckpoint``
+    among ``callbacks``.
     """
     from lightning.pytorch import Trainer
+    from lightning.pytorch.callbacks import ModelCheckpoint
 
     kwargs = OmegaConf.to_container(cfg)
     valid = inspect.signature(Trainer.__init__).parameters
@@ -167,21 +200,75 @@ def build_trainer(
             "devices": trainer_devices(cfg),
             "logger": loggers,
             "callbacks": callbacks,
-            "enable_checkpointing": False,
+            "enable_checkpointing": any(isinstance(c, ModelCheckpoint) for c in callbacks),
             "strategy": strategy,
         }
     )
     return Trainer(**kwargs)
 
 
-def checkpoint_callbacks(cfg: omegaconf.DictConfig, run_root: Path) -> list:
+def interval_checkpoint(cfg: omegaconf.DictConfig, run_root: Path, seconds: float):
+    """Lightning's ``ModelCheckpoint`` saving every ``seconds`` within an epoch, into the folder
+    solo-learn's ``Checkpointer`` writes (``run_root/<logger version>``, beside ``args.json``),
+    as ``<name>-<version>-ep=<epoch>-step=<step>.ckpt``.
+
+    Only the newest is kept, and it is removed once the ``Checkpointer`` saved the end of its
+    epoch; a sitting starts its own (nothing is carried over from the checkpoint it resumed
+    from, which stays). The last batch of an epoch is left to the epoch's checkpoint.
+    """
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    class IntervalCheckpoint(ModelCheckpoint):
+        def __init__(self) -> None:
+            super().__init__(
+                monitor=None,
+                save_top_k=1,
+                train_time_interval=timedelta(seconds=seconds),
+                save_on_train_epoch_end=False,
+                auto_insert_metric_name=False,
+                enable_version_counter=False,
+            )
+
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            version = str(trainer.logger.version)  # the Checkpointer's folder name
+            self.dirpath = str(run_root / version)
+            self.filename = f"{cfg.name}-{version}-ep={{epoch}}-step={{step}}"
+            with warnings.catch_warnings():  # a resumed wandb run writes into its old folder
+                warnings.filterwarnings("ignore", message="Checkpoint directory .* not empty")
+                super().setup(trainer, pl_module, stage)
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+            if batch_idx + 1 < trainer.num_training_batches:
+                super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+        def on_train_epoch_end(self, trainer, pl_module) -> None:
+            saved = [getattr(cb, "last_ckpt", None) for cb in trainer.callbacks]
+            ended = f"-ep={trainer.current_epoch}.ckpt"
+            if self.best_model_path and any(str(p).endswith(ended) for p in saved if p):
+                self._remove_checkpoint(trainer, self.best_model_path)
+                self.best_model_path = ""
+            self._last_time_checked = time.monotonic()  # an interval from the epoch's end
+
+        def state_dict(self) -> dict:
+            return {}
+
+        def load_state_dict(self, state_dict: dict) -> None:
+            pass
+
+    return IntervalCheckpoint()
+
+
+def checkpoint_callbacks(
+    cfg: omegaconf.DictConfig, run_root: Path, within_epochs: bool = False
+) -> list:
     """solo-learn's Checkpointer (checkpoints and ``args.json`` under ``run_root``) when
-    ``checkpoint.enabled``, else no callback."""
+    ``checkpoint.enabled``, else no callback; with ``within_epochs`` (pretraining, which
+    resumes) and ``checkpoint.time_interval_s`` > 0 the :func:`interval_checkpoint` too."""
     if not cfg.checkpoint.enabled:
         return []
     from solo.utils.checkpointer import Checkpointer
 
-    return [
+    callbacks = [
         Checkpointer(
             cfg,
             logdir=run_root,
@@ -189,6 +276,10 @@ def checkpoint_callbacks(cfg: omegaconf.DictConfig, run_root: Path) -> list:
             keep_prev=cfg.checkpoint.keep_prev,
         )
     ]
+    seconds = OmegaConf.select(cfg, "checkpoint.time_interval_s", default=None)
+    if within_epochs and seconds:
+        callbacks.append(interval_checkpoint(cfg, run_root, float(seconds)))
+    return callbacks
 
 
 def last_logged_value(metrics_csv: Path, column: str) -> float | None:

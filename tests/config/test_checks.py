@@ -207,3 +207,32 @@ def test_parse_bool_refuses_everything_else(value):
 
     with pytest.raises(ConfigError, match=r"^k=.* is not a boolean; allowed: true, false"):
         parse_bool("k", value)
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [(None, 60.0), ("30", 30.0), (0.5, 0.5), (0, 0.0), ("null", 0.0)],
+)
+def test_checkpoint_interval_defaults_to_a_minute_and_zero_or_null_switch_it_off(
+    image_folder, written, read
+):
+    extra = [] if written is None else [f"++checkpoint.time_interval_s={written}"]
+    cfg = _prepare("bayesncl.yaml", extra, image_folder)
+    assert cfg.checkpoint.time_interval_s == read
+
+
+@pytest.mark.parametrize(
+    ("written", "shown"), [("-1", "-1"), ("soon", "'soon'"), ("inf", "inf"), ("true", "True")]
+)
+def test_a_bad_checkpoint_interval_is_refused_in_one_line(image_folder, written, shown):
+    message = _refused("bayesncl.yaml", [f"++checkpoint.time_interval_s={written}"], image_folder)
+    assert message.startswith(f"checkpoint.time_interval_s={shown} is not allowed; give the ")
+    assert message.endswith("a number >= 0 (0 or null: none)")
+
+
+def test_a_misspelt_checkpoint_key_is_refused(image_folder):
+    message = _refused("bayesncl.yaml", ["++checkpoint.time_interval=30"], image_folder)
+    assert message == (
+        "checkpoint has unknown key(s) time_interval; known keys: dir, enabled, frequency, "
+        "keep_prev, time_interval_s"
+    )

@@ -184,13 +184,9 @@ def test_pretraining_view_pipelines_use_solo_learns_table(fake_data, tmp_path, d
     from solo_bayesncl.data.pipelines import pretrain_fit_data
 
     cfg = pretrain_cfg(fake_data, dataset, tmp_path, f"++data.augment_on={augment_on}")
-    data = pretrain_fit_data(cfg, None)
-    if augment_on == "batch":
-        module = data["datamodule"]
-        batch = next(iter(module.train_dataloader()))
-        views = module.on_after_batch_transfer(batch, 0)[1]
-    else:
-        views = next(iter(data["train_dataloaders"]))[1]
+    module = pretrain_fit_data(cfg, None)["datamodule"]  # both paths: a data module
+    batch = next(iter(module.train_dataloader()))
+    views = module.on_after_batch_transfer(batch, 0)[1]  # the per-image path's: the batch itself
     assert len(views) == 2
     assert_fed(list(views), dataset)
 

@@ -431,9 +431,13 @@ def test_progress_shows_method_seed_stage_epoch_and_time_left():
     display.skip_run(run)
     display.start_run("bayesncl seed 5", run)
     display.update({"stage": "pretrain", "epoch": 0, "epochs": 6, "batch": 0, "batches": 10})
-    display._run_start -= 60  # a minute later, 1.5 epochs on
-    display.update({"stage": "pretrain", "epoch": 1, "epochs": 6, "batch": 5, "batches": 10})
+    display._run_start -= 60  # a minute later, 1.5 epochs on, an epoch measured at 40 s
+    display.update(
+        {"stage": "pretrain", "epoch": 1, "epochs": 6, "batch": 5, "batches": 10, "epoch_s": 40}
+    )
     display.close()
     text = out.getvalue().split("\r")[-1]
-    assert "bayesncl seed 5 | pretrain epoch 2/6 | 1:00 elapsed, ~6:20 left" in text
+    # 4.5 epochs of 40 s, then the guessed evaluation (3 x 0.3 + 0.4 + 0.7 epochs): 4:20
+    assert "bayesncl seed 5 | pretrain epoch 2/6 | 1:00 elapsed, ~4:20 left" in text
+    assert text.rstrip().endswith("% all runs [00:00, ~4:20 left]")
     assert display.bar.n == pytest.approx(11 + 1.5)

@@ -279,6 +279,7 @@ def test_killed_two_process_run_resumes_and_a_changed_config_starts_anew(tmp_pat
         "max_epochs=2",
         "devices=2",
         f"checkpoint.dir={tmp_path / 'ck'}",
+        "++checkpoint.time_interval_s=0",  # epoch checkpoints only: the kill comes after one
     ]
     root = tmp_path / "ck" / "bayesncl"
     first = _start("bayesncl.yaml", overrides, tmp_path / "first.log")
@@ -292,7 +293,7 @@ def test_killed_two_process_run_resumes_and_a_changed_config_starts_anew(tmp_pat
     again = _run("bayesncl.yaml", overrides, tmp_path)
     assert f"auto-resume: resuming the same run from {ckpt0}" in again.stdout
     (agreed,) = [line for line in again.stdout.splitlines() if _agreement(line)]
-    assert agreed.endswith(f"the 2 processes resume from {ckpt0}")
+    assert agreed.endswith(f"the 2 processes resumed from epoch 1, step 7 ({ckpt0})")
     resumed = root / f"offline-{agreed.split()[1].rstrip(':')}"
     assert list(resumed.glob("*-ep=1.ckpt"))
     rows = _rows(resumed / "metrics.csv")
@@ -416,8 +417,14 @@ def test_processes_that_disagree_on_the_run_all_stop(monkeypatch, capsys):
 
     with pytest.raises(RuntimeError, match="chose different runs"):
         job_run_agreement(mine).setup(trainer(1, rank0), None, "fit")
-    job_run_agreement(rank0).setup(trainer(0, rank0), None, "fit")
-    assert capsys.readouterr().out == "run bbbb2222: the 2 processes resume from /ck/ep=0.ckpt\n"
+    agreement = job_run_agreement(rank0)
+    agreement.setup(trainer(0, rank0), None, "fit")
+    assert capsys.readouterr().out == ""  # said once the checkpoint is restored
+    agreement.on_load_checkpoint(trainer(0, rank0), None, {"epoch": 0, "global_step": 7})
+    agreement.on_fit_start(trainer(0, rank0), None)
+    assert capsys.readouterr().out == (
+        "run bbbb2222: the 2 processes resumed from epoch 1, step 7 (/ck/ep=0.ckpt)\n"
+    )
 
 
 def test_sync_batchnorm_is_off_on_the_cpu_with_one_notice(monkeypatch, capsys):
@@ -444,13 +451,13 @@ def test_each_rank_gets_random_streams_of_its_own(tmp_path):
     pytest.importorskip("lightning")
     import torch
 
-    from solo_bayesncl.benchmark.callbacks import stage_callbacks
+    from solo_bayesncl.training.resumable import resumable_fit
     from solo_bayesncl.training.trainer import per_rank_random_streams
 
-    def draws(callback, hook: str, rank: int, world: int) -> torch.Tensor:
+    def draws(callback, hook: str, rank: int, world: int, *args) -> torch.Tensor:
         torch.manual_seed(5)
         trainer = SimpleNamespace(world_size=world, global_rank=rank, current_epoch=3)
-        getattr(callback, hook)(trainer, None, *(["fit"] if hook == "setup" else []))
+        getattr(callback, hook)(trainer, None, *(["fit"] if hook == "setup" else args))
         return torch.rand(4)
 
     streams = per_rank_random_streams()
@@ -458,11 +465,12 @@ def test_each_rank_gets_random_streams_of_its_own(tmp_path):
     untouched = torch.rand(4)
     assert torch.equal(draws(streams, "setup", 0, 1), untouched)  # one process: left as it is
     assert not torch.equal(draws(streams, "setup", 0, 2), draws(streams, "setup", 1, 2))
-    (seeder,) = stage_callbacks(tmp_path, 5, None, "pretrain")  # what a launched rank of a run gets
-    assert type(seeder).__name__ == "EpochSeeder"
-    assert torch.equal(
-        draws(seeder, "on_train_epoch_start", 1, 2), draws(seeder, "on_train_epoch_start", 1, 2)
-    )
+    # every pretraining process seeds by its position in the run and its rank
+    seeder = resumable_fit(5)
+    for hook, args in (("on_train_epoch_start", ()), ("on_train_batch_end", (None, None, 2))):
+        assert torch.equal(draws(seeder, hook, 1, 2, *args), draws(seeder, hook, 1, 2, *args))
+        assert not torch.equal(draws(seeder, hook, 0, 2, *args), draws(seeder, hook, 1, 2, *args))
     assert not torch.equal(
-        draws(seeder, "on_train_epoch_start", 0, 2), draws(seeder, "on_train_epoch_start", 1, 2)
+        draws(seeder, "on_train_batch_end", 1, 2, None, None, 2),
+        draws(seeder, "on_train_batch_end", 1, 2, None, None, 3),
     )

@@ -1,0 +1,101 @@
+"""A pretraining resumed within an epoch is read back as one run: its metrics keep the steps the
+checkpoint had trained and drop those trained again, and the epoch it resumed part-way through
+is not timed as a whole epoch."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from solo_bayesncl.benchmark.sittings import epoch_timing, merge_metrics
+
+
+def _sitting(folder: Path, rows: list[dict]) -> Path:
+    folder.mkdir()
+    with open(folder / "metrics.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=sorted({k for r in rows for k in r}))
+        writer.writeheader()
+        writer.writerows(rows)
+    return folder
+
+
+def test_a_sitting_resumed_within_an_epoch_keeps_the_steps_its_checkpoint_trained(tmp_path):
+    # 4 steps an epoch; the first sitting's newest checkpoint: epoch 1 after 2 of its steps
+    # (global step 6); it trained step 6 too before it was killed: that step is trained again
+    steps = [{"epoch": 0, "step": s, "loss": s} for s in range(4)]
+    first = _sitting(
+        tmp_path / "a",
+        [
+            *steps,
+            {"epoch": 0, "step": 3, "val_acc1": 10},
+            *({"epoch": 1, "step": s, "loss": s} for s in (4, 5, 6)),
+        ],
+    )
+    second = _sitting(
+        tmp_path / "b",
+        [
+            *({"epoch": 1, "step": s, "loss": 100 + s} for s in (6, 7)),
+            {"epoch": 1, "step": 7, "val_acc1": 20},
+        ],
+    )
+    attempts = [
+        {"folder": str(first), "resumed_from": None, "start_epoch": 0, "start_step": 0},
+        {
+            "folder": str(second),
+            "resumed_from": str(first / "x-ep=1-step=6.ckpt"),
+            "start_epoch": 1,
+            "start_step": 6,
+        },
+    ]
+    (tmp_path / "pretrain_attempts.jsonl").write_text(
+        "".join(json.dumps(a) + "\n" for a in attempts)
+    )
+    with open(merge_metrics(tmp_path, str(second), tmp_path / "m.csv"), newline="") as f:
+        rows = [(r["epoch"], r["step"], r["loss"], r["val_acc1"]) for r in csv.DictReader(f)]
+    assert rows == [
+        ("0", "0", "0", ""),
+        ("0", "1", "1", ""),
+        ("0", "2", "2", ""),
+        ("0", "3", "3", ""),
+        ("0", "3", "", "10"),
+        ("1", "4", "4", ""),
+        ("1", "5", "5", ""),
+        ("1", "6", "106", ""),
+        ("1", "7", "107", ""),
+        ("1", "7", "", "20"),
+    ]
+
+
+def test_the_epoch_a_fit_resumed_part_way_through_is_not_timed(tmp_path):
+    pytest.importorskip("lightning")
+    from solo_bayesncl.benchmark.callbacks import EpochTimer
+
+    # the checkpoint: within epoch 2, after 12 of its batches
+    loops = {
+        "fit_loop": {
+            "epoch_progress": {"current": {"ready": 3, "processed": 2}},
+            "epoch_loop.batch_progress": {"current": {"processed": 12}},
+        }
+    }
+    ckpt = tmp_path / "run-ep=2-step=52.ckpt"
+    torch.save({"epoch": 2, "global_step": 52, "loops": loops}, ckpt)
+    (tmp_path / "pretrain_epoch_times.json").write_text(
+        json.dumps({"0": {"wall_s": 30.0, "cpu_s": 50.0}, "1": {"wall_s": 32.0, "cpu_s": 52.0}})
+    )
+    timer = EpochTimer(tmp_path, "pretrain")
+    trainer = SimpleNamespace(ckpt_path=str(ckpt), current_epoch=2)
+    timer.on_train_start(trainer, None)
+    for epoch in (2, 3):
+        trainer.current_epoch = epoch
+        timer.on_train_epoch_start(trainer, None)
+        timer.on_train_epoch_end(trainer, None)
+    times = json.loads((tmp_path / "pretrain_epoch_times.json").read_text())
+    assert sorted(times) == ["0", "1", "3"]  # epoch 2 began in the earlier sitting
+    assert epoch_timing(tmp_path, "pretrain", 4)["seconds_per_epoch"] == pytest.approx(
+        (30.0 + 32.0 + times["3"]["wall_s"]) / 3
+    )
