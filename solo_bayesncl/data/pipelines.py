@@ -193,14 +193,18 @@ def _datamodule_class():
 
         @property
         def sampler(self) -> EpochSampler:
-            """This process's sampler, made once the job's processes are known."""
+            """This process's sampler, made once the job's processes are known: asked before a
+            Trainer is attached (to count an epoch's batches), it is a one-process sampler that
+            is not kept, so the processes of a job still split the data once they are known."""
+            trainer = self.trainer
+            if trainer is None:
+                return EpochSampler(self.dataset, seed=self.seed)
             if self._sampler is None:
-                trainer = self.trainer
                 self._sampler = EpochSampler(
                     self.dataset,
                     seed=self.seed,
-                    num_replicas=trainer.world_size if trainer is not None else 1,
-                    rank=trainer.global_rank if trainer is not None else 0,
+                    num_replicas=trainer.world_size,
+                    rank=trainer.global_rank,
                 )
             return self._sampler
 

@@ -164,3 +164,29 @@ def test_datamodule_augments_training_batches_only():
     assert [tuple(v.shape) for v in views] == [(8, 3, 32, 32)] * 2
     assert indexes is batch[0] and targets is batch[2]
     # the ranks' own random streams: tests/integration/test_ddp.py, test_each_rank_gets_random_streams_of_its_own
+
+
+@pytest.mark.solo
+def test_datamodule_splits_the_epoch_once_the_processes_are_known():
+    """Counting an epoch's batches before the Trainer exists (the logging interval is set from
+    it) must not fix a one-process sampler: each of two processes then trained the whole epoch,
+    twice the steps of one process."""
+    from types import SimpleNamespace
+
+    from solo_bayesncl.data.pipelines import batch_datamodule
+
+    if not (fashion_mnist_root() / "train-images-idx3-ubyte.gz").is_file():
+        pytest.skip("Debian's dataset-fashion-mnist is not installed")
+    cfg = _cfg("fashion-mnist", "batch")
+    cfg.data.update(train_path=str(fashion_mnist_root()), fraction=0.01, num_workers=0)
+    cfg.optimizer = {"batch_size": 8}
+    shares = []
+    for rank in (0, 1):
+        dm = batch_datamodule(cfg)
+        whole = len(dm.train_dataloader())  # no Trainer yet: one process's view of the epoch
+        dm.trainer = SimpleNamespace(training=True, world_size=2, global_rank=rank)
+        loader = dm.train_dataloader()
+        assert len(loader) == whole // 2
+        shares.append(set(loader.sampler))
+    assert not shares[0] & shares[1]
+    assert len(shares[0]) + len(shares[1]) == 2 * (len(loader.sampler.dataset) // 2)

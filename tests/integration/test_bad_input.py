@@ -169,7 +169,7 @@ def test_bad_keys_reach_the_terminal_as_one_line_before_training(tmp_path):
     )
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1] == (
-        "solo-bayesncl-pretrain: error: interpretability.gate='bogus' is not supported; "
+        "main_pretrain.py: error: interpretability.gate='bogus' is not supported; "
         "allowed values: hard, soft"
     )
     assert "Traceback" not in result.stderr and not list(tmp_path.iterdir())

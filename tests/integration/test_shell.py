@@ -193,7 +193,7 @@ def test_missing_dataset_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("solo-bayesncl-pretrain: error: Fashion-MNIST file")
+    assert lines[0].startswith("main_pretrain.py: error: Fashion-MNIST file")
     assert str(empty) in lines[0] and "SOLO_BAYESNCL_FASHION_MNIST" in lines[0]
     assert "Traceback" not in proc.stderr and "HYDRA_FULL_ERROR" not in proc.stderr
 

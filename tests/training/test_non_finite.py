@@ -106,7 +106,7 @@ def test_every_command_refuses_nan_weights_with_one_message(
         ]
     )
     assert linear.returncode == 2, linear.stderr[-2000:]
-    assert linear.stderr.strip().splitlines()[-1] == f"solo-bayesncl-linear: error: {expected}"
+    assert linear.stderr.strip().splitlines()[-1] == f"main_linear.py: error: {expected}"
     assert "Traceback" not in linear.stderr
 
 
