@@ -17,6 +17,7 @@ from lightning.pytorch import Callback
 
 from solo_bayesncl.benchmark.machine import cpu_seconds
 from solo_bayesncl.benchmark.progress import StatusFile
+from solo_bayesncl.benchmark.sittings import per_epoch
 from solo_bayesncl.io.files import write_text_replacing
 from solo_bayesncl.training.auto_resume import ResumePoint, read_position
 from solo_bayesncl.training.trainer import csv_log_dir
@@ -32,11 +33,13 @@ def resumed_at(trainer) -> ResumePoint | None:
 class EpochTimer(Callback):
     """Wall and CPU seconds of every training epoch in ``<stage>_epoch_times.json``, keyed by
     epoch (kept across resumes; an epoch run again replaces its earlier figure). An epoch this
-    fit resumed part-way through is not timed: part of it ran in an earlier sitting."""
+    fit resumed part-way through is timed from the resume, with the ``share`` of its batches
+    trained here (the time of the part before is lost with the sitting that trained it); a
+    whole epoch's share is 1. Sittings shorter than an epoch still time the run."""
 
     def __init__(self, run_dir: Path, stage: str) -> None:
         self.path = run_dir / f"{stage}_epoch_times.json"
-        self._start: tuple[int, float, float] | None = None
+        self._start: tuple[int, float, float, float] | None = None
         self._times: dict[str, dict[str, float]] | None = None
         self._resumed: ResumePoint | None = None
 
@@ -47,29 +50,30 @@ class EpochTimer(Callback):
         return self._times
 
     def mean_wall_s(self) -> float | None:
-        """The mean wall seconds of the timed epochs, None before the first."""
-        walls = [t["wall_s"] for t in self.times().values()]
-        return sum(walls) / len(walls) if walls else None
+        """Wall seconds per epoch over the timed epochs (:func:`per_epoch`), None before any."""
+        return per_epoch(list(self.times().values()), "wall_s")
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._resumed = resumed_at(trainer)
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        point = self._resumed
+        share, point, batches = 1.0, self._resumed, trainer.num_training_batches
         if point is not None and point.batch > 0 and point.epoch == trainer.current_epoch:
-            self._start = None  # begun in an earlier sitting
-            return
-        self._start = (trainer.current_epoch, time.perf_counter(), cpu_seconds())
+            share = max(batches - point.batch, 0) / batches if batches != float("inf") else 0.0
+        self._start = (trainer.current_epoch, time.perf_counter(), cpu_seconds(), share)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         # a resumed fit calls this hook again for the checkpoint's epoch without a start
         if self._start is None or self._start[0] != trainer.current_epoch:
             return
-        epoch, wall, cpu = self._start
+        epoch, wall, cpu, share = self._start
+        if share <= 0:
+            return  # nothing of it was trained here (or its length is unknown)
         times = self.times()
         times[str(epoch)] = {
             "wall_s": time.perf_counter() - wall,
             "cpu_s": cpu_seconds() - cpu,
+            "share": share,
         }
         write_text_replacing(self.path, json.dumps(times, indent=2, default=float) + "\n")
         self._start = None

@@ -11,7 +11,7 @@ from typing import Any
 from solo_bayesncl.benchmark.machine import StageMeter, load_unreliable
 from solo_bayesncl.io.files import replacing
 
-__all__ = ["epoch_timing", "merge_metrics"]
+__all__ = ["epoch_timing", "merge_metrics", "per_epoch"]
 
 
 def merge_metrics(run_dir: Path, final_folder: str, out: Path) -> Path:
@@ -59,9 +59,17 @@ def merge_metrics(run_dir: Path, final_folder: str, out: Path) -> Path:
     return out
 
 
+def per_epoch(times: list[dict[str, float]], key: str) -> float | None:
+    """Seconds per epoch from timed epochs (``wall_s``/``cpu_s``, and the ``share`` of an epoch
+    each covers, 1 unless resumed part-way through): their sum over the epochs they cover."""
+    covered = sum(t.get("share", 1.0) for t in times)
+    return sum(t[key] for t in times) / covered if covered > 0 else None
+
+
 def epoch_timing(run_dir: Path, stage: str, epochs: int) -> dict[str, Any]:
-    """Mean wall and CPU seconds per epoch over the epochs of the finished run (a resumed
-    epoch counted once), and whether the machine's load made the wall times unreliable."""
+    """Wall and CPU seconds per epoch over the epochs of the finished run (a resumed epoch
+    counted once, one resumed part-way through by the share of it timed), and whether the
+    machine's load made the wall times unreliable."""
     path = run_dir / f"{stage}_epoch_times.json"
     times = json.loads(path.read_text()) if path.is_file() else {}
     kept = [times[str(e)] for e in range(epochs) if str(e) in times]
@@ -71,8 +79,8 @@ def epoch_timing(run_dir: Path, stage: str, epochs: int) -> dict[str, Any]:
     load = StageMeter(samples_file=run_dir / f"{stage}_load.jsonl").result()
     load.update(wall_s=wall, cpu_s=cpu)
     return {
-        "seconds_per_epoch": wall / len(kept),
-        "cpu_seconds_per_epoch": cpu / len(kept),
+        "seconds_per_epoch": per_epoch(kept, "wall_s"),
+        "cpu_seconds_per_epoch": per_epoch(kept, "cpu_s"),
         "epoch_load_mean": load["load_mean"],
         "cpu_count": load["cpu_count"],
         "wall_unreliable": load_unreliable(load),

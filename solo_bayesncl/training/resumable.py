@@ -23,6 +23,7 @@ epoch part-way: the epoch's remaining steps take the batches of its start (a mes
 from __future__ import annotations
 
 import random
+import warnings
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,8 @@ def resumable_fit(seed: int):
             continue_epoch = getattr(trainer.datamodule, "continue_epoch", None)
             if continue_epoch is not None:
                 continue_epoch(point.epoch, point.batch)
+                # Lightning's advice against resuming within an epoch answers what is done here
+                warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that")
             elif trainer.is_global_zero:
                 data = type(trainer.datamodule).__name__
                 print(

@@ -41,9 +41,9 @@ __all__ = [
     "csv_log_dir",
     "interval_checkpoint",
     "job_run_agreement",
-    "resume_line",
     "last_logged_value",
     "per_rank_random_streams",
+    "resume_line",
     "run_summary",
 ]
 

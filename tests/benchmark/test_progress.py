@@ -52,7 +52,7 @@ def _statuses() -> list[tuple[float, dict]]:
     out.append((t, {"stage": "pretrain", "epochs": 6, "batch": 0, "batches": None}))
     t += 25.0  # start-up and restoring the checkpoint
     resumed = {"epoch": 3, "step": 3 * STEPS + 7}
-    timed = [EPOCH_S] * 3
+    timed = [(EPOCH_S, 1.0)] * 3  # (wall seconds, share of the epoch) as EpochTimer records
     for epoch in range(3, 6):
         first = 7 if epoch == 3 else 0
 
@@ -63,7 +63,7 @@ def _statuses() -> list[tuple[float, dict]]:
                 "epochs": 6,
                 "batch": batch,
                 "batches": STEPS,
-                "epoch_s": sum(timed) / len(timed),
+                "epoch_s": sum(w for w, _ in timed) / sum(share for _, share in timed),
                 "resumed": resumed,
             }
 
@@ -72,8 +72,8 @@ def _statuses() -> list[tuple[float, dict]]:
             t += STEP_S
             out.append((t, status(batch)))
         t += PAUSE_S
-        if epoch > 3:  # the epoch it resumed part-way through is not timed
-            timed.append(EPOCH_S)
+        trained = STEPS - first  # the epoch it resumed part-way through: the share trained here
+        timed.append((trained * STEP_S + PAUSE_S, trained / STEPS))
     out.append((t, {"stage": "linear", "epochs": 3, "batch": 0, "batches": None}))
     t += 10.0
     linear_timed: list[float] = []

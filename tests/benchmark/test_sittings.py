@@ -71,11 +71,11 @@ def test_a_sitting_resumed_within_an_epoch_keeps_the_steps_its_checkpoint_traine
     ]
 
 
-def test_the_epoch_a_fit_resumed_part_way_through_is_not_timed(tmp_path):
+def test_an_epoch_resumed_part_way_through_counts_for_the_share_it_trained(tmp_path):
     pytest.importorskip("lightning")
     from solo_bayesncl.benchmark.callbacks import EpochTimer
 
-    # the checkpoint: within epoch 2, after 12 of its batches
+    # the checkpoint: within epoch 2 (of 20 batches), after 12 of its batches
     loops = {
         "fit_loop": {
             "epoch_progress": {"current": {"ready": 3, "processed": 2}},
@@ -88,14 +88,14 @@ def test_the_epoch_a_fit_resumed_part_way_through_is_not_timed(tmp_path):
         json.dumps({"0": {"wall_s": 30.0, "cpu_s": 50.0}, "1": {"wall_s": 32.0, "cpu_s": 52.0}})
     )
     timer = EpochTimer(tmp_path, "pretrain")
-    trainer = SimpleNamespace(ckpt_path=str(ckpt), current_epoch=2)
+    trainer = SimpleNamespace(ckpt_path=str(ckpt), current_epoch=2, num_training_batches=20)
     timer.on_train_start(trainer, None)
     for epoch in (2, 3):
         trainer.current_epoch = epoch
         timer.on_train_epoch_start(trainer, None)
         timer.on_train_epoch_end(trainer, None)
     times = json.loads((tmp_path / "pretrain_epoch_times.json").read_text())
-    assert sorted(times) == ["0", "1", "3"]  # epoch 2 began in the earlier sitting
-    assert epoch_timing(tmp_path, "pretrain", 4)["seconds_per_epoch"] == pytest.approx(
-        (30.0 + 32.0 + times["3"]["wall_s"]) / 3
-    )
+    assert [times[e].get("share", 1.0) for e in ("0", "1", "2", "3")] == [1.0, 1.0, 0.4, 1.0]
+    walls = sum(times[e]["wall_s"] for e in times)
+    assert epoch_timing(tmp_path, "pretrain", 4)["seconds_per_epoch"] == pytest.approx(walls / 3.4)
+    assert timer.mean_wall_s() == pytest.approx(walls / 3.4)
