@@ -14,7 +14,7 @@ from helpers import REPO
 
 def _make_dry_run(target: str) -> str:
     return subprocess.run(
-        ["make", "-n", target, "PYTHON=python3"],
+        ["make", "-n", "--no-print-directory", target, "PYTHON=python3"],
         cwd=REPO,
         capture_output=True,
         text=True,
