@@ -22,14 +22,19 @@ gate, KL, gated normalisation) to show where an overhead comes from. Also printe
 one step per method as ``torch.utils.flop_counter.FlopCounterMode`` counts them, the GFLOP/s
 reached at the median step time and its share of the fp32 limit (on CPU estimated from
 ``/proc/cpuinfo``, or ``--peak-gflops``). ``--compare-memory-format`` adds bayesncl with the other
-memory format (channels-last against contiguous, ``performance.disable_channel_last``).
+memory format (channels-last against contiguous, ``performance.disable_channel_last``);
+``--compile`` sets ``performance.compile`` (the backbone's training forward compiled with
+``torch.compile``) for every method, ``--compare-compile`` adds bayesncl with the other setting;
+with both comparisons, also the two flipped together. The first step of each, where compiling
+happens, is printed apart.
 
 Usage::
 
     python microbenchmarks/bench_train_step.py [--batch-size 64] [--image-size 32] [--steps 10]
         [--warmup 3] [--threads 1] [--device cpu|cuda] [--precision 32|bf16|16]
         [--backbone resnet18] [--small-stem] [--proj 2048 256] [--images random|fashion-mnist]
-        [--breakdown] [--compare-memory-format] [--peak-gflops G]
+        [--breakdown] [--compare-memory-format] [--compile] [--compare-compile]
+        [--peak-gflops G]
 """
 
 from __future__ import annotations
@@ -84,13 +89,16 @@ def build_cfg(name: str, args: argparse.Namespace, data_dir: Path):
         f"backbone.name={args.backbone}",
         f"+backbone.small_stem={args.small_stem}",
         f"accelerator={'gpu' if args.device == 'cuda' else 'cpu'}",
+        f"++performance.compile={args.compile}",  # checked as pretraining checks it
         "wandb.enabled=False",
     ]
     return prepare_pretrain_cfg(compose_cfg(name, overrides), check_data=False)
 
 
 def build_model(cfg, device: torch.device) -> torch.nn.Module:
-    """The method in train mode, set up as :func:`solo_bayesncl.training.pretrain.pretrain` does."""
+    """The method in train mode, set up as :func:`solo_bayesncl.training.pretrain.pretrain` does
+    (the compiling, when ``performance.compile`` asks for it, comes after the FLOPs are counted:
+    :func:`compile_if_asked`)."""
     from solo.utils.misc import make_contiguous
 
     from solo_bayesncl.host.models import build_method
@@ -103,6 +111,17 @@ def build_model(cfg, device: torch.device) -> torch.nn.Module:
     model.log = lambda *a, **k: None  # no trainer to log to
     model.log_dict = lambda *a, **k: None
     return model.to(device).train()
+
+
+def compile_if_asked(model: torch.nn.Module, cfg) -> bool:
+    """Compiles the backbone's training forward when ``performance.compile`` asks for it, as the
+    pretraining does; returns whether it did."""
+    from solo_bayesncl.training.compiled import compile_training_forward
+
+    if not compile_wanted(cfg):
+        return False
+    compile_training_forward(model.backbone)
+    return True
 
 
 def build_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -267,7 +286,7 @@ def report_flops(
     for name, count in flops.items():
         rate = count / statistics.median(wall[name]) / 1e9
         share = f", {rate / peak:.2f} of the limit" if peak else ""
-        print(f"  {name:<22} {count / 1e9:8.1f} GFLOP  {rate:7.1f} GFLOP/s{share}")
+        print(f"  {name:<{width(flops)}} {count / 1e9:8.1f} GFLOP  {rate:7.1f} GFLOP/s{share}")
     if "bayesncl" in flops and "ncl" in flops:
         print(
             f"  bayesncl/ncl FLOP ratio {flops['bayesncl'] / flops['ncl']:.3f}: the step-time "
@@ -441,6 +460,63 @@ def breakdown(
     )
 
 
+def variant_cfgs(cfg, args: argparse.Namespace) -> dict[str, Any]:
+    """bayesncl's configs with the other memory format and/or the other compile setting, named
+    by what differs from ``cfg`` (``--compare-memory-format``, ``--compare-compile``)."""
+    flips = []
+    if args.compare_memory_format:
+        flips.append(("memory",))
+    if args.compare_compile:
+        flips.append(("compile",))
+    if args.compare_memory_format and args.compare_compile:
+        flips.append(("memory", "compile"))
+    variants: dict[str, Any] = {}
+    for flip in flips:
+        other = copy.deepcopy(cfg)
+        if "memory" in flip:
+            other.performance.disable_channel_last = not other.performance.disable_channel_last
+        if "compile" in flip:
+            other.performance.compile = not compile_wanted(cfg)
+        parts = []
+        if "memory" in flip:
+            parts.append(memory_format_name(other))
+        if "compile" in flip:
+            parts.append(compiled_name(compile_wanted(other)))
+        variants[f"bayesncl {', '.join(parts)}"] = other
+    return variants
+
+
+def compile_wanted(cfg) -> bool:
+    """Whether ``cfg``'s ``performance.compile`` compiles the backbone's training forward."""
+    from solo_bayesncl.training.compiled import decide_compile
+
+    return decide_compile(cfg)
+
+
+def compiled_name(compiled: bool) -> str:
+    return "compiled" if compiled else "eager"
+
+
+def variant_label(cfg, compiled: bool) -> str:
+    return f"{memory_format_name(cfg)}, {compiled_name(compiled)}"
+
+
+def width(names: Any) -> int:
+    return max(9, *(len(n) for n in names))
+
+
+def first_steps(steps: dict[str, Callable[[], Any]], device: torch.device) -> dict[str, float]:
+    """Wall time of each step's very first call (where ``torch.compile`` compiles)."""
+    first = {}
+    for name, step in steps.items():
+        synchronize(device)
+        start = time.perf_counter()
+        step()
+        synchronize(device)
+        first[name] = time.perf_counter() - start
+    return first
+
+
 def memory_format_name(cfg) -> str:
     """``contiguous`` or ``channels-last``, as the pretraining entry point lays out the model."""
     return "contiguous" if cfg.performance.disable_channel_last else "channels-last"
@@ -449,14 +525,17 @@ def memory_format_name(cfg) -> str:
 def report(title: str, times: dict[str, list[float]], peak: dict[str, int] | None) -> None:
     """Median and IQR per method, the bayesncl ratios and the verdict against the target."""
     print(f"{title}:")
-    header = f"{'method':<9} {'median ms':>10} {'q1 ms':>9} {'q3 ms':>9} {'IQR %':>6}"
+    w = width(times)
+    header = f"{'method':<{w}} {'median ms':>10} {'q1 ms':>9} {'q3 ms':>9} {'IQR %':>6}"
     if peak is not None:
         header += f" {'peak MiB':>9}"
     print(header)
     print("-" * len(header))
     for name, t in times.items():
         q1, med, q3 = quartiles(t)
-        line = f"{name:<9} {med * 1e3:10.2f} {q1 * 1e3:9.2f} {q3 * 1e3:9.2f} {(q3 - q1) / med:6.1%}"
+        line = (
+            f"{name:<{w}} {med * 1e3:10.2f} {q1 * 1e3:9.2f} {q3 * 1e3:9.2f} {(q3 - q1) / med:6.1%}"
+        )
         if peak is not None:
             line += f" {peak[name] / 2**20:9.0f}"
         print(line)
@@ -477,13 +556,11 @@ def run(args: argparse.Namespace) -> None:
     device = torch.device(args.device)
     with tempfile.TemporaryDirectory() as data_dir:
         cfgs = {name: build_cfg(name, args, Path(data_dir)) for name in METHODS}
+    cfgs.update(variant_cfgs(cfgs["bayesncl"], args))
     models = {name: build_model(cfg, device) for name, cfg in cfgs.items()}
-    if args.compare_memory_format:
-        other = copy.deepcopy(cfgs["bayesncl"])
-        other.performance.disable_channel_last = not other.performance.disable_channel_last
-        models[f"bayesncl {memory_format_name(other)}"] = build_model(other, device)
     batch = make_batch(args, int(cfgs["ncl"].data.num_classes), device)
     flops = {name: count_step_flops(m, batch, args.precision) for name, m in models.items()}
+    compiled = {name: compile_if_asked(m, cfgs[name]) for name, m in models.items()}
     steps = {name: make_step(m, batch, device, args.precision) for name, m in models.items()}
 
     threads = f"{torch.get_num_threads()} threads" if device.type == "cpu" else ""
@@ -499,6 +576,10 @@ def run(args: argparse.Namespace) -> None:
     print(
         f"memory format: {memory_format_name(cfgs['bayesncl'])} (performance.disable_channel_last)"
     )
+    print(
+        f"backbone training forward: {compiled_name(compiled['bayesncl'])} "
+        f"(performance.compile={args.compile})"
+    )
     print(f"one step = training_step + backward + optimizer step; {args.steps} interleaved rounds")
     print(f"after {args.warmup} warm-up rounds, order rotating each round\n")
 
@@ -506,11 +587,16 @@ def run(args: argparse.Namespace) -> None:
     counts = {name: count_parameters(m) for name, m in models.items()}
     for name, c in counts.items():
         parts = ", ".join(f"{k} {v / 1e6:.3f}M" for k, v in c.items() if k != "total")
-        print(f"  {name:<9} {c['total'] / 1e6:8.3f}M  ({parts})")
+        print(f"  {name:<{width(counts)}} {c['total'] / 1e6:8.3f}M  ({parts})")
     extra = counts["bayesncl"]["total"] / counts["ncl"]["total"] - 1
     print(f"  bayesncl has {extra:+.1%} parameters over ncl (the gating head)\n")
 
     loads = [os.getloadavg()[0]]
+    first = first_steps(steps, device)
+    print("first step of each (compiling happens here):")
+    for name, seconds in first.items():
+        print(f"  {name:<{width(steps)}} {seconds:7.2f} s")
+    print()
     wall, cpu, peak = time_interleaved(steps, args.steps, args.warmup, device)
     loads.append(os.getloadavg()[0])
     report("wall-clock time per step", wall, peak if device.type == "cuda" else None)
@@ -523,14 +609,12 @@ def run(args: argparse.Namespace) -> None:
         report_flops(flops, wall, limit, how)
     else:
         report_flops(flops, wall, args.peak_gflops, "--peak-gflops" if args.peak_gflops else "")
-    if args.compare_memory_format:
-        name = next(n for n in steps if n.startswith("bayesncl "))
+    base = f"bayesncl ({variant_label(cfgs['bayesncl'], compiled['bayesncl'])})"
+    for name in (n for n in steps if n.startswith("bayesncl ")):
         paired = [o / b for o, b in zip(wall[name], wall["bayesncl"], strict=True)]
         q1, med, q3 = quartiles(paired)
-        print(
-            f"{name} / bayesncl {memory_format_name(cfgs['bayesncl'])}: paired per round: "
-            f"median {med:.3f}, IQR [{q1:.3f}, {q3:.3f}]\n"
-        )
+        print(f"{name} / {base}: paired per round: median {med:.3f}, IQR [{q1:.3f}, {q3:.3f}]")
+    print()
     print(load_summary(loads))
     times = wall
 
@@ -569,6 +653,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--compare-memory-format",
         action="store_true",
         help="also time bayesncl with the other memory format (channels-last vs contiguous)",
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="performance.compile=True for every method (torch.compile of the backbone's "
+        "training forward)",
+    )
+    parser.add_argument(
+        "--compare-compile",
+        action="store_true",
+        help="also time bayesncl with the backbone's training forward compiled or not, the other "
+        "of --compile",
     )
     parser.add_argument(
         "--peak-gflops",

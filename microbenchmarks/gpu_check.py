@@ -4,7 +4,8 @@ Runs, one after the other, each with its own time limit (together under 10 minut
 
 - ``bench_train_step.py --device cuda`` at the CIFAR setting (ResNet-18 with the small stem,
   2 x 256 views at 32 px) in fp32, bf16 and fp16 mixed precision: bayesncl / ncl and
-  bayesncl / simclr step ratios, peak memory;
+  bayesncl / simclr step ratios, peak memory; in fp16 also bayesncl with the backbone's training
+  forward compiled (``performance.compile``) against eager, and the compiling first step;
 - ``bench_pipeline.py --device cuda`` with the ``cpu`` preset's data: the batched augmentation
   path on the GPU (``batch/w0``) against solo-learn's per-image CIFAR-style loader
   (``per_image/w4``) and the model step alone, in images/s;
@@ -49,6 +50,9 @@ KEY_MARKERS = (
     "target",
     "whole set",
     "load average",
+    "paired per round",
+    "first step",
+    "compiled",
 )
 
 
@@ -71,7 +75,12 @@ def checks(dry_run: bool, out: Path) -> list[Check]:
         step = ("--device", "cpu", "--batch-size", "4", "--steps", "1", "--warmup", "0")
         step += ("--proj", "32", "16")
         return [
-            Check("train_step_32", "bench_train_step.py", (*step, "--precision", "32"), 300),
+            Check(
+                "train_step_32",
+                "bench_train_step.py",
+                (*step, "--precision", "32", "--compare-compile"),
+                300,
+            ),
             Check(
                 "pipeline",
                 "bench_pipeline.py",
@@ -88,9 +97,16 @@ def checks(dry_run: bool, out: Path) -> list[Check]:
             ),
         ]
     step = ("--device", "cuda", "--small-stem", "--batch-size", "256", "--steps", "20")
+    compare = {"16": ("--compare-compile",)}  # fp16 mixed: the GPU configs' precision
+    limits = {"32": 90, "bf16": 90, "16": 200}  # compiling for the GPU takes a minute or two
     return [
         *(
-            Check(f"train_step_{p}", "bench_train_step.py", (*step, "--precision", p), 150)
+            Check(
+                f"train_step_{p}",
+                "bench_train_step.py",
+                (*step, "--precision", p, *compare.get(p, ())),
+                limits[p],
+            )
             for p in PRECISIONS
         ),
         Check(
@@ -98,9 +114,9 @@ def checks(dry_run: bool, out: Path) -> list[Check]:
             "bench_pipeline.py",
             ("--device", "cuda", "--rounds", "3", "--steps", "5", "--warmup", "2")
             + ("--variants", "model", "per_image/w4", "batch/w0"),
-            150,
+            130,
         ),
-        Check("metrics", "bench_metrics.py", ("--device", "cuda"), 120),
+        Check("metrics", "bench_metrics.py", ("--device", "cuda"), 90),
     ]
 
 

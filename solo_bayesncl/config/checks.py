@@ -102,6 +102,7 @@ _RUN_BOOLEANS = (
     "auto_resume.enabled",
     "data.no_labels",
     "performance.disable_channel_last",
+    "performance.compile",
     "interpretability.enabled",
 )
 

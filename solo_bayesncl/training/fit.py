@@ -20,8 +20,10 @@ from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader
 
+from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.data.datasets import build_val_loader
 from solo_bayesncl.training.auto_resume import JobRun, shared_with_launched_processes
+from solo_bayesncl.training.compiled import compile_training_forward, decide_compile
 from solo_bayesncl.training.resumable import resumable_fit
 from solo_bayesncl.training.trainer import (
     build_loggers,
@@ -77,6 +79,7 @@ def fit(
     callbacks: Callable[[DataLoader | None], list] = lambda val_loader: [],
     val_transform: Callable | None = None,
     resumable: bool = False,
+    compile_backbone: bool = False,
 ):
     """Trains ``model`` on ``cfg``'s data; returns the Trainer.
 
@@ -88,8 +91,9 @@ def fit(
     (``checkpoint.enabled``), then ``callbacks(val_loader)``. A ``resumable`` fit (pretraining)
     also saves within epochs and resumes there as if never stopped
     (:mod:`solo_bayesncl.training.resumable`, last, so that its seeding comes right before each
-    batch is drawn). Lightning's launcher starts the other processes inside ``fit``, which
-    therefore runs with ``run`` in the environment.
+    batch is drawn). With ``compile_backbone`` (pretraining), ``performance.compile`` decides
+    whether the backbone's training forward is compiled (:mod:`solo_bayesncl.training.compiled`). Lightning's launcher starts the other processes
+    inside ``fit``, which therefore runs with ``run`` in the environment.
     """
     val_loader = build_val_loader(cfg, transform=val_transform)
     if cfg.data.format == "dali":
@@ -99,6 +103,15 @@ def fit(
     else:
         data = fit_data(cfg, val_loader)
     own = list(callbacks(val_loader))  # checked with the data, before any logger is made
+    train_batches = train_batches_per_process(cfg, data)
+    if compile_backbone and decide_compile(cfg):
+        compile_training_forward(model.backbone)
+        if launched_as_rank_zero():
+            print(
+                "performance.compile: the backbone's training forward is compiled "
+                "(torch.compile); the first steps take longer while it compiles",
+                flush=True,
+            )
     trainer = build_trainer(
         cfg,
         build_loggers(cfg, run_root, run),
@@ -109,7 +122,7 @@ def fit(
             *own,
             *([resumable_fit(int(cfg.seed))] if resumable else []),
         ],
-        train_batches=train_batches_per_process(cfg, data),
+        train_batches=train_batches,
     )
     with shared_with_launched_processes(run):
         trainer.fit(model, ckpt_path=run.ckpt_path, **data)

@@ -25,6 +25,7 @@ from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.host.models import build_method
 from solo_bayesncl.host.registration import register
 from solo_bayesncl.training.auto_resume import decide_job_run
+from solo_bayesncl.training.compiled import decide_compile
 from solo_bayesncl.training.fit import fit, seed_and_layout
 
 __all__ = ["pretrain", "prepare_pretrain_cfg"]
@@ -63,6 +64,7 @@ def prepare_pretrain_cfg(
     cfg = METHODS[method].add_and_assert_specific_cfg(cfg)
     check_upstream_method_kwargs(cfg)
     check_interpretability_cfg(cfg)
+    decide_compile(cfg)  # performance.compile=True needs a C++ compiler on the CPU
     return cfg
 
 
@@ -112,6 +114,7 @@ def pretrain(
         run=run,
         callbacks=callbacks,
         resumable=True,  # saves within epochs, resumes there as if never stopped
+        compile_backbone=True,  # performance.compile decides
     )
 
 

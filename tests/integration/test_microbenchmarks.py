@@ -105,5 +105,6 @@ def test_gpu_check_dry_run_writes_every_figure_to_one_summary(tmp_path):
         assert (out / f"{name}.txt").is_file()
     assert "bayesncl/ncl   : ratio of medians" in summary  # the step ratios
     assert "GFLOP" in summary  # the FLOP count and its share of the limit
+    assert "bayesncl compiled / bayesncl (contiguous, eager): paired per round" in summary
     assert "batch/w0" in summary and "per_image/w0" in summary  # images/s of both loaders
     assert "whole set (accumulator)" in summary and "values agree" in summary  # the metrics
