@@ -1,9 +1,20 @@
 """Times the InfoNCE loss of solo-bayesncl against solo-learn's SimCLR loss, and the gated path.
 
-Forward + backward on the same random features, repeated after a warm-up; the median is reported
-with the ratio to solo-learn's ``simclr_loss_func`` measured in the same run. InfoNCE runs as the
-training steps call it (``check_inputs=False``: no input check, which reads the device). Also
-prints the largest difference between the two loss values (they compute the same formula).
+Forward + backward on the same random features, repeated after a warm-up, the paths interleaved
+within every round. Reported per path: the median wall time and process CPU time (which leaves
+out the time spent waiting for a core another process holds), and against solo-learn's
+``simclr_loss_func`` measured in the same run the median of the per-round paired ratios, for
+both clocks. InfoNCE runs as the training steps call it (``check_inputs=False``: no input check,
+which reads the device). The paths:
+
+- ``solo simclr_loss_func``: ``normalize(z)``, then InfoNCE;
+- ``solo_bayesncl info_nce_loss``: the same work, ``F.normalize`` then :func:`info_nce_loss`;
+- ``ncl: phi+norm+InfoNCE``: NCL's objective, ``normalize(rep_relu(z))`` then InfoNCE;
+- ``gated: gate+v+InfoNCE+KL``: BayesNCL's objective, which on top of NCL's draws the gate
+  (sigmoid and threshold), normalises the gated vector a second time and adds the KL: work that
+  ``simclr_loss_func`` does not do; the ``gated`` row minus the ``ncl`` row is its cost.
+
+Also prints the largest difference between solo-learn's loss value and ours (the same formula).
 
 Usage::
 
@@ -13,6 +24,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -21,29 +33,42 @@ import torch
 import torch.nn.functional as F
 
 from solo_bayesncl.core.gates import BernoulliGate, bernoulli_kl
-from solo_bayesncl.core.losses import gated_representation, info_nce_loss
+from solo_bayesncl.core.losses import (
+    gated_representation,
+    info_nce_loss,
+    non_negative_representation,
+)
 
 CASES = ((256, 256), (512, 2048))  # (images per batch, feature dimension k); 2 views each
 TEMPERATURE = 0.2
+SOLO = "solo simclr_loss_func"
 
 
-def median_seconds(
-    steps: dict[str, Callable[[], None]], repeats: int, warmup: int
-) -> dict[str, float]:
-    """Median wall time of every step over ``repeats`` rounds after ``warmup`` untimed ones.
+Timings = dict[str, dict[str, list[float]]]  # clock -> path -> seconds per round
+
+
+def time_rounds(steps: dict[str, Callable[[], None]], repeats: int, warmup: int) -> Timings:
+    """Wall and process CPU seconds of every step over ``repeats`` rounds after ``warmup``
+    untimed ones.
 
     The steps run in turn within each round, so load from other processes affects them alike.
     """
     for _ in range(warmup):
         for step in steps.values():
             step()
-    times: dict[str, list[float]] = {name: [] for name in steps}
+    times: Timings = {"wall": {name: [] for name in steps}, "cpu": {name: [] for name in steps}}
     for _ in range(repeats):
         for name, step in steps.items():
-            start = time.perf_counter()
+            wall, cpu = time.perf_counter(), time.process_time()
             step()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+            times["cpu"][name].append(time.process_time() - cpu)
+            times["wall"][name].append(time.perf_counter() - wall)
+    return times
+
+
+def paired_ratio(times: list[float], reference: list[float]) -> float:
+    """Median over rounds of ``times / reference`` measured in the same round."""
+    return statistics.median(t / r for t, r in zip(times, reference, strict=True))
 
 
 def _load_solo_loss() -> Callable | None:
@@ -71,16 +96,22 @@ def make_steps(n_images: int, k: int, solo_loss: Callable | None) -> dict[str, C
         z.grad = None
         info_nce_loss(F.normalize(z, dim=-1), indexes, TEMPERATURE, check_inputs=False).backward()
 
+    def ncl() -> None:
+        z.grad = None
+        u = non_negative_representation(z, non_neg="rep_relu")
+        info_nce_loss(u, indexes, TEMPERATURE, check_inputs=False).backward()
+
     def gated() -> None:
         z.grad = logits.grad = None
         out = gate(logits)
         v = gated_representation(z, out.mask, non_neg="rep_relu")
         loss = info_nce_loss(v, indexes, TEMPERATURE, check_inputs=False)
-        loss = loss + 3e-5 * bernoulli_kl(out.probs, 0.8)
+        loss = loss + 3e-5 * bernoulli_kl(out.probs, 0.8, check_inputs=False)
         loss.backward()
 
-    steps = {"solo simclr_loss_func": solo} if solo_loss is not None else {}
+    steps = {SOLO: solo} if solo_loss is not None else {}
     steps["solo_bayesncl info_nce_loss"] = ours
+    steps["ncl: phi+norm+InfoNCE"] = ncl
     steps["gated: gate+v+InfoNCE+KL"] = gated
     if solo_loss is not None:
         with torch.no_grad():
@@ -97,17 +128,32 @@ def run(repeats: int, warmup: int) -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device cpu")
     print(f"forward + backward, median of {repeats} after {warmup} warm-up runs, T={TEMPERATURE}")
     results = []
+    loads = [os.getloadavg()[0]]
     for n_images, k in CASES:
         steps = make_steps(n_images, k, solo_loss)
-        results.append((n_images, k, median_seconds(steps, repeats, warmup)))
-    header = f"{'batch':>8} {'k':>5} {'path':<28} {'median ms':>10} {'vs solo':>8}"
+        results.append((n_images, k, time_rounds(steps, repeats, warmup)))
+    loads.append(os.getloadavg()[0])
+    print(
+        f"1-minute load average {loads[0]:.1f} before, {loads[1]:.1f} after, on "
+        f"{os.cpu_count()} logical CPUs (above that, wall times are inflated: read the ratios)"
+    )
+    print("ratios: median over rounds of the path's time / solo's time in the same round")
+    header = (
+        f"{'batch':>8} {'k':>5} {'path':<28} {'wall ms':>9} {'cpu ms':>9} "
+        f"{'wall/solo':>9} {'cpu/solo':>9}"
+    )
     print(header)
     print("-" * len(header))
-    for n_images, k, medians in results:
-        reference = medians.get("solo simclr_loss_func")
-        for name, seconds in medians.items():
-            ratio = f"{seconds / reference:.2f}" if reference else "-"
-            print(f"{n_images:>6}x2 {k:>5} {name:<28} {seconds * 1e3:>10.2f} {ratio:>8}")
+    for n_images, k, times in results:
+        for name in times["wall"]:
+            line = f"{n_images:>6}x2 {k:>5} {name:<28}"
+            for clock in ("wall", "cpu"):
+                line += f" {statistics.median(times[clock][name]) * 1e3:9.2f}"
+            for clock in ("wall", "cpu"):
+                reference = times[clock].get(SOLO)
+                ratio = paired_ratio(times[clock][name], reference) if reference else None
+                line += f" {ratio:9.2f}" if ratio is not None else f" {'-':>9}"
+            print(line)
 
 
 def main() -> None:

@@ -81,13 +81,32 @@ def gate_probabilities(logits: torch.Tensor, temperature: float = 1.0) -> torch.
 def hard_threshold_ste(probs: torch.Tensor, threshold: float = 0.5) -> torch.Tensor:
     """Hard gate ``1[probs > t]`` with a straight-through gradient (docs/method.md, "The gate").
 
-    The value is exactly 0 or 1; the gradient with respect to ``probs`` is the identity
-    (``m + probs - sg(probs)``).
+    The value is exactly 0 or 1 (NaN where ``probs`` is NaN, so a broken gate stays visible); the
+    gradient with respect to ``probs`` is the identity: the value and gradient of the official
+    ``m + probs - sg(probs)``, in one pass over the gates each way.
     """
-    hard = (probs > threshold).to(probs.dtype)
-    # parenthesised: ``probs - sg(probs)`` is exactly 0, so the value is exactly ``hard``
-    # (``hard + probs - sg(probs)`` rounds ``1 + p`` first and can give 1 - 2**-24)
-    return hard + (probs - probs.detach())
+    return _StraightThroughThreshold.apply(probs, float(threshold))
+
+
+class _StraightThroughThreshold(torch.autograd.Function):
+    """:func:`hard_threshold_ste`: ``1[p > t]`` forward, the identity backward.
+
+    The value is ``clamp(ceil(p - t), 0, 1) + 0``: ``p - t`` is computed in the dtype of ``p``
+    with ``t`` rounded to it, as the comparison ``p > t`` is, and is never rounded to 0 unless
+    ``p == t``, so its ceiling is 1 exactly where ``p > t`` (the clamp for ``|p - t| >= 1``);
+    ``+ 0`` turns the ``-0`` that ``ceil`` gives in ``(-1, 0)`` into ``0``. NaN stays NaN, as in
+    ``m + p - sg(p)``. Four passes into one new tensor, where the comparison, its conversion to
+    float and the two additions wrote four; the backward hands the gradient on without a pass.
+    """
+
+    @staticmethod
+    def forward(ctx, probs: torch.Tensor, threshold: float) -> torch.Tensor:
+        return torch.sub(probs, threshold).ceil_().clamp_(0.0, 1.0).add_(0.0)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None
 
 
 def binary_concrete_sample(
@@ -136,11 +155,13 @@ class _BernoulliKL(torch.autograd.Function):
         alpha = probs.float().clamp(eps, 1.0 - eps)
         # 1 - a is exact or within half an ulp for a in [eps, 1 - eps], so log(1 - a) is as
         # accurate as log1p(-a) here (and vectorised on the CPU, where log1p is not)
-        closed = torch.log(1.0 - alpha).sub_(math.log1p(-rho))
+        closed = torch.rsub(alpha, 1.0).log_().sub_(math.log1p(-rho))
         logit_diff = torch.log(alpha).sub_(math.log(rho)).sub_(closed)
-        kl = torch.addcmul(closed, alpha, logit_diff).sum(dim=-1).mean()
-        # the clamp passes gradient strictly inside (eps, 1 - eps), as torch.clamp's does here
-        ctx.save_for_backward(logit_diff, (alpha > eps) & (alpha < 1.0 - eps))
+        kl = closed.addcmul_(alpha, logit_diff).sum(dim=-1).mean()  # in place: c is not kept
+        # the clamp passes gradient strictly inside (eps, 1 - eps): the gradient d is zeroed,
+        # once and in place, where alpha is clamped (NaN is neither, and stays NaN)
+        clamped = (alpha <= eps).logical_or_(alpha >= 1.0 - eps)
+        ctx.save_for_backward(logit_diff.masked_fill_(clamped, 0.0))
         ctx.rows = probs.numel() // max(probs.shape[-1], 1) if probs.ndim else 1
         ctx.dtype = probs.dtype
         return kl
@@ -148,9 +169,8 @@ class _BernoulliKL(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        logit_diff, inside = ctx.saved_tensors
-        scale = grad / ctx.rows
-        return (logit_diff * inside).mul_(scale).to(ctx.dtype), None, None
+        (gradient,) = ctx.saved_tensors
+        return (gradient * (grad / ctx.rows)).to(ctx.dtype), None, None
 
 
 def bernoulli_kl(

@@ -38,7 +38,11 @@ __all__ = [
 ]
 
 
-def normalize_rows(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+#: The norm below which :func:`normalize_rows` divides by this instead (``F.normalize``'s).
+NORMALIZE_EPS = 1e-12
+
+
+def normalize_rows(x: torch.Tensor, eps: float = NORMALIZE_EPS) -> torch.Tensor:
     """``x / ||x||`` along the last dim, like ``F.normalize``; an all-zero row stays zero and
     passes zero gradient.
 
@@ -52,15 +56,16 @@ def normalize_rows(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
 
 
 class _NormalizeRows(torch.autograd.Function):
-    """:func:`normalize_rows` as one autograd function: the value ``x / max(||x||, eps)`` with
-    zero rows set to zero in place, the gradient ``(g - y (y . g)) / ||x||`` (``y`` the output;
-    ``g / eps`` below ``eps``, where the norm is clamped; zero at a zero row). Autograd's graph of
-    the same expression takes twice the passes over the ``(n, d)`` rows."""
+    """:func:`normalize_rows` as one autograd function: the value ``x / max(||x||, eps)`` (a zero
+    row is divided by ``inf`` instead, so it comes out zero in the same pass), the gradient
+    ``(g - y (y . g)) / ||x||`` (``y`` the output; ``g / eps`` below ``eps``, where the norm is
+    clamped; zero at a zero row). Autograd's graph of the same expression takes twice the passes
+    over the ``(n, d)`` rows."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, eps: float) -> torch.Tensor:
         norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-        y = (x / norm.clamp_min(eps)).masked_fill_(norm == 0, 0.0)
+        y = x / _row_divisor(norm, eps)
         ctx.save_for_backward(y, norm)
         ctx.eps = eps
         return y
@@ -69,11 +74,70 @@ class _NormalizeRows(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         y, norm = ctx.saved_tensors
-        clamped = norm.clamp_min(ctx.eps)
-        inverse = torch.where(norm == 0, torch.zeros_like(norm), clamped.reciprocal())
-        # the norm's own gradient flows only where it is not clamped
-        dot = (y * grad).sum(dim=-1, keepdim=True) * (norm >= ctx.eps)
-        return torch.addcmul(grad, y, dot, value=-1.0).mul_(inverse), None
+        return _normalize_backward(y, norm, grad, ctx.eps), None
+
+
+def _row_divisor(norm: torch.Tensor, eps: float) -> torch.Tensor:
+    """What :func:`normalize_rows` divides each row by: ``max(||x||, eps)``, and ``inf`` for a
+    zero row, which so comes out zero in the division itself (no second pass over the rows)."""
+    return norm.clamp_min(eps).masked_fill_(norm == 0, math.inf)
+
+
+def _normalize_backward(
+    y: torch.Tensor, norm: torch.Tensor, grad: torch.Tensor, eps: float, in_place: bool = False
+) -> torch.Tensor:
+    """The gradient of ``y = normalize_rows(x)``: ``(g - y (y . g)) / max(||x||, eps)``, with the
+    norm's own term only where it is not clamped and zero at a zero row. ``in_place`` writes it
+    into ``grad`` (a gradient the caller owns)."""
+    inverse = torch.where(norm == 0, torch.zeros_like(norm), norm.clamp_min(eps).reciprocal())
+    # the norm's own gradient flows only where it is not clamped
+    dot = (y * grad).sum(dim=-1, keepdim=True) * (norm >= eps)
+    if in_place:
+        return grad.addcmul_(y, dot, value=-1.0).mul_(inverse)
+    return torch.addcmul(grad, y, dot, value=-1.0).mul_(inverse)
+
+
+class _GatedNormalize(torch.autograd.Function):
+    """``v = normalize_rows(normalize_rows(p) * m)`` as one autograd function, for ``m`` of the
+    shape of ``p``: the same operations as the three functions in a row, so the same values and
+    gradients bit for bit, with the product written into the tensor that becomes ``v`` and the
+    backward's products into the gradient it computes (three ``(n, k)`` tensors fewer to
+    allocate per step)."""
+
+    @staticmethod
+    def forward(ctx, p: torch.Tensor, mask: torch.Tensor, eps: float) -> torch.Tensor:
+        norm_u = torch.linalg.vector_norm(p, dim=-1, keepdim=True)
+        u = p / _row_divisor(norm_u, eps)
+        gated = u * mask
+        norm_v = torch.linalg.vector_norm(gated, dim=-1, keepdim=True)
+        v = gated.div_(_row_divisor(norm_v, eps))
+        ctx.save_for_backward(u, mask, v, norm_u, norm_v)
+        ctx.eps = eps
+        return v
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:
+        u, mask, v, norm_u, norm_v = ctx.saved_tensors
+        grad_gated = _normalize_backward(v, norm_v, grad, ctx.eps)
+        grad_mask = grad_gated * u if ctx.needs_input_grad[1] else None
+        grad_p = None
+        if ctx.needs_input_grad[0]:
+            grad_u = grad_gated.mul_(mask)
+            grad_p = _normalize_backward(u, norm_u, grad_u, ctx.eps, in_place=True)
+        return grad_p, grad_mask, None
+
+
+def _non_negative(z: torch.Tensor, non_neg: str, top_k: int | None) -> torch.Tensor:
+    """``phi(z)`` in float32 (with the row maximum taken out first for ``exp``), its ``top_k``
+    largest entries alone with ``top_k``: what :func:`non_negative_representation` normalises."""
+    z = z.float()
+    if resolve_non_neg(non_neg) == "exp":
+        z = z - z.detach().amax(dim=-1, keepdim=True)
+    z_pos = non_negative(z, non_neg)
+    if top_k is not None:
+        z_pos = keep_top_k(z_pos, top_k)
+    return z_pos
 
 
 def non_negative_representation(
@@ -87,13 +151,7 @@ def non_negative_representation(
     for any per-row ``c``, and without the shift ``exp`` overflows float32 (``z`` > 88, or its
     squared norm from ``z`` > 44) and the row becomes NaN or silently zero.
     """
-    z = z.float()
-    if resolve_non_neg(non_neg) == "exp":
-        z = z - z.detach().amax(dim=-1, keepdim=True)
-    z_pos = non_negative(z, non_neg)
-    if top_k is not None:
-        z_pos = keep_top_k(z_pos, top_k)
-    return normalize_rows(z_pos)
+    return normalize_rows(_non_negative(z, non_neg, top_k))
 
 
 def gated_representation(
@@ -105,8 +163,11 @@ def gated_representation(
     all closed gives ``v = 0``; its gates then get no gradient from the InfoNCE term (only the KL's).
     ``top_k`` is passed to :func:`non_negative_representation`.
     """
-    u = non_negative_representation(z, non_neg, top_k)
-    return normalize_rows(u * mask.float())
+    z_pos = _non_negative(z, non_neg, top_k)
+    mask = mask.float()
+    if mask.shape != z_pos.shape:  # a mask that broadcasts: the three functions in a row
+        return normalize_rows(normalize_rows(z_pos) * mask)
+    return _GatedNormalize.apply(z_pos, mask, NORMALIZE_EPS)
 
 
 def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
@@ -124,15 +185,16 @@ def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
 NORM_TOLERANCE = 1e-3
 
 
-def _check_rows(v: torch.Tensor, pos_mask: torch.Tensor) -> None:
+def _check_rows(v: torch.Tensor, different: torch.Tensor) -> None:
     """Raises when rows of ``v`` are not finite, not L2-normalised (norm above 1) or have no
-    positive (one device read)."""
+    positive (one device read). ``different[i, j]``: row ``j`` of the gathered batch is another
+    image than row ``i`` (a row is the same image as itself, so it needs two same-image rows)."""
     norms = torch.linalg.vector_norm(v, dim=1)
     non_finite, unnormalised, lonely = torch.stack(
         [
             (~torch.isfinite(v)).any(dim=1).sum(),
             (norms > 1 + NORM_TOLERANCE).sum(),
-            (~pos_mask.any(dim=1)).sum(),
+            ((~different).sum(dim=1) < 2).sum(),
         ]
     ).tolist()
     n = v.shape[0]
@@ -197,21 +259,80 @@ def info_nce_loss(
         v = v.float()
         all_v = gather_with_grad(v) if gather_distributed else v
         all_idx = gather_no_grad(indexes) if gather_distributed else indexes
-
-        logits = v @ all_v.T / temperature
-        n = v.shape[0]
-        offset = n * rank() if gather_distributed else 0
-        self_mask = torch.zeros_like(logits, dtype=torch.bool)
-        rows = torch.arange(n, device=v.device)
-        self_mask[rows, rows + offset] = True
-
-        pos_mask = (indexes[:, None] == all_idx[None, :]) & ~self_mask
+        different = indexes[:, None] != all_idx[None, :]
         if check_inputs:
-            _check_rows(v, pos_mask)
-        neg_inf = torch.finfo(logits.dtype).min
-        log_denominator = torch.logsumexp(logits.masked_fill(self_mask, neg_inf), dim=1)
-        log_numerator = torch.logsumexp(logits.masked_fill(~pos_mask, neg_inf), dim=1)
-        return (log_denominator - log_numerator).mean()
+            _check_rows(v, different)
+        offset = v.shape[0] * rank() if gather_distributed else 0
+        return _InfoNCE.apply(v, all_v, different, offset, temperature)
+
+
+class _InfoNCE(torch.autograd.Function):
+    """:func:`info_nce_loss` on ``v`` against the rows ``all_v`` (``v`` itself on one process), as
+    one autograd function.
+
+    Forward: the logits ``s = v all_v^T / T``, each row's own entry set to the float32 minimum
+    in place; ``log_den = logsumexp_j s_ij`` and ``log_num = logsumexp_{j in P(i)} s_ij``, each
+    as ``torch.logsumexp`` computes it (``log(sum(e^(s - max))) + max``), so the loss
+    ``mean(log_den - log_num)`` is the value of the autograd expression it replaces, bit for bit.
+    The numerator's exponentials are taken with the other images' entries set to 0 and then
+    zeroed, so ``exp`` never sees the minimum there (on the CPU it takes a slow path for every
+    input that underflows, several times its usual time).
+
+    Backward: ``dL/ds_ij = (e_den_ij / S_den_i - e_num_ij / S_num_i) / n`` from the forward's
+    exponentials ``e`` and sums ``S``; then ``dL/dv = G all_v`` and ``dL/dall_v = G^T v`` with
+    ``G = dL/ds / T``. When ``all_v`` is ``v`` the two are one product, ``(G + G^T) v``: two
+    ``(n, n, d)`` matrix products per step instead of autograd's three (solo-learn's
+    ``simclr_loss_func`` takes three too).
+    """
+
+    @staticmethod
+    def forward(
+        ctx,
+        v: torch.Tensor,
+        all_v: torch.Tensor,
+        different: torch.Tensor,
+        offset: int,
+        temperature: float,
+    ) -> torch.Tensor:
+        logits = torch.mm(v, all_v.T).div_(temperature)
+        lowest = torch.finfo(logits.dtype).min
+        logits.diagonal(offset).fill_(lowest)  # row i's own entry: column i + offset
+        den_shift = _logsumexp_shift(logits)
+        den_exp = torch.sub(logits, den_shift).exp_()
+        num_exp = logits.masked_fill(different, lowest)
+        num_shift = _logsumexp_shift(num_exp)
+        num_exp.sub_(num_shift).masked_fill_(different, 0.0).exp_().masked_fill_(different, 0.0)
+        den_sum, num_sum = den_exp.sum(dim=1), num_exp.sum(dim=1)
+        log_den = den_sum.log().add_(den_shift.squeeze(1))
+        log_num = num_sum.log().add_(num_shift.squeeze(1))
+        ctx.save_for_backward(v, all_v, den_exp, num_exp, den_sum, num_sum, log_den, log_num)
+        ctx.same = all_v is v
+        ctx.temperature = temperature
+        return (log_den - log_num).mean()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        v, all_v, den_exp, num_exp, den_sum, num_sum, log_den, log_num = ctx.saved_tensors
+        lowest = torch.finfo(den_exp.dtype).min
+        scale = grad / (v.shape[0] * ctx.temperature)
+        # a row whose every entry is the minimum (no positive, or no other row: possible only
+        # without the input check) gets no gradient from that term, as autograd's masked_fill
+        # gives it
+        den_weight = (scale / den_sum).masked_fill_(log_den == lowest, 0.0)
+        num_weight = (scale / num_sum).masked_fill_(log_num == lowest, 0.0).neg_()
+        with torch.autocast(device_type=v.device.type, enabled=False):  # float32, as forward
+            g = torch.mul(den_exp, den_weight[:, None]).addcmul_(num_exp, num_weight[:, None])
+            if ctx.same:
+                return torch.mm(g + g.T, v), None, None, None, None
+            return torch.mm(g, all_v), torch.mm(g.T, v), None, None, None
+
+
+def _logsumexp_shift(x: torch.Tensor) -> torch.Tensor:
+    """The shift ``torch.logsumexp(x, dim=1)`` subtracts: the row maximum, 0 where it is
+    infinite, as a column ``(n, 1)``."""
+    shift = x.amax(dim=1, keepdim=True)
+    return shift.masked_fill_(shift.abs() == math.inf, 0.0)
 
 
 @dataclass

@@ -14,6 +14,7 @@ import torch
 from helpers import REPO
 
 sys.path.insert(0, str(REPO / "microbenchmarks"))
+import bench_loss  # noqa: E402
 import bench_train_step  # noqa: E402
 
 
@@ -39,6 +40,20 @@ def test_load_summary_warns_only_when_the_median_exceeds_the_cores(monkeypatch):
     busy = bench_train_step.load_summary([2.5, 4.0, 6.0])
     assert busy.startswith("1-minute load average during the run: median 4.0 (min 2.5, max 6.0)")
     assert busy.endswith("wall times are inflated; compare CPU times and paired ratios")
+
+
+def test_loss_ratios_pair_the_rounds():
+    """The loss benchmark's ratio is the median of per-round ratios, not a ratio of medians:
+    a round slowed for both paths by another process cancels out."""
+    assert bench_loss.paired_ratio([2.0, 40.0, 9.0], [1.0, 40.0, 3.0]) == 2.0  # medians: 9/3
+    calls: list[str] = []
+    steps = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    times = bench_loss.time_rounds(steps, repeats=3, warmup=1)
+    assert calls == ["a", "b"] * 4  # interleaved, one warm-up round
+    assert {clock: {k: len(v) for k, v in t.items()} for clock, t in times.items()} == {
+        "wall": {"a": 3, "b": 3},
+        "cpu": {"a": 3, "b": 3},
+    }
 
 
 def test_prepare_process_sets_threads_and_hides_library_warnings():
