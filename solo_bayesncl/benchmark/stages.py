@@ -264,9 +264,10 @@ def knn_stage(
     status.update(stage="knn")
     knn = spec["knn"]
     k = int(knn.get("k", 20))
-    options: dict[str, Any] = {}
+    checkpoint, options = ckpt, {}
     if shared is not None and shared.shared_with_knn:
         prepared = shared.prepared(with_backbone=True)
+        checkpoint = prepared.inputs.loaded  # read once
         options = {
             "model": prepared.inputs.model,
             "val_features": (
@@ -275,7 +276,7 @@ def knn_stage(
             ),
         }
     results = knn_eval(
-        ckpt,
+        checkpoint,
         ks=(k,),
         temperature=float(knn.get("temperature", 0.07)),
         batch_size=KNN_BATCH_SIZE,

@@ -106,16 +106,13 @@ def knn_eval(
     loaders = [
         DataLoader(d, batch_size=batch_size, shuffle=False, num_workers=num_workers) for d in splits
     ]
+    if val_features is not None and {len(v) for v in val_features} != {len(splits[1])}:
+        raise ValueError(
+            f"val_features hold {len(val_features[0])} features and {len(val_features[1])} "
+            f"labels; the validation set has {len(splits[1])} images"
+        )
     train_x, train_y = _features(model, loaders[0], feature)
-    if val_features is None:
-        val_x, val_y = _features(model, loaders[1], feature)
-    else:
-        val_x, val_y = val_features
-        if len(val_x) != len(splits[1]) or len(val_y) != len(splits[1]):
-            raise ValueError(
-                f"val_features hold {len(val_x)} features and {len(val_y)} labels; the "
-                f"validation set has {len(splits[1])} images"
-            )
+    val_x, val_y = val_features or _features(model, loaders[1], feature)
     _require_finite(loaded.path, feature, {"training": train_x, "validation": val_x})
     results: dict[str, float] = {}
     for k in ks:

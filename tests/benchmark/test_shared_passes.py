@@ -117,6 +117,13 @@ def test_the_pass_is_shared_only_where_it_is_knns_pass(options, shared):
     assert stages.ValidationPass({"report": options}, "x.ckpt").shared_with_knn is shared
 
 
+def test_knn_refuses_validation_features_of_another_set(checkpoint):
+    import torch
+
+    with pytest.raises(ValueError, match=r"^val_features hold 5 features and 5 labels; the "):
+        knn_eval(checkpoint, ks=(3,), val_features=(torch.zeros(5, 512), torch.zeros(5)))
+
+
 def test_a_report_refuses_a_pass_made_with_other_options(checkpoint, tmp_path):
     prepared = prepare_report(checkpoint, num_workers=0, progress=False, thumbnail_size=16)
     with pytest.raises(ReportError, match=r"made with thumbnail_size=16, this report asks for "):
