@@ -12,7 +12,12 @@ file exists, so an interrupted run picks up where it stopped. Finished means rea
   (:mod:`solo_bayesncl.training.resumable`: with loader workers, the augmentations of the epoch
   it resumed within are drawn anew).
 - linear evaluation: the attempt's own Trainer reached ``max_epochs``; its accuracy is read from
-  the ``metrics.csv`` of that Trainer's logger, never from another attempt's folder.
+  the ``metrics.csv`` of that Trainer's logger, never from another attempt's folder. It validates
+  once, after the last epoch (the accuracy the table reads).
+- kNN and the report: one pass over the validation images serves both
+  (:class:`~solo_bayesncl.benchmark.stages.ValidationPass`); it is made in the kNN stage, whose
+  time therefore holds it, and the report is written from it. kNN's JSON is written before the
+  report starts, as ever; a run stopped in the report makes the report's pass again.
 
 Each stage records its wall and CPU time and the machine's load
 (:class:`~solo_bayesncl.benchmark.machine.StageMeter`), and the commit it ran at. Progress goes to
@@ -47,6 +52,7 @@ from solo_bayesncl.benchmark.process import (
 from solo_bayesncl.benchmark.progress import STAGES, StatusFile, read_status
 from solo_bayesncl.benchmark.stages import (
     StageUnfinished,
+    ValidationPass,
     knn_stage,
     linear_stage,
     pretrain_other_rank,
@@ -110,7 +116,8 @@ def run(spec_path: Path) -> dict[str, Any]:
 
     ckpt = stage("pretrain", lambda: pretrain_stage(spec, run_dir, status))["checkpoint"]
     stage("linear", lambda: linear_stage(spec, run_dir, ckpt, status))
-    stage("knn", lambda: knn_stage(spec, ckpt, status))
+    shared = ValidationPass(spec, ckpt)  # one pass over the validation images for both
+    stage("knn", lambda: knn_stage(spec, ckpt, status, shared))
     report_json = run_dir / "report.json"
     if (
         spec.get("protocol") == "paper"
@@ -118,7 +125,7 @@ def run(spec_path: Path) -> dict[str, Any]:
         and not json.loads(report_json.read_text()).get("metrics_paper")
     ):
         report_json.unlink()  # a standard report: the paper figures are the missing stage
-    report = stage("report", lambda: report_stage(spec, run_dir, ckpt, status))
+    report = stage("report", lambda: report_stage(spec, run_dir, ckpt, status, shared))
     background_json = run_dir / "background.json"
     if report.get("dataset") == SCENES and not background_json.is_file():
         status.update(stage="report")

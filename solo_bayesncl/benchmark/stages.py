@@ -1,6 +1,13 @@
 """The stages of a benchmark run, each from its spec to the JSON it records: pretraining, the
 offline linear probe, kNN, the interpretability report and, on the scenes data, the background
-measures. A stage that ends short of its target raises :class:`StageUnfinished`."""
+measures. A stage that ends short of its target raises :class:`StageUnfinished`.
+
+kNN and the report read the validation images of the same checkpoint through the same model in
+eval mode, at the same transform and batch size: :class:`ValidationPass` makes that pass once
+and gives both what it found. The linear probe validates once, after its last epoch: the table
+reads only that last accuracy, and the probe's validation draws nothing from the random stream
+of its training (:mod:`solo_bayesncl.training.linear`), so its figure is the one a probe
+validating every epoch ends with."""
 
 from __future__ import annotations
 
@@ -19,15 +26,17 @@ from solo_bayesncl.benchmark.callbacks import stage_callbacks
 from solo_bayesncl.benchmark.sittings import epoch_timing, merge_metrics
 from solo_bayesncl.config.shipped import linear_dir_for
 from solo_bayesncl.evaluation.knn import knn_eval
-from solo_bayesncl.evaluation.report import write_report
+from solo_bayesncl.evaluation.report import PreparedReport, prepare_report, write_report
 from solo_bayesncl.io.checkpoints import load_checkpoint
 from solo_bayesncl.training.linear import linear_eval
 from solo_bayesncl.training.pretrain import pretrain
 from solo_bayesncl.training.trainer import csv_log_dir, last_logged_value
 
 __all__ = [
+    "KNN_BATCH_SIZE",
     "LINEAR_CONFIG",
     "StageUnfinished",
+    "ValidationPass",
     "check_finished",
     "knn_stage",
     "linear_probe_label",
@@ -35,6 +44,7 @@ __all__ = [
     "pretrain_other_rank",
     "pretrain_stage",
     "report_stage",
+    "validate_at_end_only",
 ]
 
 LINEAR_CONFIG = "linear_sgd.yaml"
@@ -42,8 +52,61 @@ LINEAR_CONFIG = "linear_sgd.yaml"
 The paper presets name ``linear.yaml``, the official probe of the NCL/BayesNCL papers."""
 
 
+KNN_BATCH_SIZE = 256
+"""The batch size of kNN's feature passes (:func:`~solo_bayesncl.evaluation.knn.knn_eval`'s)."""
+KNN_NUM_WORKERS = 2
+_REPORT_LAYOUT_KEYS = ("top_dims", "images_per_dim")
+"""Report options that choose what is drawn and listed, not what the pass over the images gives."""
+
+
 class StageUnfinished(RuntimeError):
     """A stage ended without reaching its target; nothing of it is recorded."""
+
+
+class ValidationPass:
+    """The one pass of a run's checkpoint over its validation images that kNN and the report
+    share (:func:`~solo_bayesncl.evaluation.report.prepare_report` with the backbone features),
+    made when the first of the two stages asks for it and dropped once the report is written.
+
+    kNN reads the backbone features of that pass instead of its own pass over the validation
+    set. Both passes are the same computation: the checkpoint's model in eval mode on the
+    checkpoint's validation set at :func:`~solo_bayesncl.data.datasets.validation_transform`,
+    in order, in batches of :data:`KNN_BATCH_SIZE`, on the same device. The pass is therefore
+    shared only when the preset's report options keep it so (no other ``dataset``,
+    ``max_images``, ``device`` or ``batch_size``); otherwise each stage makes its own, as
+    before. A run resumed after kNN finished makes the report's pass without the backbone.
+    """
+
+    def __init__(self, spec: dict[str, Any], ckpt: str) -> None:
+        self.ckpt = ckpt
+        self.report_options = dict(spec.get("report", {}))
+        self._prepared: PreparedReport | None = None
+
+    @property
+    def shared_with_knn(self) -> bool:
+        """Whether the report's pass is the one kNN would make over the validation set."""
+        options = self.report_options
+        return (
+            options.get("dataset") is None
+            and options.get("max_images") is None
+            and options.get("device") is None
+            and options.get("batch_size", KNN_BATCH_SIZE) == KNN_BATCH_SIZE
+        )
+
+    def prepared(self, with_backbone: bool = False) -> PreparedReport:
+        """The report's pass, made now unless an earlier stage of this sitting made it."""
+        if self._prepared is None or (
+            with_backbone and self._prepared.data.backbone_features is None
+        ):
+            options = {k: v for k, v in self.report_options.items() if k not in _REPORT_LAYOUT_KEYS}
+            self._prepared = prepare_report(
+                self.ckpt, **options, progress=False, with_backbone=with_backbone
+            )
+        return self._prepared
+
+    def release(self) -> None:
+        """Drops the pass (its features and thumbnails) once nothing reads it any more."""
+        self._prepared = None
 
 
 def peak_memory_mb() -> float:
@@ -159,6 +222,7 @@ def linear_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict
     if "max_epochs" in linear and cfg.scheduler.name == "step":
         epochs = int(linear["max_epochs"])
         cfg.scheduler.lr_decay_steps = [int(epochs * 0.6), int(epochs * 0.8)]
+    validate_at_end_only(cfg)
     probe = linear_probe_label(config_name, cfg)
     status.update(stage="linear", epochs=int(cfg.max_epochs), batch=0, batches=None)
     trainer = linear_eval(
@@ -172,6 +236,17 @@ def linear_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict
     return {"linear_top1": top1, "linear_metrics_csv": str(metrics), "linear_probe": probe}
 
 
+def validate_at_end_only(cfg) -> None:
+    """The probe validates once, after its last epoch, and runs no sanity check: the stage
+    reads only the last ``val_acc1``, and validation takes nothing from the training's random
+    stream, so that figure is the one of a probe validating every epoch. A schedule that reads
+    the validation loss (``reduce``) keeps validating every epoch."""
+    if cfg.scheduler.name == "reduce":
+        return
+    cfg.check_val_every_n_epoch = int(cfg.max_epochs)
+    cfg.num_sanity_val_steps = 0
+
+
 def linear_probe_label(config_name: str, cfg) -> str:
     """Which probe a run used, for the table: config file, optimizer, lr, schedule, epochs."""
     return (
@@ -180,17 +255,42 @@ def linear_probe_label(config_name: str, cfg) -> str:
     )
 
 
-def knn_stage(spec: dict[str, Any], ckpt: str, status) -> dict[str, Any]:
+def knn_stage(
+    spec: dict[str, Any], ckpt: str, status, shared: ValidationPass | None = None
+) -> dict[str, Any]:
+    """kNN top-1 on backbone features; with ``shared`` (when it is shared with kNN) the
+    validation features come from the report's pass (:class:`ValidationPass`), which this
+    stage then makes."""
     status.update(stage="knn")
     knn = spec["knn"]
     k = int(knn.get("k", 20))
+    checkpoint, options = ckpt, {}
+    if shared is not None and shared.shared_with_knn:
+        prepared = shared.prepared(with_backbone=True)
+        checkpoint = prepared.inputs.loaded  # read once
+        options = {
+            "model": prepared.inputs.model,
+            "val_features": (
+                prepared.data.backbone_features,
+                torch.from_numpy(prepared.data.labels),
+            ),
+        }
     results = knn_eval(
-        ckpt, ks=(k,), temperature=float(knn.get("temperature", 0.07)), num_workers=2
+        checkpoint,
+        ks=(k,),
+        temperature=float(knn.get("temperature", 0.07)),
+        batch_size=KNN_BATCH_SIZE,
+        num_workers=KNN_NUM_WORKERS,
+        **options,
     )
     return {"knn_top1": results[f"knn_top1_k{k}"], "k": k}
 
 
-def report_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict[str, Any]:
+def report_stage(
+    spec: dict[str, Any], run_dir: Path, ckpt: str, status, shared: ValidationPass | None = None
+) -> dict[str, Any]:
+    """The interpretability report, written from ``shared``'s pass when given (made here if
+    kNN did not make it)."""
     status.update(stage="report")
     report_dir = run_dir / "report"
     write_report(
@@ -199,8 +299,11 @@ def report_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict
         overwrite=True,
         progress=False,
         protocol=spec.get("protocol", "standard"),
+        prepared=shared.prepared() if shared is not None else None,
         **spec.get("report", {}),
     )
+    if shared is not None:
+        shared.release()
     report = json.loads((report_dir / "metrics.json").read_text())
     return {
         "metrics": report["metrics"],

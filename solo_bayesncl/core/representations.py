@@ -25,6 +25,7 @@ __all__ = [
     "FEATURES",
     "RepresentationBatch",
     "extract_representations",
+    "representation_batch",
     "representation_from_output",
 ]
 
@@ -104,30 +105,56 @@ def extract_representations(
     device = next(model.parameters()).device
     was_training = model.training
     model.train(train_mode)
-    gated = hasattr(model, "gate_output")
     try:
         for images, labels in tqdm(
             loader, desc="extracting features", unit="batch", disable=not progress
         ):
             out = model(images.to(device, non_blocking=True))
-            if feature == "backbone":
-                features = out["feats"]
-            elif represent is not None:
-                features = represent(model, out)
-            else:
-                features = representation_from_output(model, out, gate=gate)
-            batch = RepresentationBatch(
-                features=features.float().cpu(),
-                labels=labels.long().cpu(),
-                backbone_features=out["feats"].float().cpu() if with_backbone else None,
-                images=images.cpu() if keep_images else None,
+            yield representation_batch(
+                model,
+                out,
+                labels,
+                feature=feature,
+                gate=gate,
+                with_soft=with_soft,
+                with_backbone=with_backbone,
+                images=images if keep_images else None,
+                represent=represent,
             )
-            if gated and "gate_logits" in out:
-                batch.gate_open = (model.gate_output(out["gate_logits"], "hard").mask > 0.5).cpu()
-                if with_soft:
-                    batch.soft_features = (
-                        representation_from_output(model, out, gate="soft").float().cpu()
-                    )
-            yield batch
     finally:
         model.train(was_training)
+
+
+def representation_batch(
+    model: nn.Module,
+    out: dict[str, Any],
+    labels: torch.Tensor,
+    *,
+    feature: str = "representation",
+    gate: str = "hard",
+    with_soft: bool = False,
+    with_backbone: bool = False,
+    images: torch.Tensor | None = None,
+    represent: Callable[[nn.Module, dict[str, Any]], torch.Tensor] | None = None,
+) -> RepresentationBatch:
+    """The batch :func:`extract_representations` yields for the forward output ``out`` of
+    ``model`` on images labelled ``labels``, with the same options: a caller that already holds
+    that output (the validation loop's forward, in eval mode) reads the batch from it without a
+    forward of its own."""
+    if feature == "backbone":
+        features = out["feats"]
+    elif represent is not None:
+        features = represent(model, out)
+    else:
+        features = representation_from_output(model, out, gate=gate)
+    batch = RepresentationBatch(
+        features=features.float().cpu(),
+        labels=labels.long().cpu(),
+        backbone_features=out["feats"].float().cpu() if with_backbone else None,
+        images=images.cpu() if images is not None else None,
+    )
+    if hasattr(model, "gate_output") and "gate_logits" in out:
+        batch.gate_open = (model.gate_output(out["gate_logits"], "hard").mask > 0.5).cpu()
+        if with_soft:
+            batch.soft_features = representation_from_output(model, out, gate="soft").float().cpu()
+    return batch

@@ -58,10 +58,19 @@ def knn_eval(
     batch_size: int = 256,
     num_workers: int = 2,
     device: str | None = None,
+    *,
+    model: torch.nn.Module | None = None,
+    val_features: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> dict[str, float]:
     """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set.
 
     ``checkpoint`` is a path or what :func:`solo_bayesncl.io.checkpoints.load_checkpoint` returned.
+    ``model``: the checkpoint's model as :func:`~solo_bayesncl.io.checkpoints.load_method` built it
+    (eval mode, on its device), when the caller already holds it. ``val_features``: the
+    ``(features, labels)`` of the validation set, in loader order, that a pass of that model
+    over the validation images at :func:`validation_transform` already gave (the evaluation
+    report's pass with its backbone features); the validation pass is then not run again, and
+    the accuracies are those of a pass of its own.
     """
     require_solo_learn("main_knn.py")
     from solo.utils.knn import WeightedKNNClassifier
@@ -80,8 +89,8 @@ def knn_eval(
         )
     loaded = checkpoint if isinstance(checkpoint, LoadedCheckpoint) else load_checkpoint(checkpoint)
     cfg = switch_dataset(loaded.cfg, dataset)
-    device = pick_device(device)
-    model = load_method(loaded, device=device)
+    if model is None:
+        model = load_method(loaded, device=pick_device(device))
     transform = validation_transform(cfg)
     splits = (build_labelled_train_dataset(cfg, transform), build_val_dataset(cfg, transform))
     if splits[1] is None:
@@ -97,8 +106,13 @@ def knn_eval(
     loaders = [
         DataLoader(d, batch_size=batch_size, shuffle=False, num_workers=num_workers) for d in splits
     ]
+    if val_features is not None and {len(v) for v in val_features} != {len(splits[1])}:
+        raise ValueError(
+            f"val_features hold {len(val_features[0])} features and {len(val_features[1])} "
+            f"labels; the validation set has {len(splits[1])} images"
+        )
     train_x, train_y = _features(model, loaders[0], feature)
-    val_x, val_y = _features(model, loaders[1], feature)
+    val_x, val_y = val_features or _features(model, loaders[1], feature)
     _require_finite(loaded.path, feature, {"training": train_x, "validation": val_x})
     results: dict[str, float] = {}
     for k in ks:

@@ -40,6 +40,7 @@ import contextlib
 import json
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +80,11 @@ __all__ = [
     "GATE_PICTURE",
     "PROTOCOLS",
     "REPORT_FILES",
+    "PreparedReport",
     "ReportError",
     "check_report_options",
     "gate_summary",
+    "prepare_report",
     "write_report",
 ]
 
@@ -109,6 +112,107 @@ REPRESENTATIONS: dict[str, str] = {
 """What ``metrics.json`` says the metrics were computed on; other methods: ``z / ||z||``."""
 
 
+@dataclass(frozen=True)
+class PreparedReport:
+    """A report's inputs and its one pass over the validation images (:func:`prepare_report`),
+    for a caller that reads that pass for something else before :func:`write_report` writes the
+    report from it (the benchmark's kNN reads the backbone features of the same pass).
+
+    Attributes:
+        inputs: the checkpoint, its model and the validation images.
+        data: the pass's figures and arrays (:func:`extract_report_data`).
+        settings: the options that decide the pass's result (:func:`_pass_settings`);
+            :func:`write_report` refuses a prepared report whose settings are not its own.
+    """
+
+    inputs: ReportInputs
+    data: ReportData
+    settings: dict[str, Any]
+
+
+def _pass_settings(
+    checkpoint: str | Path,
+    dataset: str | Path | None,
+    *,
+    batch_size: int,
+    max_images: int | None,
+    device: str | None,
+    thumbnail_size: int,
+    shuffle_permutations: int,
+    retrieval_max_samples: int | None,
+) -> dict[str, Any]:
+    """What a report's pass gives depends on: the checkpoint, the images, the batches and the
+    device they run on, the thumbnails' size and the metrics' options (the loader's workers
+    and the progress bar change nothing of it)."""
+    return {
+        "checkpoint": str(Path(checkpoint)),
+        "dataset": None if dataset is None else str(dataset),
+        "batch_size": batch_size,
+        "max_images": max_images,
+        "device": device,
+        "thumbnail_size": thumbnail_size,
+        "shuffle_permutations": shuffle_permutations,
+        "retrieval_max_samples": retrieval_max_samples,
+    }
+
+
+def prepare_report(
+    checkpoint: str | Path,
+    dataset: str | Path | None = None,
+    *,
+    batch_size: int = 256,
+    max_images: int | None = None,
+    device: str | None = None,
+    num_workers: int = 2,
+    thumbnail_size: int = 64,
+    shuffle_permutations: int = 5,
+    retrieval_max_samples: int | None = None,
+    progress: bool = True,
+    with_backbone: bool = False,
+) -> PreparedReport:
+    """Loads the checkpoint and makes the report's one pass over the validation images, with the
+    options of :func:`write_report` of the same names; ``with_backbone`` keeps the backbone
+    features of that pass (``data.backbone_features``). Raises as :func:`write_report` does for
+    a bad option or input."""
+    check_report_options(
+        batch_size=batch_size,
+        max_images=max_images,
+        top_dims=1,
+        images_per_dim=1,
+        num_workers=num_workers,
+        thumbnail_size=thumbnail_size,
+        shuffle_permutations=shuffle_permutations,
+        retrieval_max_samples=retrieval_max_samples,
+        protocol="standard",
+        device=device,
+    )
+    with _reading_inputs():
+        inputs = load_report_inputs(checkpoint, dataset, max_images, device)
+    data = extract_report_data(
+        inputs,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        thumbnail_size=thumbnail_size,
+        accumulator_options={
+            "shuffle_permutations": shuffle_permutations,
+            "retrieval_max_samples": retrieval_max_samples,
+        },
+        progress=progress,
+        with_backbone=with_backbone,
+    )
+    settings = _pass_settings(
+        checkpoint,
+        dataset,
+        batch_size=batch_size,
+        max_images=max_images,
+        device=device,
+        thumbnail_size=thumbnail_size,
+        shuffle_permutations=shuffle_permutations,
+        retrieval_max_samples=retrieval_max_samples,
+    )
+    return PreparedReport(inputs, data, settings)
+
+
 def write_report(
     checkpoint: str | Path,
     out_dir: str | Path,
@@ -126,6 +230,7 @@ def write_report(
     overwrite: bool = False,
     progress: bool = True,
     protocol: str = "standard",
+    prepared: PreparedReport | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``checkpoint`` on the validation set of ``dataset`` and write the report folder.
 
@@ -153,6 +258,10 @@ def write_report(
             ``paper``, which adds ``metrics_paper``: the official BayesNCL evaluation
             (:mod:`solo_bayesncl.evaluation.paper`), beside the standard figures, or
             ``ncl-paper``, which adds ``metrics_ncl_paper``: the NCL repository's evaluation.
+        prepared: the pass :func:`prepare_report` made with these options (the same
+            ``checkpoint``, ``dataset``, ``batch_size``, ``max_images``, ``device``,
+            ``thumbnail_size``, ``shuffle_permutations`` and ``retrieval_max_samples``), written
+            as it is instead of a pass of its own; the report is the one that pass gives.
 
     Returns:
         The content of ``metrics.json``.
@@ -160,7 +269,8 @@ def write_report(
     Raises:
         CheckpointError: missing or unreadable checkpoint, unknown method.
         ReportError: an option out of range, non-empty ``out_dir`` without ``overwrite``, no
-            labelled validation data, or any other bad input (one line, before any work).
+            labelled validation data, or any other bad input (one line, before any work), or a
+            ``prepared`` pass made with other options.
     """
     out_dir = Path(out_dir)
     check_report_options(
@@ -176,20 +286,35 @@ def write_report(
         device=device,
     )
     _check_out_dir(out_dir, overwrite)
+    if prepared is not None:
+        _check_prepared(
+            prepared,
+            _pass_settings(
+                checkpoint,
+                dataset,
+                batch_size=batch_size,
+                max_images=max_images,
+                device=device,
+                thumbnail_size=thumbnail_size,
+                shuffle_permutations=shuffle_permutations,
+                retrieval_max_samples=retrieval_max_samples,
+            ),
+        )
     remove_stale_temporaries(out_dir, PARTIAL_SUFFIX)
-    with _reading_inputs():
-        inputs = load_report_inputs(checkpoint, dataset, max_images, device)
-    data = extract_report_data(
-        inputs,
-        batch_size=batch_size,
-        num_workers=num_workers,
-        thumbnail_size=thumbnail_size,
-        accumulator_options={
-            "shuffle_permutations": shuffle_permutations,
-            "retrieval_max_samples": retrieval_max_samples,
-        },
-        progress=progress,
-    )
+    if prepared is None:
+        prepared = prepare_report(
+            checkpoint,
+            dataset,
+            batch_size=batch_size,
+            max_images=max_images,
+            device=device,
+            num_workers=num_workers,
+            thumbnail_size=thumbnail_size,
+            shuffle_permutations=shuffle_permutations,
+            retrieval_max_samples=retrieval_max_samples,
+            progress=progress,
+        )
+    inputs, data = prepared.inputs, prepared.data
     order = selectivity_order(
         data.stats.active_count, data.stats.purity, torch.from_numpy(data.p_value)
     ).numpy()
@@ -221,6 +346,17 @@ def write_report(
     ) as staging:
         write_report_files(staging, report, inputs, data, most, least, images_per_dim)
     return report
+
+
+def _check_prepared(prepared: PreparedReport, settings: dict[str, Any]) -> None:
+    """A prepared pass is written only by a report of the options it was made with."""
+    differ = [k for k in settings if prepared.settings.get(k) != settings[k]]
+    if differ:
+        key = differ[0]
+        raise ReportError(
+            f"the prepared report was made with {key}={prepared.settings.get(key)!r}, this "
+            f"report asks for {key}={settings[key]!r}; prepare it with the report's options"
+        )
 
 
 def _check_out_dir(out_dir: Path, overwrite: bool) -> None:

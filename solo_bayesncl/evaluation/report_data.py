@@ -164,6 +164,9 @@ class ReportData:
         p_value: ``(k,)`` permutation p-value of each dimension's purity against the
             label-shuffled baseline (:func:`solo_bayesncl.metrics.majority_p_values`).
         metrics_soft_gate: the metrics of the soft-gate representation (BayesNCL), else None.
+        backbone_features: ``(N, d)`` float32 backbone features of the same images, in the same
+            order, when the pass was asked for them (``with_backbone``: kNN reads them), else
+            None.
     """
 
     features: np.ndarray
@@ -175,6 +178,7 @@ class ReportData:
     p_value: np.ndarray
     gate_open: np.ndarray | None = None
     metrics_soft_gate: dict[str, float] | None = None
+    backbone_features: torch.Tensor | None = None
 
 
 def extract_report_data(
@@ -185,8 +189,10 @@ def extract_report_data(
     thumbnail_size: int,
     accumulator_options: dict[str, Any] | None = None,
     progress: bool = True,
+    with_backbone: bool = False,
 ) -> ReportData:
-    """One pass of the model over the report's images, thumbnails at most ``thumbnail_size`` px.
+    """One pass of the model over the report's images, thumbnails at most ``thumbnail_size`` px;
+    ``with_backbone`` keeps the backbone features of the same pass too (for kNN).
 
     Raises :class:`ReportError` for an empty dataset, and naming the checkpoint when the model
     gives NaN or Inf features (once a batch holds one, the pass only counts such rows).
@@ -198,10 +204,15 @@ def extract_report_data(
     soft = InterpretabilityAccumulator(num_classes, **options) if inputs.gated else None
     mean, std, size = inputs.images.mean, inputs.images.std, thumbnail_size
     loader = inputs.loader(batch_size, num_workers)
-    features, labels, thumbs, gate_open, active = [], [], [], [], []
+    features, labels, thumbs, gate_open, active, backbone = [], [], [], [], [], []
     seen = non_finite = 0
     for batch in extract_representations(
-        model, loader, with_soft=inputs.gated, keep_images=True, progress=progress
+        model,
+        loader,
+        with_soft=inputs.gated,
+        with_backbone=with_backbone,
+        keep_images=True,
+        progress=progress,
     ):
         rows = (
             batch.features
@@ -220,6 +231,8 @@ def extract_report_data(
         labels.append(batch.labels)
         active.append(active_dims_per_sample(batch.features))
         thumbs.append(thumbnails(batch.images, mean, std, size))
+        if with_backbone:
+            backbone.append(batch.backbone_features)
     if not seen:
         raise ReportError("the validation dataset is empty")
     if non_finite:
@@ -238,4 +251,5 @@ def extract_report_data(
         p_value=majority_p_values(all_features, all_labels, num_classes).numpy(),
         gate_open=torch.cat(gate_open).numpy() if soft is not None else None,
         metrics_soft_gate=soft.compute() if soft is not None else None,
+        backbone_features=torch.cat(backbone) if with_backbone else None,
     )

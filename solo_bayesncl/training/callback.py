@@ -23,6 +23,12 @@ where the online classifier follows its own optimiser. On ``fashion-mnist-scenes
 background measures of :mod:`solo_bayesncl.metrics.background` are logged as well
 (``interp/background_consistency_gain``, ``interp/background_dims_share`` and, with the probe,
 ``interp/probe_background_top1``), so their course over training can be drawn.
+
+At an epoch it evaluates, the callback reads the validation images through the forward outputs
+of the epoch's validation (the online probe's, which runs right before it with the same weights,
+in eval mode, on the same loader) instead of a pass of its own: the same forward on the same
+batches, so the same figures. Where that validation did not run over the whole set with those
+weights, or ran under autocast (mixed precision), it makes its own pass as before.
 """
 
 from __future__ import annotations
@@ -38,7 +44,11 @@ from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
 from solo_bayesncl.core.gates import GATE_MODES
-from solo_bayesncl.core.representations import extract_representations
+from solo_bayesncl.core.representations import (
+    RepresentationBatch,
+    extract_representations,
+    representation_batch,
+)
 from solo_bayesncl.core.validation import (
     parse_bool,
     require_choice,
@@ -79,6 +89,11 @@ class Backgrounds:
     num_backgrounds: int
 
 
+def _autocast_enabled() -> bool:
+    """Whether a forward now runs under autocast (mixed precision) on any device type."""
+    return any(torch.is_autocast_enabled(kind) for kind in ("cpu", "cuda"))
+
+
 class InterpretabilityCallback(Callback):
     """Evaluates the interpretable representation on ``val_loader`` at the end of training epochs.
 
@@ -86,7 +101,16 @@ class InterpretabilityCallback(Callback):
     ``rank_zero_only``; under DDP the other processes wait for it in their next collective
     operation. Its figures are therefore those of a one-process evaluation of the same weights,
     however many processes train.
+
+    At an evaluated epoch the forward outputs of the epoch's validation are kept (a forward hook
+    on the module, between the validation loop's batch hooks) and read instead of a pass of its
+    own, when that validation ran after the epoch's last optimizer step, without autocast, one
+    forward per batch, over every image of ``val_loader`` (``share_validation``; else its own
+    pass).
     """
+
+    share_validation: bool = True
+    """Read an evaluated epoch's validation forwards instead of a pass of its own (see above)."""
 
     def __init__(
         self,
@@ -111,9 +135,100 @@ class InterpretabilityCallback(Callback):
         self.shuffle_permutations = shuffle_permutations
         self.retrieval = retrieval
         self.last_metrics: dict[str, float] = {}
+        self._kept: list[RepresentationBatch] | None = None  # this validation's batches
+        self._kept_step: int | None = None  # the optimizer step they were computed after
+        self._pending: list[RepresentationBatch] = []  # the current batch's forwards
+        self._hook = None
 
-    def evaluate(self, pl_module: LightningModule) -> dict[str, float]:
-        """The metrics of the current model on the whole validation set."""
+    def _evaluates(self, trainer: Trainer) -> bool:
+        epoch = trainer.current_epoch
+        last = trainer.max_epochs is not None and epoch + 1 >= trainer.max_epochs
+        return last or (epoch + 1) % self.frequency == 0
+
+    def _batch_of(self, pl_module: LightningModule, out: dict[str, Any]) -> RepresentationBatch:
+        """What the callback's own pass reads from the forward output ``out`` (its labels are
+        set once the validation loop hands over the batch)."""
+        return representation_batch(
+            pl_module,
+            out,
+            torch.empty(0, dtype=torch.long),
+            gate=self.gate,
+            with_backbone=self.probe_loader is not None,
+        )
+
+    def on_validation_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._kept = None
+        if (
+            not self.share_validation
+            or trainer.sanity_checking
+            or not trainer.is_global_zero
+            or not self._evaluates(trainer)
+        ):
+            return
+        self._kept, self._kept_step, self._pending = [], trainer.global_step, []
+        if self._hook is not None:  # a validation that ended without its end hook
+            self._hook.remove()
+
+        def keep(module, args, out) -> None:
+            # read at once: the validation step may change the output's dict afterwards. A
+            # call that gives no features is the validation step itself (under DDP Lightning
+            # calls it through the module), not a forward of images.
+            if self._kept is None or not isinstance(out, dict) or "feats" not in out:
+                return
+            if _autocast_enabled():
+                self._kept = None  # another computation than the callback's own pass
+                return
+            self._pending.append(self._batch_of(module, out))
+
+        self._hook = pl_module.register_forward_hook(keep)
+
+    def on_validation_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        outputs,
+        batch,
+        batch_idx,
+        dataloader_idx=0,
+    ) -> None:
+        if self._kept is None:
+            return
+        pending, self._pending = self._pending, []
+        if len(pending) != 1:  # not the one forward of the batch's images
+            self._kept = None
+            return
+        pending[0].labels = batch[1].long().cpu()
+        self._kept.append(pending[0])
+
+    def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
+    def _validation_batches(self, trainer: Trainer) -> list[RepresentationBatch] | None:
+        """The kept batches of this epoch's validation, when they are the whole validation set
+        after the epoch's last optimizer step; else None (the callback makes its own pass)."""
+        kept, self._kept = self._kept, None
+        if kept is None or self._kept_step != trainer.global_step:
+            return None
+        if sum(b.labels.shape[0] for b in kept) != len(self.val_loader.dataset):
+            return None
+        # the validation loop ran in inference mode: clones are ordinary tensors
+        return [
+            RepresentationBatch(
+                **{
+                    name: None if value is None else value.clone()
+                    for name, value in vars(b).items()
+                }
+            )
+            for b in kept
+        ]
+
+    def evaluate(
+        self, pl_module: LightningModule, batches: list[RepresentationBatch] | None = None
+    ) -> dict[str, float]:
+        """The metrics of the current model on the whole validation set; ``batches``: what a
+        pass over ``val_loader`` gives, when already at hand, else the pass is made here."""
         accumulator = InterpretabilityAccumulator(
             self.num_classes,
             shuffle_permutations=self.shuffle_permutations,
@@ -123,9 +238,14 @@ class InterpretabilityCallback(Callback):
         gate_open_sum, count = None, 0
         reps, feats, labels = [], [], []
         keep = self.backgrounds is not None or self.probe_loader is not None
-        for batch in extract_representations(
-            pl_module, self.val_loader, gate=self.gate, with_backbone=self.probe_loader is not None
-        ):
+        if batches is None:
+            batches = extract_representations(
+                pl_module,
+                self.val_loader,
+                gate=self.gate,
+                with_backbone=self.probe_loader is not None,
+            )
+        for batch in batches:
             accumulator.update(batch.features, batch.labels)
             if keep:
                 reps.append(batch.features)
@@ -168,13 +288,15 @@ class InterpretabilityCallback(Callback):
                 ).top1
         return metrics
 
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._kept = None
+
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        epoch = trainer.current_epoch
-        last = trainer.max_epochs is not None and epoch + 1 >= trainer.max_epochs
-        if trainer.sanity_checking or not (last or (epoch + 1) % self.frequency == 0):
+        batches = self._validation_batches(trainer)
+        if trainer.sanity_checking or not self._evaluates(trainer):
             return
         if trainer.is_global_zero:
-            self.last_metrics = self.evaluate(pl_module)
+            self.last_metrics = self.evaluate(pl_module, batches)
             pl_module.log_dict(
                 {f"interp/{k}": float(v) for k, v in self.last_metrics.items()},
                 rank_zero_only=True,

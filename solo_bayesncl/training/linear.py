@@ -202,9 +202,17 @@ def _fit_data(
     train_transform: Callable,
 ) -> Callable[[omegaconf.DictConfig, DataLoader | None], dict]:
     """The ``fit_data`` of :func:`solo_bayesncl.training.fit.fit`: the labelled training images
-    through ``train_transform`` (random crops and flips), and the validation loader."""
+    through ``train_transform`` (random crops and flips), and the validation loader.
+
+    The validation loader draws from a generator of its own (every iterator of a loader draws a
+    seed for its workers, from torch's global generator unless the loader has one), so that
+    validating takes nothing from the random stream the training epochs draw their order and
+    augmentations from: the probe trains the same whether it validates every epoch or only
+    after the last (``check_val_every_n_epoch``), and its final accuracy is the same."""
 
     def fit_data(cfg: omegaconf.DictConfig, val_loader: DataLoader | None) -> dict:
+        if val_loader is not None:
+            val_loader.generator = torch.Generator().manual_seed(int(cfg.seed))
         train_loader = DataLoader(
             build_labelled_train_dataset(cfg, train_transform),
             batch_size=cfg.optimizer.batch_size,
