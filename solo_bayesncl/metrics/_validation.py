@@ -18,6 +18,12 @@ def as_features(features: Any, name: str = "features") -> torch.Tensor:
     Accepts a ``torch.Tensor`` or anything ``torch.as_tensor`` understands (e.g. a numpy array).
     Raises ``ValueError`` for a wrong shape, non-float data or non-finite values.
     """
+    return as_features_and_sign(features, name)[0]
+
+
+def as_features_and_sign(features: Any, name: str = "features") -> tuple[torch.Tensor, bool]:
+    """:func:`as_features` and whether every entry is ``>= 0`` (then ``|F| = F`` and the
+    threshold metrics skip the ``abs`` pass); the check reads the range it computes anyway."""
     if not isinstance(features, torch.Tensor):
         features = torch.as_tensor(np.asarray(features))
     if features.ndim != 2:
@@ -28,14 +34,18 @@ def as_features(features: Any, name: str = "features") -> torch.Tensor:
         raise ValueError(f"{name} must be a floating-point tensor, got dtype {features.dtype}")
     if features.dtype in (torch.float16, torch.bfloat16):
         features = features.float()
-    if features.numel():
-        low, high = torch.aminmax(features)  # NaN propagates; one cheap pass
-        if not bool(torch.isfinite(low) & torch.isfinite(high)):
-            raise ValueError(
-                f"{name} has {non_finite_rows(features)} of {features.shape[0]} rows with NaN "
-                "or Inf values"
-            )
-    return features
+    if not features.numel():
+        return features, True
+    low, high = torch.aminmax(features)  # NaN propagates; one cheap pass
+    finite, nonnegative = torch.stack(
+        [torch.isfinite(low) & torch.isfinite(high), low >= 0]
+    ).tolist()
+    if not finite:
+        raise ValueError(
+            f"{name} has {non_finite_rows(features)} of {features.shape[0]} rows with NaN "
+            "or Inf values"
+        )
+    return features, bool(nonnegative)
 
 
 def non_finite_rows(features: torch.Tensor) -> int:

@@ -233,7 +233,7 @@ class InterpretabilityAccumulator:
         # one |F| pass serves the raw counts and sums, the class sums and the activity mask that
         # the shuffled baseline keeps; the Gram reuses its peak
         sums = batch_class_sums(
-            features, labels, self.num_classes, self.eps, True, True, self._workspace
+            features, labels, self.num_classes, self.eps, True, True, True, self._workspace
         )
         self._raw_active += sums.raw_active
         self._abs_sum += sums.raw_abs_sum

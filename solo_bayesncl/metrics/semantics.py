@@ -75,14 +75,14 @@ def batch_class_sums(
     num_classes: int,
     eps: float,
     with_sums: bool,
-    with_raw: bool = False,
+    with_raw_counts: bool = False,
+    with_raw_sums: bool = False,
     workspace: Workspace | None = None,
 ) -> BlockSums:
     """Class statistics of one block of rows in the feature dtype (at least float32; counts exact
-    below ``2**24`` rows per block), its activity ``|Fn| > eps`` as zeros and ones of that dtype
-    and, with ``with_raw``, figures of the features as given: ``raw_active`` (per column, the
-    count of ``|F_ij| > eps``), ``raw_abs_sum`` (``sum_i |F_ij|``) and ``peak`` (``max |F_ij|``,
-    0-d), all in the feature dtype.
+    below ``2**24`` rows per block), its activity ``|Fn| > eps`` as zeros and ones of that dtype,
+    ``peak`` (``max |F_ij|``, 0-d) and, when asked, per-column figures of the features as given:
+    ``raw_active`` (the count of ``|F_ij| > eps``) and ``raw_abs_sum`` (``sum_i |F_ij|``).
 
     One ``|F|`` temporary serves everything: the raw figures read it, then it is row-normalised
     in place. Class sums are scatter-adds of whole rows (``index_add_``): ``B k`` additions
@@ -95,18 +95,17 @@ def batch_class_sums(
     magnitudes = magnitudes_of(features, workspace)
     dtype, device = magnitudes.dtype, features.device
     empty = torch.zeros(0, dtype=dtype, device=device)
-    raw_active = raw_abs_sum = peak = empty
-    if with_raw:
+    raw_active = raw_abs_sum = class_abs_sum = empty
+    if with_raw_counts:
         raw_active = above(magnitudes, eps, workspace).sum(dim=0)
+    if with_raw_sums:
         raw_abs_sum = magnitudes.sum(dim=0)
     peaks = normalize_abs_rows_(magnitudes)
-    if with_raw:
-        peak = peaks.amax() if peaks.numel() else torch.zeros((), dtype=dtype, device=device)
+    peak = peaks.amax() if peaks.numel() else torch.zeros((), dtype=dtype, device=device)
     active = above(magnitudes, eps, workspace)
     num_dims = features.shape[1]
     class_active = torch.zeros(num_classes, num_dims, dtype=dtype, device=device)
     class_active.index_add_(0, labels, active)
-    class_abs_sum = empty
     if with_sums:
         class_abs_sum = torch.zeros(num_classes, num_dims, dtype=dtype, device=device)
         class_abs_sum.index_add_(0, labels, magnitudes)
@@ -154,11 +153,13 @@ def class_statistics_chunked(
         )
     )
     masks = []
-    with_raw = raw_abs_sum is not None
+    with_raw_sums = raw_abs_sum is not None
     workspace = None if keep_masks else Workspace()
     for start, block in row_blocks(features):
         rows = labels[start : start + block.shape[0]]
-        sums = batch_class_sums(block, rows, num_classes, eps, with_sums, with_raw, workspace)
+        sums = batch_class_sums(
+            block, rows, num_classes, eps, with_sums, False, with_raw_sums, workspace
+        )
         for running, batch in zip(total, sums.stats, strict=True):
             running += batch
         if raw_abs_sum is not None:

@@ -12,6 +12,7 @@ from solo_bayesncl.metrics._validation import (
     Workspace,
     above,
     as_features,
+    as_features_and_sign,
     check_eps,
     magnitudes_of,
     nonzero_mask,
@@ -25,12 +26,13 @@ def active_dims_mask(features: torch.Tensor, eps: float = EPS) -> torch.Tensor:
     Definition: dimension ``j`` is active when its column has ``|F_ij| > eps`` for at least one
     sample ``i``, i.e. when ``max_i |F_ij| > eps`` (one column maximum per block of rows).
     """
-    features = as_features(features)
+    features, nonnegative = as_features_and_sign(features)
     eps = check_eps(eps)
     peak = torch.zeros(features.shape[1], dtype=features.dtype, device=features.device)
     workspace = Workspace()
     for _, block in row_blocks(features):
-        torch.maximum(peak, magnitudes_of(block, workspace).amax(dim=0), out=peak)
+        magnitudes = block if nonnegative else magnitudes_of(block, workspace)
+        torch.maximum(peak, magnitudes.amax(dim=0), out=peak)
     return peak > eps
 
 
@@ -41,14 +43,14 @@ def active_dims(features: torch.Tensor, eps: float = EPS) -> int:
 
 def sparsity(features: torch.Tensor, eps: float = EPS) -> float:
     """Share of the N x k entries of ``F`` with ``|F_ij| <= eps`` (0 = dense, 1 = all zero)."""
-    features = as_features(features)
+    features, nonnegative = as_features_and_sign(features)
     if features.numel() == 0:
         raise ValueError("features is empty; sparsity needs at least one entry")
     eps = check_eps(eps)
     active = torch.zeros((), dtype=torch.float64, device=features.device)
     workspace = Workspace()
     for _, block in row_blocks(features):
-        magnitudes = magnitudes_of(block, workspace)
+        magnitudes = block if nonnegative else magnitudes_of(block, workspace)
         # a block has fewer than 2**24 entries, so its count is exact in float32
         active += above(magnitudes, eps, workspace).sum()
     return 1.0 - float(active) / features.numel()

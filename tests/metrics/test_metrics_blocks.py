@@ -95,8 +95,10 @@ def test_batch_sums_with_a_workspace_equal_fresh_temporaries() -> None:
     workspace = _validation.Workspace()
     for start in (0, 100, 250):  # the last block is shorter: a view of the same buffers
         block, rows = features[start : start + 100], labels[start : start + 100]
-        fresh = batch_class_sums(block, rows, NUM_CLASSES, metrics.EPS, True, True)
-        reused = batch_class_sums(block, rows, NUM_CLASSES, metrics.EPS, True, True, workspace)
+        fresh = batch_class_sums(block, rows, NUM_CLASSES, metrics.EPS, True, True, True)
+        reused = batch_class_sums(
+            block, rows, NUM_CLASSES, metrics.EPS, True, True, True, workspace
+        )
         for a, b in zip(fresh, reused, strict=True):
             if isinstance(a, tuple):
                 assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
@@ -106,6 +108,8 @@ def test_batch_sums_with_a_workspace_equal_fresh_temporaries() -> None:
     normalized = metrics.row_normalize(features).abs()
     assert torch.equal(fresh.active, (normalized[250:] > metrics.EPS).to(torch.float32))
     assert torch.equal(reused.raw_abs_sum, features[250:].abs().sum(dim=0))
+    raw = (features[250:].abs() > metrics.EPS).sum(dim=0).to(torch.float32)
+    assert torch.equal(reused.raw_active, raw)
     assert float(reused.peak) == float(features[250:].abs().max())
 
 
