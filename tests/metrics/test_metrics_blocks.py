@@ -204,3 +204,16 @@ def test_top_images_are_the_same_over_blocks(monkeypatch) -> None:
     blocked = metrics.top_images(features, 4, block=3)
     assert torch.equal(whole.index, blocked.index)
     assert torch.equal(whole.value, blocked.value)
+
+
+def test_signed_features_take_the_abs_path(small_blocks) -> None:
+    features, labels = awkward_features()
+    features[:, 20] = -1.0  # active through negative entries only
+    features[5, 25] = -1e-6  # at most eps in magnitude: inactive
+    ref = loop_reference
+    assert metrics.active_dims(features) == ref.active_dims_loop(features) == 35
+    assert metrics.sparsity(features) == pytest.approx(ref.sparsity_loop(features), abs=1e-12)
+    assert metrics.semantic_consistency(features, labels, NUM_CLASSES) == pytest.approx(
+        ref.semantic_consistency_loop(features, labels, NUM_CLASSES), abs=1e-12
+    )
+    assert metrics.active_dims(features.abs()) == 35
