@@ -32,12 +32,11 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from solo_bayesncl.metrics._bitmask import pack_mask, unpack_mask
+from solo_bayesncl.metrics._blocks import Workspace, block_rows
 from solo_bayesncl.metrics._validation import (
     EPS,
-    Workspace,
     as_features,
     as_labels,
-    block_rows,
     check_eps,
     check_num_classes,
 )

@@ -19,17 +19,14 @@ from typing import NamedTuple
 
 import torch
 
+from solo_bayesncl.metrics._blocks import Workspace, above, magnitudes_of, row_blocks
 from solo_bayesncl.metrics._validation import (
     EPS,
-    Workspace,
-    above,
     as_features,
     as_labels,
     check_eps,
     check_num_classes,
-    magnitudes_of,
     normalize_abs_rows_,
-    row_blocks,
 )
 
 

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import torch
 
+from solo_bayesncl.metrics._blocks import Workspace, above, magnitudes_of, row_blocks
 from solo_bayesncl.metrics._validation import (
     EPS,
-    Workspace,
-    above,
     as_features,
     as_features_and_sign,
     check_eps,
-    magnitudes_of,
     nonzero_mask,
-    row_blocks,
 )
 
 

@@ -10,7 +10,8 @@ from typing import NamedTuple
 
 import torch
 
-from solo_bayesncl.metrics._validation import EPS, Workspace, as_features, check_eps, row_blocks
+from solo_bayesncl.metrics._blocks import Workspace, row_blocks
+from solo_bayesncl.metrics._validation import EPS, as_features, check_eps
 from solo_bayesncl.metrics.sparsity import active_dims_mask
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import solo_bayesncl.metrics as metrics
-from solo_bayesncl.metrics import _bitmask, _validation, baseline, loop_reference, spectral
+from solo_bayesncl.metrics import _bitmask, _blocks, baseline, loop_reference, spectral
 from solo_bayesncl.metrics.semantics import batch_class_sums
 
 NUM_CLASSES = 5
@@ -35,8 +35,8 @@ def awkward_features(n: int = 300, k: int = 37, dtype=torch.float64):
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Blocks of 64 rows for 37 float64 columns (an uneven last block for 300 rows)."""
-    monkeypatch.setattr(_validation, "BLOCK_BYTES", 64 * 37 * 8)
-    assert _validation.block_rows(37, 8) == 64
+    monkeypatch.setattr(_blocks, "BLOCK_BYTES", 64 * 37 * 8)
+    assert _blocks.block_rows(37, 8) == 64
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
@@ -92,7 +92,7 @@ def test_streaming_over_blocks_equals_the_loops(small_blocks) -> None:
 
 def test_batch_sums_with_a_workspace_equal_fresh_temporaries() -> None:
     features, labels = awkward_features(dtype=torch.float32)
-    workspace = _validation.Workspace()
+    workspace = _blocks.Workspace()
     for start in (0, 100, 250):  # the last block is shorter: a view of the same buffers
         block, rows = features[start : start + 100], labels[start : start + 100]
         fresh = batch_class_sums(block, rows, NUM_CLASSES, metrics.EPS, True, True, True)
@@ -114,7 +114,7 @@ def test_batch_sums_with_a_workspace_equal_fresh_temporaries() -> None:
 
 
 def test_workspace_reuses_a_buffer_while_it_is_big_enough() -> None:
-    workspace = _validation.Workspace()
+    workspace = _blocks.Workspace()
     first = workspace.take("a", torch.zeros(8, 3))
     assert workspace.take("a", torch.zeros(5, 3)).data_ptr() == first.data_ptr()
     assert workspace.take("a", torch.zeros(5, 3)).shape == (5, 3)
@@ -200,7 +200,7 @@ def test_effective_rank_and_orthogonality_of_huge_float64_features() -> None:
 def test_top_images_are_the_same_over_blocks(monkeypatch) -> None:
     features, _ = awkward_features()
     whole = metrics.top_images(features, 4)
-    monkeypatch.setattr(_validation, "BLOCK_BYTES", 16 * 37 * 8)
+    monkeypatch.setattr(_blocks, "BLOCK_BYTES", 16 * 37 * 8)
     blocked = metrics.top_images(features, 4, block=3)
     assert torch.equal(whole.index, blocked.index)
     assert torch.equal(whole.value, blocked.value)
