@@ -16,7 +16,7 @@ entry, so on the threshold-based metrics (active dims, sparsity, consistency, en
 like no gate at all.
 """
 
-from solo_bayesncl.metrics._validation import EPS, non_finite_rows
+from solo_bayesncl.metrics._validation import EPS, non_finite_rows, row_normalize
 from solo_bayesncl.metrics.accumulator import (
     METRIC_DESCRIPTIONS,
     InterpretabilityAccumulator,
@@ -37,11 +37,7 @@ from solo_bayesncl.metrics.retrieval import (
     retrieval_dim_counts,
     retrieval_precision,
 )
-from solo_bayesncl.metrics.semantics import (
-    row_normalize,
-    semantic_consistency,
-    semantic_entropy,
-)
+from solo_bayesncl.metrics.semantics import semantic_consistency, semantic_entropy
 from solo_bayesncl.metrics.sparsity import (
     active_dims,
     active_dims_mask,

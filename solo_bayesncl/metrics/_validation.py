@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from solo_bayesncl.metrics._blocks import Workspace, magnitudes_of, row_blocks
+
 #: Threshold below which an entry counts as zero (``|F_ij| <= EPS``), docs/method.md "Metrics".
 EPS: float = 1e-5
 
@@ -17,6 +19,12 @@ def as_features(features: Any, name: str = "features") -> torch.Tensor:
     Accepts a ``torch.Tensor`` or anything ``torch.as_tensor`` understands (e.g. a numpy array).
     Raises ``ValueError`` for a wrong shape, non-float data or non-finite values.
     """
+    return as_features_and_sign(features, name)[0]
+
+
+def as_features_and_sign(features: Any, name: str = "features") -> tuple[torch.Tensor, bool]:
+    """:func:`as_features` and whether every entry is ``>= 0`` (then ``|F| = F`` and the
+    threshold metrics skip the ``abs`` pass); the check reads the range it computes anyway."""
     if not isinstance(features, torch.Tensor):
         features = torch.as_tensor(np.asarray(features))
     if features.ndim != 2:
@@ -27,14 +35,18 @@ def as_features(features: Any, name: str = "features") -> torch.Tensor:
         raise ValueError(f"{name} must be a floating-point tensor, got dtype {features.dtype}")
     if features.dtype in (torch.float16, torch.bfloat16):
         features = features.float()
-    if features.numel():
-        low, high = torch.aminmax(features)  # NaN propagates; one cheap pass
-        if not bool(torch.isfinite(low) & torch.isfinite(high)):
-            raise ValueError(
-                f"{name} has {non_finite_rows(features)} of {features.shape[0]} rows with NaN "
-                "or Inf values"
-            )
-    return features
+    if not features.numel():
+        return features, True
+    low, high = torch.aminmax(features)  # NaN propagates; one cheap pass
+    finite, nonnegative = torch.stack(
+        [torch.isfinite(low) & torch.isfinite(high), low >= 0]
+    ).tolist()
+    if not finite:
+        raise ValueError(
+            f"{name} has {non_finite_rows(features)} of {features.shape[0]} rows with NaN "
+            "or Inf values"
+        )
+    return features, bool(nonnegative)
 
 
 def non_finite_rows(features: torch.Tensor) -> int:
@@ -83,21 +95,33 @@ def check_eps(eps: float) -> float:
     return eps
 
 
-#: Rows per block in the one-shot functions: small blocks keep temporaries cheap to allocate.
-ROW_CHUNK: int = 1024
-
-
 def nonzero_mask(features: torch.Tensor, eps: float) -> torch.Tensor:
-    """Boolean mask ``|F_ij| > eps`` (computed without a float temporary)."""
-    return (features > eps) | (features < -eps)
+    """Boolean mask ``|F_ij| > eps``."""
+    return features.abs() > eps
 
 
 def absolute_column_sums(features: torch.Tensor) -> torch.Tensor:
-    """``sum_i |F_ij|`` as float64 (float32 sums within ``ROW_CHUNK``-row blocks for float32)."""
+    """``sum_i |F_ij|`` as float64 (sums in the feature dtype within blocks, added in float64)."""
     total = torch.zeros(features.shape[1], dtype=torch.float64, device=features.device)
-    for start in range(0, features.shape[0], ROW_CHUNK):
-        total += features[start : start + ROW_CHUNK].abs().sum(dim=0).double()
+    workspace = Workspace()
+    for _, block in row_blocks(features):
+        total += magnitudes_of(block, workspace).sum(dim=0)
     return total
+
+
+def normalize_abs_rows_(magnitudes: torch.Tensor) -> torch.Tensor:
+    """In place: divide each row of the non-negative ``magnitudes`` (``|F|``) by its L2 norm.
+
+    Returns the rows' largest entries (``(B, 1)``, taken before the division). The result equals
+    ``row_normalize(F).abs()`` entry for entry (the same operations in the same order, hence the
+    same rounding) without its two temporaries. An all-zero row stays zero.
+    """
+    tiny = torch.finfo(magnitudes.dtype).tiny
+    peaks = magnitudes.amax(dim=1, keepdim=True)
+    magnitudes.div_(peaks.clamp_min(tiny))
+    norms = torch.linalg.vector_norm(magnitudes, dim=1, keepdim=True)
+    magnitudes.div_(norms.clamp_min(tiny))
+    return peaks
 
 
 def row_normalize(features: torch.Tensor) -> torch.Tensor:
@@ -110,4 +134,4 @@ def row_normalize(features: torch.Tensor) -> torch.Tensor:
     tiny = torch.finfo(features.dtype).tiny
     scaled = features / features.abs().amax(dim=1, keepdim=True).clamp_min(tiny)
     norms = torch.linalg.vector_norm(scaled, dim=1, keepdim=True)
-    return scaled / norms.clamp_min(tiny)
+    return scaled.div_(norms.clamp_min(tiny))

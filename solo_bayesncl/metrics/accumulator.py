@@ -29,16 +29,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
-import numpy as np
 import torch
 
+from solo_bayesncl.metrics._bitmask import pack_mask, unpack_mask
+from solo_bayesncl.metrics._blocks import Workspace, block_rows
 from solo_bayesncl.metrics._validation import (
     EPS,
     as_features,
     as_labels,
     check_eps,
     check_num_classes,
-    nonzero_mask,
 )
 from solo_bayesncl.metrics.baseline import shuffled_consistencies_from_masks
 from solo_bayesncl.metrics.dimension_stats import DimensionStats, dimension_stats_from_sums
@@ -57,6 +57,7 @@ from solo_bayesncl.metrics.semantics import (
     entropies_from_statistics,
 )
 from solo_bayesncl.metrics.spectral import (
+    RunningGram,
     effective_rank_from_singular_values,
     orthogonality_from_gram,
     singular_values_from_gram,
@@ -189,8 +190,9 @@ class InterpretabilityAccumulator:
         self._class_active = None
         self._class_abs_sum = None
         self._class_count = None
-        self._gram = None
-        self._masks: list[np.ndarray] = []
+        self._gram: RunningGram | None = None
+        self._workspace = Workspace()
+        self._masks: list[torch.Tensor] = []
         self._labels: list[torch.Tensor] = []
         self._buffer = (
             RetrievalBuffer(self.retrieval_max_samples, self.retrieval_device, self.seed)
@@ -207,8 +209,7 @@ class InterpretabilityAccumulator:
         self._class_abs_sum = zeros(self.num_classes, num_dims)
         self._class_count = zeros(self.num_classes)
         if self.track_gram:
-            self._gram = zeros(num_dims, num_dims)
-            self._gram_scale = zeros(())
+            self._gram = RunningGram(num_dims, device)
 
     @torch.no_grad()
     def update(self, features: torch.Tensor, labels: torch.Tensor) -> None:
@@ -228,35 +229,30 @@ class InterpretabilityAccumulator:
             )
 
     def _update_chunk(self, features: torch.Tensor, labels: torch.Tensor) -> None:
-        self._raw_active += torch.count_nonzero(nonzero_mask(features, self.eps), dim=0)
-        self._abs_sum += features.abs().sum(dim=0).double()
-        stats, mask = batch_class_sums(features, labels, self.num_classes, self.eps, True)
-        self._class_active += stats.class_active
-        self._class_abs_sum += stats.class_abs_sum
-        self._class_count += stats.class_count
+        # one |F| pass serves the raw counts and sums, the class sums and the activity mask that
+        # the shuffled baseline keeps; the Gram reuses its peak
+        sums = batch_class_sums(
+            features, labels, self.num_classes, self.eps, True, True, True, self._workspace
+        )
+        self._raw_active += sums.raw_active
+        self._abs_sum += sums.raw_abs_sum
+        self._class_active += sums.stats.class_active
+        self._class_abs_sum += sums.stats.class_abs_sum
+        self._class_count += sums.stats.class_count
         if self._gram is not None:
-            # the Gram of F / s, s the largest |F_ij| so far, rescaled when s grows: the squares
-            # of features near float64's limit (1e300) would overflow, and effective rank and
-            # orthogonality do not depend on the scale
-            block = features.double()
-            peak = block.abs().amax() if block.numel() else self._gram_scale
-            scale = torch.maximum(self._gram_scale, peak)
-            safe = torch.where(scale > 0, scale, torch.ones_like(scale))
-            self._gram.mul_((self._gram_scale / safe) ** 2)
-            block = block / safe
-            self._gram.addmm_(block.T, block)
-            self._gram_scale = scale
+            self._gram.add(features, sums.peak)
         if self.shuffle_permutations:
-            self._masks.append(np.packbits(mask.cpu().numpy(), axis=1))
-            self._labels.append(labels.cpu())
+            self._masks.append(pack_mask(sums.active))
+            self._labels.append(labels)
         if self._buffer is not None:
             self._buffer.add(features, labels)
         self.num_samples += features.shape[0]
 
     def _unpacked_masks(self) -> Iterator[torch.Tensor]:
-        for packed in self._masks:
-            bits = np.unpackbits(packed, axis=1, count=self.num_dims).view(np.bool_)
-            yield torch.from_numpy(bits)
+        packed = torch.cat(self._masks)
+        rows = block_rows(self.num_dims)
+        for start in range(0, packed.shape[0], rows):
+            yield unpack_mask(packed[start : start + rows], self.num_dims, torch.float32)
 
     def _class_stats(self) -> ClassStatistics:
         return ClassStatistics(self._class_active, self._class_abs_sum, self._class_count)
@@ -298,10 +294,11 @@ class InterpretabilityAccumulator:
         for name, value in entropies_from_statistics(stats).items():
             out[f"semantic_entropy_{name}"] = value
         if self._gram is not None:
-            rank = effective_rank_from_singular_values(singular_values_from_gram(self._gram))
+            gram = self._gram.gram
+            rank = effective_rank_from_singular_values(singular_values_from_gram(gram))
             out["effective_rank"] = rank.rank
             out["effective_rank_entropy"] = rank.entropy
-            out["orthogonality_error"] = orthogonality_from_gram(self._gram, self._raw_active > 0)
+            out["orthogonality_error"] = orthogonality_from_gram(gram, self._raw_active > 0)
         if self._buffer is not None:
             vectors, labels = self._buffer.tensors()
             out["retrieval_samples"] = float(vectors.shape[0])

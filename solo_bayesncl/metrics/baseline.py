@@ -23,7 +23,7 @@ from solo_bayesncl.metrics._validation import (
     check_eps,
     check_num_classes,
 )
-from solo_bayesncl.metrics.semantics import class_statistics_chunked, consistency_from_counts
+from solo_bayesncl.metrics.semantics import activity_masks, class_statistics_chunked
 
 
 def permuted_labels(labels: torch.Tensor, permutations: int, seed: int) -> torch.Tensor:
@@ -36,6 +36,11 @@ def permuted_labels(labels: torch.Tensor, permutations: int, seed: int) -> torch
     return torch.stack(rows) if rows else labels.new_empty(0, labels.numel())
 
 
+#: Rows of float32 counts summed before they are added to the float64 totals: below 2**24 every
+#: count is an integer that float32 holds exactly.
+EXACT_FLOAT32_ROWS: int = 2**24 - 1
+
+
 def _shuffled_class_counts(
     mask_chunks: Iterable[torch.Tensor],
     labels: torch.Tensor,
@@ -45,33 +50,52 @@ def _shuffled_class_counts(
 ) -> torch.Tensor:
     """``(P, C, k)`` float64: active samples of each class per dimension under each permutation.
 
-    Per block and permutation, one scatter of the mask into float32 counts (exact below
-    ``2**24`` rows per block), added in place to float64 totals kept on the masks' device and
-    brought to the CPU once.
+    Per block, the mask becomes float32 once and each permutation scatters its rows into float32
+    counts (``index_add_``, a loop over the few permutations, never over dimensions); the counts
+    go to float64 totals every ``EXACT_FLOAT32_ROWS`` rows, while they are still exact. Everything
+    stays on the masks' device.
     """
     if permutations < 1:
         raise ValueError(f"permutations must be >= 1, got {permutations}")
     permuted = permuted_labels(labels, permutations, seed)
     counts: torch.Tensor | None = None
-    batch: torch.Tensor | None = None
-    start = 0
+    exact: torch.Tensor | None = None
+    start = pending = 0
     for mask in mask_chunks:
         rows = mask.shape[0]
-        weights = mask.to(torch.float32)
-        if counts is None or batch is None:
+        if counts is None or exact is None:
             shape = (permutations, num_classes, mask.shape[1])
             counts = torch.zeros(shape, dtype=torch.float64, device=mask.device)
-            batch = torch.zeros(shape[1:], dtype=torch.float32, device=mask.device)
-        chunk_labels = permuted[:, start : start + rows].to(mask.device)
-        for p in range(permutations):  # loop over permutations (few), never over dimensions
-            batch.zero_().index_add_(0, chunk_labels[p], weights)
-            counts[p] += batch
+            exact = torch.zeros(shape, dtype=torch.float32, device=mask.device)
+            permuted = permuted.to(mask.device)
+        if pending + rows > EXACT_FLOAT32_ROWS:
+            counts += exact
+            exact.zero_()
+            pending = 0
+        weights = mask.to(torch.float32)
+        chunk_labels = permuted[:, start : start + rows]
+        for p in range(permutations):
+            exact[p].index_add_(0, chunk_labels[p], weights)
         start += rows
+        pending += rows
     if start != labels.numel():
         raise ValueError(f"masks cover {start} samples but there are {labels.numel()} labels")
-    if counts is None:
+    if counts is None or exact is None:
         raise ValueError("no samples: the shuffled baseline needs at least one sample")
-    return counts.cpu()
+    return counts.add_(exact)
+
+
+def consistencies_from_counts(class_active: torch.Tensor) -> torch.Tensor:
+    """:func:`~solo_bayesncl.metrics.semantics.consistency_from_counts` of each ``(C, k)`` slice
+    of a ``(P, C, k)`` tensor at once: a float64 ``(P,)`` tensor on its device."""
+    counts = class_active.double()
+    totals = counts.sum(dim=1)
+    used = totals > 0
+    purity = torch.where(used, counts.amax(dim=1) / totals.clamp_min(1), torch.zeros_like(totals))
+    dims = used.sum(dim=1)
+    return torch.where(
+        dims > 0, purity.sum(dim=1) / dims.clamp_min(1), torch.zeros_like(totals[:, 0])
+    )
 
 
 def shuffled_consistencies_from_masks(
@@ -85,10 +109,10 @@ def shuffled_consistencies_from_masks(
 
     ``mask_chunks`` yields boolean (b x k) activity masks ``|Fn_ij| > eps`` of consecutive
     samples (in order, together N rows); ``labels`` holds the N labels in the same order.
-    Returns a float64 tensor of ``permutations`` consistencies.
+    Returns a float64 tensor of ``permutations`` consistencies, on the masks' device.
     """
     counts = _shuffled_class_counts(mask_chunks, labels, num_classes, permutations, seed)
-    return torch.tensor([consistency_from_counts(c) for c in counts], dtype=torch.float64)
+    return consistencies_from_counts(counts)
 
 
 MAJORITY_PERMUTATIONS = 19
@@ -123,7 +147,7 @@ def majority_p_values(
     counts = stats.class_active.T.cpu().double()  # (k, C)
     active = counts.sum(dim=1)
     purity = counts.max(dim=1).values / active.clamp_min(1)
-    shuffled = _shuffled_class_counts(masks, labels, num_classes, permutations, seed)
+    shuffled = _shuffled_class_counts(masks, labels, num_classes, permutations, seed).cpu()
     shuffled_purity = shuffled.max(dim=1).values / active.clamp_min(1)  # (P, k)
     p = (1 + (shuffled_purity >= purity - 1e-12).sum(dim=0)).double() / (1 + permutations)
     return torch.where(active > 0, p, torch.ones_like(p))
@@ -161,8 +185,6 @@ def shuffled_semantic_consistency(
     features = as_features(features)
     num_classes = check_num_classes(num_classes)
     labels = as_labels(labels, features.shape[0], num_classes, features.device)
-    _, masks = class_statistics_chunked(
-        features, labels, num_classes, check_eps(eps), with_sums=False, keep_masks=True
-    )
+    masks = activity_masks(features, check_eps(eps))
     values = shuffled_consistencies_from_masks(masks, labels, num_classes, permutations, seed)
     return float(values.mean())

@@ -8,7 +8,6 @@ import torch
 
 from solo_bayesncl.metrics._validation import (
     EPS,
-    absolute_column_sums,
     as_features,
     as_labels,
     check_eps,
@@ -77,11 +76,14 @@ def per_dimension_stats(
 ) -> DimensionStats:
     """Per-dimension activity, class histogram, majority class, purity and activation sums.
 
-    See :class:`DimensionStats` for the definition of every field.
+    See :class:`DimensionStats` for the definition of every field. One pass over the features
+    gives the class figures and the activation sums.
     """
     features = as_features(features)
     num_classes = check_num_classes(num_classes)
     labels = as_labels(labels, features.shape[0], num_classes, features.device)
-    stats, _ = class_statistics_chunked(features, labels, num_classes, check_eps(eps))
-    activation_sum = absolute_column_sums(features)
+    activation_sum = torch.zeros(features.shape[1], dtype=torch.float64, device=features.device)
+    stats, _ = class_statistics_chunked(
+        features, labels, num_classes, check_eps(eps), raw_abs_sum=activation_sum
+    )
     return dimension_stats_from_sums(stats, activation_sum, features.shape[0])

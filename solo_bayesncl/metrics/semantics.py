@@ -14,18 +14,19 @@ statistic here is a function of three running sums, so it streams over batches:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import torch
 
+from solo_bayesncl.metrics._blocks import Workspace, above, magnitudes_of, row_blocks
 from solo_bayesncl.metrics._validation import (
     EPS,
-    ROW_CHUNK,
     as_features,
     as_labels,
     check_eps,
     check_num_classes,
-    row_normalize,
+    normalize_abs_rows_,
 )
 
 
@@ -37,10 +38,32 @@ class ClassStatistics(NamedTuple):
     class_count: torch.Tensor
 
 
+class BlockSums(NamedTuple):
+    """What one pass over a block of rows yields (see :func:`batch_class_sums`)."""
+
+    stats: ClassStatistics
+    active: torch.Tensor
+    raw_active: torch.Tensor
+    raw_abs_sum: torch.Tensor
+    peak: torch.Tensor
+
+
 def activity_mask(features: torch.Tensor, eps: float = EPS) -> tuple[torch.Tensor, torch.Tensor]:
     """Return ``(|Fn|, |Fn| > eps)`` for the row-normalised features ``Fn``."""
-    normalized = row_normalize(features).abs_()
+    normalized = features.abs()
+    normalize_abs_rows_(normalized)
     return normalized, normalized > eps
+
+
+def activity_masks(features: torch.Tensor, eps: float = EPS) -> Iterator[torch.Tensor]:
+    """The activity ``|Fn| > eps`` of consecutive blocks of rows (see
+    :func:`~solo_bayesncl.metrics._validation.row_blocks`) as zeros and ones of the feature dtype,
+    computed as they are read; each block is overwritten by the next (copy it to keep it)."""
+    workspace = Workspace()
+    for _, block in row_blocks(features):
+        magnitudes = magnitudes_of(block, workspace)
+        normalize_abs_rows_(magnitudes)
+        yield above(magnitudes, eps, workspace)
 
 
 def batch_class_sums(
@@ -49,24 +72,43 @@ def batch_class_sums(
     num_classes: int,
     eps: float,
     with_sums: bool,
-) -> tuple[ClassStatistics, torch.Tensor]:
-    """Class statistics of one batch in the feature dtype (at least float32; counts exact below
-    ``2**24`` samples per batch), and its activity mask. Callers add them to float64 totals in
-    place, without a float64 copy per batch.
+    with_raw_counts: bool = False,
+    with_raw_sums: bool = False,
+    workspace: Workspace | None = None,
+) -> BlockSums:
+    """Class statistics of one block of rows in the feature dtype (at least float32; counts exact
+    below ``2**24`` rows per block), its activity ``|Fn| > eps`` as zeros and ones of that dtype,
+    ``peak`` (``max |F_ij|``, 0-d) and, when asked, per-column figures of the features as given:
+    ``raw_active`` (the count of ``|F_ij| > eps``) and ``raw_abs_sum`` (``sum_i |F_ij|``).
 
-    With ``with_sums=False`` the ``class_abs_sum`` field is an empty tensor (one scatter saved).
+    One ``|F|`` temporary serves everything: the raw figures read it, then it is row-normalised
+    in place. Class sums are scatter-adds of whole rows (``index_add_``): ``B k`` additions
+    whatever the number of classes, where a one-hot (C x B) by (B x k) product takes ``C B k``
+    multiply-adds. Callers add the sums to float64 totals in place, without a float64 copy per
+    block. Fields not asked for are empty tensors. With a ``workspace``, the block-sized
+    temporaries (and so the returned activity) live in its buffers, overwritten by the next
+    block's.
     """
-    absn, mask = activity_mask(features, eps)
-    dtype, device = absn.dtype, features.device
+    magnitudes = magnitudes_of(features, workspace)
+    dtype, device = magnitudes.dtype, features.device
+    empty = torch.zeros(0, dtype=dtype, device=device)
+    raw_active = raw_abs_sum = class_abs_sum = empty
+    if with_raw_counts:
+        raw_active = above(magnitudes, eps, workspace).sum(dim=0)
+    if with_raw_sums:
+        raw_abs_sum = magnitudes.sum(dim=0)
+    peaks = normalize_abs_rows_(magnitudes)
+    peak = peaks.amax() if peaks.numel() else torch.zeros((), dtype=dtype, device=device)
+    active = above(magnitudes, eps, workspace)
     num_dims = features.shape[1]
     class_active = torch.zeros(num_classes, num_dims, dtype=dtype, device=device)
-    class_active.index_add_(0, labels, mask.to(dtype))
-    class_abs_sum = torch.zeros(0, dtype=dtype, device=device)
+    class_active.index_add_(0, labels, active)
     if with_sums:
         class_abs_sum = torch.zeros(num_classes, num_dims, dtype=dtype, device=device)
-        class_abs_sum.index_add_(0, labels, absn)
+        class_abs_sum.index_add_(0, labels, magnitudes)
     class_count = torch.bincount(labels, minlength=num_classes)
-    return ClassStatistics(class_active, class_abs_sum, class_count), mask
+    stats = ClassStatistics(class_active, class_abs_sum, class_count)
+    return BlockSums(stats, active, raw_active, raw_abs_sum, peak)
 
 
 def class_statistics(
@@ -77,7 +119,7 @@ def class_statistics(
     The batch sums are taken in the feature dtype (at least float32; counts are exact below
     2**24 samples per batch) and returned as float64, ready to be added to running sums.
     """
-    stats, _ = batch_class_sums(features, labels, num_classes, eps, with_sums=True)
+    stats = batch_class_sums(features, labels, num_classes, eps, with_sums=True).stats
     return ClassStatistics(*(field.double() for field in stats))
 
 
@@ -88,11 +130,15 @@ def class_statistics_chunked(
     eps: float = EPS,
     with_sums: bool = True,
     keep_masks: bool = False,
+    raw_abs_sum: torch.Tensor | None = None,
 ) -> tuple[ClassStatistics, list[torch.Tensor]]:
-    """:func:`class_statistics` over a whole matrix, ``ROW_CHUNK`` rows at a time (each block's
-    sums in the feature dtype, added to float64 totals).
+    """:func:`class_statistics` over a whole matrix, a few large blocks of rows at a time
+    (:func:`~solo_bayesncl.metrics._validation.row_blocks`; each block's sums in the feature
+    dtype, added to float64 totals).
 
-    Returns the summed statistics and, with ``keep_masks``, the per-block activity masks.
+    Returns the summed statistics and, with ``keep_masks``, the per-block activity (zeros and
+    ones of the feature dtype, as :func:`batch_class_sums` gives it). A
+    float64 ``(k,)`` tensor passed as ``raw_abs_sum`` receives ``sum_i |F_ij|`` from the same pass.
     """
     if features.shape[0] == 0:
         raise ValueError("features has no rows; the metrics need at least one sample")
@@ -100,20 +146,23 @@ def class_statistics_chunked(
     total = ClassStatistics(
         *(
             torch.zeros(size, dtype=torch.float64, device=features.device)
-            for size in (shape, shape, num_classes)
+            for size in (shape, shape if with_sums else 0, num_classes)
         )
     )
     masks = []
-    for start in range(0, features.shape[0], ROW_CHUNK):
-        stop = start + ROW_CHUNK
-        stats, mask = batch_class_sums(
-            features[start:stop], labels[start:stop], num_classes, eps, with_sums
+    with_raw_sums = raw_abs_sum is not None
+    workspace = None if keep_masks else Workspace()
+    for start, block in row_blocks(features):
+        rows = labels[start : start + block.shape[0]]
+        sums = batch_class_sums(
+            block, rows, num_classes, eps, with_sums, False, with_raw_sums, workspace
         )
-        for running, batch, wanted in zip(total, stats, (True, with_sums, True), strict=True):
-            if wanted:
-                running += batch
+        for running, batch in zip(total, sums.stats, strict=True):
+            running += batch
+        if raw_abs_sum is not None:
+            raw_abs_sum += sums.raw_abs_sum
         if keep_masks:
-            masks.append(mask)
+            masks.append(sums.active)
     return total, masks
 
 

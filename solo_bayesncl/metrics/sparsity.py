@@ -7,21 +7,30 @@ from __future__ import annotations
 
 import torch
 
-from solo_bayesncl.metrics._validation import EPS, ROW_CHUNK, as_features, check_eps, nonzero_mask
+from solo_bayesncl.metrics._blocks import Workspace, above, magnitudes_of, row_blocks
+from solo_bayesncl.metrics._validation import (
+    EPS,
+    as_features,
+    as_features_and_sign,
+    check_eps,
+    nonzero_mask,
+)
 
 
 def active_dims_mask(features: torch.Tensor, eps: float = EPS) -> torch.Tensor:
     """Boolean mask (k,) of the active dimensions.
 
     Definition: dimension ``j`` is active when its column has ``|F_ij| > eps`` for at least one
-    sample ``i``.
+    sample ``i``, i.e. when ``max_i |F_ij| > eps`` (one column maximum per block of rows).
     """
-    features = as_features(features)
+    features, nonnegative = as_features_and_sign(features)
     eps = check_eps(eps)
-    mask = torch.zeros(features.shape[1], dtype=torch.bool, device=features.device)
-    for start in range(0, features.shape[0], ROW_CHUNK):
-        mask |= nonzero_mask(features[start : start + ROW_CHUNK], eps).any(dim=0)
-    return mask
+    peak = torch.zeros(features.shape[1], dtype=features.dtype, device=features.device)
+    workspace = Workspace()
+    for _, block in row_blocks(features):
+        magnitudes = block if nonnegative else magnitudes_of(block, workspace)
+        torch.maximum(peak, magnitudes.amax(dim=0), out=peak)
+    return peak > eps
 
 
 def active_dims(features: torch.Tensor, eps: float = EPS) -> int:
@@ -31,14 +40,17 @@ def active_dims(features: torch.Tensor, eps: float = EPS) -> int:
 
 def sparsity(features: torch.Tensor, eps: float = EPS) -> float:
     """Share of the N x k entries of ``F`` with ``|F_ij| <= eps`` (0 = dense, 1 = all zero)."""
-    features = as_features(features)
+    features, nonnegative = as_features_and_sign(features)
     if features.numel() == 0:
         raise ValueError("features is empty; sparsity needs at least one entry")
     eps = check_eps(eps)
-    active = 0
-    for start in range(0, features.shape[0], ROW_CHUNK):
-        active += int(torch.count_nonzero(nonzero_mask(features[start : start + ROW_CHUNK], eps)))
-    return 1.0 - active / features.numel()
+    active = torch.zeros((), dtype=torch.float64, device=features.device)
+    workspace = Workspace()
+    for _, block in row_blocks(features):
+        magnitudes = block if nonnegative else magnitudes_of(block, workspace)
+        # a block has fewer than 2**24 entries, so its count is exact in float32
+        active += above(magnitudes, eps, workspace).sum()
+    return 1.0 - float(active) / features.numel()
 
 
 def active_dims_per_sample(features: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -46,10 +58,7 @@ def active_dims_per_sample(features: torch.Tensor, eps: float = EPS) -> torch.Te
     mean over rows is ``k * (1 - sparsity)``."""
     features = as_features(features)
     eps = check_eps(eps)
-    counts = [
-        nonzero_mask(features[start : start + ROW_CHUNK], eps).sum(dim=1)
-        for start in range(0, features.shape[0], ROW_CHUNK)
-    ]
+    counts = [nonzero_mask(block, eps).sum(dim=1) for _, block in row_blocks(features)]
     if not counts:
         return torch.zeros(0, dtype=torch.int64, device=features.device)
     return torch.cat(counts).long()

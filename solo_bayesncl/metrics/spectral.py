@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import torch
 
+from solo_bayesncl.metrics._blocks import Workspace, row_blocks
 from solo_bayesncl.metrics._validation import EPS, as_features, check_eps
 from solo_bayesncl.metrics.sparsity import active_dims_mask
 
@@ -21,15 +22,54 @@ class EffectiveRank(NamedTuple):
     entropy: float
 
 
-def gram_matrix(features: torch.Tensor, chunk_size: int = 1024) -> torch.Tensor:
-    """``F^T F`` in float64 (rows processed ``chunk_size`` at a time)."""
+class RunningGram:
+    """``G = F^T F`` summed over blocks of rows, in float64, up to a positive scale factor (both
+    metrics read here are scale-invariant).
+
+    A float32 (or narrower) block is converted to float64 and multiplied as it is: the products
+    of float32 values are exact in float64 and cannot overflow or underflow there, so no scaling
+    pass is needed. Once a float64 block arrives, the Gram is kept as ``G / s^2``, ``s`` the
+    largest ``|F_ij|`` so far (rescaled when ``s`` grows), since squares of float64 values near
+    ``1e300`` would overflow. Only the block is ever copied to float64, never the whole matrix;
+    memory is ``8 k^2`` bytes.
+    """
+
+    def __init__(self, num_dims: int, device: torch.device | str | None = None) -> None:
+        self.gram = torch.zeros(num_dims, num_dims, dtype=torch.float64, device=device)
+        self._scale = torch.zeros((), dtype=torch.float64, device=device)
+        self._scaled = False
+        self._rows = 0
+        self._workspace = Workspace()
+
+    def add(self, block: torch.Tensor, peak: torch.Tensor | None = None) -> None:
+        """Add ``block^T block``; ``peak`` (``max |block_ij|``, a 0-d tensor) saves a pass when the
+        caller has it."""
+        values = self._workspace.take("float64", block, torch.float64)
+        if block.dtype == torch.float64 or self._scaled:
+            if not self._scaled:
+                # float32 blocks added so far are in the units of scale 1
+                self._scale.fill_(1.0 if self._rows else 0.0)
+                self._scaled = True
+            if peak is None:
+                peak = block.abs().amax() if block.numel() else self._scale
+            scale = torch.maximum(self._scale, peak.to(torch.float64))
+            safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+            self.gram.mul_((self._scale / safe) ** 2)
+            torch.div(block, safe, out=values)
+            self._scale = scale
+        else:
+            values.copy_(block)
+        self.gram.addmm_(values.T, values)
+        self._rows += block.shape[0]
+
+
+def gram_matrix(features: torch.Tensor) -> torch.Tensor:
+    """``F^T F`` in float64 up to a positive scale (:class:`RunningGram` over blocks of rows)."""
     features = as_features(features)
-    num_dims = features.shape[1]
-    gram = torch.zeros(num_dims, num_dims, dtype=torch.float64, device=features.device)
-    for start in range(0, features.shape[0], chunk_size):
-        block = features[start : start + chunk_size].double()
-        gram.addmm_(block.T, block)
-    return gram
+    running = RunningGram(features.shape[1], features.device)
+    for _, block in row_blocks(features):
+        running.add(block)
+    return running.gram
 
 
 def singular_values_from_gram(gram: torch.Tensor) -> torch.Tensor:
@@ -99,6 +139,11 @@ def orthogonality_error(features: torch.Tensor, eps: float = EPS) -> float:
     """
     features = as_features(features)
     active = active_dims_mask(features, check_eps(eps))
-    return orthogonality_from_gram(
-        gram_matrix(features[:, active]), torch.ones(int(active.sum()), dtype=torch.bool)
-    )
+    count = int(active.sum())
+    if count < 2:
+        return 0.0
+    index = torch.nonzero(active, as_tuple=True)[0]
+    running = RunningGram(count, features.device)
+    for _, block in row_blocks(features):
+        running.add(block if count == features.shape[1] else block[:, index])
+    return orthogonality_from_gram(running.gram, torch.ones(count, dtype=torch.bool))

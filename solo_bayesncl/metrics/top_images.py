@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from solo_bayesncl.metrics._validation import EPS, ROW_CHUNK, as_features, check_eps
-from solo_bayesncl.metrics.semantics import activity_mask
+from solo_bayesncl.metrics._validation import EPS, as_features, check_eps
+from solo_bayesncl.metrics.semantics import activity_masks
 
 __all__ = ["TOP_IMAGES", "TopImages", "top_image_purity", "top_images"]
 
@@ -67,8 +67,10 @@ def top_images(
     if chosen.ndim != 1 or (chosen.numel() and (chosen.min() < 0 or chosen.max() >= k)):
         raise ValueError(f"dims must be a 1-D list of dimensions in 0..{k - 1}, got {dims!r}")
     mask = torch.zeros((n, k), dtype=torch.bool, device=features.device)
-    for start in range(0, n, ROW_CHUNK):
-        mask[start : start + ROW_CHUNK] = activity_mask(features[start : start + ROW_CHUNK], eps)[1]
+    start = 0
+    for rows in activity_masks(features, eps):
+        mask[start : start + rows.shape[0]] = rows
+        start += rows.shape[0]
     kept = min(int(count), n)
     index = torch.full((chosen.numel(), int(count)), -1, dtype=torch.int64)
     value = torch.zeros((chosen.numel(), int(count)), dtype=torch.float32)
