@@ -177,10 +177,15 @@ def test_a_compiled_pretraining_trains_as_the_eager_one(image_folder, tmp_path, 
     assert list(fast) == list(eager)  # the same checkpoint keys
     assert len(fast_losses.losses) == 3
     assert fast_losses.losses == pytest.approx(eager_losses.losses, rel=1e-5)
+    moved_all = apart_all = 0.0
     for name, value in eager.items():
         if not value.is_floating_point():
             assert torch.equal(fast[name], value), name  # e.g. BatchNorm's batch counts
             continue
         moved = float((value - untrained[name]).norm())
         apart = float((fast[name] - value).norm())
-        assert apart <= 0.01 * moved + 1e-6 * float(value.norm()), (name, apart, moved)
+        moved_all, apart_all = moved_all + moved**2, apart_all + apart**2
+        # each tensor within 5% of how far it moved (the first BatchNorm's bias, which the next
+        # BatchNorm nearly cancels, moves least and is the worst conditioned), the model within 1%
+        assert apart <= 0.05 * moved + 1e-6 * float(value.norm()), (name, apart, moved)
+    assert apart_all**0.5 <= 0.01 * moved_all**0.5, (apart_all**0.5, moved_all**0.5)
