@@ -39,7 +39,7 @@ KEY_MARKERS = (
     "torch ",
     "n=",
     "bayesncl/",
-    "verdict:",
+    "verdict",
     "wall-clock",
     "peak",
     "GFLOP",
