@@ -1,17 +1,44 @@
 #!/bin/sh
-# Runs (or resumes) the study at a trained budget: study_budget_scenes and study_budget
-# (50 epochs, budget curves every 5 epochs), seed by seed, alternating the two presets, so that
-# every setting on both datasets has a seed before any has two.
+# Runs (or resumes) the study at a trained budget, seed by seed, so that every setting has a seed
+# before any has two:
 #
-#   sh results/run_budget_study.sh [RESULTS_DIR] [SEEDS]   # from the repository root
+#   sh results/run_budget_study.sh [RESULTS_DIR] [SEEDS] [PRESETS]   # from the repository root
 #
-# Defaults: results, "1 2 3 4 5". Finished runs are skipped and an interrupted run resumes, so
-# the same command continues a stopped study; each preset's table is rewritten after every seed
-# from its finished runs only.
+# Defaults: results, "1 2 3 4 5", "study_budget_scenes study_budget" (part 1: NCL and BayesNCL at
+# the official and the cpu setting, both datasets). The sweep (study_budget_sweep, Fashion-MNIST)
+# and the mechanism variants (study_budget_mechanism, fashion-mnist-scenes) share those presets'
+# runs: their runs folders are links to study_budget's and study_budget_scenes', made here, so a
+# run both presets hold trains once. A seed a preset does not list is skipped. The order used:
+#
+#   sh results/run_budget_study.sh results "1 2"
+#   sh results/run_budget_study.sh results 1 "study_budget_sweep study_budget_mechanism"
+#   sh results/run_budget_study.sh results "3 4 5"
+#   sh results/run_budget_study.sh results "2 3" "study_budget_sweep study_budget_mechanism"
+#   sh results/run_budget_study.sh results "4 5" study_budget_mechanism
+#
+# Finished runs are skipped and an interrupted run resumes, so the same command continues a
+# stopped study; each preset's table is rewritten after every seed from its finished runs only.
 RESULTS=${1:-results}
 SEEDS=${2:-1 2 3 4 5}
+PRESETS=${3:-study_budget_scenes study_budget}
+shares_runs_of() {
+    case "$1" in
+        study_budget_sweep) echo study_budget ;;
+        study_budget_mechanism) echo study_budget_scenes ;;
+    esac
+}
+for preset in $PRESETS; do
+    base=$(shares_runs_of "$preset")
+    if [ -n "$base" ] && [ ! -e "$RESULTS/$preset/runs" ]; then
+        mkdir -p "$RESULTS/$base/runs" "$RESULTS/$preset"
+        ln -s "../$base/runs" "$RESULTS/$preset/runs"
+    fi
+done
 for seed in $SEEDS; do
-    for preset in study_budget_scenes study_budget; do
+    for preset in $PRESETS; do
+        listed=$(python3 -c "from solo_bayesncl.benchmark.presets import load_preset
+print($seed in load_preset('$preset').seeds)" 2>/dev/null)
+        [ "$listed" = "True" ] || continue
         echo "== $preset seed $seed $(date -u +%FT%TZ)"
         python3 -m solo_bayesncl.benchmark --preset "$preset" --out "$RESULTS/$preset" \
             --seeds "$seed" || echo "== $preset seed $seed stopped with status $?"

@@ -178,6 +178,49 @@ def test_study_presets_load():
     assert {"0.1", "0.3", "0.5"} <= rhos
 
 
+_BAYESNCL_STUDY_KNOBS = {
+    "method_kwargs.bayesian_prior_prob",
+    "method_kwargs.bayesian_kl_lambda",
+    "method_kwargs.gate_type",
+    "optimizer.gating_head_lr",
+}
+
+
+def test_trained_budget_sweep_and_mechanism_share_their_base_presets_runs():
+    """The sweep and the mechanism variants train only their new settings: every setting they
+    share with study_budget / study_budget_scenes has the same run key (so the linked runs
+    folder holds it), and every other one is a BayesNCL variant changing one thing."""
+    from solo_bayesncl.benchmark.runner import run_key
+
+    for name, base_name in (
+        ("study_budget_sweep", "study_budget"),
+        ("study_budget_mechanism", "study_budget_scenes"),
+    ):
+        preset, base = load_preset(name), load_preset(base_name)
+        assert preset.overrides == base.overrides, name
+        shared = [m for m in preset.methods if m in base.methods]
+        assert {"ncl", "bayesncl"} <= set(shared), name
+        for method in shared:
+            for seed in base.seeds:
+                if seed in preset.seeds:
+                    assert run_key(preset, method, seed) == run_key(base, method, seed), method
+        for method in set(preset.methods) - set(base.methods):
+            assert preset.base_method(method) == "bayesncl", method
+            own = preset.run_overrides(method)[len(preset.overrides) :]
+            assert own and all(o.split("=")[0] in _BAYESNCL_STUDY_KNOBS for o in own), own
+    sweep = load_preset("study_budget_sweep")
+    lambdas = {
+        o.split("=")[1]
+        for m in sweep.methods
+        for o in sweep.run_overrides(m)
+        if o.startswith("method_kwargs.bayesian_kl_lambda=")
+    }
+    assert {"1.0e-4", "3.0e-4", "1.0e-3"} <= lambdas
+    mechanism = load_preset("study_budget_mechanism")
+    assert "method_kwargs.gate_type=binary_concrete" in mechanism.run_overrides("bayesncl_concrete")
+    assert "optimizer.gating_head_lr=1.0" in mechanism.run_overrides("bayesncl_headlr1")
+
+
 def _sweepfake_result(tmp_path, method, seed, rho, lam, gain):
     folder = tmp_path / f"{method}-{rho}-{lam}-{seed}"
     folder.mkdir()
