@@ -6,6 +6,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import stat
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -314,3 +318,48 @@ def test_table_only_counts_finished_runs_and_lists_the_rest(tmp_path):
     assert "Not finished yet, so in no figure above (1 runs): bayesncl seed 2." in text
     assert not any(out.glob("runs/*/log.txt"))  # nothing was trained
     assert main(["--preset", str(preset.source), "--out", str(tmp_path / "empty"), "--table-only"])
+
+
+def test_the_budget_study_script_links_shared_runs_and_skips_unlisted_seeds(tmp_path):
+    """results/run_budget_study.sh: the sweep's and the mechanism's runs folders are links to
+    their base presets' (so a shared run trains once), and a seed a preset does not list
+    (the sweep's 4) is not run; the benchmark is called once per preset and seed, in order."""
+    calls = tmp_path / "calls.txt"
+    shim = tmp_path / "bin" / "python3"
+    shim.parent.mkdir()
+    # the benchmark itself is recorded, not run; the seed check runs in the real interpreter
+    shim.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "-m" ]; then echo "$*" >> ' + str(calls) + "; exit 0; fi\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    env = dict(os.environ, PATH=f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
+    env["PYTHONPATH"] = str(REPO)
+    out = tmp_path / "results"
+    subprocess.run(
+        ["sh", "results/run_budget_study.sh", str(out), "3 4", "study_budget_sweep study_budget"],
+        cwd=REPO,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    link = out / "study_budget_sweep" / "runs"
+    assert link.is_symlink() and link.resolve() == (out / "study_budget" / "runs").resolve()
+    ran = [
+        line.split("--preset ")[1].split()[0] + " " + line.split("--seeds ")[1].strip()
+        for line in calls.read_text().splitlines()
+    ]
+    assert ran == ["study_budget_sweep 3", "study_budget 3", "study_budget 4"]
+    # a second call keeps the link (and whatever the runs folder holds)
+    (out / "study_budget" / "runs" / "kept").mkdir()
+    subprocess.run(
+        ["sh", "results/run_budget_study.sh", str(out), "1", "study_budget_sweep"],
+        cwd=REPO,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    assert (link / "kept").is_dir()
