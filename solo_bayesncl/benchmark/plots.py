@@ -4,7 +4,6 @@ every run is drawn and the mean ± standard deviation over seeds is drawn over i
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import statistics
@@ -15,10 +14,10 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from solo_bayesncl.benchmark.budget import BUDGET_FIGURES, epoch_series
 from solo_bayesncl.benchmark.table import run_name
 
 __all__ = [
-    "BUDGET_PANELS",
     "plot_accuracy_vs_consistency",
     "plot_budget_curves",
     "plot_metrics_over_epochs",
@@ -89,16 +88,6 @@ def plot_accuracy_vs_consistency(results: Sequence[dict[str, Any]], path: Path) 
     return path
 
 
-def _epoch_series(metrics_csv: Path, column: str) -> tuple[list[int], list[float]]:
-    epochs, values = [], []
-    with open(metrics_csv, newline="") as f:
-        for row in csv.DictReader(f):
-            if row.get(column):
-                epochs.append(int(float(row["epoch"])) + 1)
-                values.append(float(row[column]))
-    return epochs, values
-
-
 def _epoch_panels(
     results: Sequence[dict[str, Any]], panels: Sequence[tuple[str, str]], path: Path
 ) -> Path | None:
@@ -112,7 +101,7 @@ def _epoch_panels(
             for result in (r for r in results if run_name(r) == name):
                 csv_path = Path(result.get("pretrain_metrics_csv", ""))
                 if csv_path.is_file():
-                    epochs, values = _epoch_series(csv_path, column)
+                    epochs, values = epoch_series(csv_path, column)
                     if epochs:
                         series = data.setdefault(column, {}).setdefault(name, {})
                         series[result["seed"]] = dict(zip(epochs, values, strict=True))
@@ -164,28 +153,16 @@ def plot_metrics_over_epochs(results: Sequence[dict[str, Any]], path: Path) -> P
     )
 
 
-BUDGET_PANELS: tuple[tuple[str, str], ...] = (
-    ("interp/semantic_consistency_gain", "class consistency gain"),
-    ("interp/background_consistency_gain", "background consistency gain"),
-    ("interp/background_dims_share", "background-dominated share of active dims"),
-    ("interp/active_dims", "active dims"),
-    ("interp/gate_open_ratio", "share of open gates"),
-    ("interp/probe_top1", "converged probe top-1, class (%)"),
-    ("interp/probe_background_top1", "converged probe top-1, background (%)"),
-)
-"""The budget curve: what the study reads, against the epoch (``interpretability.probe``)."""
-
-
 def plot_budget_curves(results: Sequence[dict[str, Any]], path: Path) -> Path | None:
-    """The study's budget curves (:data:`BUDGET_PANELS`), mean ± std over seeds against the
+    """The study's budget curves (:data:`BUDGET_FIGURES`), mean ± std over seeds against the
     epoch; None (nothing drawn) when no run logged the converged probe."""
     if not any(
-        _epoch_series(Path(r["pretrain_metrics_csv"]), "interp/probe_top1")[0]
+        epoch_series(Path(r["pretrain_metrics_csv"]), "interp/probe_top1")[0]
         for r in results
         if Path(r.get("pretrain_metrics_csv", "")).is_file()
     ):
         return None
-    return _epoch_panels(results, BUDGET_PANELS, path)
+    return _epoch_panels(results, BUDGET_FIGURES, path)
 
 
 def prior_settings(result: dict[str, Any]) -> tuple[float, float] | None:

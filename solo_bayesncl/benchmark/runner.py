@@ -31,6 +31,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from solo_bayesncl.benchmark.budget import write_budget
 from solo_bayesncl.benchmark.plots import (
     plot_accuracy_vs_consistency,
     plot_budget_curves,
@@ -184,7 +185,8 @@ def write_outputs(
     """``results.md``, ``results.csv``, ``paired_differences.csv``,
     ``accuracy_vs_consistency.png``, ``metrics_over_epochs.png``, when BayesNCL's prior is
     swept ``prior_sweep.png`` and, when the runs logged the converged probe,
-    ``budget_curves.png`` (each written to a temporary name and renamed, so none is ever
+    ``budget_curves.png`` and ``budget.md``, where those curves stop moving
+    (:mod:`~solo_bayesncl.benchmark.budget`; each written to a temporary name and renamed, so none is ever
     half-written)."""
     commit = ", ".join(sorted({_short_commit(r) for r in results})) or "unknown"
     date = dt.date.today().isoformat()
@@ -206,6 +208,7 @@ def write_outputs(
         "epochs_plot": ("metrics_over_epochs.png", lambda p: plot_metrics_over_epochs(results, p)),
         "prior_plot": ("prior_sweep.png", lambda p: plot_prior_sweep(results, p)),
         "budget_plot": ("budget_curves.png", lambda p: plot_budget_curves(results, p)),
+        "budget": ("budget.md", lambda p: write_budget(results, p)),
     }
     outputs = {}
     for key, (name, write) in writers.items():

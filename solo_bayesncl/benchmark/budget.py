@@ -1,0 +1,282 @@
+"""Where the study's budget curves stop moving: the budget at which a finding is read.
+
+The interpretability callback logs, every few epochs of one long run per setting and seed, the
+figures the study compares (:data:`BUDGET_FIGURES`). A figure of a setting has *flattened* at
+epoch ``E`` when, at ``E`` and at every later logged epoch ``E'``, the change of its mean over
+seeds across the last ``window`` epochs, ``|m(E') - m(E' - window)|``, is smaller than the seeds'
+sample standard deviation at ``E'``: from ``E`` on, training longer moves it less than changing
+the seed does. The study's budget is the latest such epoch over every figure and setting, the
+first epoch by which every curve has stopped moving beyond seed noise; with a figure still
+moving at the last epoch there is none, and the runs need to be longer. The rule needs at least
+two seeds per setting.
+
+    python -m solo_bayesncl.benchmark.budget RESULTS_DIR [--methods ncl,bayesncl] [--window 10]
+
+reads the finished runs under ``RESULTS_DIR/runs`` and writes ``RESULTS_DIR/budget.md``; the
+benchmark writes the same file beside ``budget_curves.png`` with every table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from solo_bayesncl.benchmark.table import run_name
+from solo_bayesncl.io.files import replacing
+
+__all__ = [
+    "BUDGET_FIGURES",
+    "FigureBudget",
+    "budget_curves",
+    "epoch_series",
+    "figure_budgets",
+    "main",
+    "study_budget",
+    "write_budget",
+]
+
+BUDGET_FIGURES: tuple[tuple[str, str], ...] = (
+    ("interp/semantic_consistency_gain", "class consistency gain"),
+    ("interp/background_consistency_gain", "background consistency gain"),
+    ("interp/background_dims_share", "background-dominated share of active dims"),
+    ("interp/active_dims", "active dims"),
+    ("interp/gate_open_ratio", "share of open gates"),
+    ("interp/probe_top1", "converged probe top-1, class (%)"),
+    ("interp/probe_background_top1", "converged probe top-1, background (%)"),
+)
+"""The figures of the budget curve, as ``(metrics.csv column, title)``: what the study reads."""
+
+Curves = dict[str, dict[str, dict[int, dict[int, float]]]]
+"""``curves[column][setting][seed][epoch]``: a logged figure of one run at one (1-based) epoch."""
+
+
+def epoch_series(metrics_csv: Path, column: str) -> tuple[list[int], list[float]]:
+    """The epochs (1-based) at which ``column`` was logged in a run's ``metrics.csv``, and its
+    values there."""
+    epochs, values = [], []
+    with open(metrics_csv, newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get(column):
+                epochs.append(int(float(row["epoch"])) + 1)
+                values.append(float(row[column]))
+    return epochs, values
+
+
+def budget_curves(
+    results: Sequence[dict[str, Any]], columns: Sequence[str] = tuple(c for c, _ in BUDGET_FIGURES)
+) -> Curves:
+    """Every run's logged figures, by column, setting and seed; a column no run logged is
+    absent."""
+    curves: Curves = {}
+    for result in results:
+        csv_path = Path(result.get("pretrain_metrics_csv", ""))
+        if not csv_path.is_file():
+            continue
+        for column in columns:
+            epochs, values = epoch_series(csv_path, column)
+            if epochs:
+                setting = curves.setdefault(column, {}).setdefault(run_name(result), {})
+                setting[int(result["seed"])] = dict(zip(epochs, values, strict=True))
+    return curves
+
+
+@dataclass(frozen=True)
+class FigureBudget:
+    """Where one figure of one setting stops moving.
+
+    Attributes:
+        setting: the benchmark row (variant or method).
+        column: the ``metrics.csv`` column.
+        seeds: how many seeds logged it.
+        last_epoch: the last epoch every seed logged.
+        mean, std: its mean and sample standard deviation over seeds at ``last_epoch``.
+        last_change: ``m(last_epoch) - m(last_epoch - window)`` (NaN without that epoch).
+        flat_from: the epoch from which it has flattened, or None: still moving at
+            ``last_epoch``, or fewer than two seeds.
+    """
+
+    setting: str
+    column: str
+    seeds: int
+    last_epoch: int
+    mean: float
+    std: float
+    last_change: float
+    flat_from: int | None
+
+
+def _flat(change: float, std: float) -> bool:
+    # a curve that does not move at all is flat even when the seeds agree exactly
+    return change == 0.0 or abs(change) < std
+
+
+def figure_budgets(curves: Curves, window: int = 10) -> list[FigureBudget]:
+    """:class:`FigureBudget` of every figure and setting in ``curves``, at the epochs every
+    seed of the setting logged."""
+    if window < 1:
+        raise ValueError(f"window={window} must be a positive number of epochs")
+    budgets = []
+    for column, settings in curves.items():
+        for setting, seeds in settings.items():
+            epochs = sorted(set.intersection(*(set(points) for points in seeds.values())))
+            if not epochs:
+                continue
+            mean = {e: statistics.fmean(s[e] for s in seeds.values()) for e in epochs}
+            std = {
+                e: statistics.stdev(s[e] for s in seeds.values()) if len(seeds) > 1 else math.nan
+                for e in epochs
+            }
+            change = {e: mean[e] - mean[e - window] for e in epochs if e - window in mean}
+            flat_from = None
+            if len(seeds) > 1 and change:
+                for epoch in reversed(sorted(change)):
+                    if not _flat(change[epoch], std[epoch]):
+                        break
+                    flat_from = epoch
+            last = epochs[-1]
+            budgets.append(
+                FigureBudget(
+                    setting=setting,
+                    column=column,
+                    seeds=len(seeds),
+                    last_epoch=last,
+                    mean=mean[last],
+                    std=std[last],
+                    last_change=change.get(last, math.nan),
+                    flat_from=flat_from,
+                )
+            )
+    return budgets
+
+
+def study_budget(budgets: Sequence[FigureBudget]) -> int | None:
+    """The first epoch by which every figure of every setting has flattened; None when one is
+    still moving or has fewer than two seeds (or there is nothing to judge)."""
+    if not budgets or any(b.flat_from is None for b in budgets):
+        return None
+    return max(b.flat_from for b in budgets)  # type: ignore[type-var]
+
+
+def _title(column: str) -> str:
+    return dict(BUDGET_FIGURES).get(column, column)
+
+
+def _verdict(budgets: Sequence[FigureBudget], window: int) -> str:
+    budget = study_budget(budgets)
+    if budget is not None:
+        return (
+            f"**Budget: epoch {budget}.** From there on every figure of every setting moves "
+            f"less over {window} epochs than between seeds."
+        )
+    few = sorted({b.setting for b in budgets if b.seeds < 2})
+    moving = [b for b in budgets if b.seeds >= 2 and b.flat_from is None]
+    parts = []
+    if few:
+        parts.append(f"fewer than two seeds: {', '.join(few)}")
+    if moving:
+        listed = ", ".join(f"{_title(b.column)} of {b.setting}" for b in moving)
+        parts.append(f"still moving at the last epoch: {listed}")
+    return "**No budget yet** (" + "; ".join(parts) + ")."
+
+
+def _number(value: float, column: str) -> str:
+    if math.isnan(value):
+        return "n/a"
+    if "top1" in column:
+        return f"{value:.2f}"
+    if column.endswith("active_dims"):
+        return f"{value:.1f}"
+    return f"{value:.4f}"
+
+
+def write_budget(results: Sequence[dict[str, Any]], path: Path, window: int = 10) -> Path | None:
+    """``budget.md``: where each figure of each setting flattened, and the study's budget;
+    None (nothing written) when no run logged a budget figure."""
+    budgets = figure_budgets(budget_curves(results), window)
+    if not budgets:
+        return None
+    commits = sorted({str(r.get("commit", "unknown"))[:12] for r in results})
+    lines = [
+        f"Budget curves of {len({(run_name(r), r['seed']) for r in results})} finished runs "
+        f"(commits {', '.join(commits)}): a figure has flattened at epoch E when, from E on, "
+        f"its mean over seeds changes over {window} epochs by less than the seeds' standard "
+        "deviation (`solo_bayesncl.benchmark.budget`).",
+        "",
+        _verdict(budgets, window),
+        "",
+        f"| setting | figure | seeds | last epoch | mean ± std there | change over the last "
+        f"{window} epochs | flattened from |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    order = {c: i for i, (c, _) in enumerate(BUDGET_FIGURES)}
+    for b in sorted(budgets, key=lambda b: (b.setting, order.get(b.column, len(order)))):
+        flat = (
+            f"epoch {b.flat_from}"
+            if b.flat_from is not None
+            else ("1 seed" if b.seeds < 2 else "still moving")
+        )
+        change = "n/a" if math.isnan(b.last_change) else f"{b.last_change:+.4f}"
+        spread = "" if math.isnan(b.std) else f" ± {_number(b.std, b.column)}"
+        lines.append(
+            f"| {b.setting} | {_title(b.column)} | {b.seeds} | {b.last_epoch} | "
+            f"{_number(b.mean, b.column)}{spread} | {change} | {flat} |"
+        )
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _finished_results(results_dir: Path, methods: Sequence[str] | None) -> list[dict[str, Any]]:
+    runs = results_dir / "runs"
+    if not runs.is_dir():
+        raise SystemExit(f"error: {runs} does not exist: pass a benchmark results folder")
+    results = []
+    for result_file in sorted(runs.glob("*/result.json")):
+        result = json.loads(result_file.read_text())
+        if methods is None or run_name(result) in methods:
+            results.append(result)
+    if not results:
+        among = f" of {', '.join(methods)}" if methods else ""
+        raise SystemExit(f"error: no finished run{among} in {runs}")
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m solo_bayesncl.benchmark.budget",
+        description="Where a study's budget curves stop moving, from a results folder's "
+        "finished runs.",
+    )
+    parser.add_argument("results_dir", type=Path, help="a benchmark results folder")
+    parser.add_argument(
+        "--methods", help="comma-separated benchmark rows to judge (default: every finished run)"
+    )
+    parser.add_argument("--window", type=int, default=10, help="epochs of a change (default 10)")
+    parser.add_argument("--out", type=Path, help="default: RESULTS_DIR/budget.md")
+    args = parser.parse_args(argv)
+    if args.window < 1:
+        parser.error(f"--window={args.window} must be a positive number of epochs")
+    methods = [m for m in args.methods.split(",") if m] if args.methods else None
+    results = _finished_results(args.results_dir, methods)
+    budgets = figure_budgets(budget_curves(results), args.window)
+    if not budgets:
+        raise SystemExit(
+            f"error: no finished run in {args.results_dir / 'runs'} logged a budget figure "
+            "(the interpretability callback with interpretability.probe=True logs them)"
+        )
+    out = args.out or args.results_dir / "budget.md"
+    with replacing(out, suffix=".md") as tmp:
+        write_budget(results, tmp, args.window)
+    print(_verdict(budgets, args.window))
+    print(f"[out]  {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

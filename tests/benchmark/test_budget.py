@@ -1,0 +1,154 @@
+"""Where the budget curves stop moving (solo_bayesncl.benchmark.budget)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import pytest
+
+from solo_bayesncl.benchmark.budget import (
+    budget_curves,
+    figure_budgets,
+    main,
+    study_budget,
+    write_budget,
+)
+
+GAIN = "interp/semantic_consistency_gain"
+PROBE = "interp/probe_top1"
+
+
+def _run(folder, setting, seed, curves, method="bayesncl"):
+    """A finished run whose metrics.csv logs ``curves[column][epoch]`` (1-based epochs), with
+    rows of per-step logging between them, as Lightning's CSV logger writes them."""
+    folder.mkdir(parents=True)
+    columns = sorted(curves)
+    epochs = sorted({e for points in curves.values() for e in points})
+    lines = ["epoch,step,train_loss_step," + ",".join(columns)]
+    for epoch in epochs:
+        lines.append(f"{epoch - 1},{epoch * 19 - 5},1.5," + "," * (len(columns) - 1))
+        values = [str(curves[c].get(epoch, "")) for c in columns]
+        lines.append(f"{epoch - 1},{epoch * 19},," + ",".join(values))
+    (folder / "metrics.csv").write_text("\n".join(lines) + "\n")
+    result = {
+        "method": method,
+        "variant": setting,
+        "seed": seed,
+        "commit": "abcdef1234567890",
+        "pretrain_metrics_csv": str(folder / "metrics.csv"),
+    }
+    (folder / "result.json").write_text(json.dumps(result))
+    return result
+
+
+def _rising_then_flat(offset):
+    # the gain rises 0.05 per 5 epochs to epoch 30, then 0.001 per 5 epochs; seeds offset by
+    # +-0.01 (sample std 0.01 over three seeds 0, +0.01, -0.01)
+    return {e: (0.05 * min(e, 30) / 5 + 0.0002 * max(e - 30, 0) + offset) for e in range(5, 55, 5)}
+
+
+def test_a_curve_flattens_where_ten_epochs_move_it_less_than_the_seeds_do(tmp_path):
+    offsets = (0.0, 0.01, -0.01)
+    runs = [
+        _run(tmp_path / f"s{i}", "bayesncl", i, {GAIN: _rising_then_flat(o)})
+        for i, o in enumerate(offsets, 1)
+    ]
+    (budget,) = figure_budgets(budget_curves(runs), window=10)
+    std = statistics.stdev(offsets)  # 0.01
+    # epoch 35 changes by 0.05 (rise to 30) + 0.001 over epochs 25-35: more than 0.01;
+    # epoch 40 by 0.002 (both ends past 30): less; so flat from 40
+    assert budget.flat_from == 40
+    assert budget.seeds == 3 and budget.last_epoch == 50
+    assert budget.mean == pytest.approx(0.3 + 0.0002 * 20)
+    assert budget.std == pytest.approx(std)
+    assert budget.last_change == pytest.approx(0.002)
+    assert study_budget([budget]) == 40
+
+
+def test_a_curve_still_moving_at_the_last_epoch_gives_no_budget(tmp_path):
+    runs = []
+    for seed, offset in ((1, 0.0), (2, 0.5)):  # sample std 0.354
+        probe = {e: 60 + e / 2 + offset for e in range(5, 55, 5)}  # +5 points per 10 epochs
+        gain = _rising_then_flat(offset / 50)
+        runs.append(_run(tmp_path / f"n{seed}", "ncl", seed, {PROBE: probe, GAIN: gain}, "ncl"))
+    budgets = {b.column: b for b in figure_budgets(budget_curves(runs))}
+    assert budgets[PROBE].flat_from is None
+    assert budgets[PROBE].last_change == pytest.approx(5.0)
+    assert budgets[GAIN].flat_from == 40
+    assert study_budget(list(budgets.values())) is None
+    path = write_budget(runs, tmp_path / "budget.md")
+    text = path.read_text()
+    assert "**No budget yet** (still moving at the last epoch: converged probe top-1" in text
+    assert "| ncl | class consistency gain | 2 | 50 |" in text and "| epoch 40 |" in text
+
+
+def test_one_seed_is_never_judged_flat(tmp_path):
+    flat = {e: 0.2 for e in range(5, 55, 5)}
+    runs = [_run(tmp_path / "a", "bayesncl", 1, {GAIN: flat})]
+    (budget,) = figure_budgets(budget_curves(runs))
+    assert budget.flat_from is None and math.isnan(budget.std)
+    assert "fewer than two seeds: bayesncl" in write_budget(runs, tmp_path / "b.md").read_text()
+
+
+def test_a_curve_that_does_not_move_is_flat_even_when_the_seeds_agree(tmp_path):
+    # active dims: identical on both seeds and constant: std 0, change 0
+    runs = [
+        _run(
+            tmp_path / f"s{s}",
+            "ncl",
+            s,
+            {"interp/active_dims": dict.fromkeys(range(5, 55, 5), 250.0)},
+        )
+        for s in (1, 2)
+    ]
+    (budget,) = figure_budgets(budget_curves(runs))
+    assert budget.flat_from == 15  # the first epoch with one 10 epochs before it
+
+
+def test_only_epochs_every_seed_logged_are_read(tmp_path):
+    # seed 2 stopped logging after epoch 30: the setting is judged up to 30
+    one = _run(tmp_path / "s1", "ncl", 1, {GAIN: _rising_then_flat(0.0)})
+    two = _run(
+        tmp_path / "s2",
+        "ncl",
+        2,
+        {GAIN: {e: v for e, v in _rising_then_flat(0.02).items() if e <= 30}},
+    )
+    (budget,) = figure_budgets(budget_curves([one, two]))
+    assert budget.last_epoch == 30 and budget.flat_from is None
+
+
+def test_a_bad_window_is_refused():
+    with pytest.raises(ValueError, match="window=0 must be a positive number of epochs"):
+        figure_budgets({}, window=0)
+
+
+def test_the_command_judges_a_results_folder_and_filters_rows(tmp_path, capsys):
+    runs = tmp_path / "results" / "runs"
+    for seed, offset in ((1, 0.0), (2, 0.01), (3, -0.01)):
+        _run(runs / f"ncl-seed{seed}", "ncl", seed, {GAIN: _rising_then_flat(offset)}, "ncl")
+        # a row of another preset sharing the folder, still moving: filtered out
+        moving = {e: e / 10 + offset for e in range(5, 55, 5)}
+        _run(runs / f"v-seed{seed}", "bayesncl_other", seed, {GAIN: moving})
+    assert main([str(tmp_path / "results"), "--methods", "ncl"]) == 0
+    assert "**Budget: epoch 40.**" in capsys.readouterr().out
+    text = (tmp_path / "results" / "budget.md").read_text()
+    assert "bayesncl_other" not in text and "commits abcdef123456" in text
+    assert main([str(tmp_path / "results"), "--out", str(tmp_path / "all.md")]) == 0
+    assert (
+        "still moving at the last epoch: class consistency gain of bayesncl_other"
+        in (tmp_path / "all.md").read_text()
+    )
+
+
+def test_the_command_names_what_is_missing(tmp_path):
+    with pytest.raises(SystemExit, match="runs does not exist: pass a benchmark results folder"):
+        main([str(tmp_path)])
+    _run(tmp_path / "runs" / "x", "ncl", 1, {"val_acc1": {5: 50.0}}, "ncl")
+    with pytest.raises(SystemExit, match="no finished run of bayesncl in"):
+        main([str(tmp_path), "--methods", "bayesncl"])
+    with pytest.raises(SystemExit, match="logged a budget figure"):
+        main([str(tmp_path)])
+    assert not (tmp_path / "budget.md").exists()
