@@ -172,14 +172,18 @@ def test_study_presets_load():
         assert "ncl" in preset.methods and "bayesncl" in preset.methods, name
     scenes = load_preset("study_scenes")
     assert "data.dataset=fashion-mnist-scenes" in scenes.overrides
-    prior = load_preset("study_prior")
-    rhos = {
-        o.split("=")[1]
-        for m in prior.methods
-        for o in prior.run_overrides(m)
-        if o.startswith("method_kwargs.bayesian_prior_prob=")
-    }
+    rhos = _swept_values(load_preset("study_prior"), "method_kwargs.bayesian_prior_prob")
     assert {"0.1", "0.3", "0.5"} <= rhos
+
+
+def _swept_values(preset, key: str) -> set[str]:
+    """The values ``key`` takes over a preset's rows."""
+    return {
+        o.split("=")[1]
+        for m in preset.methods
+        for o in preset.run_overrides(m)
+        if o.startswith(f"{key}=")
+    }
 
 
 _BAYESNCL_STUDY_KNOBS = {
@@ -212,13 +216,7 @@ def test_trained_budget_sweep_and_mechanism_share_their_base_presets_runs():
             assert preset.base_method(method) == "bayesncl", method
             own = preset.run_overrides(method)[len(preset.overrides) :]
             assert own and all(o.split("=")[0] in _BAYESNCL_STUDY_KNOBS for o in own), own
-    sweep = load_preset("study_budget_sweep")
-    lambdas = {
-        o.split("=")[1]
-        for m in sweep.methods
-        for o in sweep.run_overrides(m)
-        if o.startswith("method_kwargs.bayesian_kl_lambda=")
-    }
+    lambdas = _swept_values(load_preset("study_budget_sweep"), "method_kwargs.bayesian_kl_lambda")
     assert {"1.0e-4", "3.0e-4", "1.0e-3"} <= lambdas
     mechanism = load_preset("study_budget_mechanism")
     assert "method_kwargs.gate_type=binary_concrete" in mechanism.run_overrides("bayesncl_concrete")
@@ -337,14 +335,18 @@ def test_the_budget_study_script_links_shared_runs_and_skips_unlisted_seeds(tmp_
     env = dict(os.environ, PATH=f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
     env["PYTHONPATH"] = str(REPO)
     out = tmp_path / "results"
-    subprocess.run(
-        ["sh", "results/run_budget_study.sh", str(out), "3 4", "study_budget_sweep study_budget"],
-        cwd=REPO,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+
+    def study(*args: str) -> None:
+        subprocess.run(
+            ["sh", "results/run_budget_study.sh", str(out), *args],
+            cwd=REPO,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    study("3 4", "study_budget_sweep study_budget")
     link = out / "study_budget_sweep" / "runs"
     assert link.is_symlink() and link.resolve() == (out / "study_budget" / "runs").resolve()
     ran = [
@@ -354,12 +356,5 @@ def test_the_budget_study_script_links_shared_runs_and_skips_unlisted_seeds(tmp_
     assert ran == ["study_budget_sweep 3", "study_budget 3", "study_budget 4"]
     # a second call keeps the link (and whatever the runs folder holds)
     (out / "study_budget" / "runs" / "kept").mkdir()
-    subprocess.run(
-        ["sh", "results/run_budget_study.sh", str(out), "1", "study_budget_sweep"],
-        cwd=REPO,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    study("1", "study_budget_sweep")
     assert (link / "kept").is_dir()
