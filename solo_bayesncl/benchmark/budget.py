@@ -10,6 +10,12 @@ first epoch by which every curve has stopped moving beyond seed noise; with a fi
 moving at the last epoch there is none, and the runs need to be longer. The rule needs at least
 two seeds per setting.
 
+A finding is a difference between settings, so the same rule is also applied to the paired
+differences against the reference row (``ncl``): per seed, a setting's figure minus the
+reference's on the same seed, at the same epoch. The *comparison's* budget, the one at which a
+finding is read, is where every difference has flattened; the figures themselves may still rise
+together past it.
+
     python -m solo_bayesncl.benchmark.budget RESULTS_DIR [--methods ncl,bayesncl] [--window 10]
 
 reads the finished runs under ``RESULTS_DIR/runs`` and writes ``RESULTS_DIR/budget.md``; the
@@ -34,7 +40,9 @@ from solo_bayesncl.io.files import replacing
 __all__ = [
     "BUDGET_FIGURES",
     "FigureBudget",
+    "REFERENCE",
     "budget_curves",
+    "difference_curves",
     "epoch_series",
     "figure_budgets",
     "main",
@@ -85,6 +93,32 @@ def budget_curves(
                 setting = curves.setdefault(column, {}).setdefault(run_name(result), {})
                 setting[int(result["seed"])] = dict(zip(epochs, values, strict=True))
     return curves
+
+
+REFERENCE = "ncl"
+"""The row the differences are taken against, as in the benchmark's paired table."""
+
+
+def difference_curves(curves: Curves, reference: str = REFERENCE) -> Curves:
+    """``setting - reference`` for every other setting and figure both logged: per seed the
+    two runs share, at the epochs both logged (a paired difference, as in the paired table)."""
+    differences: Curves = {}
+    for column, settings in curves.items():
+        base = settings.get(reference)
+        if base is None:
+            continue
+        for setting, seeds in settings.items():
+            if setting == reference:
+                continue
+            paired = {
+                seed: {e: points[e] - base[seed][e] for e in points if e in base[seed]}
+                for seed, points in seeds.items()
+                if seed in base
+            }
+            paired = {seed: points for seed, points in paired.items() if points}
+            if paired:
+                differences.setdefault(column, {})[f"{setting} - {reference}"] = paired
+    return differences
 
 
 @dataclass(frozen=True)
@@ -168,12 +202,13 @@ def _title(column: str) -> str:
     return dict(BUDGET_FIGURES).get(column, column)
 
 
-def _verdict(budgets: Sequence[FigureBudget], window: int) -> str:
+def _verdict(budgets: Sequence[FigureBudget], window: int, what: str = "figure") -> str:
+    """One line: the budget at which every ``what`` has flattened, or what is missing."""
     budget = study_budget(budgets)
     if budget is not None:
         return (
-            f"**Budget: epoch {budget}.** From there on every figure of every setting moves "
-            f"less over {window} epochs than between seeds."
+            f"**Budget: epoch {budget}.** From there on every {what} moves less over {window} "
+            "epochs than between seeds."
         )
     few = sorted({b.setting for b in budgets if b.seeds < 2})
     moving = [b for b in budgets if b.seeds >= 2 and b.flat_from is None]
@@ -196,21 +231,8 @@ def _number(value: float, column: str) -> str:
     return f"{value:.4f}"
 
 
-def write_budget(results: Sequence[dict[str, Any]], path: Path, window: int = 10) -> Path | None:
-    """``budget.md``: where each figure of each setting flattened, and the study's budget;
-    None (nothing written) when no run logged a budget figure."""
-    budgets = figure_budgets(budget_curves(results), window)
-    if not budgets:
-        return None
-    commits = sorted({str(r.get("commit", "unknown"))[:12] for r in results})
+def _rows(budgets: Sequence[FigureBudget], window: int) -> list[str]:
     lines = [
-        f"Budget curves of {len({(run_name(r), r['seed']) for r in results})} finished runs "
-        f"(commits {', '.join(commits)}): a figure has flattened at epoch E when, from E on, "
-        f"its mean over seeds changes over {window} epochs by less than the seeds' standard "
-        "deviation (`solo_bayesncl.benchmark.budget`).",
-        "",
-        _verdict(budgets, window),
-        "",
         f"| setting | figure | seeds | last epoch | mean ± std there | change over the last "
         f"{window} epochs | flattened from |",
         "|---|---|---|---|---|---|---|",
@@ -228,6 +250,44 @@ def write_budget(results: Sequence[dict[str, Any]], path: Path, window: int = 10
             f"| {b.setting} | {_title(b.column)} | {b.seeds} | {b.last_epoch} | "
             f"{_number(b.mean, b.column)}{spread} | {change} | {flat} |"
         )
+    return lines
+
+
+def write_budget(
+    results: Sequence[dict[str, Any]], path: Path, window: int = 10, reference: str = REFERENCE
+) -> Path | None:
+    """``budget.md``: where each paired difference against ``reference`` and each figure of each
+    setting flattened, and the budgets that follow; None (nothing written) when no run logged a
+    budget figure."""
+    curves = budget_curves(results)
+    budgets = figure_budgets(curves, window)
+    if not budgets:
+        return None
+    differences = figure_budgets(difference_curves(curves, reference), window)
+    commits = sorted({str(r.get("commit", "unknown"))[:12] for r in results})
+    lines = [
+        f"Budget curves of {len({(run_name(r), r['seed']) for r in results})} finished runs "
+        f"(commits {', '.join(commits)}): a curve has flattened at epoch E when, from E on, its "
+        f"mean over seeds changes over {window} epochs by less than the seeds' standard "
+        "deviation (`solo_bayesncl.benchmark.budget`).",
+        "",
+    ]
+    if differences:
+        lines += [
+            f"## The comparison: paired differences against {reference}",
+            "",
+            _verdict(differences, window, f"difference against {reference}"),
+            "",
+            *_rows(differences, window),
+            "",
+        ]
+    lines += [
+        "## The figures themselves",
+        "",
+        _verdict(budgets, window),
+        "",
+        *_rows(budgets, window),
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -273,7 +333,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or args.results_dir / "budget.md"
     with replacing(out, suffix=".md") as tmp:
         write_budget(results, tmp, args.window)
-    print(_verdict(budgets, args.window))
+    differences = figure_budgets(difference_curves(budget_curves(results)), args.window)
+    if differences:
+        print(
+            "comparison: " + _verdict(differences, args.window, f"difference against {REFERENCE}")
+        )
+    print("figures: " + _verdict(budgets, args.window))
     print(f"[out]  {out}")
     return 0
 

@@ -223,6 +223,14 @@ def test_trained_budget_sweep_and_mechanism_share_their_base_presets_runs():
     assert "optimizer.gating_head_lr=1.0" in mechanism.run_overrides("bayesncl_headlr1")
 
 
+def test_the_long_check_differs_from_the_scenes_study_only_in_its_length():
+    long, scenes = load_preset("study_budget_long"), load_preset("study_budget_scenes")
+    lengthened = {"max_epochs=100", "++scheduler.warmup_epochs=10", "interpretability.frequency=10"}
+    assert set(long.overrides) - set(scenes.overrides) == lengthened
+    assert len(long.overrides) == len(scenes.overrides)
+    assert long.methods == ["ncl", "bayesncl"] and long.linear == scenes.linear
+
+
 def _sweepfake_result(tmp_path, method, seed, rho, lam, gain):
     folder = tmp_path / f"{method}-{rho}-{lam}-{seed}"
     folder.mkdir()

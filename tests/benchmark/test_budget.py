@@ -10,6 +10,7 @@ import pytest
 
 from solo_bayesncl.benchmark.budget import (
     budget_curves,
+    difference_curves,
     figure_budgets,
     main,
     study_budget,
@@ -152,3 +153,33 @@ def test_the_command_names_what_is_missing(tmp_path):
     with pytest.raises(SystemExit, match="logged a budget figure"):
         main([str(tmp_path)])
     assert not (tmp_path / "budget.md").exists()
+
+
+def test_the_comparison_is_judged_on_paired_differences(tmp_path):
+    # both settings rise together by 0.05 per 10 epochs (their figures keep moving), the
+    # difference between them is constant per seed (+0.02, +0.03): the comparison has flattened
+    runs = []
+    for seed, (offset, gap) in enumerate(((0.0, 0.02), (0.01, 0.03)), 1):
+        rising = {e: e / 200 + offset for e in range(5, 55, 5)}
+        runs.append(_run(tmp_path / f"n{seed}", "ncl", seed, {GAIN: rising}, "ncl"))
+        gated = {e: v + gap for e, v in rising.items()}
+        runs.append(_run(tmp_path / f"b{seed}", "bayesncl", seed, {GAIN: gated}))
+    # a seed only the gated setting has is not paired
+    runs.append(_run(tmp_path / "b3", "bayesncl", 3, {GAIN: dict.fromkeys(range(5, 55, 5), 9.0)}))
+    (difference,) = figure_budgets(difference_curves(budget_curves(runs)))
+    assert difference.setting == "bayesncl - ncl" and difference.seeds == 2
+    assert difference.mean == pytest.approx(0.025) and difference.flat_from == 15
+    text = write_budget(runs, tmp_path / "budget.md").read_text()
+    comparison, figures = text.split("## The figures themselves")
+    assert "**Budget: epoch 15.** From there on every difference against ncl" in comparison
+    assert "| bayesncl - ncl | class consistency gain | 2 | 50 | 0.0250 ± 0.0071 |" in comparison
+    assert "**No budget yet** (still moving at the last epoch: class consistency gain" in figures
+
+
+def test_no_reference_row_means_no_comparison_section(tmp_path):
+    runs = [
+        _run(tmp_path / f"s{s}", "bayesncl", s, {GAIN: _rising_then_flat(o)})
+        for s, o in ((1, 0.0), (2, 0.01))
+    ]
+    assert difference_curves(budget_curves(runs)) == {}
+    assert "## The comparison" not in write_budget(runs, tmp_path / "b.md").read_text()
