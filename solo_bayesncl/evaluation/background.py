@@ -13,6 +13,10 @@ can be measured:
     class-pure, purity measured above chance: ``(p_bg - 1/K) / (1 - 1/K)`` against
     ``(p_class - 1/C) / (1 - 1/C)`` (``p``: share of the majority label among the images active
     in the dimension, K backgrounds, C classes), so the two label sets compare on one scale.
+``ungated_background_dims_share``, ``open_rate_background_dims``, ``open_rate_class_dims``, ``open_rate_lift_correlation``
+    for a gated method only: what the gate does with the background-dominated dimensions of
+    ``u = normalize(phi(z))``, the representation it gates
+    (:func:`solo_bayesncl.metrics.background.gate_background_selectivity`).
 ``probe_class_top1``, ``probe_background_top1``
     accuracy (%) of the converged linear probe of :mod:`solo_bayesncl.metrics.probe` on
     frozen backbone features, fitted on the training images and read on the validation images,
@@ -42,7 +46,7 @@ from solo_bayesncl.data.datasets import (
 from solo_bayesncl.data.names import OFFLINE_DATASETS, SCENES, dataset_name
 from solo_bayesncl.data.scenes import background_labels
 from solo_bayesncl.io.checkpoints import load_checkpoint, load_method
-from solo_bayesncl.metrics.background import background_figures
+from solo_bayesncl.metrics.background import background_figures, gate_background_selectivity
 from solo_bayesncl.metrics.probe import logistic_probe
 
 __all__ = ["background_measures"]
@@ -53,6 +57,24 @@ def _extract(model, loader) -> tuple[torch.Tensor, torch.Tensor]:
     batches = list(extract_representations(model, loader, with_backbone=True))
     feats = torch.cat([b.backbone_features for b in batches])
     return feats, torch.cat([b.features for b in batches])
+
+
+def _ungated_and_gate(model, loader) -> tuple[torch.Tensor, torch.Tensor]:
+    """``u = normalize(phi(z))`` and the hard gate ``m`` of every image of ``loader``, in eval
+    mode."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    ungated, masks = [], []
+    try:
+        with torch.no_grad():
+            for images, _ in loader:
+                out = model(images.to(device, non_blocking=True))
+                ungated.append(model.objective.representation(out["z"]).cpu())
+                masks.append(model.gate_output(out["gate_logits"], "hard").mask.cpu())
+    finally:
+        model.train(was_training)
+    return torch.cat(ungated), torch.cat(masks)
 
 
 def background_measures(
@@ -89,6 +111,14 @@ def background_measures(
     out = background_figures(
         reps["val"], classes["val"], backgrounds["val"], OFFLINE_DATASETS[SCENES], k
     )
+    if hasattr(model, "gate_output"):
+        loader = DataLoader(data["val"], batch_size=batch_size, num_workers=num_workers)
+        ungated, mask = _ungated_and_gate(model, loader)
+        out.update(
+            gate_background_selectivity(
+                ungated, mask, classes["val"], backgrounds["val"], OFFLINE_DATASETS[SCENES], k
+            )
+        )
     out.update(
         num_backgrounds=k,
         probe_class_top1=logistic_probe(

@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from solo_bayesncl.metrics._validation import EPS
 from solo_bayesncl.metrics.accumulator import compute_interpretability_metrics
 from solo_bayesncl.metrics.dimension_stats import per_dimension_stats
 
-__all__ = ["background_figures", "background_share"]
+__all__ = ["background_figures", "background_share", "gate_background_selectivity"]
 
 
 def background_share(
@@ -64,3 +65,65 @@ def background_figures(
     )
     out.update(background_dims_share=share, background_dims=count, active_dims=int(active.sum()))
     return out
+
+
+def _lift(purity: np.ndarray, labels: int) -> np.ndarray:
+    return (purity - 1 / labels) / (1 - 1 / labels)
+
+
+def gate_background_selectivity(
+    ungated: torch.Tensor,
+    mask: torch.Tensor,
+    classes: np.ndarray,
+    backgrounds: np.ndarray,
+    num_classes: int,
+    num_backgrounds: int,
+) -> dict[str, float]:
+    """Whether a gate closes the background-dominated dimensions of what it gates.
+
+    ``ungated`` is ``u = normalize(phi(z))`` (one row per validation image), ``mask`` the hard
+    gate ``m`` on the same images. Each dimension active in ``u`` on some image is background-
+    or class-dominated by the rule of :func:`background_share`, read on ``u``; its *open rate* is
+    the share of the images it is active on whose gate is open. Returns:
+
+    - ``ungated_background_dims_share``: the background-dominated share of ``u``'s active
+      dimensions (``background_dims_share`` is the same on ``v = normalize(u * m)``);
+    - ``open_rate_background_dims``, ``open_rate_class_dims``: the mean open rate of the
+      background- and of the class-dominated dimensions (NaN for a group with none): a gate that
+      closes background features, as the paper describes (arXiv 2605.28441, section 3), opens
+      the first less often;
+    - ``open_rate_lift_correlation``: Pearson's correlation, over the active dimensions, between
+      a dimension's background lift minus its class lift and its open rate (negative: the more
+      background-dominated, the more often closed; NaN when either is constant).
+    """
+    u = torch.as_tensor(ungated).detach().double()
+    m = torch.as_tensor(mask).detach().double()
+    if u.shape != m.shape or u.ndim != 2:
+        raise ValueError(
+            f"ungated {tuple(u.shape)} and mask {tuple(m.shape)} must be the same (N, k) shape"
+        )
+    active = u.abs() > EPS
+    counts = active.sum(dim=0)
+    alive = (counts > 0).numpy()
+    open_rate = ((m * active).sum(dim=0) / counts.clamp(min=1)).numpy()
+    class_stats = per_dimension_stats(u, torch.as_tensor(np.asarray(classes)), num_classes)
+    bg_stats = per_dimension_stats(u, torch.as_tensor(np.asarray(backgrounds)), num_backgrounds)
+    lift = _lift(bg_stats.purity.numpy(), num_backgrounds) - _lift(
+        class_stats.purity.numpy(), num_classes
+    )
+    background = alive & (lift > 0)
+    share, _ = background_share(
+        class_stats.purity.numpy(), bg_stats.purity.numpy(), alive, num_classes, num_backgrounds
+    )
+
+    def mean(selected: np.ndarray) -> float:
+        return float(open_rate[selected].mean()) if selected.any() else float("nan")
+
+    x, y = lift[alive], open_rate[alive]
+    constant = x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0
+    return {
+        "ungated_background_dims_share": share,
+        "open_rate_background_dims": mean(background),
+        "open_rate_class_dims": mean(alive & ~background),
+        "open_rate_lift_correlation": float("nan") if constant else float(np.corrcoef(x, y)[0, 1]),
+    }

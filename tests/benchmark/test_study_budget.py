@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -170,4 +171,11 @@ def test_callback_probe_and_background_figures_equal_the_checkpoint_measures(tmp
     for key in ("background_consistency_gain", "background_dims_share"):
         assert float(logged[f"interp/{key}"]) == pytest.approx(measured[key], abs=1e-6), key
     assert float(logged["interp/probe_converged"]) == 1.0
+    # a gated method: what its gate does with u's background-dominated dimensions
+    for key in ("ungated_background_dims_share", "open_rate_class_dims"):
+        assert 0.0 <= measured[key] <= 1.0, key
+    rate = measured["open_rate_background_dims"]
+    assert math.isnan(rate) or 0.0 <= rate <= 1.0
+    corr = measured["open_rate_lift_correlation"]
+    assert math.isnan(corr) or -1.0 <= corr <= 1.0
     assert json.dumps(measured)  # plain numbers
