@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from solo_bayesncl.benchmark.table import run_name
+from solo_bayesncl.benchmark.table import finished_results, run_name
 from solo_bayesncl.io.files import replacing
 
 __all__ = [
@@ -292,21 +291,6 @@ def write_budget(
     return path
 
 
-def _finished_results(results_dir: Path, methods: Sequence[str] | None) -> list[dict[str, Any]]:
-    runs = results_dir / "runs"
-    if not runs.is_dir():
-        raise SystemExit(f"error: {runs} does not exist: pass a benchmark results folder")
-    results = []
-    for result_file in sorted(runs.glob("*/result.json")):
-        result = json.loads(result_file.read_text())
-        if methods is None or run_name(result) in methods:
-            results.append(result)
-    if not results:
-        among = f" of {', '.join(methods)}" if methods else ""
-        raise SystemExit(f"error: no finished run{among} in {runs}")
-    return results
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m solo_bayesncl.benchmark.budget",
@@ -323,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.window < 1:
         parser.error(f"--window={args.window} must be a positive number of epochs")
     methods = [m for m in args.methods.split(",") if m] if args.methods else None
-    results = _finished_results(args.results_dir, methods)
+    results = finished_results(args.results_dir, methods)
     budgets = figure_budgets(budget_curves(results), args.window)
     if not budgets:
         raise SystemExit(

@@ -17,6 +17,7 @@ its mean and a two-sided 95% Student-t interval over the seeds both have.
 from __future__ import annotations
 
 import csv
+import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -29,6 +30,8 @@ __all__ = [
     "COLUMNS",
     "PAIRED_COLUMNS",
     "aggregate",
+    "finished_results",
+    "finished_runs",
     "paired_differences",
     "run_name",
     "t_quantile_975",
@@ -62,6 +65,10 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("bg_consistency_gain", "background.background_consistency_gain", "{:.3f}"),
     ("bg_dims_share", "background.background_dims_share", "{:.3f}"),
     ("probe_bg_top1", "background.probe_background_top1", "{:.2f}"),
+    # what a gate does with the background-dominated dimensions of what it gates
+    ("bg_dims_share_ungated", "background.ungated_background_dims_share", "{:.3f}"),
+    ("bg_dims_open_rate", "background.open_rate_background_dims", "{:.3f}"),
+    ("class_dims_open_rate", "background.open_rate_class_dims", "{:.3f}"),
     ("s_per_epoch", "seconds_per_epoch", "{:.1f}"),
     ("cpu_s_per_epoch", "cpu_seconds_per_epoch", "{:.1f}"),
     ("peak_memory_mb", "peak_memory_mb", "{:.0f}"),
@@ -155,6 +162,33 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         row["cpu_count"] = max((r.get("cpu_count") or 0 for r in runs), default=0)
         rows.append(row)
     return rows
+
+
+def finished_runs(
+    results_dir: Path, methods: Sequence[str] | None = None
+) -> list[tuple[Path, dict[str, Any]]]:
+    """``(run folder, result)`` of each finished run under ``results_dir/runs`` (of the rows
+    ``methods`` when given), read without a preset, so whatever version of the code ran them;
+    exits with a one-line error naming the folder when there are none."""
+    runs = results_dir / "runs"
+    if not runs.is_dir():
+        raise SystemExit(f"error: {runs} does not exist: pass a benchmark results folder")
+    found = []
+    for result_file in sorted(runs.glob("*/result.json")):
+        result = json.loads(result_file.read_text())
+        if methods is None or run_name(result) in methods:
+            found.append((result_file.parent, result))
+    if not found:
+        among = f" of {', '.join(methods)}" if methods else ""
+        raise SystemExit(f"error: no finished run{among} in {runs}")
+    return found
+
+
+def finished_results(
+    results_dir: Path, methods: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """The results of :func:`finished_runs`."""
+    return [result for _, result in finished_runs(results_dir, methods)]
 
 
 def paired_differences(
@@ -363,6 +397,15 @@ def write_markdown(
             "active dimensions more background-pure than class-pure (above chance), "
             "`probe_bg_top1` the converged linear probe on frozen backbone features for the "
             "background label (`probe_top1` is the same probe for the class).",
+        ]
+    if any(c[0].endswith(("_ungated", "_open_rate")) for c in columns):
+        lines += [
+            "",
+            "The gate (gated methods on fashion-mnist-scenes): `bg_dims_share_ungated` is "
+            "`bg_dims_share` read on `u = normalize(phi(z))`, what the gate reads off; "
+            "`bg_dims_open_rate` and `class_dims_open_rate` the mean share of open gates of "
+            "u's background- and class-dominated dimensions on the images each is active on. "
+            "A gate that closes background features opens the first less often.",
         ]
     if any(c[0] == "probe_top1" for c in columns):
         lines += [

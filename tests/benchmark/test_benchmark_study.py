@@ -108,6 +108,28 @@ def test_background_columns_appear_for_scenes_runs(tmp_path):
     text = write_markdown(aggregate(results), tmp_path / "t.md", "u", "c", "d").read_text()
     assert "bg_consistency_gain" in text and "| ncl | 1 |" in text and "| 0.050 | 0.250 |" in text
     assert "Background measures (fashion-mnist-scenes)" in text
+    assert "_open_rate" not in text and "The gate (gated methods" not in text
+
+
+def test_gate_columns_appear_for_gated_scenes_runs(tmp_path):
+    bg = {
+        "background_dims_share": 0.25,
+        "ungated_background_dims_share": 0.5,
+        "open_rate_background_dims": 0.125,
+        "open_rate_class_dims": 0.75,
+    }
+    results = [
+        fake_result("bayesncl", 1, 0.2, background=bg, gate_open_rate={"mean": 0.4}),
+        fake_result("ncl", 1, 0.2, background={"background_dims_share": 0.5}),
+    ]
+    text = write_markdown(aggregate(results), tmp_path / "t.md", "u", "c", "d").read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| method"))
+    assert (
+        "| bg_dims_share | bg_dims_share_ungated | bg_dims_open_rate | class_dims_open_rate |"
+        in header
+    )
+    assert "| 0.250 | 0.500 | 0.125 | 0.750 |" in text
+    assert "The gate (gated methods on fashion-mnist-scenes)" in text
 
 
 def _preset(tmp_path, body: str):

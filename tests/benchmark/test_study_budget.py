@@ -137,7 +137,7 @@ def test_callback_probe_and_background_figures_equal_the_checkpoint_measures(tmp
     loaders)."""
     from helpers import compose
 
-    from solo_bayesncl.evaluation.background import background_measures
+    from solo_bayesncl.evaluation.background import background_measures, gate_measures
     from solo_bayesncl.training.pretrain import pretrain
 
     cfg = compose(
@@ -179,3 +179,8 @@ def test_callback_probe_and_background_figures_equal_the_checkpoint_measures(tmp
     corr = measured["open_rate_lift_correlation"]
     assert math.isnan(corr) or -1.0 <= corr <= 1.0
     assert json.dumps(measured)  # plain numbers
+    # the gate's measures alone (for runs recorded before they existed) are the same numbers
+    alone = gate_measures(ckpt, num_workers=0)
+    assert set(alone) == {k for k in measured if "open_rate" in k or k.startswith("ungated")}
+    for key, value in alone.items():
+        assert value == pytest.approx(measured[key], nan_ok=True), key

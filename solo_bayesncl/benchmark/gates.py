@@ -1,0 +1,214 @@
+"""What the gate does with background dimensions, over the finished runs of a results folder.
+
+On ``fashion-mnist-scenes`` a gated method's background stage records the gate's measures of
+:func:`solo_bayesncl.evaluation.background.gate_measures`: the background-dominated share of
+``u = normalize(phi(z))``, the representation the gate reads off, and the open rates of u's
+background- and class-dominated dimensions. The paper's mechanism (arXiv 2605.28441, section 3)
+predicts that the gate opens the background-dominated ones less often.
+
+    python -m solo_bayesncl.benchmark.gates RESULTS_DIR [--methods ncl,bayesncl] [--out FILE]
+
+writes ``RESULTS_DIR/gates.md``: per row, mean +- std over seeds of those figures beside the
+background-dominated share of the gated representation, and the paired difference *class open
+rate minus background open rate* within each run, with its 95% Student-t interval over seeds.
+A run recorded before these measures existed gets them from its final checkpoint, once: they
+are kept beside it in ``runs/<run>/gate_measures.json`` and the run's own records are left as
+they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from solo_bayesncl.benchmark.machine import git_state
+from solo_bayesncl.benchmark.table import (
+    aggregate,
+    finished_runs,
+    run_name,
+    t_quantile_975,
+)
+from solo_bayesncl.host.availability import quiet_third_party_warnings
+from solo_bayesncl.io.files import replacing, write_text_replacing
+
+__all__ = ["GATE_KEYS", "MEASURES_FILE", "main", "open_rate_differences", "with_gate_measures"]
+
+GATE_KEYS = (
+    "ungated_background_dims_share",
+    "open_rate_background_dims",
+    "open_rate_class_dims",
+    "open_rate_lift_correlation",
+)
+"""The keys :func:`~solo_bayesncl.evaluation.background.gate_measures` returns."""
+MEASURES_FILE = "gate_measures.json"
+MEASURED_AT = "gate_measured_at_commit"
+"""Where a run measured afterwards records the commit of the code that measured it."""
+
+Measure = Callable[[Path], dict[str, float]]
+
+
+def _gated(result: dict[str, Any]) -> bool:
+    return result.get("gate_open_rate") is not None
+
+
+def _checkpoint(run_dir: Path, result: dict[str, Any]) -> Path:
+    """The run's final checkpoint, found inside ``run_dir`` when the folder has moved since."""
+    recorded = Path(str(result.get("checkpoint") or ""))
+    if recorded.is_file():
+        return recorded
+    parts = recorded.parts
+    if run_dir.name in parts:
+        moved = run_dir.joinpath(*parts[parts.index(run_dir.name) + 1 :])
+        if moved.is_file():
+            return moved
+    raise SystemExit(
+        f"error: {run_dir / 'result.json'}: its checkpoint {recorded} is missing, so its gate "
+        "measures cannot be computed"
+    )
+
+
+def with_gate_measures(
+    run_dir: Path,
+    result: dict[str, Any],
+    measure: Measure | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """``result`` with the gate's measures in its ``background`` record: as recorded, else kept
+    in ``run_dir/gate_measures.json``, else computed by ``measure`` (default
+    :func:`~solo_bayesncl.evaluation.background.gate_measures`) from the final checkpoint and
+    kept there (``log`` says so). Runs without a gate or off the scenes data are returned unchanged."""
+    background = result.get("background")
+    if not _gated(result) or not isinstance(background, dict):
+        return result
+    if all(key in background for key in GATE_KEYS):
+        return result
+    kept = run_dir / MEASURES_FILE
+    if kept.is_file():
+        measures = json.loads(kept.read_text())
+    else:
+        if measure is None:
+            from solo_bayesncl.evaluation.background import gate_measures
+
+            measure = gate_measures
+        log(f"[gate] {run_dir.name}: measuring its final checkpoint")
+        measures = {k: float(v) for k, v in measure(_checkpoint(run_dir, result)).items()}
+        measures[MEASURED_AT] = git_state()["commit"]
+        write_text_replacing(kept, json.dumps(measures, indent=2) + "\n")
+    missing = [key for key in GATE_KEYS if key not in measures]
+    if missing:
+        raise SystemExit(f"error: {kept}: lacks {', '.join(missing)}; delete it to recompute")
+    gate = {key: measures[key] for key in GATE_KEYS}
+    return {**result, "background": {**background, **gate}, MEASURED_AT: measures.get(MEASURED_AT)}
+
+
+def open_rate_differences(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per row, the within-run difference class open rate minus background open rate: ``mean``,
+    ``std``, ``n`` and the 95% t-interval ``low``/``high`` over its seeds (NaN bounds with one)."""
+    out: dict[str, dict[str, float]] = {}
+    for name in dict.fromkeys(run_name(r) for r in results):
+        diffs = []
+        for r in results:
+            bg = r.get("background") or {}
+            if run_name(r) == name and "open_rate_class_dims" in bg:
+                diff = float(bg["open_rate_class_dims"]) - float(bg["open_rate_background_dims"])
+                if not math.isnan(diff):
+                    diffs.append(diff)
+        if not diffs:
+            continue
+        n = len(diffs)
+        mean = statistics.fmean(diffs)
+        std = statistics.stdev(diffs) if n > 1 else math.nan
+        half = t_quantile_975(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+        out[name] = {"mean": mean, "std": std, "n": n, "low": mean - half, "high": mean + half}
+    return out
+
+
+_TABLE = (
+    ("bg_dims_share", "background-dominated share of v"),
+    ("bg_dims_share_ungated", "... of u"),
+    ("bg_dims_open_rate", "open rate, background dims"),
+    ("class_dims_open_rate", "open rate, class dims"),
+)
+
+
+def _cell(row: dict[str, Any], column: str) -> str:
+    mean, std = row[column], row[f"{column}_std"]
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:.3f} +- {std:.3f}" if row["seeds"] > 1 else f"{mean:.3f}"
+
+
+def gates_markdown(results: Sequence[dict[str, Any]]) -> str:
+    """The ``gates.md`` text for finished scenes runs carrying the gate's measures."""
+    scenes = [r for r in results if isinstance(r.get("background"), dict)]
+    if not scenes:
+        raise SystemExit("error: no finished run on fashion-mnist-scenes: nothing to measure")
+    rows = aggregate(scenes)
+    differences = open_rate_differences(scenes)
+    commits = sorted({str(r.get("commit", "unknown"))[:12] for r in scenes})
+    later = sorted({str(r[MEASURED_AT])[:12] for r in scenes if r.get(MEASURED_AT)})
+    afterwards = (
+        f"; the gate measured afterwards, from the final checkpoints, at {', '.join(later)}"
+        if later
+        else ""
+    )
+    lines = [
+        f"What the gate does with background dimensions: {len(scenes)} finished runs on "
+        f"fashion-mnist-scenes (commits {', '.join(commits)}{afterwards}), mean +- std over "
+        "seeds (`solo_bayesncl.benchmark.gates`).",
+        "",
+        "| row | seeds | " + " | ".join(title for _, title in _TABLE) + " | class - background "
+        "open rate [95% interval] |",
+        "|---|---:|" + "---:|" * (len(_TABLE) + 1),
+    ]
+    for row in rows:
+        diff = differences.get(row["method"])
+        if diff is None:
+            paired = "-"
+        elif diff["n"] > 1:
+            paired = f"{diff['mean']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}]"
+        else:
+            paired = f"{diff['mean']:+.3f} (one seed)"
+        cells = " | ".join(_cell(row, column) for column, _ in _TABLE)
+        lines.append(f"| {row['method']} | {row['seeds']} | {cells} | {paired} |")
+    lines += [
+        "",
+        "v is the representation the method outputs (gated for BayesNCL), u = normalize(phi(z)) "
+        "what its gate reads off. A dimension is background-dominated when its above-chance "
+        "background purity exceeds its above-chance class purity; its open rate is the share "
+        "of the images it is active on (in u) whose gate is open. A gate that closes background "
+        "features, as arXiv 2605.28441 describes, has a positive class - background difference.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m solo_bayesncl.benchmark.gates",
+        description="What the gate does with background dimensions, from a results folder's "
+        "finished fashion-mnist-scenes runs.",
+    )
+    parser.add_argument("results_dir", type=Path, help="a benchmark results folder")
+    parser.add_argument("--methods", help="comma-separated benchmark rows (default: every one)")
+    parser.add_argument("--out", type=Path, help="default: RESULTS_DIR/gates.md")
+    args = parser.parse_args(argv)
+    quiet_third_party_warnings()
+    methods = [m for m in args.methods.split(",") if m] if args.methods else None
+    results = []
+    for run_dir, result in finished_runs(args.results_dir, methods):
+        results.append(with_gate_measures(run_dir, result))
+    text = gates_markdown(results)
+    out = args.out or args.results_dir / "gates.md"
+    with replacing(out, suffix=".md") as tmp:
+        tmp.write_text(text)
+    print(f"[out]  {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
