@@ -24,7 +24,6 @@ benchmark writes the same file beside ``budget_curves.png`` with every table.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import statistics
@@ -33,7 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from solo_bayesncl.benchmark.table import finished_results, run_name
+from solo_bayesncl.benchmark.table import (
+    finished_results,
+    parse_methods,
+    results_folder_parser,
+    run_name,
+)
 from solo_bayesncl.io.files import replacing
 
 __all__ = [
@@ -292,21 +296,16 @@ def write_budget(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m solo_bayesncl.benchmark.budget",
-        description="Where a study's budget curves stop moving, from a results folder's "
-        "finished runs.",
-    )
-    parser.add_argument("results_dir", type=Path, help="a benchmark results folder")
-    parser.add_argument(
-        "--methods", help="comma-separated benchmark rows to judge (default: every finished run)"
+    parser = results_folder_parser(
+        "python -m solo_bayesncl.benchmark.budget",
+        "Where a study's budget curves stop moving, from a results folder's finished runs.",
+        "budget.md",
     )
     parser.add_argument("--window", type=int, default=10, help="epochs of a change (default 10)")
-    parser.add_argument("--out", type=Path, help="default: RESULTS_DIR/budget.md")
     args = parser.parse_args(argv)
     if args.window < 1:
         parser.error(f"--window={args.window} must be a positive number of epochs")
-    methods = [m for m in args.methods.split(",") if m] if args.methods else None
+    methods = parse_methods(args.methods)
     results = finished_results(args.results_dir, methods)
     budgets = figure_budgets(budget_curves(results), args.window)
     if not budgets:

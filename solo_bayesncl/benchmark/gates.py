@@ -18,10 +18,8 @@ they are.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,8 +28,10 @@ from solo_bayesncl.benchmark.machine import git_state
 from solo_bayesncl.benchmark.table import (
     aggregate,
     finished_runs,
+    mean_interval,
+    parse_methods,
+    results_folder_parser,
     run_name,
-    t_quantile_975,
 )
 from solo_bayesncl.host.availability import quiet_third_party_warnings
 from solo_bayesncl.io.files import replacing, write_text_replacing
@@ -118,13 +118,8 @@ def open_rate_differences(results: Sequence[dict[str, Any]]) -> dict[str, dict[s
                 diff = float(bg["open_rate_class_dims"]) - float(bg["open_rate_background_dims"])
                 if not math.isnan(diff):
                     diffs.append(diff)
-        if not diffs:
-            continue
-        n = len(diffs)
-        mean = statistics.fmean(diffs)
-        std = statistics.stdev(diffs) if n > 1 else math.nan
-        half = t_quantile_975(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
-        out[name] = {"mean": mean, "std": std, "n": n, "low": mean - half, "high": mean + half}
+        if diffs:
+            out[name] = mean_interval(diffs)
     return out
 
 
@@ -188,17 +183,14 @@ def gates_markdown(results: Sequence[dict[str, Any]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m solo_bayesncl.benchmark.gates",
-        description="What the gate does with background dimensions, from a results folder's "
-        "finished fashion-mnist-scenes runs.",
-    )
-    parser.add_argument("results_dir", type=Path, help="a benchmark results folder")
-    parser.add_argument("--methods", help="comma-separated benchmark rows (default: every one)")
-    parser.add_argument("--out", type=Path, help="default: RESULTS_DIR/gates.md")
-    args = parser.parse_args(argv)
+    args = results_folder_parser(
+        "python -m solo_bayesncl.benchmark.gates",
+        "What the gate does with background dimensions, from a results folder's finished "
+        "fashion-mnist-scenes runs.",
+        "gates.md",
+    ).parse_args(argv)
     quiet_third_party_warnings()
-    methods = [m for m in args.methods.split(",") if m] if args.methods else None
+    methods = parse_methods(args.methods)
     results = []
     for run_dir, result in finished_runs(args.results_dir, methods):
         results.append(with_gate_measures(run_dir, result))

@@ -16,6 +16,7 @@ its mean and a two-sided 95% Student-t interval over the seeds both have.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import math
@@ -32,6 +33,9 @@ __all__ = [
     "aggregate",
     "finished_results",
     "finished_runs",
+    "mean_interval",
+    "parse_methods",
+    "results_folder_parser",
     "paired_differences",
     "run_name",
     "t_quantile_975",
@@ -105,6 +109,18 @@ def t_quantile_975(dof: int) -> float:
         return _T975[dof - 1]
     z = statistics.NormalDist().inv_cdf(0.975)
     return z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
+
+
+def mean_interval(values: Sequence[float]) -> dict[str, float]:
+    """``mean``, sample ``std``, ``n`` and the two-sided 95% Student-t interval of the mean
+    ``low``/``high`` of ``values`` (NaN std and bounds for a single value)."""
+    n = len(values)
+    if n == 0:
+        raise ValueError("mean_interval needs at least one value")
+    mean = statistics.fmean(values)
+    std = statistics.stdev(values) if n > 1 else math.nan
+    half = t_quantile_975(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+    return {"mean": mean, "std": std, "n": n, "low": mean - half, "high": mean + half}
 
 
 def run_name(result: dict[str, Any]) -> str:
@@ -184,6 +200,23 @@ def finished_runs(
     return found
 
 
+def results_folder_parser(prog: str, description: str, out: str) -> argparse.ArgumentParser:
+    """The command line of a command reading a results folder: ``RESULTS_DIR``, ``--methods``
+    (parsed by :func:`parse_methods`) and ``--out`` (default ``RESULTS_DIR/<out>``)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("results_dir", type=Path, help="a benchmark results folder")
+    parser.add_argument(
+        "--methods", help="comma-separated benchmark rows to read (default: every finished run)"
+    )
+    parser.add_argument("--out", type=Path, help=f"default: RESULTS_DIR/{out}")
+    return parser
+
+
+def parse_methods(value: str | None) -> list[str] | None:
+    """The rows of a ``--methods a,b`` option; None (every row) when it is not given."""
+    return [m for m in value.split(",") if m] if value else None
+
+
 def finished_results(
     results_dir: Path, methods: Sequence[str] | None = None
 ) -> list[dict[str, Any]]:
@@ -214,21 +247,18 @@ def paired_differences(
             diffs = [d for d in diffs if not math.isnan(d)]
             if not diffs:
                 continue
-            n = len(diffs)
-            mean = statistics.fmean(diffs)
-            std = statistics.stdev(diffs) if n > 1 else math.nan
-            half = t_quantile_975(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+            summary = mean_interval(diffs)
             out.append(
                 {
                     "method": name,
                     "reference": reference,
                     "column": column,
-                    "n": n,
+                    "n": summary["n"],
                     "seeds": " ".join(str(s) for s in seeds),
-                    "mean_diff": mean,
-                    "std_diff": std,
-                    "ci_low": mean - half,
-                    "ci_high": mean + half,
+                    "mean_diff": summary["mean"],
+                    "std_diff": summary["std"],
+                    "ci_low": summary["low"],
+                    "ci_high": summary["high"],
                 }
             )
     return out

@@ -172,3 +172,13 @@ def test_command_errors_name_the_folder(tmp_path):
         main([str(tmp_path)])
     assert not (tmp_path / "gates.md").exists()
     assert set(GATE_KEYS) == set(MEASURED)
+
+
+def test_mean_interval_of_one_value_has_no_spread_and_of_none_is_an_error():
+    from solo_bayesncl.benchmark.table import mean_interval
+
+    one = mean_interval([0.25])
+    assert one["mean"] == 0.25 and one["n"] == 1
+    assert math.isnan(one["std"]) and math.isnan(one["low"]) and math.isnan(one["high"])
+    with pytest.raises(ValueError, match="at least one value"):
+        mean_interval([])
