@@ -16,6 +16,11 @@ from solo_bayesncl.metrics.dimension_stats import per_dimension_stats
 __all__ = ["background_figures", "background_share", "gate_background_selectivity"]
 
 
+def _lift(purity: np.ndarray, labels: int) -> np.ndarray:
+    """Purity above chance, ``(p - 1/L) / (1 - 1/L)``: 0 at chance, 1 for a pure dimension."""
+    return (purity - 1 / labels) / (1 - 1 / labels)
+
+
 def background_share(
     class_purity: np.ndarray,
     background_purity: np.ndarray,
@@ -28,8 +33,8 @@ def background_share(
     active = np.asarray(active, dtype=bool)
     if not active.any():
         return float("nan"), 0
-    lift_class = (np.asarray(class_purity) - 1 / classes) / (1 - 1 / classes)
-    lift_background = (np.asarray(background_purity) - 1 / k) / (1 - 1 / k)
+    lift_class = _lift(np.asarray(class_purity), classes)
+    lift_background = _lift(np.asarray(background_purity), k)
     count = int((lift_background[active] > lift_class[active]).sum())
     return count / int(active.sum()), count
 
@@ -65,10 +70,6 @@ def background_figures(
     )
     out.update(background_dims_share=share, background_dims=count, active_dims=int(active.sum()))
     return out
-
-
-def _lift(purity: np.ndarray, labels: int) -> np.ndarray:
-    return (purity - 1 / labels) / (1 - 1 / labels)
 
 
 def gate_background_selectivity(
