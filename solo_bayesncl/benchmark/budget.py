@@ -16,10 +16,19 @@ reference's on the same seed, at the same epoch. The *comparison's* budget, the 
 finding is read, is where every difference has flattened; the figures themselves may still rise
 together past it.
 
-    python -m solo_bayesncl.benchmark.budget RESULTS_DIR [--methods ncl,bayesncl] [--window 10]
+A curve read within one run also flattens because the learning rate's cosine reaches zero at
+its last epoch. The check of a budget is therefore a longer schedule of the same settings: a
+difference found at the shorter budget *holds* when, on the seeds both schedules ran, the longer
+one's last epoch moves it by less than its standard deviation over the shorter runs' seeds
+(:func:`schedule_checks`).
 
-reads the finished runs under ``RESULTS_DIR/runs`` and writes ``RESULTS_DIR/budget.md``; the
-benchmark writes the same file beside ``budget_curves.png`` with every table.
+    python -m solo_bayesncl.benchmark.budget RESULTS_DIR [--methods ncl,bayesncl] [--window 10]
+        [--shorter SHORT_RESULTS_DIR]
+
+reads the finished runs under ``RESULTS_DIR/runs`` and writes ``RESULTS_DIR/budget.md``, with
+``--shorter`` also the check of the shorter schedule's differences against these longer runs;
+the benchmark writes the same file (without the check) beside ``budget_curves.png`` with every
+table.
 """
 
 from __future__ import annotations
@@ -43,12 +52,14 @@ from solo_bayesncl.io.files import replacing
 __all__ = [
     "BUDGET_FIGURES",
     "FigureBudget",
+    "ScheduleCheck",
     "REFERENCE",
     "budget_curves",
     "difference_curves",
     "epoch_series",
     "figure_budgets",
     "main",
+    "schedule_checks",
     "study_budget",
     "write_budget",
 ]
@@ -193,6 +204,115 @@ def figure_budgets(curves: Curves, window: int = 10) -> list[FigureBudget]:
     return budgets
 
 
+@dataclass(frozen=True)
+class ScheduleCheck:
+    """One difference against the reference, at the end of a shorter and of a longer schedule.
+
+    Attributes:
+        setting: ``"<row> - <reference>"``.
+        column: the ``metrics.csv`` column.
+        seeds: the seeds both schedules ran.
+        short_epoch, long_epoch: the last epoch each schedule logged on those seeds.
+        short_mean, long_mean: the difference's mean over ``seeds`` there.
+        short_std: its sample std over every seed of the shorter schedule (NaN with one): the
+            seed noise a change is measured against.
+    """
+
+    setting: str
+    column: str
+    seeds: tuple[int, ...]
+    short_epoch: int
+    long_epoch: int
+    short_mean: float
+    long_mean: float
+    short_std: float
+
+    @property
+    def change(self) -> float:
+        return self.long_mean - self.short_mean
+
+    @property
+    def holds(self) -> bool | None:
+        """Whether the longer schedule moved the difference by less than seed noise (None:
+        no seed noise to compare with)."""
+        return None if math.isnan(self.short_std) else _flat(self.change, self.short_std)
+
+
+def _last(points_by_seed: dict[int, dict[int, float]]) -> tuple[int, dict[int, float]]:
+    """The last epoch every seed logged, and each seed's value there."""
+    epochs = set.intersection(*(set(points) for points in points_by_seed.values()))
+    if not epochs:
+        return 0, {}
+    last = max(epochs)
+    return last, {seed: points[last] for seed, points in points_by_seed.items()}
+
+
+def schedule_checks(short: Curves, long: Curves, reference: str = REFERENCE) -> list[ScheduleCheck]:
+    """:class:`ScheduleCheck` of every difference against ``reference`` that both the shorter
+    (``short``) and the longer (``long``) schedule's curves have, on the seeds both ran."""
+    short_diff, long_diff = difference_curves(short, reference), difference_curves(long, reference)
+    checks = []
+    for column, settings in long_diff.items():
+        for setting, long_seeds in settings.items():
+            short_seeds = short_diff.get(column, {}).get(setting)
+            if not short_seeds:
+                continue
+            short_epoch, short_last = _last(short_seeds)
+            long_epoch, long_last = _last(long_seeds)
+            seeds = tuple(sorted(set(short_last) & set(long_last)))
+            if not seeds:
+                continue
+            noise = list(short_last.values())
+            checks.append(
+                ScheduleCheck(
+                    setting=setting,
+                    column=column,
+                    seeds=seeds,
+                    short_epoch=short_epoch,
+                    long_epoch=long_epoch,
+                    short_mean=statistics.fmean(short_last[s] for s in seeds),
+                    long_mean=statistics.fmean(long_last[s] for s in seeds),
+                    short_std=statistics.stdev(noise) if len(noise) > 1 else math.nan,
+                )
+            )
+    order = {c: i for i, (c, _) in enumerate(BUDGET_FIGURES)}
+    return sorted(checks, key=lambda c: (c.setting, order.get(c.column, len(order))))
+
+
+def _schedule_section(checks: Sequence[ScheduleCheck], shorter: str) -> list[str]:
+    moved = [c for c in checks if c.holds is False]
+    unjudged = [c for c in checks if c.holds is None]
+    if moved:
+        listed = ", ".join(f"{_title(c.column)} of {c.setting}" for c in moved)
+        verdict = f"**The shorter budget does not hold**: the longer schedule moved {listed}."
+    elif unjudged:
+        verdict = "**Not judged**: the shorter schedule needs two seeds or more for seed noise."
+    else:
+        verdict = (
+            "**The shorter budget holds**: the longer schedule moved every difference by less "
+            "than its seed noise."
+        )
+    lines = [
+        f"## Against the shorter schedule ({shorter})",
+        "",
+        verdict,
+        "",
+        "| setting | figure | seeds | shorter: epoch, mean | longer: epoch, mean | change | "
+        "seed std, shorter | holds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in checks:
+        std = "n/a" if math.isnan(c.short_std) else _number(c.short_std, c.column)
+        holds = {True: "yes", False: "**no**", None: "n/a"}[c.holds]
+        lines.append(
+            f"| {c.setting} | {_title(c.column)} | {' '.join(map(str, c.seeds))} | "
+            f"{c.short_epoch}: {_number(c.short_mean, c.column)} | "
+            f"{c.long_epoch}: {_number(c.long_mean, c.column)} | {c.change:+.4f} | {std} | "
+            f"{holds} |"
+        )
+    return lines
+
+
 def study_budget(budgets: Sequence[FigureBudget]) -> int | None:
     """The first epoch by which every figure of every setting has flattened; None when one is
     still moving or has fewer than two seeds (or there is nothing to judge)."""
@@ -257,11 +377,16 @@ def _rows(budgets: Sequence[FigureBudget], window: int) -> list[str]:
 
 
 def write_budget(
-    results: Sequence[dict[str, Any]], path: Path, window: int = 10, reference: str = REFERENCE
+    results: Sequence[dict[str, Any]],
+    path: Path,
+    window: int = 10,
+    reference: str = REFERENCE,
+    shorter: tuple[str, Sequence[dict[str, Any]]] | None = None,
 ) -> Path | None:
     """``budget.md``: where each paired difference against ``reference`` and each figure of each
-    setting flattened, and the budgets that follow; None (nothing written) when no run logged a
-    budget figure."""
+    setting flattened, and the budgets that follow; with ``shorter`` (a name and the results of
+    a shorter schedule of the same settings) also :func:`schedule_checks` against it. None
+    (nothing written) when no run logged a budget figure."""
     curves = budget_curves(results)
     budgets = figure_budgets(curves, window)
     if not budgets:
@@ -284,6 +409,9 @@ def write_budget(
             *_rows(differences, window),
             "",
         ]
+    if shorter is not None:
+        checks = schedule_checks(budget_curves(shorter[1]), curves, reference)
+        lines += [*_schedule_section(checks, shorter[0]), ""]
     lines += [
         "## The figures themselves",
         "",
@@ -302,6 +430,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "budget.md",
     )
     parser.add_argument("--window", type=int, default=10, help="epochs of a change (default 10)")
+    parser.add_argument(
+        "--shorter",
+        type=Path,
+        help="the results folder of a shorter schedule of the same settings: check that its "
+        "differences against ncl hold in these longer runs",
+    )
     args = parser.parse_args(argv)
     if args.window < 1:
         parser.error(f"--window={args.window} must be a positive number of epochs")
@@ -313,14 +447,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"error: no finished run in {args.results_dir / 'runs'} logged a budget figure "
             "(the interpretability callback with interpretability.probe=True logs them)"
         )
+    shorter = None
+    if args.shorter is not None:
+        shorter = (args.shorter.name, finished_results(args.shorter, methods))
+        if not schedule_checks(budget_curves(shorter[1]), budget_curves(results)):
+            raise SystemExit(
+                f"error: --shorter {args.shorter}: no difference against {REFERENCE} on a seed "
+                f"that {args.results_dir} also ran"
+            )
     out = args.out or args.results_dir / "budget.md"
     with replacing(out, suffix=".md") as tmp:
-        write_budget(results, tmp, args.window)
+        write_budget(results, tmp, args.window, shorter=shorter)
     differences = figure_budgets(difference_curves(budget_curves(results)), args.window)
     if differences:
         print(
             "comparison: " + _verdict(differences, args.window, f"difference against {REFERENCE}")
         )
+    if shorter is not None:
+        checks = schedule_checks(budget_curves(shorter[1]), budget_curves(results))
+        print("shorter schedule: " + _schedule_section(checks, shorter[0])[2])
     print("figures: " + _verdict(budgets, args.window))
     print(f"[out]  {out}")
     return 0

@@ -183,3 +183,61 @@ def test_no_reference_row_means_no_comparison_section(tmp_path):
     ]
     assert difference_curves(budget_curves(runs)) == {}
     assert "## The comparison" not in write_budget(runs, tmp_path / "b.md").read_text()
+
+
+def _schedule(folder, epochs, diffs, base=0.3):
+    """NCL and BayesNCL runs whose class gains differ by ``diffs[seed]`` at every epoch up to
+    ``epochs``; NCL's gain itself rises with the epoch."""
+    runs = []
+    for seed, diff in diffs.items():
+        ncl = {e: base + 0.001 * e for e in range(5, epochs + 5, 5)}
+        runs.append(_run(folder / f"ncl-{seed}", "ncl", seed, {GAIN: ncl}, method="ncl"))
+        gated = {e: v + diff for e, v in ncl.items()}
+        runs.append(_run(folder / f"b-{seed}", "bayesncl", seed, {GAIN: gated}))
+    return runs
+
+
+def test_a_difference_holds_when_the_longer_schedule_moves_it_less_than_seed_noise(tmp_path):
+    from solo_bayesncl.benchmark.budget import schedule_checks
+
+    short = budget_curves(_schedule(tmp_path / "short", 50, {1: 0.0, 2: 0.02, 3: -0.02}))
+    near = budget_curves(_schedule(tmp_path / "near", 100, {1: 0.01}))
+    far = budget_curves(_schedule(tmp_path / "far", 100, {1: 0.05}))
+    (check,) = schedule_checks(short, near)
+    assert (check.setting, check.seeds, check.short_epoch, check.long_epoch) == (
+        "bayesncl - ncl",
+        (1,),
+        50,
+        100,
+    )
+    assert check.short_mean == pytest.approx(0.0, abs=1e-12)  # seed 1 only
+    assert check.long_mean == pytest.approx(0.01)
+    assert check.short_std == pytest.approx(0.02)  # over the shorter schedule's three seeds
+    assert check.holds is True
+    (moved,) = schedule_checks(short, far)
+    assert moved.change == pytest.approx(0.05) and moved.holds is False
+    one_seed = budget_curves(_schedule(tmp_path / "one", 50, {1: 0.0}))
+    (unjudged,) = schedule_checks(one_seed, far)
+    assert unjudged.holds is None and math.isnan(unjudged.short_std)
+
+
+def test_the_command_checks_a_shorter_schedule_against_the_longer_runs(tmp_path, capsys):
+    _schedule(tmp_path / "short" / "runs", 50, {1: 0.0, 2: 0.02, 3: -0.02})
+    _schedule(tmp_path / "long" / "runs", 100, {1: 0.05})
+    assert main([str(tmp_path / "long"), "--shorter", str(tmp_path / "short")]) == 0
+    printed = capsys.readouterr().out
+    assert (
+        "shorter schedule: **The shorter budget does not hold**: the longer schedule moved "
+        "class consistency gain of bayesncl - ncl." in printed
+    )
+    text = (tmp_path / "long" / "budget.md").read_text()
+    assert "## Against the shorter schedule (short)" in text
+    assert (
+        "| bayesncl - ncl | class consistency gain | 1 | 50: 0.0000 | 100: 0.0500 | +0.0500 "
+        "| 0.0200 | **no** |" in text
+    )
+    # no seed in common: a one-line error, nothing written
+    _schedule(tmp_path / "other" / "runs", 100, {7: 0.0})
+    with pytest.raises(SystemExit, match="--shorter .*short: no difference against ncl on a seed"):
+        main([str(tmp_path / "other"), "--shorter", str(tmp_path / "short")])
+    assert not (tmp_path / "other" / "budget.md").exists()
