@@ -11,8 +11,8 @@
 # run both presets hold trains once. A seed a preset does not list is skipped. The order used:
 #
 #   sh results/run_budget_study.sh results "1 2"
-#   sh results/run_budget_study.sh results 1 "study_budget_sweep study_budget_mechanism"
 #   sh results/run_budget_study.sh results 1 study_budget_long     # 100 epochs: is 50 enough?
+#   sh results/run_budget_study.sh results 1 "study_budget_sweep study_budget_mechanism"
 #   sh results/run_budget_study.sh results "3 4 5"
 #   sh results/run_budget_study.sh results "2 3" "study_budget_sweep study_budget_mechanism"
 #   sh results/run_budget_study.sh results "4 5" study_budget_mechanism

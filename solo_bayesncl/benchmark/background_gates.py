@@ -6,7 +6,7 @@ On ``fashion-mnist-scenes`` a gated method's background stage records the gate's
 background- and class-dominated dimensions. The paper's mechanism (arXiv 2605.28441, section 3)
 predicts that the gate opens the background-dominated ones less often.
 
-    python -m solo_bayesncl.benchmark.gates RESULTS_DIR [--methods ncl,bayesncl] [--out FILE]
+    python -m solo_bayesncl.benchmark.background_gates RESULTS_DIR [--methods ncl,bayesncl] [--out FILE]
 
 writes ``RESULTS_DIR/gates.md``: per row, mean +- std over seeds of those figures beside the
 background-dominated share of the gated representation, and the paired difference *class open
@@ -155,7 +155,7 @@ def gates_markdown(results: Sequence[dict[str, Any]]) -> str:
     lines = [
         f"What the gate does with background dimensions: {len(scenes)} finished runs on "
         f"fashion-mnist-scenes (commits {', '.join(commits)}{afterwards}), mean +- std over "
-        "seeds (`solo_bayesncl.benchmark.gates`).",
+        "seeds (`solo_bayesncl.benchmark.background_gates`).",
         "",
         "| row | seeds | " + " | ".join(title for _, title in _TABLE) + " | class - background "
         "open rate [95% interval] |",
@@ -184,7 +184,7 @@ def gates_markdown(results: Sequence[dict[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = results_folder_parser(
-        "python -m solo_bayesncl.benchmark.gates",
+        "python -m solo_bayesncl.benchmark.background_gates",
         "What the gate does with background dimensions, from a results folder's finished "
         "fashion-mnist-scenes runs.",
         "gates.md",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import fake_result
 
-from solo_bayesncl.benchmark.gates import (
+from solo_bayesncl.benchmark.background_gates import (
     GATE_KEYS,
     MEASURES_FILE,
     main,
