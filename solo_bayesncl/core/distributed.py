@@ -3,7 +3,8 @@
 Under DDP every process holds part of the global batch. Contrastive losses compare each local
 sample with every sample of the global batch, so the features of the other processes are
 gathered with gradient: the backward pass sums, over processes, the gradients that every process's
-loss gives to this process's features (``torch.distributed.nn.functional.all_gather``). Combined
+loss gives to this process's features (an all-reduce of the gathered gradient, of which each
+process keeps its own rows: gloo has no reduce-scatter). Combined
 with DDP's gradient averaging, parameters receive the gradient of the mean loss over the global
 batch, exactly as a single process on the whole batch would (solo-learn's SimCLR loss gathers the
 same way).
@@ -63,25 +64,45 @@ def rank_seed(seed: int, rank: int) -> int:
     return (seed + rank * 100_003) % 2**32
 
 
+def _all_gather(x: torch.Tensor) -> list[torch.Tensor]:
+    parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, x.contiguous())
+    return parts
+
+
+class _GatherWithGrad(torch.autograd.Function):
+    """Forward: every process's rows, in rank order. Backward: the sum over processes of the
+    gradient of the gathered rows, of which this process keeps its own."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.rows = x.shape[0]
+        return torch.cat(_all_gather(x), dim=0)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        summed = grad.contiguous().clone()
+        dist.all_reduce(summed, op=dist.ReduceOp.SUM)
+        start = dist.get_rank() * ctx.rows
+        return summed[start : start + ctx.rows]
+
+
 def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
-    """Concatenates ``x`` from every process along dim 0, keeping the autograd graph.
+    """Concatenates ``x`` from every process along dim 0, keeping the autograd graph (every
+    process must hold as many rows).
 
     Returns ``x`` itself when not running distributed.
     """
     if not is_distributed():
         return x
-    from torch.distributed.nn.functional import all_gather  # its import changes warning filters
-
-    return torch.cat(all_gather(x), dim=0)
+    return _GatherWithGrad.apply(x)
 
 
 def gather_no_grad(x: torch.Tensor) -> torch.Tensor:
     """Concatenates ``x`` (e.g. integer identifiers) from every process along dim 0, no gradient."""
     if not is_distributed():
         return x
-    parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
-    dist.all_gather(parts, x.contiguous())
-    return torch.cat(parts, dim=0)
+    return torch.cat(_all_gather(x), dim=0)
 
 
 def whole_set_in_every_process(loader: DataLoader) -> DataLoader:
