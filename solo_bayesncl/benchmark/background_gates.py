@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from solo_bayesncl.benchmark.machine import git_state
+from solo_bayesncl.benchmark.records import located
 from solo_bayesncl.benchmark.table import (
     aggregate,
     finished_runs,
@@ -57,15 +58,11 @@ def _gated(result: dict[str, Any]) -> bool:
 
 
 def _checkpoint(run_dir: Path, result: dict[str, Any]) -> Path:
-    """The run's final checkpoint, found inside ``run_dir`` when the folder has moved since."""
-    recorded = Path(str(result.get("checkpoint") or ""))
-    if recorded.is_file():
-        return recorded
-    parts = recorded.parts
-    if run_dir.name in parts:
-        moved = run_dir.joinpath(*parts[parts.index(run_dir.name) + 1 :])
-        if moved.is_file():
-            return moved
+    """The run's final checkpoint (found inside ``run_dir`` when the folder has moved since)."""
+    recorded = result.get("checkpoint") or ""
+    found = located(run_dir, recorded) if recorded else None
+    if found is not None and found.is_file():
+        return found
     raise SystemExit(
         f"error: {run_dir / 'result.json'}: its checkpoint {recorded} is missing, so its gate "
         "measures cannot be computed"

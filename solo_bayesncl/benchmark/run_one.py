@@ -50,6 +50,7 @@ from solo_bayesncl.benchmark.process import (
     watch_parent,
 )
 from solo_bayesncl.benchmark.progress import STAGES, StatusFile, read_status
+from solo_bayesncl.benchmark.records import recorded_path
 from solo_bayesncl.benchmark.stages import (
     StageUnfinished,
     ValidationPass,
@@ -139,7 +140,9 @@ def run(spec_path: Path) -> dict[str, Any]:
         "seed": spec["seed"],
         "run_key": spec["run_key"],
         **{k: v for k, v in pretrain.items() if k not in ("metrics_csv", "timing", "commit")},
-        "pretrain_metrics_csv": pretrain["metrics_csv"],
+        # the run's own files by their place in its folder (benchmark.records)
+        "checkpoint": recorded_path(run_dir, pretrain["checkpoint"]),
+        "pretrain_metrics_csv": recorded_path(run_dir, pretrain["metrics_csv"]),
         "pretrain_wall_s": pretrain["timing"]["wall_s"],
         "linear_top1": stages["linear"]["linear_top1"],
         "linear_probe": stages["linear"].get("linear_probe"),

@@ -46,6 +46,7 @@ from solo_bayesncl.benchmark.progress import (
     StageTimes,
     read_status,
 )
+from solo_bayesncl.benchmark.records import read_result
 from solo_bayesncl.benchmark.table import (
     aggregate,
     paired_differences,
@@ -232,7 +233,7 @@ def write_tables(
         for method in preset.methods:
             run_dir = out_dir / "runs" / f"{method}-seed{seed}-{run_key(preset, method, seed)}"
             if _finished(run_dir / "result.json", protocol):
-                results.append(json.loads((run_dir / "result.json").read_text()))
+                results.append(read_result(run_dir))
             else:
                 missing.append(f"{method} seed {seed}")
     if not results:
@@ -450,7 +451,7 @@ def run_benchmark(
                         )
                         log(f"[done] {method} seed {seed}: {result_file}")
                         times.learn(json.loads(result_file.read_text()), linear_epochs)
-            results.append(json.loads(result_file.read_text()))
+            results.append(read_result(run_dir))
     finally:
         if display is not None:
             display.close()

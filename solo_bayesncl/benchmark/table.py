@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from solo_bayesncl.benchmark.records import read_result
 from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
 __all__ = [
@@ -191,7 +191,7 @@ def finished_runs(
         raise SystemExit(f"error: {runs} does not exist: pass a benchmark results folder")
     found = []
     for result_file in sorted(runs.glob("*/result.json")):
-        result = json.loads(result_file.read_text())
+        result = read_result(result_file.parent)
         if methods is None or run_name(result) in methods:
             found.append((result_file.parent, result))
     if not found:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from helpers import fake_result, tiny_preset_file
 
 from solo_bayesncl.benchmark.presets import available_presets, load_preset
+from solo_bayesncl.benchmark.records import RUN_RECORDS
 from solo_bayesncl.benchmark.table import aggregate, write_csv, write_markdown
 
 
@@ -83,7 +85,7 @@ def test_bad_presets_are_named(tmp_path):
 @pytest.mark.slow
 @pytest.mark.solo
 def test_tiny_preset_runs_all_methods_then_skips(image_folder, tmp_path):
-    from solo_bayesncl.benchmark.runner import run_benchmark
+    from solo_bayesncl.benchmark.runner import run_benchmark, write_tables
 
     preset_file = tiny_preset_file(
         tmp_path / "tiny.yaml",
@@ -120,3 +122,18 @@ def test_tiny_preset_runs_all_methods_then_skips(image_folder, tmp_path):
     assert {p: p.stat().st_mtime_ns for p in out.glob("runs/*/result.json")} == stamps
     assert json.dumps(again, sort_keys=True) == json.dumps(results, sort_keys=True)
     assert all(Path(r["checkpoint"]).is_file() for r in again)
+
+    # the records alone (what version control keeps) give the same table on another machine,
+    # and name no path of this one
+    copy = tmp_path / "elsewhere" / "results"
+    for run in out.glob("runs/*"):
+        raw = (run / "result.json").read_text()
+        assert str(tmp_path) not in raw, run.name
+        (copy / "runs" / run.name).mkdir(parents=True)
+        for record in RUN_RECORDS:
+            if (run / record).is_file():
+                shutil.copy2(run / record, copy / "runs" / run.name / record)
+    write_tables(preset, copy, log=lambda _: None)
+    assert (copy / "results.md").read_text() == md
+    assert (copy / "metrics_over_epochs.png").stat().st_size > 0  # the curves came along
+    assert (copy / "results.csv").read_text() == (out / "results.csv").read_text()

@@ -1,0 +1,122 @@
+"""A finished run's records (benchmark.records): the files they name are found after the results
+folder moved, they are written without machine paths, and version control keeps exactly them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from solo_bayesncl.benchmark.presets import available_presets, load_preset
+from solo_bayesncl.benchmark.records import RUN_RECORDS, located, read_result, recorded_path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_relative_name_is_read_against_the_run_folder(tmp_path):
+    run = tmp_path / "runs" / "ncl-seed1-abc"
+    assert located(run, "pretrain_metrics.csv") == run / "pretrain_metrics.csv"
+    assert located(run, "pretrain/ncl/x/last.ckpt") == run / "pretrain/ncl/x/last.ckpt"
+
+
+def test_an_absolute_name_from_another_machine_is_found_below_the_run_folder(tmp_path):
+    run = tmp_path / "here" / "runs" / "ncl-seed1-abc"
+    # trained elsewhere, in a folder whose own path repeats the run's name further up
+    recorded = "/elsewhere/ncl-seed1-abc/out/runs/ncl-seed1-abc/pretrain/ncl/x/last.ckpt"
+    assert located(run, recorded) == run / "pretrain/ncl/x/last.ckpt"
+
+
+def test_an_absolute_name_that_exists_or_lies_outside_any_run_folder_is_kept(tmp_path):
+    run = tmp_path / "runs" / "ncl-seed1-abc"
+    existing = tmp_path / "ncl-seed1-abc.ckpt"
+    existing.write_text("x")
+    assert located(run, existing) == existing
+    assert located(run, "/somewhere/else/last.ckpt") == Path("/somewhere/else/last.ckpt")
+
+
+def test_recorded_names_are_relative_to_the_run_folder_even_through_a_link(tmp_path):
+    real = tmp_path / "study_budget" / "runs"
+    (real / "r1" / "pretrain").mkdir(parents=True)
+    ckpt = real / "r1" / "pretrain" / "last.ckpt"
+    ckpt.write_text("x")
+    (tmp_path / "study_budget_sweep").mkdir()
+    (tmp_path / "study_budget_sweep" / "runs").symlink_to(real)
+    linked_run = tmp_path / "study_budget_sweep" / "runs" / "r1"
+    assert recorded_path(linked_run, ckpt) == "pretrain/last.ckpt"
+    assert recorded_path(linked_run, linked_run / "pretrain" / "last.ckpt") == "pretrain/last.ckpt"
+    outside = tmp_path / "elsewhere.ckpt"
+    assert recorded_path(linked_run, outside) == str(outside)
+
+
+def test_read_result_resolves_both_kinds_of_record(tmp_path):
+    run = tmp_path / "copied" / "runs" / "bayesncl-seed2-k"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text(
+        json.dumps(
+            {
+                "method": "bayesncl",
+                "checkpoint": "/old/results/runs/bayesncl-seed2-k/pretrain/a.ckpt",
+                "pretrain_metrics_csv": "pretrain_metrics.csv",
+                "knn_top1": 50.0,
+            }
+        )
+    )
+    result = read_result(run)
+    assert result["checkpoint"] == str(run / "pretrain" / "a.ckpt")
+    assert result["pretrain_metrics_csv"] == str(run / "pretrain_metrics.csv")
+    assert result["knn_top1"] == 50.0
+
+
+def _ignored(paths: list[str]) -> set[str]:
+    """The paths among ``paths`` that the repository's ignore rules exclude (whether tracked or
+    not: ``--no-index``)."""
+    done = subprocess.run(
+        ["git", "-C", str(REPO), "check-ignore", "--no-index", "--stdin"],
+        input="\n".join(paths),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode not in (0, 1):  # 1: none is ignored
+        pytest.skip(f"git check-ignore cannot run here: {done.stderr.strip()}")
+    return set(done.stdout.split())
+
+
+@pytest.mark.skipif(
+    shutil.which("git") is None or not (REPO / ".git").exists(),
+    reason="needs git and the repository's own checkout",
+)
+def test_version_control_keeps_every_presets_tables_and_run_records_but_no_checkpoint():
+    folders = sorted(
+        {
+            f"results/{load_preset(name).out_dir.name}"
+            for name in available_presets()
+            if load_preset(name).out_dir.parent.name == "results"
+        }
+    )
+    assert "results/study_budget_long" in folders and "results/study_budget_sweep" in folders
+    run = "runs/ncl-seed1-0123456789ab"
+    kept = [
+        f"{folder}/{name}"
+        for folder in folders
+        for name in ("results.csv", "results.md", "budget.md", "budget_curves.png", "COMMIT")
+    ] + [f"{folder}/{run}/{record}" for folder in folders for record in RUN_RECORDS]
+    dropped = [
+        f"{folder}/{run}/{name}"
+        for folder in folders
+        for name in (
+            "log.txt",
+            "spec.json",
+            "status.json",
+            "pretrain.json",
+            "lock",
+            "pretrain/ncl/offline-1/args.json",
+            "pretrain/ncl/offline-1/ncl-ep=49.ckpt",
+        )
+    ] + [f"{folder}/log.txt" for folder in folders]
+    ignored = _ignored(kept + dropped)
+    assert sorted(p for p in kept if p in ignored) == []
+    assert sorted(p for p in dropped if p not in ignored) == []
