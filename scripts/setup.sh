@@ -80,7 +80,9 @@ elif command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   pip_install "torch==$TORCH" "torchvision==$TORCHVISION"
 else
   say "installing PyTorch $TORCH for the CPU (no GPU found: a few hundred MB instead of ~6 GB)"
-  timeout 900 "$PY" -m pip install -q --disable-pip-version-check \
+  # one try at PyTorch's own index: where it cannot be reached (a mirror of PyPI only), pip's
+  # default of five retries per package would spend many minutes before the PyPI fallback
+  timeout 900 "$PY" -m pip install -q --disable-pip-version-check --retries 0 --timeout 20 \
       --index-url https://download.pytorch.org/whl/cpu "torch==$TORCH" "torchvision==$TORCHVISION" \
     || { say "the CPU wheel index cannot be reached: installing PyTorch from PyPI instead";
          pip_install "torch==$TORCH" "torchvision==$TORCHVISION"; }

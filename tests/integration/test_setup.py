@@ -75,3 +75,37 @@ def test_setup_in_a_clean_clone_installs_once_then_reuses_everything(tmp_path):
         check=True,
     )
     assert imported.stdout.strip().startswith(str(clone))
+
+
+def test_an_unreachable_pytorch_index_is_tried_once_before_pypi(tmp_path):
+    """Where PyTorch's CPU index cannot be reached (only a PyPI mirror), setup tries it once and
+    falls back to PyPI, instead of pip's five retries per package. The interpreter, ``dpkg`` and
+    ``nvidia-smi`` are stand-ins that record what they are asked and fail where told."""
+    folder = tmp_path / "project"
+    (folder / "scripts").mkdir(parents=True)
+    for name in ("scripts/setup.sh", "setup.py", "pyproject.toml"):
+        shutil.copy(REPO / name, folder / name)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls.log"
+    stand_ins = {
+        "python": f'echo "$*" >> {calls}\n'
+        'case "$*" in *"import torch"*|*download.pytorch.org*) exit 1 ;; esac\n',
+        "dpkg": "exit 0\n",  # every Debian package present
+        "nvidia-smi": "exit 1\n",  # no GPU
+    }
+    for name, body in stand_ins.items():
+        (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VENV": ""}
+    env["PYTHON"] = str(bin_dir / "python")
+    done = subprocess.run(
+        ["bash", "scripts/setup.sh"], cwd=folder, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    installs = [line for line in calls.read_text().splitlines() if "pip install" in line]
+    torch_installs = [line for line in installs if "torch==" in line]
+    assert len(torch_installs) == 2, installs
+    assert "download.pytorch.org" in torch_installs[0] and "--retries 0" in torch_installs[0]
+    assert "download.pytorch.org" not in torch_installs[1]  # PyPI
+    assert "installing PyTorch from PyPI instead" in done.stdout
