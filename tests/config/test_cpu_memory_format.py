@@ -79,7 +79,9 @@ def test_a_few_training_steps_are_the_same_with_and_without_channels_last(image_
     channels_last = _cfg(image_folder, ["++performance.disable_channel_last=False"])
     last_losses, _, last = _train(channels_last, batch)
 
-    assert contiguous_losses == pytest.approx(last_losses, rel=1e-4)
+    # float rounding, grown over the steps: 3.5e-4 apart at the third step has been seen when
+    # the process computes with another number of threads
+    assert contiguous_losses == pytest.approx(last_losses, rel=1e-3)
     assert contiguous_losses[-1] != contiguous_losses[0]  # the steps did train
     # the layouts' difference is float rounding (convolutions sum in other orders, LARS rescales
     # each update by norms): small beside how far the steps moved every parameter

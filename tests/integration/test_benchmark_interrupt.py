@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, tiny_preset_file
 
+from solo_bayesncl.benchmark.records import read_result
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.solo,
@@ -185,7 +187,7 @@ def test_interrupted_runs_resume_to_the_uninterrupted_table(small_folder, tmp_pa
     assert whole.wait(timeout=1800) == 0, whole_log.read_text()
     assert _table(out) == _table(tmp_path / "whole" / "results")
 
-    result = json.loads((run_dir / "result.json").read_text())
+    result = read_result(run_dir)  # the files it names, relative to the run folder, resolved
     assert result["epochs"] == 3
     # the commit(s) the stages ran at ("a+b" when the code changed between sittings)
     assert all(len(c) == 40 for c in result["commit"].split("+")) or result["commit"] == "unknown"
