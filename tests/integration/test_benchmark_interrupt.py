@@ -152,11 +152,11 @@ def test_interrupted_runs_resume_to_the_uninterrupted_table(small_folder, tmp_pa
 
     preset = _preset(tmp_path / "stopped", small_folder)
     out = tmp_path / "stopped" / "results"
+    # each signal the benchmark forwards once (SIGINT in pretraining, SIGTERM in the probe: the
+    # same handler passes both on), and a hard kill in each stage
     stops = [
         (signal.SIGINT, _pretraining_at(1), "pretrain"),
-        (signal.SIGTERM, _pretraining_at(2), "pretrain"),
         (signal.SIGKILL, _pretraining_at(2), "pretrain"),
-        (signal.SIGINT, _linear_started, "linear"),
         (signal.SIGTERM, _linear_started, "linear"),
         (signal.SIGKILL, _linear_started, "linear"),
     ]
@@ -192,7 +192,7 @@ def test_interrupted_runs_resume_to_the_uninterrupted_table(small_folder, tmp_pa
     # the commit(s) the stages ran at ("a+b" when the code changed between sittings)
     assert all(len(c) == 40 for c in result["commit"].split("+")) or result["commit"] == "unknown"
     sittings = (run_dir / "pretrain_attempts.jsonl").read_text().splitlines()
-    assert len(sittings) >= 4  # the first start and three resumes
+    assert len(sittings) >= 3  # the first start and two resumes
     with open(result["pretrain_metrics_csv"], newline="") as f:
         val_epochs = [int(float(r["epoch"])) for r in csv.DictReader(f) if r.get("val_acc1")]
     assert val_epochs == [0, 1, 2]  # every epoch once, stitched from the sittings
