@@ -39,7 +39,7 @@ def test_cpu_runs_default_to_contiguous_and_an_explicit_choice_is_kept(image_fol
 
 def _train(cfg, batch) -> tuple[list[float], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """``STEPS`` optimisation steps on one batch, the model laid out as pretraining lays it out;
-    returns the losses and the parameters before and after."""
+    returns the losses, and the gradients of the first step and the parameters after the last."""
     from solo.utils.misc import make_contiguous
 
     from solo_bayesncl.host.models import build_method
@@ -53,15 +53,21 @@ def _train(cfg, batch) -> tuple[list[float], dict[str, torch.Tensor], dict[str, 
     model.scheduler = "none"
     optimizer = model.configure_optimizers()
     model.train()
-    start = {name: p.detach().clone() for name, p in model.named_parameters()}
+    first_grads: dict[str, torch.Tensor] = {}
     losses = []
-    for _ in range(STEPS):
+    for step in range(STEPS):
         optimizer.zero_grad(set_to_none=True)
         loss = model.training_step(batch, 0)
         loss.backward()
+        if step == 0:
+            first_grads = {
+                name: p.grad.detach().clone()
+                for name, p in model.named_parameters()
+                if p.grad is not None
+            }
         optimizer.step()
         losses.append(float(loss.detach()))
-    return losses, start, {name: p.detach().clone() for name, p in model.named_parameters()}
+    return losses, first_grads, {name: p.detach().clone() for name, p in model.named_parameters()}
 
 
 def test_a_few_training_steps_are_the_same_with_and_without_channels_last(image_folder) -> None:
@@ -75,19 +81,21 @@ def test_a_few_training_steps_are_the_same_with_and_without_channels_last(image_
     x1 = torch.stack([to_tensor(Image.open(f)) for f in files])
     batch = (torch.arange(8), [x1, torch.flip(x1, dims=[3])], torch.arange(8) % 6)
 
-    contiguous_losses, start, contiguous = _train(_cfg(image_folder), batch)
+    contiguous_losses, contiguous_grads, _ = _train(_cfg(image_folder), batch)
     channels_last = _cfg(image_folder, ["++performance.disable_channel_last=False"])
-    last_losses, _, last = _train(channels_last, batch)
+    last_losses, last_grads, _ = _train(channels_last, batch)
 
+    assert contiguous_losses[-1] != contiguous_losses[0]  # the steps did train
     # float rounding, grown over the steps: 3.5e-4 apart at the third step has been seen when
     # the process computes with another number of threads
     assert contiguous_losses == pytest.approx(last_losses, rel=1e-3)
-    assert contiguous_losses[-1] != contiguous_losses[0]  # the steps did train
-    # the layouts' difference is float rounding (convolutions sum in other orders, LARS rescales
-    # each update by norms): small beside how far the steps moved every parameter
-    for name, value in contiguous.items():
-        moved = float((value - start[name]).norm())
-        apart = float((value - last[name]).norm())
-        assert apart <= 0.01 * moved + 1e-6 * float(value.norm()), (
-            f"{name}: the layouts differ by {apart:.2e}, the steps moved it by {moved:.2e}"
+    # the layouts compute the same gradients up to rounding (convolutions sum in other orders).
+    # The parameters after several steps are not compared: batch norm over 8 images and LARS's
+    # per-layer rescaling grow those rounding differences, to 10% of the first convolution's
+    # movement after 3 steps on one AVX2 CPU, within 1% on another CPU
+    assert contiguous_grads.keys() == last_grads.keys()
+    for name, grad in contiguous_grads.items():
+        apart = float((grad - last_grads[name]).norm())
+        assert apart <= 1e-3 * float(grad.norm()) + 1e-7, (
+            f"{name}: the layouts' first gradients differ by {apart:.2e} (norm {grad.norm():.2e})"
         )
