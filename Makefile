@@ -1,7 +1,8 @@
 # Two commands on a new machine (each sets everything up first, idempotently; see scripts/setup.sh):
 #
 #   make benchmark   # SimCLR, MoCo v2+, NCL and BayesNCL side by side, offline, on the CPU
-#   make test        # the linter and the test suite
+#   make test        # the linter and the test suite, but the long end-to-end scenarios
+#   make test-all    # the linter and every test (about 25 minutes on two CPU cores)
 #   make quick       # the README's CPU quick start: one short BayesNCL pretraining
 #
 # VENV=.venv by default (VENV= installs into PYTHON itself); SOLO_LEARN_SRC=DIR installs
@@ -11,7 +12,7 @@ VENV ?= .venv
 PY := $(if $(VENV),$(VENV)/bin/python,$(PYTHON))
 SETUP := VENV="$(VENV)" PYTHON="$(PYTHON)" bash scripts/setup.sh
 
-.PHONY: setup setup-tests benchmark quick test
+.PHONY: setup setup-tests benchmark quick test test-all
 
 setup:
 	$(SETUP)
@@ -27,5 +28,9 @@ quick: setup
 		max_epochs=2 optimizer.batch_size=128 data.num_workers=2 interpretability.enabled=True
 
 test: setup-tests
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -rs -m "not long"
+
+test-all: setup-tests
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q -rs

@@ -82,6 +82,7 @@ def test_bad_presets_are_named(tmp_path):
         load_preset(bad)
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.solo
 def test_tiny_preset_runs_all_methods_then_skips(image_folder, tmp_path):

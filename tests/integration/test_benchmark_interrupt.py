@@ -143,6 +143,7 @@ def _table(out: Path) -> list[dict]:
         return [{k: row[k] for k in DETERMINISTIC} for row in csv.DictReader(f)]
 
 
+@pytest.mark.long
 def test_interrupted_runs_resume_to_the_uninterrupted_table(small_folder, tmp_path):
     # the uninterrupted run goes on beside the stopped ones (its own folder): mostly imports,
     # which take one core each; its output goes to a file, which never fills up as a pipe would

@@ -266,6 +266,7 @@ def _kill_job(proc: subprocess.Popen) -> None:
     proc.wait(timeout=60)
 
 
+@pytest.mark.long
 @needs_solo
 @needs_fashion
 @pytest.mark.slow
@@ -314,6 +315,7 @@ def test_killed_two_process_run_resumes_and_a_changed_config_starts_anew(tmp_pat
     assert "resuming" not in text
 
 
+@pytest.mark.long
 @needs_solo
 @pytest.mark.slow
 def test_benchmark_trains_a_two_process_preset_as_one_job_per_run(image_folder, tmp_path):

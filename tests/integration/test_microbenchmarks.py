@@ -109,6 +109,7 @@ def test_gpu_check_without_a_gpu_points_at_the_dry_run(tmp_path):
     assert not (tmp_path / "check").exists()
 
 
+@pytest.mark.long
 def test_gpu_check_dry_run_writes_every_figure_to_one_summary(tmp_path):
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     out = tmp_path / "check"

@@ -29,7 +29,20 @@ def test_each_command_sets_up_first_then_runs_its_job():
     assert benchmark[-1] == ".venv/bin/python -m solo_bayesncl.benchmark --preset cpu"
     test = _make_dry_run("test").splitlines()
     assert "scripts/setup.sh --tests" in test[0]
-    assert test[1:] == [".venv/bin/python -m ruff check .", ".venv/bin/python -m pytest -q -rs"]
+    lint = ".venv/bin/python -m ruff check ."
+    assert test[1:] == [lint, '.venv/bin/python -m pytest -q -rs -m "not long"']
+    every = _make_dry_run("test-all").splitlines()
+    assert "scripts/setup.sh --tests" in every[0]
+    assert every[1:] == [lint, ".venv/bin/python -m pytest -q -rs"]
+
+
+def test_the_long_tier_is_a_registered_marker_the_suite_uses():
+    config = (REPO / "pyproject.toml").read_text()
+    assert '"long: ' in config  # registered: a mistyped marker would warn
+    marked = [
+        p for p in (REPO / "tests").rglob("test_*.py") if "@pytest.mark.long" in p.read_text()
+    ]
+    assert REPO / "tests/integration/test_benchmark_interrupt.py" in marked
 
 
 def test_the_ci_script_runs_the_readme_test_command():
@@ -37,6 +50,7 @@ def test_the_ci_script_runs_the_readme_test_command():
     assert "make test" in (REPO / "README.md").read_text()
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_setup_in_a_clean_clone_installs_once_then_reuses_everything(tmp_path):

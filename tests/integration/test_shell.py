@@ -255,6 +255,7 @@ def _copy_source(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_wheel_ships_the_configs_and_its_commands_run_from_another_folder(tmp_path):
     (tmp_path / "src").mkdir()

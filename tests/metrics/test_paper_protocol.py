@@ -297,6 +297,7 @@ def test_table_shows_paper_columns_only_with_the_paper_protocol(paper, tmp_path)
     assert "linear_probe" in csv_text.splitlines()[0]
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.solo
 def test_benchmark_protocol_paper_adds_only_the_missing_stage(image_folder, tmp_path):
