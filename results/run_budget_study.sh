@@ -5,13 +5,15 @@
 #   sh results/run_budget_study.sh [RESULTS_DIR] [SEEDS] [PRESETS]   # from the repository root
 #
 # Defaults: results, "1 2 3 4 5", "study_budget_scenes study_budget" (part 1: NCL and BayesNCL at
-# the official and the cpu setting, both datasets). The sweep (study_budget_sweep, Fashion-MNIST)
-# and the mechanism variants (study_budget_mechanism, fashion-mnist-scenes) share those presets'
-# runs: their runs folders are links to study_budget's and study_budget_scenes', made here, so a
-# run both presets hold trains once. A seed a preset does not list is skipped. The order used:
+# the official and the cpu setting, both datasets, 100 epochs). The sweep (study_budget_sweep,
+# Fashion-MNIST), the mechanism variants (study_budget_mechanism, fashion-mnist-scenes) and the
+# check of 50 epochs against 100 (study_budget_long) share those presets' runs: their runs folders
+# are links to study_budget's and study_budget_scenes', made here, so a run two presets hold
+# trains once. A seed a preset does not list is skipped. The order used:
 #
-#   sh results/run_budget_study.sh results "1 2"
-#   sh results/run_budget_study.sh results 1 study_budget_long     # 100 epochs: is 50 enough?
+#   sh results/run_budget_study.sh results 1                      # seed 1 of part 1
+#   sh results/run_budget_study.sh results 1 study_budget_200     # 200 epochs: is 100 enough?
+#   sh results/run_budget_study.sh results 2
 #   sh results/run_budget_study.sh results 1 "study_budget_sweep study_budget_mechanism"
 #   sh results/run_budget_study.sh results "3 4 5"
 #   sh results/run_budget_study.sh results "2 3" "study_budget_sweep study_budget_mechanism"
@@ -25,7 +27,7 @@ PRESETS=${3:-study_budget_scenes study_budget}
 shares_runs_of() {
     case "$1" in
         study_budget_sweep) echo study_budget ;;
-        study_budget_mechanism) echo study_budget_scenes ;;
+        study_budget_mechanism | study_budget_long) echo study_budget_scenes ;;
     esac
 }
 for preset in $PRESETS; do

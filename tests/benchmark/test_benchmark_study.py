@@ -245,12 +245,21 @@ def test_trained_budget_sweep_and_mechanism_share_their_base_presets_runs():
     assert "optimizer.gating_head_lr=1.0" in mechanism.run_overrides("bayesncl_headlr1")
 
 
-def test_the_long_check_differs_from_the_scenes_study_only_in_its_length():
+def test_the_budget_checks_are_the_scenes_study_at_its_length_and_at_twice_it():
+    """study_budget_long (50 epochs against 100) ran exactly study_budget_scenes' settings, so
+    its runs are the scenes study's seed 1; study_budget_200 doubles the length again and
+    nothing else."""
+    from solo_bayesncl.benchmark.runner import run_key
+
     long, scenes = load_preset("study_budget_long"), load_preset("study_budget_scenes")
-    lengthened = {"max_epochs=100", "++scheduler.warmup_epochs=10", "interpretability.frequency=10"}
-    assert set(long.overrides) - set(scenes.overrides) == lengthened
-    assert len(long.overrides) == len(scenes.overrides)
-    assert long.methods == ["ncl", "bayesncl"] and long.linear == scenes.linear
+    check = load_preset("study_budget_200")
+    assert long.overrides == scenes.overrides and long.linear == scenes.linear
+    for method in ("ncl", "bayesncl"):
+        assert run_key(long, method, 1) == run_key(scenes, method, 1), method
+    doubled = {"max_epochs=200", "++scheduler.warmup_epochs=20", "interpretability.frequency=20"}
+    assert set(check.overrides) - set(scenes.overrides) == doubled
+    assert len(check.overrides) == len(scenes.overrides)
+    assert long.methods == check.methods == ["ncl", "bayesncl"] and check.linear == scenes.linear
 
 
 def _sweepfake_result(tmp_path, method, seed, rho, lam, gain):
@@ -388,3 +397,7 @@ def test_the_budget_study_script_links_shared_runs_and_skips_unlisted_seeds(tmp_
     (out / "study_budget" / "runs" / "kept").mkdir()
     study("1", "study_budget_sweep")
     assert (link / "kept").is_dir()
+    # the 100-epoch check's runs are the scenes study's
+    study("1", "study_budget_long")
+    long_link = out / "study_budget_long" / "runs"
+    assert long_link.resolve() == (out / "study_budget_scenes" / "runs").resolve()

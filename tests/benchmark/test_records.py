@@ -98,15 +98,23 @@ def test_version_control_keeps_every_presets_tables_and_run_records_but_no_check
         }
     )
     assert "results/study_budget_long" in folders and "results/study_budget_sweep" in folders
+    # a folder whose runs are another's (a link, as run_budget_study.sh makes) keeps the link;
+    # the records are kept, and checked, where it points
+    linked = [folder for folder in folders if (REPO / folder / "runs").is_symlink()]
+    own = [folder for folder in folders if folder not in linked]
     run = "runs/ncl-seed1-0123456789ab"
-    kept = [
-        f"{folder}/{name}"
-        for folder in folders
-        for name in ("results.csv", "results.md", "budget.md", "budget_curves.png", "COMMIT")
-    ] + [f"{folder}/{run}/{record}" for folder in folders for record in RUN_RECORDS]
+    kept = (
+        [
+            f"{folder}/{name}"
+            for folder in folders
+            for name in ("results.csv", "results.md", "budget.md", "budget_curves.png", "COMMIT")
+        ]
+        + [f"{folder}/{run}/{record}" for folder in own for record in RUN_RECORDS]
+        + [f"{folder}/runs" for folder in linked]
+    )
     dropped = [
         f"{folder}/{run}/{name}"
-        for folder in folders
+        for folder in own
         for name in (
             "log.txt",
             "spec.json",
@@ -117,6 +125,31 @@ def test_version_control_keeps_every_presets_tables_and_run_records_but_no_check
             "pretrain/ncl/offline-1/ncl-ep=49.ckpt",
         )
     ] + [f"{folder}/log.txt" for folder in folders]
+    assert "results/study_budget_long" in linked
     ignored = _ignored(kept + dropped)
     assert sorted(p for p in kept if p in ignored) == []
     assert sorted(p for p in dropped if p not in ignored) == []
+
+
+def test_every_kept_run_is_a_run_of_its_folders_preset_as_it_is_now():
+    """The records under results/<preset>/runs/ are what that preset's tables are rebuilt from
+    (--table-only), so each must be named by the preset's current run key: a preset edited
+    without its runs (the study's budget going from 50 to 100 epochs, say) would otherwise drop
+    them from its tables without a word."""
+    from solo_bayesncl.benchmark.runner import run_key
+
+    checked = 0
+    for name in available_presets():
+        preset = load_preset(name)
+        runs = REPO / "results" / preset.out_dir.name / "runs"
+        if preset.out_dir.parent.name != "results" or not runs.is_dir():
+            continue
+        expected = {
+            f"{method}-seed{seed}-{run_key(preset, method, seed)}"
+            for method in preset.methods
+            for seed in preset.seeds
+        }
+        kept = {p.parent.name for p in runs.glob("*/result.json")}
+        assert kept <= expected, f"{name}: runs of no setting of the preset: {kept - expected}"
+        checked += len(kept)
+    assert checked >= 2  # the 100-epoch check's two runs, kept in results/study_budget_scenes/

@@ -94,7 +94,10 @@ def test_study_budget_presets_share_everything_but_the_dataset():
     assert len(plain.seeds) >= 5 and plain.seeds == scenes.seeds
     differ = set(plain.overrides) ^ set(scenes.overrides)
     assert all(o.split("=")[0].lstrip("+").startswith("data.") for o in differ), differ
-    assert "max_epochs=50" in plain.overrides and "++interpretability.probe=True" in plain.overrides
+    assert (
+        "max_epochs=100" in plain.overrides and "++interpretability.probe=True" in plain.overrides
+    )
+    assert "++scheduler.warmup_epochs=10" in plain.overrides  # 10% of the budget
 
 
 @pytest.mark.solo
