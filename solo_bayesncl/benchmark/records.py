@@ -11,15 +11,37 @@ run that logged its gate measures need nothing but the records.
 
 ``result.json`` files written before the records were relative name absolute paths;
 :func:`read_result` finds those files inside the run folder when it has moved since.
+
+A study trains in a folder of its own (a pinned worktree, another disk) and keeps its finished
+runs in the committed one: :func:`keep_run_records` copies a finished run's records there, and
+:func:`add_commit_lines` notes in the folder's ``COMMIT`` file the commit each kept run was
+trained at. Neither ever replaces a record that differs from the one kept, nor keeps a run whose
+code was not a commit.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RECORDED_PATHS", "RUN_RECORDS", "located", "read_result", "recorded_path"]
+from solo_bayesncl.io.files import replacing, write_text_replacing
+
+__all__ = [
+    "COMMIT_FILE",
+    "RECORDED_PATHS",
+    "RUN_RECORDS",
+    "RecordsError",
+    "add_commit_lines",
+    "commit_line",
+    "keep_run_records",
+    "located",
+    "read_result",
+    "recorded_path",
+    "records_to_keep",
+]
 
 RUN_RECORDS: tuple[str, ...] = ("result.json", "pretrain_metrics.csv", "gate_measures.json")
 """The files of a finished run that are kept with its results (the project's ``.gitignore``
@@ -28,6 +50,15 @@ budget curves) and, once measured, the gate measures read from its final checkpo
 
 RECORDED_PATHS: tuple[str, ...] = ("checkpoint", "pretrain_metrics_csv")
 """The keys of ``result.json`` that name a file of the run."""
+
+COMMIT_FILE = "COMMIT"
+"""The file of a results folder that names, one line per kept run, the commit it was trained at
+(:func:`commit_line`)."""
+
+
+class RecordsError(ValueError):
+    """A run's records cannot be kept: it is not finished, its code was not a commit, or the
+    results folder already holds different records under its name."""
 
 
 def recorded_path(run_dir: Path, path: str | Path) -> str:
@@ -62,3 +93,66 @@ def read_result(run_dir: Path) -> dict[str, Any]:
         if result.get(key):
             result[key] = str(located(run_dir.absolute(), result[key]))
     return result
+
+
+def commit_line(result: dict[str, Any]) -> str:
+    """The ``COMMIT`` line of a finished run: ``<commit> <row> seed <seed>``, the row being its
+    variant name, or its method."""
+    row = result.get("variant") or result["method"]
+    return f"{result['commit']} {row} seed {result['seed']}"
+
+
+def records_to_keep(source_run: Path, kept_run: Path) -> list[str]:
+    """The records (:data:`RUN_RECORDS`) of the finished run ``source_run`` that ``kept_run``
+    lacks, ``result.json`` last; writes nothing.
+
+    Raises :class:`RecordsError` when the run is not finished (no ``result.json``), when it was
+    trained from a checkout with uncommitted changes (its ``result.json`` does not say
+    ``"dirty": false``, so no commit holds its code), or when ``kept_run`` holds a record of the
+    same name that differs from the source's: a kept record is never replaced.
+    """
+    result_file = source_run / "result.json"
+    if not result_file.is_file():
+        raise RecordsError(f"{source_run}: not finished (no result.json); nothing is kept of it")
+    dirty = json.loads(result_file.read_text()).get("dirty")
+    if dirty is not False:
+        raise RecordsError(
+            f"{result_file}: dirty is {json.dumps(dirty)}: the run was not trained from a commit "
+            "(uncommitted changes, or no git checkout), so its records are not kept"
+        )
+    missing = []
+    for name in RUN_RECORDS:
+        source, kept = source_run / name, kept_run / name
+        if not source.is_file():
+            continue
+        if not kept.is_file():
+            missing.append(name)
+        elif kept.read_bytes() != source.read_bytes():
+            raise RecordsError(
+                f"{kept} differs from {source}: a kept record is never replaced (remove it by "
+                "hand if the kept run is the one to drop)"
+            )
+    # result.json last: to every reader, a folder with a result holds a finished run
+    return sorted(missing, key=lambda name: name == "result.json")
+
+
+def keep_run_records(source_run: Path, kept_run: Path) -> list[str]:
+    """Copies into ``kept_run`` the :func:`records_to_keep` of ``source_run`` (raising as it
+    does, before anything is written), each file whole or not at all; returns their names
+    (none when ``kept_run`` holds them already)."""
+    names = records_to_keep(source_run, kept_run)
+    for name in names:
+        with replacing(kept_run / name) as tmp:
+            shutil.copyfile(source_run / name, tmp)
+    return names
+
+
+def add_commit_lines(results_dir: Path, results: Iterable[dict[str, Any]]) -> list[str]:
+    """Appends to ``results_dir/COMMIT`` the :func:`commit_line` of each result it does not list
+    yet, keeping the lines it has; returns the lines added."""
+    commit_file = results_dir / COMMIT_FILE
+    lines = commit_file.read_text().splitlines() if commit_file.is_file() else []
+    added = [line for line in dict.fromkeys(commit_line(r) for r in results) if line not in lines]
+    if added:
+        write_text_replacing(commit_file, "".join(f"{line}\n" for line in [*lines, *added]))
+    return added

@@ -46,7 +46,13 @@ from solo_bayesncl.benchmark.progress import (
     StageTimes,
     read_status,
 )
-from solo_bayesncl.benchmark.records import read_result
+from solo_bayesncl.benchmark.records import (
+    RecordsError,
+    add_commit_lines,
+    keep_run_records,
+    read_result,
+    records_to_keep,
+)
 from solo_bayesncl.benchmark.table import (
     aggregate,
     paired_differences,
@@ -243,6 +249,46 @@ def write_tables(
     if missing:
         log(f"[todo] not finished: {', '.join(missing)}")
     return results
+
+
+def keep_records(
+    preset: Preset, source_dir: Path, out_dir: Path | None = None, log=print
+) -> list[dict[str, Any]]:
+    """Keeps the preset's runs that finished in ``source_dir`` (a results folder the runs trained
+    in, such as a pinned worktree's) in ``out_dir`` (the committed folder, default the preset's):
+    copies each one's records, adds its commit to ``COMMIT``, then writes the table and plots as
+    :func:`write_tables` does. Trains nothing; an unfinished run is listed, never kept.
+
+    Every run is checked before any file is written: a run trained from uncommitted changes, or
+    whose records differ from those already kept under its name, raises :class:`PresetError`
+    naming the file, and ``out_dir`` is left as it was.
+    """
+    out_dir = results_folder(preset, out_dir)
+    source_runs = Path(source_dir).expanduser().resolve() / "runs"
+    if not source_runs.is_dir():
+        raise PresetError(
+            f"{source_runs} does not exist: pass the results folder the runs trained in"
+        )
+    names = [
+        f"{method}-seed{seed}-{run_key(preset, method, seed)}"
+        for seed in preset.seeds
+        for method in preset.methods
+    ]
+    finished = [name for name in names if (source_runs / name / "result.json").is_file()]
+    if not finished:
+        raise PresetError(f"no finished run of preset {preset.name} in {source_runs}")
+    results = [json.loads((source_runs / name / "result.json").read_text()) for name in finished]
+    try:
+        for name in finished:  # every check first: a refusal writes nothing
+            records_to_keep(source_runs / name, out_dir / "runs" / name)
+        for name in finished:
+            copied = keep_run_records(source_runs / name, out_dir / "runs" / name)
+            log(f"[keep] {name}: {', '.join(copied) if copied else 'already kept'}")
+    except RecordsError as err:
+        raise PresetError(str(err)) from None
+    for line in add_commit_lines(out_dir, results):
+        log(f"[keep] COMMIT: {line}")
+    return write_tables(preset, out_dir, log=log)
 
 
 def _finished(result_file: Path, protocol: str) -> bool:

@@ -1,5 +1,8 @@
 """``python -m solo_bayesncl.benchmark --preset cpu [--out DIR] [--protocol standard|paper]``.
 
+``--keep-records-from DIR`` trains nothing: it keeps the preset's runs that finished in DIR (the
+folder a study trains in) in ``--out`` (their records and commits), then writes the table.
+
 Exit status: 0 done, 1 a run failed (its log and its error are named), 2 a bad preset, override
 or command line, or a run another benchmark is training in the same results folder, 130
 interrupted by Ctrl-C (143 by SIGTERM): run the same command again to resume.
@@ -50,11 +53,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated seeds of the preset to run now (default: all); the table covers "
         "every finished run of the preset",
     )
-    parser.add_argument(
+    no_training = parser.add_mutually_exclusive_group()
+    no_training.add_argument(
         "--table-only",
         action="store_true",
         help="train nothing: write the table and plots from the finished runs only (the "
         "unfinished ones are listed under the table, never counted)",
+    )
+    no_training.add_argument(
+        "--keep-records-from",
+        type=Path,
+        metavar="DIR",
+        default=None,
+        help="train nothing: copy the records (result.json, pretrain_metrics.csv, "
+        "gate_measures.json) of the preset's runs finished in the results folder DIR into --out, "
+        "add their commits to its COMMIT file, then write the table as --table-only does; a run "
+        "trained from uncommitted changes, or whose kept records differ, is refused",
     )
     return parser
 
@@ -91,13 +105,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         Interrupted,
         RunBusy,
         RunFailed,
+        keep_records,
         run_benchmark,
         write_tables,
     )
 
-    if args.table_only:
+    if args.table_only or args.keep_records_from:
         try:
-            write_tables(preset, args.out, protocol=args.protocol)
+            if args.keep_records_from:
+                keep_records(preset, args.keep_records_from, args.out)
+            else:
+                write_tables(preset, args.out, protocol=args.protocol)
         except PresetError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

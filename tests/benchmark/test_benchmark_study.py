@@ -357,6 +357,49 @@ def test_table_only_counts_finished_runs_and_lists_the_rest(tmp_path):
     assert main(["--preset", str(preset.source), "--out", str(tmp_path / "empty"), "--table-only"])
 
 
+@pytest.mark.solo
+def test_keeping_records_copies_the_presets_finished_runs_then_writes_the_table(tmp_path):
+    from solo_bayesncl.cli.benchmark import main
+
+    preset = _preset(tmp_path, "methods: [ncl, bayesncl]\nseeds: [1, 2]\n")
+    trained, kept = tmp_path / "trained", tmp_path / "kept"
+
+    def run_dir(folder, method, seed):
+        return folder / "runs" / f"{method}-seed{seed}-{run_key(preset, method, seed)}"
+
+    for method, seed, gain in (("ncl", 1, 0.2), ("bayesncl", 1, 0.25), ("ncl", 2, 0.3)):
+        folder = run_dir(trained, method, seed)
+        folder.mkdir(parents=True)
+        result = fake_result(method, seed, gain, commit=f"c{seed}", dirty=False)
+        (folder / "result.json").write_text(json.dumps(result))
+        (folder / "last.ckpt").write_bytes(b"weights")
+    run_dir(trained, "bayesncl", 2).mkdir()  # under way: nothing of it is kept
+    (trained / "runs" / "simclr-seed1-other").mkdir()  # not a run of this preset
+    (trained / "runs" / "simclr-seed1-other" / "result.json").write_text("{}")
+    argv = ["--preset", str(preset.source), "--out", str(kept), "--keep-records-from", str(trained)]
+    assert main(argv) == 0
+    assert sorted(
+        p.parent.name.split("-")[0] + p.parent.name.split("-")[1]
+        for p in kept.glob("runs/*/result.json")
+    ) == ["bayesnclseed1", "nclseed1", "nclseed2"]
+    assert not any(kept.glob("runs/*/*.ckpt")) and not run_dir(kept, "bayesncl", 2).exists()
+    assert (kept / "COMMIT").read_text() == "c1 ncl seed 1\nc1 bayesncl seed 1\nc2 ncl seed 2\n"
+    assert (
+        "Not finished yet, so in no figure above (1 runs): bayesncl seed 2."
+        in (kept / "results.md").read_text()
+    )
+    assert main(argv) == 0  # again: nothing new, COMMIT unchanged
+    assert (kept / "COMMIT").read_text().count("\n") == 3
+
+    # a run trained from uncommitted changes is refused, and nothing else is written
+    folder = run_dir(trained, "bayesncl", 2)
+    (folder / "result.json").write_text(json.dumps(fake_result("bayesncl", 2, 0.3, dirty=True)))
+    before = {p: p.read_bytes() for p in kept.rglob("*") if p.is_file()}
+    assert main(argv) == 2
+    assert {p: p.read_bytes() for p in kept.rglob("*") if p.is_file()} == before
+    assert main(["--preset", str(preset.source), "--keep-records-from", str(tmp_path / "no")]) == 2
+
+
 def test_the_budget_study_script_links_shared_runs_and_skips_unlisted_seeds(tmp_path):
     """results/run_budget_study.sh: the sweep's and the mechanism's runs folders are links to
     their base presets' (so a shared run trains once), and a seed a preset does not list

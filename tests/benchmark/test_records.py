@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from solo_bayesncl.benchmark.presets import available_presets, load_preset
-from solo_bayesncl.benchmark.records import RUN_RECORDS, located, read_result, recorded_path
+from solo_bayesncl.benchmark.records import (
+    RUN_RECORDS,
+    RecordsError,
+    add_commit_lines,
+    keep_run_records,
+    located,
+    read_result,
+    recorded_path,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,6 +76,70 @@ def test_read_result_resolves_both_kinds_of_record(tmp_path):
     assert result["checkpoint"] == str(run / "pretrain" / "a.ckpt")
     assert result["pretrain_metrics_csv"] == str(run / "pretrain_metrics.csv")
     assert result["knn_top1"] == 50.0
+
+
+def _trained_run(folder: Path, seed: int = 1, dirty=False, **extra) -> Path:
+    """A finished run folder as the benchmark leaves it: records beside a checkpoint and a log."""
+    folder.mkdir(parents=True)
+    result = {"method": "ncl", "seed": seed, "commit": "c0ffee", "dirty": dirty, **extra}
+    (folder / "result.json").write_text(json.dumps(result))
+    (folder / "pretrain_metrics.csv").write_text("epoch,interp/consistency_gain\n9,0.2\n")
+    (folder / "log.txt").write_text("training log")
+    (folder / "pretrain").mkdir()
+    (folder / "pretrain" / "last.ckpt").write_bytes(b"weights")
+    return folder
+
+
+def test_keeping_a_run_copies_its_records_only_and_is_idempotent(tmp_path):
+    source = _trained_run(tmp_path / "trained" / "runs" / "ncl-seed1-k")
+    kept = tmp_path / "kept" / "runs" / "ncl-seed1-k"
+    assert keep_run_records(source, kept) == ["pretrain_metrics.csv", "result.json"]
+    assert sorted(p.name for p in kept.iterdir()) == ["pretrain_metrics.csv", "result.json"]
+    for name in ("pretrain_metrics.csv", "result.json"):
+        assert (kept / name).read_bytes() == (source / name).read_bytes()
+    assert keep_run_records(source, kept) == []  # already kept
+    # gate measures computed afterwards in the training folder join the kept records
+    (source / "gate_measures.json").write_text('{"open_rate_class_dims": 0.2}')
+    assert keep_run_records(source, kept) == ["gate_measures.json"]
+    assert set(RUN_RECORDS) == {p.name for p in kept.iterdir()}
+
+
+def test_a_kept_record_that_differs_is_never_replaced(tmp_path):
+    source = _trained_run(tmp_path / "trained" / "runs" / "ncl-seed1-k")
+    kept = tmp_path / "kept" / "runs" / "ncl-seed1-k"
+    kept.mkdir(parents=True)
+    (kept / "pretrain_metrics.csv").write_text("epoch\n1\n")
+    (kept / "result.json").write_text('{"method": "ncl", "seed": 1, "knn_top1": 50.0}')
+    with pytest.raises(RecordsError, match=r"result.json differs from .*never replaced"):
+        keep_run_records(source, kept)
+    # checked before writing: the differing metrics file was not copied either
+    assert (kept / "pretrain_metrics.csv").read_text() == "epoch\n1\n"
+    assert json.loads((kept / "result.json").read_text())["knn_top1"] == 50.0
+
+
+@pytest.mark.parametrize("dirty", [True, "unknown", None])
+def test_a_run_not_trained_from_a_commit_or_not_finished_is_not_kept(tmp_path, dirty):
+    source = _trained_run(tmp_path / "trained" / "runs" / "ncl-seed1-k", dirty=dirty)
+    kept = tmp_path / "kept" / "runs" / "ncl-seed1-k"
+    with pytest.raises(RecordsError, match="was not trained from a commit"):
+        keep_run_records(source, kept)
+    (source / "result.json").unlink()
+    with pytest.raises(RecordsError, match=r"not finished \(no result.json\)"):
+        keep_run_records(source, kept)
+    assert not kept.exists()
+
+
+def test_commit_lines_are_added_once_after_the_kept_ones(tmp_path):
+    (tmp_path / "COMMIT").write_text("aaa ncl seed 1\n")
+    results = [
+        {"method": "ncl", "seed": 1, "commit": "aaa"},
+        {"method": "bayesncl", "variant": "bayesncl_rho0.3", "seed": 2, "commit": "bbb"},
+        {"method": "bayesncl", "variant": "bayesncl_rho0.3", "seed": 2, "commit": "bbb"},
+    ]
+    assert add_commit_lines(tmp_path, results) == ["bbb bayesncl_rho0.3 seed 2"]
+    assert (tmp_path / "COMMIT").read_text() == "aaa ncl seed 1\nbbb bayesncl_rho0.3 seed 2\n"
+    assert add_commit_lines(tmp_path, results) == []
+    assert add_commit_lines(tmp_path / "new", results[:1]) == ["aaa ncl seed 1"]
 
 
 def _ignored(paths: list[str]) -> set[str]:
