@@ -12,15 +12,17 @@
 # trains once. A seed a preset does not list is skipped. The order used:
 #
 #   sh results/run_budget_study.sh results 1                      # seed 1 of part 1
+#   sh results/run_budget_study.sh results 2                      # the seed spread at 100 epochs
 #   sh results/run_budget_study.sh results 1 study_budget_200     # 200 epochs: is 100 enough?
-#   sh results/run_budget_study.sh results 2
 #   sh results/run_budget_study.sh results 1 "study_budget_sweep study_budget_mechanism"
 #   sh results/run_budget_study.sh results "3 4 5"
 #   sh results/run_budget_study.sh results "2 3" "study_budget_sweep study_budget_mechanism"
 #   sh results/run_budget_study.sh results "4 5" study_budget_mechanism
 #
-# Finished runs are skipped and an interrupted run resumes, so the same command continues a
-# stopped study; each preset's table is rewritten after every seed from its finished runs only.
+# Seed 2 comes before the 200-epoch check: the check's rule compares the change from 100 to 200
+# epochs with the seed spread at 100, which takes two seeds. Finished runs are skipped and an
+# interrupted run resumes, so the same command continues a stopped study; each preset's table is
+# rewritten after every seed from its finished runs only.
 RESULTS=${1:-results}
 SEEDS=${2:-1 2 3 4 5}
 PRESETS=${3:-study_budget_scenes study_budget}
