@@ -143,6 +143,11 @@ def run_key(preset: Preset, method: str, seed: int) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def run_folder_name(preset: Preset, method: str, seed: int) -> str:
+    """The name of a run's folder under ``RESULTS_DIR/runs``: ``<method>-seed<seed>-<run key>``."""
+    return f"{method}-seed{seed}-{run_key(preset, method, seed)}"
+
+
 def check_configs(preset: Preset) -> dict[str, int]:
     """Composes every method's config with the preset's overrides, before anything trains, so
     that a bad override fails here naming the preset and the method; returns each method's
@@ -237,7 +242,7 @@ def write_tables(
     results, missing = [], []
     for seed in preset.seeds:
         for method in preset.methods:
-            run_dir = out_dir / "runs" / f"{method}-seed{seed}-{run_key(preset, method, seed)}"
+            run_dir = out_dir / "runs" / run_folder_name(preset, method, seed)
             if _finished(run_dir / "result.json", protocol):
                 results.append(read_result(run_dir))
             else:
@@ -270,9 +275,7 @@ def keep_records(
             f"{source_runs} does not exist: pass the results folder the runs trained in"
         )
     names = [
-        f"{method}-seed{seed}-{run_key(preset, method, seed)}"
-        for seed in preset.seeds
-        for method in preset.methods
+        run_folder_name(preset, method, seed) for seed in preset.seeds for method in preset.methods
     ]
     finished = [name for name in names if (source_runs / name / "result.json").is_file()]
     if not finished:
