@@ -23,6 +23,15 @@
 # epochs with the seed spread at 100, which takes two seeds. Finished runs are skipped and an
 # interrupted run resumes, so the same command continues a stopped study; each preset's table is
 # rewritten after every seed from its finished runs only.
+#
+# A study folder outside the repository, on a machine that did not train every kept run, lacks
+# the runs whose records git keeps (results/NAME/runs/): the sweep and the mechanism would train
+# their shared runs again. KEPT names the repository's results folder; its kept records are
+# copied into RESULTS first, each missing file of each run (result.json last, so that the run
+# counts as finished only once its records are all there), never over a file RESULTS holds; a run
+# under way in RESULTS is left to resume:
+#
+#   KEPT=../solo-bayesncl/results sh results/run_budget_study.sh ../study_out 1 study_budget_sweep
 RESULTS=${1:-results}
 SEEDS=${2:-1 2 3 4 5}
 PRESETS=${3:-study_budget_scenes study_budget}
@@ -38,6 +47,27 @@ for preset in $PRESETS; do
         mkdir -p "$RESULTS/$base/runs" "$RESULTS/$preset"
         ln -s "../$base/runs" "$RESULTS/$preset/runs"
     fi
+done
+restore_kept_runs() { # $1: a preset whose runs folder holds its runs (not a link)
+    [ -n "$KEPT" ] && [ -d "$KEPT/$1/runs" ] || return 0
+    for kept in "$KEPT/$1/runs"/*/; do
+        [ -f "$kept/result.json" ] || continue
+        run="$RESULTS/$1/runs/$(basename "$kept")"
+        if [ -d "$run" ] && [ ! -e "$run/result.json" ]; then
+            echo "== $run: unfinished here, finished in $KEPT; it resumes (remove it to use the kept run)"
+            continue
+        fi
+        mkdir -p "$run"
+        for record in "$kept"*; do
+            name=$(basename "$record")
+            [ "$name" = result.json ] || [ -e "$run/$name" ] || cp "$record" "$run/$name"
+        done
+        [ -e "$run/result.json" ] || cp "$kept/result.json" "$run/result.json"
+    done
+}
+for preset in $PRESETS; do
+    base=$(shares_runs_of "$preset")
+    restore_kept_runs "${base:-$preset}"
 done
 for seed in $SEEDS; do
     for preset in $PRESETS; do

@@ -444,3 +444,64 @@ def test_the_budget_study_script_links_shared_runs_and_skips_unlisted_seeds(tmp_
     study("1", "study_budget_long")
     long_link = out / "study_budget_long" / "runs"
     assert long_link.resolve() == (out / "study_budget_scenes" / "runs").resolve()
+
+
+def test_the_budget_study_script_restores_the_kept_runs_so_shared_runs_are_not_retrained(
+    tmp_path,
+):
+    """KEPT=<the repository's results> copies the kept records of finished runs into the study
+    folder before any run starts, so that the runner (which counts a run with a result.json as
+    finished) skips them; a file the study folder holds is never replaced, and a run under way
+    there is left to resume."""
+    shim = tmp_path / "bin" / "python3"
+    shim.parent.mkdir()
+    shim.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "-m" ]; then exit 0; fi\n'  # the benchmark itself is not run
+        f'exec {sys.executable} "$@"\n'
+    )
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    kept, out = tmp_path / "kept", tmp_path / "study"
+    for name in ("ncl-seed1-aaa", "bayesncl-seed1-bbb", "ncl-seed2-ccc"):
+        folder = kept / "study_budget" / "runs" / name
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps({"run": name}))
+        (folder / "pretrain_metrics.csv").write_text(f"epoch\n{name}\n")
+    (kept / "study_budget" / "runs" / "unfinished-seed1-ddd").mkdir()  # kept nothing: skipped
+    here = out / "study_budget" / "runs"
+    (here / "bayesncl-seed1-bbb").mkdir(parents=True)  # already finished here, own records
+    (here / "bayesncl-seed1-bbb" / "result.json").write_text("mine")
+    (here / "ncl-seed2-ccc").mkdir()  # under way here
+    (here / "ncl-seed2-ccc" / "last.ckpt").write_bytes(b"weights")
+    env = dict(os.environ, PATH=f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
+    env.update(PYTHONPATH=str(REPO), KEPT=str(kept))
+    done = subprocess.run(
+        ["sh", "results/run_budget_study.sh", str(out), "1", "study_budget_sweep"],
+        cwd=REPO,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    restored = here / "ncl-seed1-aaa"
+    assert json.loads((restored / "result.json").read_text()) == {"run": "ncl-seed1-aaa"}
+    assert (restored / "pretrain_metrics.csv").read_text() == "epoch\nncl-seed1-aaa\n"
+    assert (here / "bayesncl-seed1-bbb" / "result.json").read_text() == "mine"
+    assert (here / "bayesncl-seed1-bbb" / "pretrain_metrics.csv").is_file()  # the missing record
+    assert sorted(p.name for p in (here / "ncl-seed2-ccc").iterdir()) == ["last.ckpt"]
+    assert "ncl-seed2-ccc: unfinished here, finished in" in done.stdout
+    assert not (here / "unfinished-seed1-ddd").exists()
+    # the sweep reads them through its link to study_budget's runs folder
+    assert (out / "study_budget_sweep" / "runs" / "ncl-seed1-aaa" / "result.json").is_file()
+    # without KEPT nothing is copied
+    env.pop("KEPT")
+    subprocess.run(
+        ["sh", "results/run_budget_study.sh", str(tmp_path / "bare"), "1", "study_budget_sweep"],
+        cwd=REPO,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    assert not any((tmp_path / "bare" / "study_budget" / "runs").iterdir())
