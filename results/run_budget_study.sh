@@ -14,6 +14,7 @@
 #   sh results/run_budget_study.sh results 1                      # seed 1 of part 1
 #   sh results/run_budget_study.sh results 2                      # the seed spread at 100 epochs
 #   sh results/run_budget_study.sh results 1 study_budget_200     # 200 epochs: is 100 enough?
+#   sh results/run_budget_study.sh results 2 study_budget_200     # the seed spread at 200 epochs
 #   sh results/run_budget_study.sh results 1 "study_budget_sweep study_budget_mechanism"
 #   sh results/run_budget_study.sh results "3 4 5"
 #   sh results/run_budget_study.sh results "2 3" "study_budget_sweep study_budget_mechanism"
