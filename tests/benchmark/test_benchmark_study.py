@@ -247,8 +247,8 @@ def test_trained_budget_sweep_and_mechanism_share_their_base_presets_runs():
 
 def test_the_budget_checks_are_the_scenes_study_at_its_length_and_at_twice_it():
     """study_budget_long (50 epochs against 100) ran exactly study_budget_scenes' settings, so
-    its runs are the scenes study's seed 1; study_budget_200 doubles the length again and
-    nothing else."""
+    its runs are the scenes study's seed 1; study_budget_200 doubles the length again, for the
+    same three settings, and nothing else."""
     from solo_bayesncl.benchmark.runner import run_key
 
     long, scenes = load_preset("study_budget_long"), load_preset("study_budget_scenes")
@@ -259,7 +259,9 @@ def test_the_budget_checks_are_the_scenes_study_at_its_length_and_at_twice_it():
     doubled = {"max_epochs=200", "++scheduler.warmup_epochs=20", "interpretability.frequency=20"}
     assert set(check.overrides) - set(scenes.overrides) == doubled
     assert len(check.overrides) == len(scenes.overrides)
-    assert long.methods == check.methods == ["ncl", "bayesncl"] and check.linear == scenes.linear
+    assert long.methods == ["ncl", "bayesncl"] and check.linear == scenes.linear
+    assert check.methods == scenes.methods == ["ncl", "bayesncl", "bayesncl_rho0.3_kl3e-4"]
+    assert check.variants == scenes.variants
 
 
 def _sweepfake_result(tmp_path, method, seed, rho, lam, gain):
