@@ -248,7 +248,8 @@ def test_trained_budget_sweep_and_mechanism_share_their_base_presets_runs():
 def test_the_budget_checks_are_the_scenes_study_at_its_length_and_at_twice_it():
     """study_budget_long (50 epochs against 100) ran exactly study_budget_scenes' settings, so
     its runs are the scenes study's seed 1; study_budget_200 doubles the length again, for the
-    same three settings, and nothing else."""
+    same three settings, and study_budget_400 doubles it once more for NCL and the official
+    setting; nothing else differs."""
     from solo_bayesncl.benchmark.runner import run_key
 
     long, scenes = load_preset("study_budget_long"), load_preset("study_budget_scenes")
@@ -262,6 +263,11 @@ def test_the_budget_checks_are_the_scenes_study_at_its_length_and_at_twice_it():
     assert long.methods == ["ncl", "bayesncl"] and check.linear == scenes.linear
     assert check.methods == scenes.methods == ["ncl", "bayesncl", "bayesncl_rho0.3_kl3e-4"]
     assert check.variants == scenes.variants
+    longest = load_preset("study_budget_400")
+    quadrupled = {"max_epochs=400", "++scheduler.warmup_epochs=40", "interpretability.frequency=40"}
+    assert set(longest.overrides) - set(scenes.overrides) == quadrupled
+    assert len(longest.overrides) == len(scenes.overrides) and longest.linear == scenes.linear
+    assert longest.methods == ["ncl", "bayesncl"] and longest.seeds == [1]
 
 
 def _sweepfake_result(tmp_path, method, seed, rho, lam, gain):
