@@ -52,14 +52,12 @@ def test_shipped_presets_load():
     assert "data.dataset=fashion-mnist" in cpu.overrides
 
 
-def test_cpu_preset_uses_the_studys_best_bayesncl_setting_and_paper_presets_the_official_one():
+def test_cpu_and_paper_presets_run_bayesncl_at_the_official_setting():
+    """No setting beat NCL beyond seed noise at the study's trained budget, so the cpu preset
+    keeps the config's official prior and KL weight, like the paper presets."""
     import yaml
 
-    best = ["method_kwargs.bayesian_prior_prob=0.3", "method_kwargs.bayesian_kl_lambda=3.0e-4"]
-    cpu = load_preset("cpu")
-    assert cpu.run_overrides("bayesncl")[-2:] == best
-    assert not any("bayesian" in o for o in cpu.run_overrides("ncl"))
-    for name in ("cifar100", "imagenet100"):
+    for name in ("cpu", "cifar100", "imagenet100"):
         preset = load_preset(name)
         assert not any("bayesian" in o for o in preset.run_overrides("bayesncl")), name
         config = yaml.safe_load((preset.config_dir / "bayesncl.yaml").read_text())
