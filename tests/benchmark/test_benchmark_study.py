@@ -218,13 +218,14 @@ _BAYESNCL_STUDY_KNOBS = {
 
 def test_trained_budget_sweep_and_mechanism_share_their_base_presets_runs():
     """The sweep and the mechanism variants train only their new settings: every setting they
-    share with study_budget / study_budget_scenes has the same run key (so the linked runs
-    folder holds it), and every other one is a BayesNCL variant changing one thing."""
+    share with study_budget / study_budget_200 has the same run key (so the linked runs folder
+    holds it), and every other one is a BayesNCL variant changing one thing. The mechanism runs
+    where the comparison on shared backgrounds is read (200 epochs), not at 100 epochs."""
     from solo_bayesncl.benchmark.runner import run_key
 
     for name, base_name in (
         ("study_budget_sweep", "study_budget"),
-        ("study_budget_mechanism", "study_budget_scenes"),
+        ("study_budget_mechanism", "study_budget_200"),
     ):
         preset, base = load_preset(name), load_preset(base_name)
         assert preset.overrides == base.overrides, name
@@ -452,6 +453,10 @@ def test_the_budget_study_script_links_shared_runs_and_skips_unlisted_seeds(tmp_
     study("1", "study_budget_long")
     long_link = out / "study_budget_long" / "runs"
     assert long_link.resolve() == (out / "study_budget_scenes" / "runs").resolve()
+    # the mechanism variants run at 200 epochs, beside the 200-epoch comparison's runs
+    study("1", "study_budget_mechanism")
+    mechanism_link = out / "study_budget_mechanism" / "runs"
+    assert mechanism_link.resolve() == (out / "study_budget_200" / "runs").resolve()
 
 
 def test_the_budget_study_script_restores_the_kept_runs_so_shared_runs_are_not_retrained(
