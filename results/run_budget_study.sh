@@ -9,7 +9,8 @@
 # Fashion-MNIST) and the check of 50 epochs against 100 (study_budget_long) share those presets'
 # runs, and the mechanism variants (study_budget_mechanism, fashion-mnist-scenes, 200 epochs)
 # share study_budget_200's: their runs folders are links to study_budget's, study_budget_scenes'
-# and study_budget_200's, made here, so a run two presets hold trains once. A seed a preset does not list is skipped. The order used:
+# and study_budget_200's, made here, so a run two presets hold trains once. A seed a preset does
+# not list is skipped. The order used:
 #
 #   sh results/run_budget_study.sh results 1                      # seed 1 of part 1
 #   sh results/run_budget_study.sh results 2                      # the seed spread at 100 epochs
@@ -17,6 +18,7 @@
 #   sh results/run_budget_study.sh results 2 study_budget_200     # the seed spread at 200 epochs
 #   sh results/run_budget_study.sh results "3 4 5" study_budget_200 # the comparison at 200 epochs
 #   sh results/run_budget_study.sh results 1 study_budget_mechanism # the variants, at 200 epochs
+#   sh results/run_budget_study.sh results "2 3 4 5" study_budget_mechanism
 #   sh results/run_budget_study.sh results 1 study_budget_400     # 400 epochs: is 200 enough?
 #
 # (study_budget_200 lists the rho 0.3, lambda 3e-4 setting and seeds 3-5 since its seeds 1-2 of
@@ -26,7 +28,6 @@
 #   sh results/run_budget_study.sh results 1 study_budget_sweep
 #   sh results/run_budget_study.sh results "3 4 5"
 #   sh results/run_budget_study.sh results "2 3" study_budget_sweep
-#   sh results/run_budget_study.sh results "2 3 4 5" study_budget_mechanism
 #
 # Seed 2 comes before the 200-epoch check: the check's rule compares the change from 100 to 200
 # epochs with the seed spread at 100, which takes two seeds. Finished runs are skipped and an
