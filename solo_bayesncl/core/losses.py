@@ -363,6 +363,11 @@ class NCLLoss(nn.Module):
         gather_distributed: compare against the views of every process under DDP.
         check_inputs: refuse non-finite, unnormalised or positive-less rows and (BayesNCL) gate
             probabilities outside [0, 1] (each check reads one count back from the device).
+        dimension_dropout: in training mode, the share ``p`` in [0, 1) of ``u``'s entries zeroed
+            at random (each entry of every row kept with probability ``1 - p``, independently;
+            then ``v = normalize(u * m)`` is compared, as a gate's mask would be); 0 compares
+            ``u``. A random gate with no gating head and no prior: the control for BayesNCL's
+            binary-concrete gate, whose noise closes gates at random in training.
 
     ``forward(z, indexes)``: ``z`` the ``(n, k)`` projector outputs of every view, ``indexes``
     the image of each row (views of one image are positives)::
@@ -378,6 +383,7 @@ class NCLLoss(nn.Module):
         top_k: int | None = None,
         gather_distributed: bool = True,
         check_inputs: bool = True,
+        dimension_dropout: float = 0.0,
     ) -> None:
         super().__init__()
         self.temperature = require_range("temperature", temperature, low=0.0, high=math.inf)
@@ -385,6 +391,9 @@ class NCLLoss(nn.Module):
         self.top_k = None if top_k is None else require_int("top_k", top_k, low=1)
         self.gather_distributed = bool(gather_distributed)
         self.check_inputs = bool(check_inputs)
+        self.dimension_dropout = require_range(
+            "dimension_dropout", dimension_dropout, 0.0, 1.0, low_inclusive=True
+        )
 
     def representation(self, z: torch.Tensor) -> torch.Tensor:
         """``u = normalize(phi(z))`` (:func:`non_negative_representation`)."""
@@ -400,17 +409,39 @@ class NCLLoss(nn.Module):
             check_inputs=self.check_inputs,
         )
 
+    def dropout_mask(self, z: torch.Tensor) -> torch.Tensor | None:
+        """The mask of ``dimension_dropout`` for the rows of ``z``, drawn from torch's global
+        generator (so a seeded run draws the same masks): in training mode with ``p > 0``, True
+        where an entry is kept (probability ``1 - p``); None otherwise."""
+        if not self.training or self.dimension_dropout == 0.0:
+            return None
+        return torch.rand(z.shape, device=z.device) >= self.dimension_dropout
+
     def terms(self, z: torch.Tensor, indexes: torch.Tensor) -> LossTerms:
-        """The loss with the representation it compared."""
-        u = self.representation(z)
-        nce = self.contrast(u, indexes)
-        return LossTerms(loss=nce, nce=nce, representation=u)
+        """The loss with the representation it compared: ``u``, or in training with
+        ``dimension_dropout`` the randomly masked ``v = normalize(u * m)``."""
+        mask = self.dropout_mask(z)
+        if mask is None:
+            u = self.representation(z)
+            nce = self.contrast(u, indexes)
+            return LossTerms(loss=nce, nce=nce, representation=u)
+        v = gated_representation(z, mask, self.non_neg, self.top_k)
+        nce = self.contrast(v, indexes)
+        return LossTerms(
+            loss=nce,
+            nce=nce,
+            representation=v,
+            logged={"train_dimension_kept_ratio": mask.float().mean()},
+        )
 
     def forward(self, z: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:
         return self.terms(z, indexes).loss
 
     def extra_repr(self) -> str:
-        return f"temperature={self.temperature}, non_neg={self.non_neg!r}, top_k={self.top_k}"
+        dropout = f", dimension_dropout={self.dimension_dropout}" if self.dimension_dropout else ""
+        return (
+            f"temperature={self.temperature}, non_neg={self.non_neg!r}, top_k={self.top_k}{dropout}"
+        )
 
 
 class BayesNCLLoss(NCLLoss):

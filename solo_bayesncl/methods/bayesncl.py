@@ -107,7 +107,8 @@ class BayesNCL(NCL):
     @staticmethod
     def add_and_assert_specific_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
         """Adds BayesNCL's defaults and checks its keys (see the class docstring)."""
-        cfg = super(BayesNCL, BayesNCL).add_and_assert_specific_cfg(cfg)
+        # NCL's shared checks only: its dimension_dropout is not a BayesNCL key
+        cfg = NCL.check_ncl_kwargs(super(NCL, NCL).add_and_assert_specific_cfg(cfg))
         kw = "method_kwargs"
         kwargs = cfg.method_kwargs
         kwargs.use_bayes = parse_bool(

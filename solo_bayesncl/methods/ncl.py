@@ -22,12 +22,19 @@ from solo_bayesncl.core.validation import (
     ConfigError,
     parse_bool,
     require_positive_int,
+    require_range,
     require_temperature,
 )
 from solo_bayesncl.methods.heads import projector
 from solo_bayesncl.metrics import EPS
 
-__all__ = ["NCL", "NCL_KWARGS", "NonFiniteTrainingError", "batch_feature_stats"]
+__all__ = [
+    "NCL",
+    "NCL_KWARGS",
+    "NCL_ONLY_KWARGS",
+    "NonFiniteTrainingError",
+    "batch_feature_stats",
+]
 
 NCL_KWARGS: tuple[str, ...] = (
     "proj_hidden_dim",
@@ -37,8 +44,10 @@ NCL_KWARGS: tuple[str, ...] = (
     "use_topk",
     "topk_k",
 )
-"""Every ``method_kwargs`` key NCL reads; the entry points refuse any other key
-(:func:`solo_bayesncl.methods.keys.check_method_kwargs`)."""
+"""The ``method_kwargs`` keys NCL and BayesNCL both read."""
+NCL_ONLY_KWARGS: tuple[str, ...] = ("dimension_dropout",)
+"""The ``method_kwargs`` keys only NCL reads; with :data:`NCL_KWARGS`, every key it reads (the
+entry points refuse any other key, :func:`solo_bayesncl.methods.keys.check_method_kwargs`)."""
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +79,13 @@ class NCL(BaseMethod):
         use_topk (bool): keep only the ``topk_k`` largest activations per sample (NCL+TopK
             baseline of the BayesNCL paper). Defaults to False.
         topk_k (int): how many activations to keep when ``use_topk``. Defaults to 32.
+        dimension_dropout (float): share in [0, 1) of the representation's entries zeroed at
+            random in training before InfoNCE (:class:`~solo_bayesncl.core.losses.NCLLoss`); the
+            representation evaluated is unchanged. A random gate without a gating head or prior,
+            the control for BayesNCL's binary-concrete gate. Defaults to 0.
     """
 
-    METHOD_KWARGS: tuple[str, ...] = NCL_KWARGS
+    METHOD_KWARGS: tuple[str, ...] = NCL_KWARGS + NCL_ONLY_KWARGS
 
     def __init__(self, cfg: omegaconf.DictConfig):
         super().__init__(cfg)
@@ -90,13 +103,27 @@ class NCL(BaseMethod):
         """The loss this method trains with (the config guarantees two views per image, so the
         per-step input check is off; a non-finite step stops training instead)."""
         kwargs = cfg.method_kwargs
-        return NCLLoss(kwargs.temperature, kwargs.non_neg, self.top_k, check_inputs=False)
+        return NCLLoss(
+            kwargs.temperature,
+            kwargs.non_neg,
+            self.top_k,
+            check_inputs=False,
+            # absent from checkpoints older than the key and from use_bayes=False configs
+            dimension_dropout=omegaconf_select(cfg, "method_kwargs.dimension_dropout", 0.0),
+        )
 
     @staticmethod
     def add_and_assert_specific_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
         """Adds NCL's defaults and checks its keys (see the class docstring)."""
-        cfg = super(NCL, NCL).add_and_assert_specific_cfg(cfg)
-        return NCL.check_ncl_kwargs(cfg)
+        cfg = NCL.check_ncl_kwargs(super(NCL, NCL).add_and_assert_specific_cfg(cfg))
+        cfg.method_kwargs.dimension_dropout = require_range(
+            "method_kwargs.dimension_dropout",
+            omegaconf_select(cfg, "method_kwargs.dimension_dropout", 0.0),
+            low=0.0,
+            high=1.0,
+            low_inclusive=True,
+        )
+        return cfg
 
     @staticmethod
     def check_ncl_kwargs(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:

@@ -219,8 +219,9 @@ _BAYESNCL_STUDY_KNOBS = {
 def test_trained_budget_sweep_and_mechanism_share_their_base_presets_runs():
     """The sweep and the mechanism variants train only their new settings: every setting they
     share with study_budget / study_budget_200 has the same run key (so the linked runs folder
-    holds it), and every other one is a BayesNCL variant changing one thing. The mechanism runs
-    where the comparison on shared backgrounds is read (200 epochs), not at 100 epochs."""
+    holds it), and every other one is a BayesNCL variant changing one thing, or NCL with only a
+    random dimension dropout (the mechanism's control). The mechanism runs where the comparison
+    on shared backgrounds is read (200 epochs), not at 100 epochs."""
     from solo_bayesncl.benchmark.runner import run_key
 
     for name, base_name in (
@@ -236,14 +237,21 @@ def test_trained_budget_sweep_and_mechanism_share_their_base_presets_runs():
                 if seed in preset.seeds:
                     assert run_key(preset, method, seed) == run_key(base, method, seed), method
         for method in set(preset.methods) - set(base.methods):
-            assert preset.base_method(method) == "bayesncl", method
             own = preset.run_overrides(method)[len(preset.overrides) :]
+            if preset.base_method(method) == "ncl":
+                assert own == ["++method_kwargs.dimension_dropout=0.11"], own
+                continue
+            assert preset.base_method(method) == "bayesncl", method
             assert own and all(o.split("=")[0] in _BAYESNCL_STUDY_KNOBS for o in own), own
     lambdas = _swept_values(load_preset("study_budget_sweep"), "method_kwargs.bayesian_kl_lambda")
     assert {"1.0e-4", "3.0e-4", "1.0e-3"} <= lambdas
     mechanism = load_preset("study_budget_mechanism")
     assert "method_kwargs.gate_type=binary_concrete" in mechanism.run_overrides("bayesncl_concrete")
     assert "optimizer.gating_head_lr=1.0" in mechanism.run_overrides("bayesncl_headlr1")
+    assert (
+        "ncl_dimdrop" in mechanism.methods
+        and "ncl_dimdrop" not in load_preset("study_budget_200").methods
+    )
 
 
 def test_the_budget_checks_are_the_scenes_study_at_its_length_and_at_twice_it():

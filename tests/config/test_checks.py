@@ -49,8 +49,25 @@ def test_misspelt_method_kwarg_is_refused_with_the_known_keys(image_folder):
 def test_gate_keys_are_unknown_to_ncl(image_folder):
     message = _refused("ncl.yaml", ["+method_kwargs.gate_threshold=0.3"], image_folder)
     assert message == (
-        "method_kwargs has unknown key(s) gate_threshold; known keys: non_neg, proj_hidden_dim, "
-        "proj_output_dim, temperature, topk_k, use_topk"
+        "method_kwargs has unknown key(s) gate_threshold; known keys: dimension_dropout, "
+        "non_neg, proj_hidden_dim, proj_output_dim, temperature, topk_k, use_topk"
+    )
+
+
+def test_dimension_dropout_is_an_ncl_key_only(image_folder):
+    message = _refused("bayesncl.yaml", ["+method_kwargs.dimension_dropout=0.1"], image_folder)
+    assert message.startswith("method_kwargs has unknown key(s) dimension_dropout; known keys:")
+    cfg = _prepare("ncl.yaml", ["+method_kwargs.dimension_dropout=0.11"], image_folder)
+    assert cfg.method_kwargs.dimension_dropout == 0.11
+    assert _prepare("ncl.yaml", [], image_folder).method_kwargs.dimension_dropout == 0.0
+    assert "dimension_dropout" not in _prepare("bayesncl.yaml", [], image_folder).method_kwargs
+
+
+@pytest.mark.parametrize(("value", "shown"), [("1.0", "1.0"), ("-0.1", "-0.1"), ("half", "'half'")])
+def test_dimension_dropout_outside_zero_one_is_refused_in_one_line(image_folder, value, shown):
+    message = _refused("ncl.yaml", [f"+method_kwargs.dimension_dropout={value}"], image_folder)
+    assert message == (
+        f"method_kwargs.dimension_dropout={shown} is out of range; allowed: a number in [0, 1)"
     )
 
 

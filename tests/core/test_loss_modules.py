@@ -60,9 +60,42 @@ def test_bayesncl_loss_without_kl_weight_is_the_gated_info_nce_and_trains_the_ga
     assert logits.grad is not None and logits.grad.abs().sum() > 0  # straight-through
 
 
+def test_dimension_dropout_compares_u_masked_at_random_in_training_only():
+    z, _, indexes = _views(n_images=64, k=32)
+    criterion = NCLLoss(temperature=0.3, dimension_dropout=0.25)
+    torch.manual_seed(11)
+    terms = criterion.terms(z, indexes)
+    torch.manual_seed(11)  # the same draw, made here: each entry kept with probability 0.75
+    keep = torch.rand(z.shape) >= 0.25
+    v = non_negative_representation(z, "rep_relu") * keep
+    v = v / v.norm(dim=1, keepdim=True)
+    assert torch.allclose(terms.representation, v, atol=1e-6)
+    assert torch.allclose(terms.loss, info_nce_loss(v, indexes, 0.3), atol=1e-6)
+    assert torch.equal(terms.logged["train_dimension_kept_ratio"], keep.float().mean())
+    assert abs(keep.float().mean().item() - 0.75) < 0.03  # 4,096 draws: std 0.007
+    dropped = non_negative_representation(z, "rep_relu").abs() > 0
+    assert (terms.representation[dropped & ~keep] == 0).all()
+    u = non_negative_representation(z, "rep_relu")
+    criterion.eval()
+    assert torch.equal(criterion.terms(z, indexes).representation, u)
+    assert torch.allclose(criterion(z, indexes), NCLLoss(temperature=0.3)(z, indexes))
+
+
+def test_dimension_dropout_passes_no_gradient_through_a_dropped_entry():
+    z, _, indexes = _views(n_images=8, k=16)
+    z = z.abs().requires_grad_(True)  # every entry active under rep_relu
+    torch.manual_seed(5)
+    NCLLoss(non_neg="relu", dimension_dropout=0.5)(z, indexes).backward()
+    torch.manual_seed(5)
+    keep = torch.rand(z.shape) >= 0.5
+    # v = normalize(phi(z) * m) does not depend on a dropped entry: zero up to rounding
+    assert z.grad[~keep].abs().max() < 1e-6 * z.grad[keep].abs().max()
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
+        (lambda: NCLLoss(dimension_dropout=1.0), "dimension_dropout=1.0 is out of range"),
         (lambda: NCLLoss(temperature=0), "temperature=0 is out of range"),
         (lambda: NCLLoss(non_neg="square"), "non_neg='square' is not supported"),
         (lambda: NCLLoss(top_k=0), "top_k=0 is out of range"),

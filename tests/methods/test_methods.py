@@ -217,6 +217,32 @@ def test_gumbel_sigmoid_gate_trains(image_folder, batch):
     assert torch.isfinite(loss)
 
 
+def test_ncl_dimension_dropout_masks_training_only(image_folder, batch):
+    """NCL's ``dimension_dropout`` zeroes entries of what InfoNCE compares in training (logged as
+    the kept share); evaluation reads the unmasked representation."""
+    from solo.methods import METHODS
+
+    model = METHODS["ncl"](
+        _cfg("ncl.yaml", extra=["+method_kwargs.dimension_dropout=0.5"], image_folder=image_folder)
+    )
+    logged = {}
+    model.log_dict = lambda stats, **k: logged.update(stats)
+    loss = model.training_step(batch, 0)
+    loss.backward()
+    assert torch.isfinite(loss) and model.projector[0].weight.grad.abs().sum() > 0
+    assert 0.3 < logged["train_dimension_kept_ratio"].item() < 0.7  # 8 x 32 draws at 0.5
+    model.eval()
+    with torch.no_grad():
+        out = model(batch[1][0])
+        u = model.objective.representation(out["z"])
+        assert torch.equal(model.representation(out), u)
+        assert torch.equal(model.contrastive_terms({"z": [out["z"]]}, batch[0]).representation, u)
+    model.train()
+    with torch.no_grad():
+        masked = model.contrastive_terms({"z": [out["z"]]}, batch[0]).representation
+    assert ((masked == 0) & (u > 0)).any()
+
+
 def test_soft_gate_zeroes_nothing(image_folder, batch):
     from solo.methods import METHODS
 
