@@ -13,7 +13,9 @@ background-dominated share of the gated representation, and the paired differenc
 rate minus background open rate* within each run, with its 95% Student-t interval over seeds.
 A run recorded before these measures existed gets them from its final checkpoint, once: they
 are kept beside it in ``runs/<run>/gate_measures.json`` and the run's own records are left as
-they are.
+they are. The gate probabilities of the two groups (:data:`PROBABILITY_KEYS`, what a noisy gate
+opens with in training) came later still: a run without them gets them from its checkpoint
+when the checkpoint is at hand, and shows ``-`` when it is not.
 """
 
 from __future__ import annotations
@@ -37,7 +39,14 @@ from solo_bayesncl.benchmark.table import (
 from solo_bayesncl.host.availability import quiet_third_party_warnings
 from solo_bayesncl.io.files import replacing, write_text_replacing
 
-__all__ = ["GATE_KEYS", "MEASURES_FILE", "main", "open_rate_differences", "with_gate_measures"]
+__all__ = [
+    "GATE_KEYS",
+    "MEASURES_FILE",
+    "PROBABILITY_KEYS",
+    "main",
+    "open_rate_differences",
+    "with_gate_measures",
+]
 
 GATE_KEYS = (
     "ungated_background_dims_share",
@@ -45,7 +54,10 @@ GATE_KEYS = (
     "open_rate_class_dims",
     "open_rate_lift_correlation",
 )
-"""The keys :func:`~solo_bayesncl.evaluation.background.gate_measures` returns."""
+"""The keys :func:`~solo_bayesncl.evaluation.background.gate_measures` returns that every
+gated scenes run has (recorded, kept or measured)."""
+PROBABILITY_KEYS = ("gate_probability_background_dims", "gate_probability_class_dims")
+"""The keys it returns besides, taken from a run's checkpoint only while the checkpoint exists."""
 MEASURES_FILE = "gate_measures.json"
 MEASURED_AT = "gate_measured_at_commit"
 """Where a run measured afterwards records the commit of the code that measured it."""
@@ -57,16 +69,12 @@ def _gated(result: dict[str, Any]) -> bool:
     return result.get("gate_open_rate") is not None
 
 
-def _checkpoint(run_dir: Path, result: dict[str, Any]) -> Path:
-    """The run's final checkpoint (found inside ``run_dir`` when the folder has moved since)."""
+def _checkpoint(run_dir: Path, result: dict[str, Any]) -> Path | None:
+    """The run's final checkpoint (found inside ``run_dir`` when the folder has moved since), or
+    None when it is gone."""
     recorded = result.get("checkpoint") or ""
     found = located(run_dir, recorded) if recorded else None
-    if found is not None and found.is_file():
-        return found
-    raise SystemExit(
-        f"error: {run_dir / 'result.json'}: its checkpoint {recorded} is missing, so its gate "
-        "measures cannot be computed"
-    )
+    return found if found is not None and found.is_file() else None
 
 
 def with_gate_measures(
@@ -78,29 +86,43 @@ def with_gate_measures(
     """``result`` with the gate's measures in its ``background`` record: as recorded, else kept
     in ``run_dir/gate_measures.json``, else computed by ``measure`` (default
     :func:`~solo_bayesncl.evaluation.background.gate_measures`) from the final checkpoint and
-    kept there (``log`` says so). Runs without a gate or off the scenes data are returned unchanged."""
+    kept there (``log`` says so); recorded figures win over kept ones. :data:`PROBABILITY_KEYS`
+    missing from both are measured while the checkpoint exists and left out once it is gone; a
+    missing checkpoint is an error only for :data:`GATE_KEYS`. Runs without a gate or off the
+    scenes data are returned unchanged."""
     background = result.get("background")
     if not _gated(result) or not isinstance(background, dict):
         return result
-    if all(key in background for key in GATE_KEYS):
+    if all(key in background for key in GATE_KEYS + PROBABILITY_KEYS):
         return result
     kept = run_dir / MEASURES_FILE
-    if kept.is_file():
-        measures = json.loads(kept.read_text())
-    else:
-        if measure is None:
-            from solo_bayesncl.evaluation.background import gate_measures
+    measures = json.loads(kept.read_text()) if kept.is_file() else {}
+    known = {**measures, **background}
+    if not all(key in known for key in GATE_KEYS + PROBABILITY_KEYS):
+        checkpoint = _checkpoint(run_dir, result)
+        if checkpoint is not None:
+            if measure is None:
+                from solo_bayesncl.evaluation.background import gate_measures
 
-            measure = gate_measures
-        log(f"[gate] {run_dir.name}: measuring its final checkpoint")
-        measures = {k: float(v) for k, v in measure(_checkpoint(run_dir, result)).items()}
-        measures[MEASURED_AT] = git_state()["commit"]
-        write_text_replacing(kept, json.dumps(measures, indent=2) + "\n")
-    missing = [key for key in GATE_KEYS if key not in measures]
+                measure = gate_measures
+            log(f"[gate] {run_dir.name}: measuring its final checkpoint")
+            measures = {k: float(v) for k, v in measure(checkpoint).items()}
+            measures[MEASURED_AT] = git_state()["commit"]
+            write_text_replacing(kept, json.dumps(measures, indent=2) + "\n")
+        elif not kept.is_file() and not all(key in background for key in GATE_KEYS):
+            raise SystemExit(
+                f"error: {run_dir / 'result.json'}: its checkpoint {result.get('checkpoint')} "
+                "is missing, so its gate measures cannot be computed"
+            )
+    missing = [key for key in GATE_KEYS if key not in {**measures, **background}]
     if missing:
         raise SystemExit(f"error: {kept}: lacks {', '.join(missing)}; delete it to recompute")
-    gate = {key: measures[key] for key in GATE_KEYS}
-    return {**result, "background": {**background, **gate}, MEASURED_AT: measures.get(MEASURED_AT)}
+    if all(key in background for key in GATE_KEYS) and not any(
+        k in measures for k in PROBABILITY_KEYS
+    ):
+        return result
+    gate = {key: measures[key] for key in GATE_KEYS + PROBABILITY_KEYS if key in measures}
+    return {**result, "background": {**gate, **background}, MEASURED_AT: measures.get(MEASURED_AT)}
 
 
 def open_rate_differences(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -125,14 +147,17 @@ _TABLE = (
     ("bg_dims_share_ungated", "... of u"),
     ("bg_dims_open_rate", "open rate, background dims"),
     ("class_dims_open_rate", "open rate, class dims"),
+    ("bg_dims_gate_prob", "gate probability, background dims"),
+    ("class_dims_gate_prob", "gate probability, class dims"),
 )
 
 
 def _cell(row: dict[str, Any], column: str) -> str:
-    mean, std = row[column], row[f"{column}_std"]
+    mean, std, n = row[column], row[f"{column}_std"], row[f"{column}_n"]
     if math.isnan(mean):
         return "-"
-    return f"{mean:.3f} +- {std:.3f}" if row["seeds"] > 1 else f"{mean:.3f}"
+    cell = f"{mean:.3f} +- {std:.3f}" if n > 1 else f"{mean:.3f}"
+    return cell + (f" (n={n})" if n < row["seeds"] else "")
 
 
 def gates_markdown(results: Sequence[dict[str, Any]]) -> str:
@@ -173,8 +198,11 @@ def gates_markdown(results: Sequence[dict[str, Any]]) -> str:
         "v is the representation the method outputs (gated for BayesNCL), u = normalize(phi(z)) "
         "what its gate reads off. A dimension is background-dominated when its above-chance "
         "background purity exceeds its above-chance class purity; its open rate is the share "
-        "of the images it is active on (in u) whose gate is open. A gate that closes background "
-        "features, as arXiv 2605.28441 describes, has a positive class - background difference.",
+        "of the images it is active on (in u) whose gate is open, its gate probability the mean "
+        "of alpha on those images (what a noisy gate opens with in training; taken from the "
+        "final checkpoint, so `-` where the runs' checkpoints are gone, and `(n=...)` where "
+        "only n of a row's seeds have it). A gate that closes background features, as "
+        "arXiv 2605.28441 describes, has a positive class - background difference.",
     ]
     return "\n".join(lines) + "\n"
 

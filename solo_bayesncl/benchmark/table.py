@@ -73,6 +73,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("bg_dims_share_ungated", "background.ungated_background_dims_share", "{:.3f}"),
     ("bg_dims_open_rate", "background.open_rate_background_dims", "{:.3f}"),
     ("class_dims_open_rate", "background.open_rate_class_dims", "{:.3f}"),
+    ("bg_dims_gate_prob", "background.gate_probability_background_dims", "{:.3f}"),
+    ("class_dims_gate_prob", "background.gate_probability_class_dims", "{:.3f}"),
     ("s_per_epoch", "seconds_per_epoch", "{:.1f}"),
     ("cpu_s_per_epoch", "cpu_seconds_per_epoch", "{:.1f}"),
     ("peak_memory_mb", "peak_memory_mb", "{:.0f}"),
@@ -156,7 +158,8 @@ def _column_values(runs: Sequence[dict[str, Any]], source: str) -> list[float]:
 
 def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per method or variant: ``{column: mean, column + "_std": sample std over seeds
-    (0 for one seed), "seeds": n, "method": name, "base_method": method}``."""
+    (0 for one seed), column + "_n": how many seeds have the figure, "seeds": n, "method": name,
+    "base_method": method}``."""
     rows = []
     for name in _names(results):
         runs = [r for r in results if run_name(r) == name]
@@ -171,6 +174,7 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             values = _column_values(runs, source)
             row[column] = statistics.fmean(values) if values else math.nan
             row[f"{column}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
+            row[f"{column}_n"] = len(values)
         # wall times taken while other work loaded the machine (see benchmark.machine)
         row["wall_unreliable"] = any(r.get("wall_unreliable") for r in runs)
         loads = [r["epoch_load_mean"] for r in runs if r.get("epoch_load_mean") is not None]
@@ -379,8 +383,11 @@ def write_markdown(
         for column, _, fmt in columns:
             value = row[column]
             cell = "n/a" if math.isnan(value) else fmt.format(value)
-            if row["seeds"] > 1 and not math.isnan(value):
+            n = row.get(f"{column}_n", row["seeds"])
+            if n > 1 and not math.isnan(value):
                 cell += " ± " + fmt.format(row[f"{column}_std"])
+            if 0 < n < row["seeds"]:
+                cell += f" (n={n})"
             if column == "s_per_epoch" and row.get("wall_unreliable"):
                 cell += " †"
             cells.append(cell)
@@ -390,7 +397,8 @@ def write_markdown(
         "Linear and kNN top-1 in %, on backbone features (solo-learn's LinearModel and "
         "WeightedKNNClassifier). Consistency is read beside its label-shuffled baseline: "
         "`consistency_gain` = consistency - shuffled, which is what compares methods. "
-        "With several seeds a cell is mean ± sample standard deviation over the seeds. "
+        "With several seeds a cell is mean ± sample standard deviation over the seeds "
+        "(over n of them where only n have the figure). "
         "`s_per_epoch` is wall time, `cpu_s_per_epoch` the CPU time of the run's process and "
         "its data workers.",
     ]
@@ -428,14 +436,16 @@ def write_markdown(
             "`probe_bg_top1` the converged linear probe on frozen backbone features for the "
             "background label (`probe_top1` is the same probe for the class).",
         ]
-    if any(c[0].endswith(("_ungated", "_open_rate")) for c in columns):
+    if any(c[0].endswith(("_ungated", "_open_rate", "_gate_prob")) for c in columns):
         lines += [
             "",
             "The gate (gated methods on fashion-mnist-scenes): `bg_dims_share_ungated` is "
             "`bg_dims_share` read on `u = normalize(phi(z))`, what the gate reads off; "
             "`bg_dims_open_rate` and `class_dims_open_rate` the mean share of open gates of "
-            "u's background- and class-dominated dimensions on the images each is active on. "
-            "A gate that closes background features opens the first less often.",
+            "u's background- and class-dominated dimensions on the images each is active on, "
+            "`bg_dims_gate_prob` and `class_dims_gate_prob` the mean gate probability alpha "
+            "there (a noisy gate opens with it in training). A gate that closes background "
+            "features opens the first less often.",
         ]
     if any(c[0] == "probe_top1" for c in columns):
         lines += [

@@ -13,9 +13,9 @@ can be measured:
     class-pure, purity measured above chance: ``(p_bg - 1/K) / (1 - 1/K)`` against
     ``(p_class - 1/C) / (1 - 1/C)`` (``p``: share of the majority label among the images active
     in the dimension, K backgrounds, C classes), so the two label sets compare on one scale.
-``ungated_background_dims_share``, ``open_rate_background_dims``, ``open_rate_class_dims``, ``open_rate_lift_correlation``
+``ungated_background_dims_share``, ``open_rate_background_dims``, ``open_rate_class_dims``, ``open_rate_lift_correlation``, ``gate_probability_background_dims``, ``gate_probability_class_dims``
     for a gated method only: what the gate does with the background-dominated dimensions of
-    ``u = normalize(phi(z))``, the representation it gates
+    ``u = normalize(phi(z))``, the representation it gates, as hard gates and as probabilities
     (:func:`solo_bayesncl.metrics.background.gate_background_selectivity`).
 ``probe_class_top1``, ``probe_background_top1``
     accuracy (%) of the converged linear probe of :mod:`solo_bayesncl.metrics.probe` on
@@ -60,22 +60,24 @@ def _extract(model, loader) -> tuple[torch.Tensor, torch.Tensor]:
     return feats, torch.cat([b.features for b in batches])
 
 
-def _ungated_and_gate(model, loader) -> tuple[torch.Tensor, torch.Tensor]:
-    """``u = normalize(phi(z))`` and the hard gate ``m`` of every image of ``loader``, in eval
-    mode."""
+def _ungated_and_gate(model, loader) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``u = normalize(phi(z))``, the hard gate ``m`` and the gate probabilities ``alpha`` of
+    every image of ``loader``, in eval mode."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    ungated, masks = [], []
+    ungated, masks, probs = [], [], []
     try:
         with torch.no_grad():
             for images, _ in loader:
                 out = model(images.to(device, non_blocking=True))
                 ungated.append(model.objective.representation(out["z"]).cpu())
-                masks.append(model.gate_output(out["gate_logits"], "hard").mask.cpu())
+                gate = model.gate_output(out["gate_logits"], "hard")
+                masks.append(gate.mask.cpu())
+                probs.append(gate.probs.cpu())
     finally:
         model.train(was_training)
-    return torch.cat(ungated), torch.cat(masks)
+    return torch.cat(ungated), torch.cat(masks), torch.cat(probs)
 
 
 def _scenes_checkpoint(checkpoint: str | Path, device: str | None):
@@ -91,7 +93,7 @@ def _scenes_checkpoint(checkpoint: str | Path, device: str | None):
 
 def _gate_selectivity(model, cfg, val_data, batch_size: int, num_workers: int) -> dict[str, float]:
     loader = DataLoader(val_data, batch_size=batch_size, num_workers=num_workers)
-    ungated, mask = _ungated_and_gate(model, loader)
+    ungated, mask, probs = _ungated_and_gate(model, loader)
     classes = np.asarray(_inner(val_data).targets)[_picks(val_data)]
     return gate_background_selectivity(
         ungated,
@@ -100,6 +102,7 @@ def _gate_selectivity(model, cfg, val_data, batch_size: int, num_workers: int) -
         background_labels(val_data),
         OFFLINE_DATASETS[SCENES],
         int(cfg.data.num_backgrounds),
+        probs=probs,
     )
 
 

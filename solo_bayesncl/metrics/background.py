@@ -79,6 +79,7 @@ def gate_background_selectivity(
     backgrounds: np.ndarray,
     num_classes: int,
     num_backgrounds: int,
+    probs: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """Whether a gate closes the background-dominated dimensions of what it gates.
 
@@ -95,7 +96,12 @@ def gate_background_selectivity(
       the first less often;
     - ``open_rate_lift_correlation``: Pearson's correlation, over the active dimensions, between
       a dimension's background lift minus its class lift and its open rate (negative: the more
-      background-dominated, the more often closed; NaN when either is constant).
+      background-dominated, the more often closed; NaN when either is constant);
+    - with ``probs``, the gate probabilities ``alpha`` on the same images,
+      ``gate_probability_background_dims`` and ``gate_probability_class_dims``: the same means of
+      ``alpha`` instead of the hard gate. A noisy gate in training (``binary_concrete``) opens
+      with probability ``alpha``, so these say which dimensions its noise closes, where the hard
+      gate read at evaluation may open every one.
     """
     u = torch.as_tensor(ungated).detach().double()
     m = torch.as_tensor(mask).detach().double()
@@ -103,10 +109,19 @@ def gate_background_selectivity(
         raise ValueError(
             f"ungated {tuple(u.shape)} and mask {tuple(m.shape)} must be the same (N, k) shape"
         )
+    if probs is not None and tuple(probs.shape) != tuple(u.shape):
+        raise ValueError(
+            f"ungated {tuple(u.shape)} and probs {tuple(probs.shape)} must be the same (N, k) shape"
+        )
     active = u.abs() > EPS
     counts = active.sum(dim=0)
     alive = (counts > 0).numpy()
-    open_rate = ((m * active).sum(dim=0) / counts.clamp(min=1)).numpy()
+
+    def rate(values: torch.Tensor) -> np.ndarray:
+        """Per dimension, the mean of ``values`` over the images it is active on."""
+        return ((values * active).sum(dim=0) / counts.clamp(min=1)).numpy()
+
+    open_rate = rate(m)
     class_stats = per_dimension_stats(u, torch.as_tensor(np.asarray(classes)), num_classes)
     bg_stats = per_dimension_stats(u, torch.as_tensor(np.asarray(backgrounds)), num_backgrounds)
     lift = _lift(bg_stats.purity.numpy(), num_backgrounds) - _lift(
@@ -117,14 +132,19 @@ def gate_background_selectivity(
         class_stats.purity.numpy(), bg_stats.purity.numpy(), alive, num_classes, num_backgrounds
     )
 
-    def mean(selected: np.ndarray) -> float:
-        return float(open_rate[selected].mean()) if selected.any() else float("nan")
+    def mean(per_dim: np.ndarray, selected: np.ndarray) -> float:
+        return float(per_dim[selected].mean()) if selected.any() else float("nan")
 
     x, y = lift[alive], open_rate[alive]
     constant = x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0
-    return {
+    out = {
         "ungated_background_dims_share": share,
-        "open_rate_background_dims": mean(background),
-        "open_rate_class_dims": mean(alive & ~background),
+        "open_rate_background_dims": mean(open_rate, background),
+        "open_rate_class_dims": mean(open_rate, alive & ~background),
         "open_rate_lift_correlation": float("nan") if constant else float(np.corrcoef(x, y)[0, 1]),
     }
+    if probs is not None:
+        probability = rate(torch.as_tensor(probs).detach().double())
+        out["gate_probability_background_dims"] = mean(probability, background)
+        out["gate_probability_class_dims"] = mean(probability, alive & ~background)
+    return out

@@ -13,6 +13,7 @@ from helpers import fake_result
 from solo_bayesncl.benchmark.background_gates import (
     GATE_KEYS,
     MEASURES_FILE,
+    PROBABILITY_KEYS,
     main,
     open_rate_differences,
     with_gate_measures,
@@ -25,6 +26,7 @@ MEASURED = {
     "open_rate_class_dims": 0.75,
     "open_rate_lift_correlation": -0.25,
 }
+PROBABILITIES = {"gate_probability_background_dims": 0.875, "gate_probability_class_dims": 0.625}
 
 
 def _scenes_result(run_dir: Path, method="bayesncl", seed=1, gated=True, **background) -> dict:
@@ -45,7 +47,7 @@ def _scenes_result(run_dir: Path, method="bayesncl", seed=1, gated=True, **backg
 
 
 class Counting:
-    def __init__(self, values=MEASURED):
+    def __init__(self, values={**MEASURED, **PROBABILITIES}):  # noqa: B006 (never mutated)
         self.calls: list[Path] = []
         self.values = values
 
@@ -61,10 +63,10 @@ def test_measures_are_computed_once_from_the_checkpoint_and_kept_beside_the_run(
     measure = Counting()
     filled = with_gate_measures(run_dir, result, measure, log=lambda _: None)
     assert measure.calls == [Path(result["checkpoint"])]
-    assert filled["background"] == {"background_dims_share": 0.7, **MEASURED}
+    assert filled["background"] == {"background_dims_share": 0.7, **MEASURED, **PROBABILITIES}
     assert json.dumps(result, sort_keys=True) == before  # the run's own record is not changed
     kept = json.loads((run_dir / MEASURES_FILE).read_text())
-    assert kept == {**MEASURED, "gate_measured_at_commit": git_state()["commit"]}
+    assert kept == {**MEASURED, **PROBABILITIES, "gate_measured_at_commit": git_state()["commit"]}
     assert filled["gate_measured_at_commit"] == git_state()["commit"]
     again = with_gate_measures(run_dir, result, measure, log=lambda _: None)
     assert len(measure.calls) == 1 and again == filled
@@ -72,7 +74,7 @@ def test_measures_are_computed_once_from_the_checkpoint_and_kept_beside_the_run(
 
 def test_recorded_measures_and_runs_without_a_gate_or_scenes_are_left_alone(tmp_path):
     measure = Counting()
-    recorded = _scenes_result(tmp_path / "a", **MEASURED)
+    recorded = _scenes_result(tmp_path / "a", **MEASURED, **PROBABILITIES)
     assert with_gate_measures(tmp_path / "a", recorded, measure) is recorded
     ncl = _scenes_result(tmp_path / "b", method="ncl", gated=False)
     assert with_gate_measures(tmp_path / "b", ncl, measure) is ncl
@@ -106,6 +108,44 @@ def test_a_missing_checkpoint_or_an_incomplete_kept_file_is_a_one_line_error(tmp
         with_gate_measures(run_dir, result, Counting())
 
 
+def test_gate_probabilities_come_from_the_checkpoint_while_it_exists(tmp_path):
+    """A run recorded before the gate probabilities existed: its recorded figures stay, the
+    probabilities are measured once from its checkpoint; without the checkpoint they are left
+    out (no error: its other gate measures are all there)."""
+    measure = Counting({**MEASURED, "open_rate_class_dims": 0.0, **PROBABILITIES})
+    run_dir = tmp_path / "runs" / "recorded"
+    recorded = _scenes_result(run_dir, **MEASURED)
+    filled = with_gate_measures(run_dir, recorded, measure, log=lambda _: None)
+    assert filled["background"] == {"background_dims_share": 0.7, **MEASURED, **PROBABILITIES}
+    assert len(measure.calls) == 1
+    assert with_gate_measures(run_dir, recorded, measure, log=lambda _: None) == filled
+    assert len(measure.calls) == 1  # kept beside the run, not measured again
+    gone = tmp_path / "runs" / "gone"
+    old = _scenes_result(gone, **MEASURED)
+    Path(old["checkpoint"]).unlink()
+    assert with_gate_measures(gone, old, measure) is old
+    assert len(measure.calls) == 1 and not (gone / MEASURES_FILE).exists()
+
+
+def test_a_kept_file_without_probabilities_is_remeasured_only_if_the_checkpoint_exists(tmp_path):
+    run_dir = tmp_path / "runs" / "r1"
+    result = _scenes_result(run_dir)
+    (run_dir / MEASURES_FILE).write_text(json.dumps({**MEASURED, "gate_measured_at_commit": "b"}))
+    measure = Counting()
+    filled = with_gate_measures(run_dir, result, measure, log=lambda _: None)
+    assert len(measure.calls) == 1
+    assert set(PROBABILITY_KEYS) <= set(json.loads((run_dir / MEASURES_FILE).read_text()))
+    assert filled["background"]["gate_probability_class_dims"] == 0.625
+    other = tmp_path / "runs" / "r2"
+    result = _scenes_result(other)
+    Path(result["checkpoint"]).unlink()
+    (other / MEASURES_FILE).write_text(json.dumps({**MEASURED, "gate_measured_at_commit": "b"}))
+    filled = with_gate_measures(other, result, measure, log=lambda _: None)
+    assert len(measure.calls) == 1
+    assert filled["background"] == {"background_dims_share": 0.7, **MEASURED}
+    assert filled["gate_measured_at_commit"] == "b"
+
+
 def test_open_rate_difference_is_within_each_run_with_a_t_interval_over_seeds(tmp_path):
     results = [
         _scenes_result(
@@ -137,16 +177,22 @@ def test_command_writes_gates_md_with_each_row(tmp_path, capsys):
     for seed, (cls, bg) in enumerate(((0.9, 0.6), (0.8, 0.7)), start=1):
         run = out / "runs" / f"bayesncl-{seed}"
         values = dict(MEASURED, open_rate_class_dims=cls, open_rate_background_dims=bg)
-        _write_run(out, run.name, _scenes_result(run, seed=seed, **values))
+        if seed == 1:
+            values.update(PROBABILITIES)
+        result = _scenes_result(run, seed=seed, **values)
+        if seed == 2:
+            Path(result["checkpoint"]).unlink()  # gone: no probabilities to measure
+        _write_run(out, run.name, result)
     _write_run(out, "ncl-1", _scenes_result(out / "runs" / "ncl-1", "ncl", gated=False))
     assert main([str(out)]) == 0
     text = (out / "gates.md").read_text()
     assert "3 finished runs on fashion-mnist-scenes (commits aaaaaaaaaaaa), mean" in text
-    assert "| ncl | 1 | 0.700 | - | - | - | - |" in text
-    # class - background: 0.3 and 0.1, mean 0.2, std sqrt(0.02), half-width 12.706 * 0.1
+    assert "| ncl | 1 | 0.700 | - | - | - | - | - | - |" in text
+    # class - background: 0.3 and 0.1, mean 0.2, std sqrt(0.02), half-width 12.706 * 0.1;
+    # the probabilities from seed 1 only (recorded; seed 2's checkpoint is gone)
     assert (
         "| bayesncl | 2 | 0.700 +- 0.000 | 0.800 +- 0.000 | 0.650 +- 0.071 | 0.850 +- 0.071 "
-        "| +0.200 [-1.071, +1.471] |" in text
+        "| 0.875 (n=1) | 0.625 (n=1) | +0.200 [-1.071, +1.471] |" in text
     )
     assert capsys.readouterr().out.strip().endswith(f"[out]  {out / 'gates.md'}")
 
@@ -155,7 +201,8 @@ def test_measures_taken_afterwards_name_the_commit_that_took_them(tmp_path):
     out = tmp_path / "results"
     run = out / "runs" / "bayesncl-1"
     _write_run(out, run.name, _scenes_result(run))
-    (run / MEASURES_FILE).write_text(json.dumps({**MEASURED, "gate_measured_at_commit": "b" * 40}))
+    kept = {**MEASURED, **PROBABILITIES, "gate_measured_at_commit": "b" * 40}
+    (run / MEASURES_FILE).write_text(json.dumps(kept))
     assert main([str(out)]) == 0
     text = (out / "gates.md").read_text()
     assert (

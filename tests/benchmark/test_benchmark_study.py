@@ -132,6 +132,22 @@ def test_gate_columns_appear_for_gated_scenes_runs(tmp_path):
     assert "The gate (gated methods on fashion-mnist-scenes)" in text
 
 
+def test_a_figure_only_some_seeds_have_says_how_many(tmp_path):
+    """A gate probability taken from the checkpoints that still exist: the cell's mean and std
+    are over those seeds, and it says how many, rather than passing for all of them."""
+    bg = {"background_dims_share": 0.5, "open_rate_class_dims": 0.75}
+    results = [
+        fake_result("bayesncl", 1, 0.2, background={**bg, "gate_probability_class_dims": 0.5}),
+        fake_result("bayesncl", 2, 0.2, background={**bg, "gate_probability_class_dims": 0.7}),
+        fake_result("bayesncl", 3, 0.2, background=bg),
+    ]
+    rows = aggregate(results)
+    assert rows[0]["class_dims_gate_prob_n"] == 2 and rows[0]["class_dims_open_rate_n"] == 3
+    text = write_markdown(rows, tmp_path / "t.md", "u", "c", "d").read_text()
+    assert "| 0.750 ± 0.000 | 0.600 ± 0.141 (n=2) |" in text
+    assert "over n of them where only n have the figure" in text
+
+
 def _preset(tmp_path, body: str):
     path = tmp_path / "p.yaml"
     path.write_text(f"config_dir: {REPO / 'scripts/pretrain/cifar'}\n" + body)

@@ -184,6 +184,10 @@ def test_callback_probe_and_background_figures_equal_the_checkpoint_measures(tmp
     assert json.dumps(measured)  # plain numbers
     # the gate's measures alone (for runs recorded before they existed) are the same numbers
     alone = gate_measures(ckpt, num_workers=0)
-    assert set(alone) == {k for k in measured if "open_rate" in k or k.startswith("ungated")}
+    assert set(alone) == {
+        k for k in measured if "open_rate" in k or k.startswith(("ungated", "gate_probability"))
+    }
+    assert {"gate_probability_background_dims", "gate_probability_class_dims"} <= set(alone)
+    assert 0.0 <= alone["gate_probability_class_dims"] <= 1.0
     for key, value in alone.items():
         assert value == pytest.approx(measured[key], nan_ok=True), key

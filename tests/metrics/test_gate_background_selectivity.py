@@ -50,3 +50,25 @@ def test_a_group_without_dimensions_has_no_open_rate():
 def test_shapes_must_match():
     with pytest.raises(ValueError, match=r"ungated \(8, 3\) and mask \(8, 2\) must be the same"):
         gate_background_selectivity(_ungated(), torch.ones(8, 2), CLASSES, BACKGROUNDS, 2, 2)
+
+
+def test_gate_probabilities_are_averaged_on_the_images_a_dimension_is_active_on():
+    probs = torch.full((8, 3), 0.5)  # 0.5 wherever the dimension is inactive: must not count
+    probs[:4, 0] = torch.tensor([0.9, 0.9, 0.8, 0.6])  # class-dominated: mean 0.8
+    probs[[0, 2, 4, 6], 1] = torch.tensor([1.0, 1.0, 0.95, 0.85])  # background-dominated: 0.95
+    out = gate_background_selectivity(
+        _ungated(), torch.ones(8, 3), CLASSES, BACKGROUNDS, 2, 2, probs=probs
+    )
+    assert out["gate_probability_class_dims"] == pytest.approx(0.8)
+    assert out["gate_probability_background_dims"] == pytest.approx(0.95)
+    # every gate open at the threshold, so the hard open rates cannot tell the groups apart
+    assert out["open_rate_class_dims"] == out["open_rate_background_dims"] == 1.0
+    without = gate_background_selectivity(_ungated(), torch.ones(8, 3), CLASSES, BACKGROUNDS, 2, 2)
+    assert "gate_probability_class_dims" not in without
+
+
+def test_probabilities_must_have_the_representations_shape():
+    with pytest.raises(ValueError, match=r"ungated \(8, 3\) and probs \(8, 2\) must be the same"):
+        gate_background_selectivity(
+            _ungated(), torch.ones(8, 3), CLASSES, BACKGROUNDS, 2, 2, probs=torch.ones(8, 2)
+        )
