@@ -93,12 +93,10 @@ def with_gate_measures(
     background = result.get("background")
     if not _gated(result) or not isinstance(background, dict):
         return result
-    if all(key in background for key in GATE_KEYS + PROBABILITY_KEYS):
-        return result
+    wanted = GATE_KEYS + PROBABILITY_KEYS
     kept = run_dir / MEASURES_FILE
     measures = json.loads(kept.read_text()) if kept.is_file() else {}
-    known = {**measures, **background}
-    if not all(key in known for key in GATE_KEYS + PROBABILITY_KEYS):
+    if not all(key in {**measures, **background} for key in wanted):
         checkpoint = _checkpoint(run_dir, result)
         if checkpoint is not None:
             if measure is None:
@@ -109,20 +107,18 @@ def with_gate_measures(
             measures = {k: float(v) for k, v in measure(checkpoint).items()}
             measures[MEASURED_AT] = git_state()["commit"]
             write_text_replacing(kept, json.dumps(measures, indent=2) + "\n")
-        elif not kept.is_file() and not all(key in background for key in GATE_KEYS):
-            raise SystemExit(
-                f"error: {run_dir / 'result.json'}: its checkpoint {result.get('checkpoint')} "
-                "is missing, so its gate measures cannot be computed"
-            )
     missing = [key for key in GATE_KEYS if key not in {**measures, **background}]
+    if missing and not kept.is_file():
+        raise SystemExit(
+            f"error: {run_dir / 'result.json'}: its checkpoint {result.get('checkpoint')} is "
+            "missing, so its gate measures cannot be computed"
+        )
     if missing:
         raise SystemExit(f"error: {kept}: lacks {', '.join(missing)}; delete it to recompute")
-    if all(key in background for key in GATE_KEYS) and not any(
-        k in measures for k in PROBABILITY_KEYS
-    ):
+    gate = {key: measures[key] for key in wanted if key in measures and key not in background}
+    if not gate:
         return result
-    gate = {key: measures[key] for key in GATE_KEYS + PROBABILITY_KEYS if key in measures}
-    return {**result, "background": {**gate, **background}, MEASURED_AT: measures.get(MEASURED_AT)}
+    return {**result, "background": {**background, **gate}, MEASURED_AT: measures.get(MEASURED_AT)}
 
 
 def open_rate_differences(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
