@@ -21,6 +21,7 @@ from solo_bayesncl.core.nonneg import resolve_non_neg
 from solo_bayesncl.core.validation import (
     ConfigError,
     parse_bool,
+    require_int,
     require_positive_int,
     require_range,
     require_temperature,
@@ -34,6 +35,7 @@ __all__ = [
     "NCL_ONLY_KWARGS",
     "NonFiniteTrainingError",
     "batch_feature_stats",
+    "scheduled_dimension_dropout",
 ]
 
 NCL_KWARGS: tuple[str, ...] = (
@@ -45,7 +47,7 @@ NCL_KWARGS: tuple[str, ...] = (
     "topk_k",
 )
 """The ``method_kwargs`` keys NCL and BayesNCL both read."""
-NCL_ONLY_KWARGS: tuple[str, ...] = ("dimension_dropout",)
+NCL_ONLY_KWARGS: tuple[str, ...] = ("dimension_dropout", "dimension_dropout_epochs")
 """The ``method_kwargs`` keys only NCL reads; with :data:`NCL_KWARGS`, every key it reads (the
 entry points refuse any other key, :func:`solo_bayesncl.methods.keys.check_method_kwargs`)."""
 
@@ -60,6 +62,15 @@ def batch_feature_stats(v: torch.Tensor) -> dict[str, torch.Tensor]:
         "train_active_dims": active.any(dim=0).sum().float(),
         "train_sparsity": 1.0 - active.float().mean(),
     }
+
+
+def scheduled_dimension_dropout(start: float, epochs: int, progress: float) -> float:
+    """The dropout share after ``progress`` epochs of training (fractional) when it falls
+    linearly from ``start`` to 0 over ``epochs`` epochs, and stays 0 after; ``epochs=0`` keeps
+    ``start`` throughout."""
+    if epochs <= 0:
+        return start
+    return start * max(0.0, 1.0 - progress / epochs)
 
 
 class NonFiniteTrainingError(FloatingPointError):
@@ -83,6 +94,10 @@ class NCL(BaseMethod):
             random in training before InfoNCE (:class:`~solo_bayesncl.core.losses.NCLLoss`); the
             representation evaluated is unchanged. A random gate without a gating head or prior,
             the control for BayesNCL's binary-concrete gate. Defaults to 0.
+        dimension_dropout_epochs (int): when > 0, ``dimension_dropout`` is the share at the
+            start of training, falling linearly to 0 at this epoch
+            (:func:`scheduled_dimension_dropout`), as the binary-concrete gate's random closures
+            fall while its gate probabilities leave 0.5; 0 keeps it constant. Defaults to 0.
     """
 
     METHOD_KWARGS: tuple[str, ...] = NCL_KWARGS + NCL_ONLY_KWARGS
@@ -97,6 +112,12 @@ class NCL(BaseMethod):
             self.features_dim, kwargs.proj_hidden_dim, kwargs.proj_output_dim
         )
         self.objective = self.build_objective(cfg)
+        self.dimension_dropout: float = omegaconf_select(
+            cfg, "method_kwargs.dimension_dropout", 0.0
+        )
+        self.dimension_dropout_epochs: int = omegaconf_select(
+            cfg, "method_kwargs.dimension_dropout_epochs", 0
+        )
         self._health: torch.Tensor | None = None
 
     def build_objective(self, cfg: omegaconf.DictConfig) -> NCLLoss:
@@ -123,6 +144,17 @@ class NCL(BaseMethod):
             high=1.0,
             low_inclusive=True,
         )
+        epochs = require_int(
+            "method_kwargs.dimension_dropout_epochs",
+            omegaconf_select(cfg, "method_kwargs.dimension_dropout_epochs", 0),
+            low=0,
+        )
+        if epochs > 0 and cfg.method_kwargs.dimension_dropout == 0.0:
+            raise ConfigError(
+                f"method_kwargs.dimension_dropout_epochs={epochs} needs "
+                "method_kwargs.dimension_dropout > 0 (the share it falls from)"
+            )
+        cfg.method_kwargs.dimension_dropout_epochs = epochs
         return cfg
 
     @staticmethod
@@ -194,18 +226,34 @@ class NCL(BaseMethod):
         classifier loss; logs every term and stops on a non-finite step."""
         out = super().training_step(batch, batch_idx)
         indexes = batch[0].repeat(self.num_large_crops + self.num_small_crops)
+        scheduled = self.schedule_dimension_dropout(batch_idx)
         terms = self.contrastive_terms(out, indexes)
         loss = terms.loss + out["loss"]
         with torch.no_grad():
             stats = {
                 "train_nce_loss": terms.nce,
                 **terms.logged,
+                **scheduled,
                 "train_loss": loss,
                 **batch_feature_stats(terms.representation),
             }
         self.log_dict(stats, on_epoch=True, sync_dist=True)
         self.record_health(torch.cat(out["z"]), loss)
         return loss
+
+    def schedule_dimension_dropout(self, batch_idx: int) -> dict[str, float]:
+        """With ``dimension_dropout_epochs``, sets the loss's dropout share for this step from
+        the epochs trained so far (``current_epoch`` plus the share of this epoch's batches
+        done, so a resumed run continues the schedule) and returns it to log as
+        ``train_dimension_dropout``; without, leaves the constant share and returns nothing."""
+        if not self.dimension_dropout_epochs:
+            return {}
+        progress = self.current_epoch + batch_idx / max(1, self.trainer.num_training_batches)
+        share = scheduled_dimension_dropout(
+            self.dimension_dropout, self.dimension_dropout_epochs, progress
+        )
+        self.objective.dimension_dropout = share
+        return {"train_dimension_dropout": share}
 
     def record_health(self, z: torch.Tensor, loss: torch.Tensor) -> None:
         """Queues, without reading anything back from the device, how many rows of ``z`` hold

@@ -50,7 +50,8 @@ def test_gate_keys_are_unknown_to_ncl(image_folder):
     message = _refused("ncl.yaml", ["+method_kwargs.gate_threshold=0.3"], image_folder)
     assert message == (
         "method_kwargs has unknown key(s) gate_threshold; known keys: dimension_dropout, "
-        "non_neg, proj_hidden_dim, proj_output_dim, temperature, topk_k, use_topk"
+        "dimension_dropout_epochs, non_neg, proj_hidden_dim, proj_output_dim, temperature, "
+        "topk_k, use_topk"
     )
 
 
@@ -68,6 +69,38 @@ def test_dimension_dropout_outside_zero_one_is_refused_in_one_line(image_folder,
     message = _refused("ncl.yaml", [f"+method_kwargs.dimension_dropout={value}"], image_folder)
     assert message == (
         f"method_kwargs.dimension_dropout={shown} is out of range; allowed: a number in [0, 1)"
+    )
+
+
+def test_dimension_dropout_epochs_is_an_ncl_key_only(image_folder):
+    message = _refused(
+        "bayesncl.yaml", ["+method_kwargs.dimension_dropout_epochs=30"], image_folder
+    )
+    assert message.startswith(
+        "method_kwargs has unknown key(s) dimension_dropout_epochs; known keys:"
+    )
+    extra = ["+method_kwargs.dimension_dropout=0.5", "+method_kwargs.dimension_dropout_epochs=30"]
+    assert _prepare("ncl.yaml", extra, image_folder).method_kwargs.dimension_dropout_epochs == 30
+    assert _prepare("ncl.yaml", [], image_folder).method_kwargs.dimension_dropout_epochs == 0
+
+
+@pytest.mark.parametrize(("value", "shown"), [("-1", "-1"), ("2.5", "2.5"), ("soon", "'soon'")])
+def test_dimension_dropout_epochs_not_a_count_is_refused_in_one_line(image_folder, value, shown):
+    extra = [
+        "+method_kwargs.dimension_dropout=0.5",
+        f"+method_kwargs.dimension_dropout_epochs={value}",
+    ]
+    message = _refused("ncl.yaml", extra, image_folder)
+    assert message == (
+        f"method_kwargs.dimension_dropout_epochs={shown} is out of range; allowed: an integer >= 0"
+    )
+
+
+def test_dimension_dropout_epochs_without_a_share_to_fall_from_is_refused(image_folder):
+    message = _refused("ncl.yaml", ["+method_kwargs.dimension_dropout_epochs=30"], image_folder)
+    assert message == (
+        "method_kwargs.dimension_dropout_epochs=30 needs method_kwargs.dimension_dropout > 0 "
+        "(the share it falls from)"
     )
 
 

@@ -243,6 +243,46 @@ def test_ncl_dimension_dropout_masks_training_only(image_folder, batch):
     assert ((masked == 0) & (u > 0)).any()
 
 
+def test_scheduled_dimension_dropout_falls_linearly_to_zero():
+    from solo_bayesncl.methods.ncl import scheduled_dimension_dropout
+
+    assert scheduled_dimension_dropout(0.5, 30, 0.0) == 0.5
+    assert scheduled_dimension_dropout(0.5, 30, 15.0) == pytest.approx(0.25)
+    assert scheduled_dimension_dropout(0.5, 30, 27.0) == pytest.approx(0.05)
+    assert scheduled_dimension_dropout(0.5, 30, 30.0) == 0.0
+    assert scheduled_dimension_dropout(0.5, 30, 45.0) == 0.0
+    assert scheduled_dimension_dropout(0.11, 0, 150.0) == 0.11  # no schedule: constant
+
+
+def test_ncl_dimension_dropout_follows_its_schedule_over_training(image_folder, batch):
+    """With ``dimension_dropout_epochs`` the step's dropout share comes from the epochs trained
+    (the trainer's epoch plus the share of its batches done: a resumed run continues where it
+    stopped), is logged, and is 0 (InfoNCE compares ``u`` itself) once the schedule ends."""
+    from types import SimpleNamespace
+
+    from solo.methods import METHODS
+
+    extra = ["+method_kwargs.dimension_dropout=0.5", "+method_kwargs.dimension_dropout_epochs=30"]
+    model = METHODS["ncl"](_cfg("ncl.yaml", extra=extra, image_folder=image_folder))
+    logged = {}
+    model.log_dict = lambda stats, **k: logged.update(stats)
+    model.trainer = SimpleNamespace(current_epoch=15, num_training_batches=10)
+    model.training_step(batch, 5)
+    assert logged["train_dimension_dropout"] == pytest.approx(0.5 * (1 - 15.5 / 30))
+    assert model.objective.dimension_dropout == pytest.approx(0.5 * (1 - 15.5 / 30))
+    assert 0.5 < logged["train_dimension_kept_ratio"].item() < 0.95  # 8 x 32 draws at 0.24
+
+    model.trainer = SimpleNamespace(current_epoch=30, num_training_batches=10)
+    logged.clear()
+    model.training_step(batch, 0)
+    assert logged["train_dimension_dropout"] == 0.0
+    assert "train_dimension_kept_ratio" not in logged  # nothing masked
+    with torch.no_grad():
+        z = model(batch[1][0])["z"]
+        u = model.objective.representation(z)
+        assert torch.equal(model.contrastive_terms({"z": [z]}, batch[0]).representation, u)
+
+
 def test_soft_gate_zeroes_nothing(image_folder, batch):
     from solo.methods import METHODS
 
