@@ -255,7 +255,7 @@ def test_trained_budget_sweep_and_mechanism_share_their_base_presets_runs():
         for method in set(preset.methods) - set(base.methods):
             own = preset.run_overrides(method)[len(preset.overrides) :]
             if preset.base_method(method) == "ncl":
-                assert own == ["++method_kwargs.dimension_dropout=0.11"], own
+                assert own and all(o.startswith("++method_kwargs.dimension_dropout") for o in own)
                 continue
             assert preset.base_method(method) == "bayesncl", method
             assert own and all(o.split("=")[0] in _BAYESNCL_STUDY_KNOBS for o in own), own
@@ -264,10 +264,14 @@ def test_trained_budget_sweep_and_mechanism_share_their_base_presets_runs():
     mechanism = load_preset("study_budget_mechanism")
     assert "method_kwargs.gate_type=binary_concrete" in mechanism.run_overrides("bayesncl_concrete")
     assert "optimizer.gating_head_lr=1.0" in mechanism.run_overrides("bayesncl_headlr1")
-    assert (
-        "ncl_dimdrop" in mechanism.methods
-        and "ncl_dimdrop" not in load_preset("study_budget_200").methods
-    )
+    for control in ("ncl_dimdrop", "ncl_dimdrop_early"):
+        assert control in mechanism.methods
+        assert control not in load_preset("study_budget_200").methods
+    assert mechanism.run_overrides("ncl_dimdrop")[-1:] == ["++method_kwargs.dimension_dropout=0.11"]
+    assert mechanism.run_overrides("ncl_dimdrop_early")[-2:] == [
+        "++method_kwargs.dimension_dropout=0.5",
+        "++method_kwargs.dimension_dropout_epochs=20",
+    ]
 
 
 def test_the_budget_checks_are_the_scenes_study_at_its_length_and_at_twice_it():
