@@ -326,7 +326,9 @@ def _signed(fmt: str, value: float) -> str:
 
 def paired_markdown(paired: Sequence[dict[str, Any]]) -> list[str]:
     """The paired differences as a Markdown table: ``mean [95% CI]`` per column, one row per
-    method; a cell is marked ``*`` when its interval excludes 0."""
+    method; a cell is marked ``*`` when its interval excludes 0. A difference the same on every
+    pair (an accuracy one image apart on each seed) has a zero-width interval, which says
+    nothing about the seed spread: it is shown as ``(no spread)``, unmarked."""
     if not paired:
         return []
     fmts = {c: f for c, _, f in COLUMNS}
@@ -335,7 +337,7 @@ def paired_markdown(paired: Sequence[dict[str, Any]]) -> list[str]:
     reference = paired[0]["reference"]
     lines = [
         f"Paired differences against `{reference}` on the same seeds: mean [95% t-interval]; "
-        "`*` when the interval excludes 0.",
+        "`*` when the interval excludes 0; `(no spread)`: the same on every pair, so no interval.",
         "",
         "| method - " + reference + " | pairs | " + " | ".join(columns) + " |",
         "|" + "---|" * (len(columns) + 2),
@@ -350,7 +352,9 @@ def paired_markdown(paired: Sequence[dict[str, Any]]) -> list[str]:
             pairs = max(pairs, line["n"])
             fmt = fmts[column]
             cell = _signed(fmt, line["mean_diff"])
-            if not math.isnan(line["ci_low"]):
+            if line["n"] >= 2 and line["std_diff"] <= 1e-9 * max(1.0, abs(line["mean_diff"])):
+                cell += " (no spread)"
+            elif not math.isnan(line["ci_low"]):
                 cell += f" [{_signed(fmt, line['ci_low'])}, {_signed(fmt, line['ci_high'])}]"
                 if line["ci_low"] > 0 or line["ci_high"] < 0:
                     cell += " *"

@@ -97,6 +97,22 @@ def test_an_interval_that_excludes_zero_is_marked(tmp_path):
     assert "gates_open" in text and "| 0.400 ± 0.000 | 2 ± 1 |" in text
 
 
+def test_a_difference_equal_on_every_pair_is_not_marked_as_beyond_noise(tmp_path):
+    """Two seeds whose difference is the same (here 0.05 apart on each, as two accuracies one
+    image apart can be) give a zero-width t-interval: shown as no spread, never marked ``*``."""
+    results = [fake_result("ncl", s, g) for s, g in ((1, 0.30), (2, 0.25))] + [
+        fake_result("bayesncl", s, g) for s, g in ((1, 0.35), (2, 0.30))
+    ]
+    paired = paired_differences(results)
+    gain = next(p for p in paired if p["column"] == "consistency_gain")
+    assert gain["std_diff"] == pytest.approx(0.0, abs=1e-12) and gain["n"] == 2
+    text = write_markdown(
+        aggregate(results), tmp_path / "t.md", "unit", "abc", "d", paired=paired
+    ).read_text()
+    assert "| bayesncl | 2 | +0.050 (no spread) |" in text
+    assert "`(no spread)`: the same on every pair, so no interval." in text
+
+
 def test_background_columns_appear_for_scenes_runs(tmp_path):
     bg = {
         "background_consistency_gain": 0.05,
