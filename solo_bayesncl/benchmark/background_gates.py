@@ -31,8 +31,8 @@ from solo_bayesncl.benchmark.records import located
 from solo_bayesncl.benchmark.table import (
     aggregate,
     finished_runs,
+    folder_rows,
     mean_interval,
-    parse_methods,
     results_folder_parser,
     run_name,
 )
@@ -211,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "gates.md",
     ).parse_args(argv)
     quiet_third_party_warnings()
-    methods = parse_methods(args.methods)
+    methods = folder_rows(args.results_dir, args.methods)
     results = []
     for run_dir, result in finished_runs(args.results_dir, methods):
         results.append(with_gate_measures(run_dir, result))

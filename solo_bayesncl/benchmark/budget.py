@@ -22,10 +22,15 @@ difference found at the shorter budget *holds* when, on the seeds both schedules
 one's last epoch moves it by less than its standard deviation over the shorter runs' seeds
 (:func:`schedule_checks`).
 
+The window is 10 epochs by default, rounded up to a whole number of the intervals between the
+callback's evaluations (20 for a run evaluated every 20 epochs): a change is always measured
+between two logged epochs (:func:`change_window`).
+
     python -m solo_bayesncl.benchmark.budget RESULTS_DIR [--methods ncl,bayesncl] [--window 10]
         [--shorter SHORT_RESULTS_DIR]
 
-reads the finished runs under ``RESULTS_DIR/runs`` and writes ``RESULTS_DIR/budget.md``, with
+reads the finished runs under ``RESULTS_DIR/runs`` (by default the rows of the folder's
+``results.csv``) and writes ``RESULTS_DIR/budget.md``, with
 ``--shorter`` also the check of the shorter schedule's differences against these longer runs;
 the benchmark writes the same file (without the check) beside ``budget_curves.png`` with every
 table.
@@ -43,7 +48,7 @@ from typing import Any
 
 from solo_bayesncl.benchmark.table import (
     finished_results,
-    parse_methods,
+    folder_rows,
     results_folder_parser,
     run_name,
 )
@@ -165,11 +170,43 @@ def _flat(change: float, std: float) -> bool:
     return change == 0.0 or abs(change) < std
 
 
-def figure_budgets(curves: Curves, window: int = 10) -> list[FigureBudget]:
-    """:class:`FigureBudget` of every figure and setting in ``curves``, at the epochs every
-    seed of the setting logged."""
+DEFAULT_WINDOW = 10
+
+
+def evaluation_interval(curves: Curves) -> int | None:
+    """The epochs between two evaluations of the callback: the smallest gap between two
+    consecutive logged epochs of any curve (None when no curve logged two)."""
+    gaps = {
+        later - earlier
+        for settings in curves.values()
+        for seeds in settings.values()
+        for points in seeds.values()
+        for earlier, later in zip(sorted(points), sorted(points)[1:], strict=False)
+    }
+    return min(gaps) if gaps else None
+
+
+def change_window(curves: Curves, window: int | None = None) -> int:
+    """The epochs a change is measured over: ``window``, or :data:`DEFAULT_WINDOW` rounded up to
+    a whole number of :func:`evaluation_interval`; a ``window`` that is not such a whole number
+    is refused, since no change over it could be measured."""
+    interval = evaluation_interval(curves)
+    if window is None:
+        return DEFAULT_WINDOW if interval is None else interval * -(-DEFAULT_WINDOW // interval)
     if window < 1:
         raise ValueError(f"window={window} must be a positive number of epochs")
+    if interval is not None and window % interval:
+        raise ValueError(
+            f"window={window} is not a multiple of the {interval} epochs between two evaluations "
+            "of the callback: no change over it can be measured"
+        )
+    return window
+
+
+def figure_budgets(curves: Curves, window: int | None = None) -> list[FigureBudget]:
+    """:class:`FigureBudget` of every figure and setting in ``curves``, at the epochs every
+    seed of the setting logged, a change measured over :func:`change_window` epochs."""
+    window = change_window(curves, window)
     budgets = []
     for column, settings in curves.items():
         for setting, seeds in settings.items():
@@ -379,7 +416,7 @@ def _rows(budgets: Sequence[FigureBudget], window: int) -> list[str]:
 def write_budget(
     results: Sequence[dict[str, Any]],
     path: Path,
-    window: int = 10,
+    window: int | None = None,
     reference: str = REFERENCE,
     shorter: tuple[str, Sequence[dict[str, Any]]] | None = None,
 ) -> Path | None:
@@ -388,6 +425,7 @@ def write_budget(
     a shorter schedule of the same settings) also :func:`schedule_checks` against it. None
     (nothing written) when no run logged a budget figure."""
     curves = budget_curves(results)
+    window = change_window(curves, window)
     budgets = figure_budgets(curves, window)
     if not budgets:
         return None
@@ -429,7 +467,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Where a study's budget curves stop moving, from a results folder's finished runs.",
         "budget.md",
     )
-    parser.add_argument("--window", type=int, default=10, help="epochs of a change (default 10)")
+    parser.add_argument(
+        "--window",
+        type=int,
+        help=f"epochs of a change, a multiple of the interval between the callback's evaluations "
+        f"(default {DEFAULT_WINDOW}, rounded up to such a multiple)",
+    )
     parser.add_argument(
         "--shorter",
         type=Path,
@@ -437,11 +480,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "differences against ncl hold in these longer runs",
     )
     args = parser.parse_args(argv)
-    if args.window < 1:
-        parser.error(f"--window={args.window} must be a positive number of epochs")
-    methods = parse_methods(args.methods)
+    methods = folder_rows(args.results_dir, args.methods)
     results = finished_results(args.results_dir, methods)
-    budgets = figure_budgets(budget_curves(results), args.window)
+    curves = budget_curves(results)
+    try:
+        window = change_window(curves, args.window)
+    except ValueError as error:
+        parser.error(f"--{error}")
+    budgets = figure_budgets(curves, window)
     if not budgets:
         raise SystemExit(
             f"error: no finished run in {args.results_dir / 'runs'} logged a budget figure "
@@ -450,23 +496,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     shorter = None
     if args.shorter is not None:
         shorter = (args.shorter.name, finished_results(args.shorter, methods))
-        if not schedule_checks(budget_curves(shorter[1]), budget_curves(results)):
+        if not schedule_checks(budget_curves(shorter[1]), curves):
             raise SystemExit(
                 f"error: --shorter {args.shorter}: no difference against {REFERENCE} on a seed "
                 f"that {args.results_dir} also ran"
             )
     out = args.out or args.results_dir / "budget.md"
     with replacing(out, suffix=".md") as tmp:
-        write_budget(results, tmp, args.window, shorter=shorter)
-    differences = figure_budgets(difference_curves(budget_curves(results)), args.window)
+        write_budget(results, tmp, window, shorter=shorter)
+    differences = figure_budgets(difference_curves(curves), window)
     if differences:
-        print(
-            "comparison: " + _verdict(differences, args.window, f"difference against {REFERENCE}")
-        )
+        print("comparison: " + _verdict(differences, window, f"difference against {REFERENCE}"))
     if shorter is not None:
-        checks = schedule_checks(budget_curves(shorter[1]), budget_curves(results))
+        checks = schedule_checks(budget_curves(shorter[1]), curves)
         print("shorter schedule: " + _schedule_section(checks, shorter[0])[2])
-    print("figures: " + _verdict(budgets, args.window))
+    print("figures: " + _verdict(budgets, window))
     print(f"[out]  {out}")
     return 0
 

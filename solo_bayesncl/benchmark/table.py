@@ -33,6 +33,7 @@ __all__ = [
     "aggregate",
     "finished_results",
     "finished_runs",
+    "folder_rows",
     "mean_interval",
     "parse_methods",
     "results_folder_parser",
@@ -210,7 +211,9 @@ def results_folder_parser(prog: str, description: str, out: str) -> argparse.Arg
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("results_dir", type=Path, help="a benchmark results folder")
     parser.add_argument(
-        "--methods", help="comma-separated benchmark rows to read (default: every finished run)"
+        "--methods",
+        help="comma-separated benchmark rows to read (default: the rows of RESULTS_DIR/results.csv, "
+        "else every finished run)",
     )
     parser.add_argument("--out", type=Path, help=f"default: RESULTS_DIR/{out}")
     return parser
@@ -219,6 +222,20 @@ def results_folder_parser(prog: str, description: str, out: str) -> argparse.Arg
 def parse_methods(value: str | None) -> list[str] | None:
     """The rows of a ``--methods a,b`` option; None (every row) when it is not given."""
     return [m for m in value.split(",") if m] if value else None
+
+
+def folder_rows(results_dir: Path, methods: str | None) -> list[str] | None:
+    """The rows a command reading ``results_dir`` reads: those of ``--methods`` when given, else
+    those of the folder's table (``results.csv``, which the benchmark writes from its preset's
+    rows only), else every finished run (None). A folder whose ``runs`` another preset shares
+    therefore reads its own rows, not the other preset's."""
+    if methods:
+        return parse_methods(methods)
+    table = results_dir / "results.csv"
+    if not table.is_file():
+        return None
+    with open(table, newline="") as f:
+        return [row["method"] for row in csv.DictReader(f)] or None
 
 
 def finished_results(

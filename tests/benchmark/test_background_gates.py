@@ -197,6 +197,24 @@ def test_command_writes_gates_md_with_each_row(tmp_path, capsys):
     assert capsys.readouterr().out.strip().endswith(f"[out]  {out / 'gates.md'}")
 
 
+def test_command_reads_the_rows_of_the_folders_table_by_default(tmp_path):
+    # the runs folder is shared with another preset whose row the folder's table does not list
+    out = tmp_path / "results"
+    for name, method in (("bayesncl-1", "bayesncl"), ("ncl-1", "ncl")):
+        run = out / "runs" / name
+        _write_run(
+            out,
+            name,
+            _scenes_result(run, method, gated=method != "ncl", **MEASURED, **PROBABILITIES),
+        )
+    (out / "results.csv").write_text("method,base_method,seeds\nncl,ncl,1\n")
+    assert main([str(out)]) == 0
+    text = (out / "gates.md").read_text()
+    assert "| ncl | 1 |" in text and "| bayesncl |" not in text
+    assert main([str(out), "--methods", "ncl,bayesncl"]) == 0
+    assert "| bayesncl | 1 |" in (out / "gates.md").read_text()
+
+
 def test_measures_taken_afterwards_name_the_commit_that_took_them(tmp_path):
     out = tmp_path / "results"
     run = out / "runs" / "bayesncl-1"

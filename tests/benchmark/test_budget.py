@@ -10,6 +10,7 @@ import pytest
 
 from solo_bayesncl.benchmark.budget import (
     budget_curves,
+    change_window,
     difference_curves,
     figure_budgets,
     main,
@@ -124,6 +125,63 @@ def test_only_epochs_every_seed_logged_are_read(tmp_path):
 def test_a_bad_window_is_refused():
     with pytest.raises(ValueError, match="window=0 must be a positive number of epochs"):
         figure_budgets({}, window=0)
+
+
+def _every_twenty_epochs(folder, settings=("ncl",)):
+    # a 200-epoch study evaluated every 20 epochs: the gain rises to epoch 100, then moves by
+    # 0.001 per 20 epochs; seeds 0.02 apart (sample std 0.0141)
+    runs = []
+    for setting in settings:
+        for seed, offset in ((1, 0.0), (2, 0.02)):
+            gain = {
+                e: 0.2 * min(e, 100) / 100 + 0.00005 * max(e - 100, 0) + offset
+                for e in range(20, 220, 20)
+            }
+            runs.append(
+                _run(folder / f"{setting}-seed{seed}", setting, seed, {GAIN: gain}, setting)
+            )
+    return runs
+
+
+def test_the_default_window_is_ten_epochs_rounded_up_to_whole_evaluation_intervals(tmp_path):
+    # with evaluations every 20 epochs a 10-epoch change has no earlier point to be measured
+    # from: the default is 20, and the curve that has flattened is judged so (not "still moving")
+    runs = _every_twenty_epochs(tmp_path)
+    curves = budget_curves(runs)
+    assert change_window(curves) == 20
+    (budget,) = figure_budgets(curves)
+    assert budget.last_change == pytest.approx(0.001)
+    assert budget.flat_from == 120  # epoch 100 still rose 0.04 from epoch 80
+    text = write_budget(runs, tmp_path / "budget.md").read_text()
+    assert "**Budget: epoch 120.** From there on every figure moves less over 20 epochs" in text
+    # five-epoch evaluations keep the ten-epoch window; none at all leave it at ten
+    five = {GAIN: {"ncl": {1: {e: 0.0 for e in range(5, 55, 5)}}}}
+    assert change_window(five) == 10 and change_window({}) == 10
+    assert change_window({GAIN: {"ncl": {1: {e: 0.0 for e in range(3, 30, 3)}}}}) == 12
+
+
+def test_a_window_between_two_evaluations_is_refused(tmp_path):
+    curves = budget_curves(_every_twenty_epochs(tmp_path / "runs"))
+    with pytest.raises(ValueError, match="window=10 is not a multiple of the 20 epochs between"):
+        figure_budgets(curves, window=10)
+    assert change_window(curves, 40) == 40
+    with pytest.raises(SystemExit):
+        main([str(tmp_path), "--window", "30"])
+    assert not (tmp_path / "budget.md").exists()
+
+
+def test_the_command_reads_the_rows_of_the_folders_table_by_default(tmp_path, capsys):
+    # a folder whose runs another preset shares (here a row still moving, with one seed) reads
+    # the rows its own table (results.csv) lists; --methods still chooses
+    _every_twenty_epochs(tmp_path / "runs")
+    moving = {e: e / 100 for e in range(20, 220, 20)}
+    _run(tmp_path / "runs" / "other-seed1", "bayesncl_other", 1, {GAIN: moving})
+    (tmp_path / "results.csv").write_text("method,base_method,seeds\nncl,ncl,2\n")
+    assert main([str(tmp_path)]) == 0
+    assert "figures: **Budget: epoch 120.**" in capsys.readouterr().out
+    assert "bayesncl_other" not in (tmp_path / "budget.md").read_text()
+    assert main([str(tmp_path), "--methods", "ncl,bayesncl_other"]) == 0
+    assert "fewer than two seeds: bayesncl_other" in capsys.readouterr().out
 
 
 def test_the_command_judges_a_results_folder_and_filters_rows(tmp_path, capsys):
