@@ -495,7 +495,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     shorter = None
     if args.shorter is not None:
-        shorter = (args.shorter.name, finished_results(args.shorter, methods))
+        shorter_rows = folder_rows(args.shorter, args.methods)
+        shorter = (args.shorter.name, finished_results(args.shorter, shorter_rows))
         if not schedule_checks(budget_curves(shorter[1]), curves):
             raise SystemExit(
                 f"error: --shorter {args.shorter}: no difference against {REFERENCE} on a seed "

@@ -20,7 +20,7 @@ import argparse
 import csv
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ __all__ = [
     "mean_interval",
     "parse_methods",
     "results_folder_parser",
+    "Rows",
     "paired_differences",
     "run_name",
     "t_quantile_975",
@@ -185,19 +186,34 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+Rows = Sequence[str] | Mapping[str, frozenset[int] | None]
+"""Which finished runs a command reads: row names, or row names with the seeds to read of each
+(None: every seed), as :func:`folder_rows` gives them."""
+
+
+def _selected(result: dict[str, Any], methods: Rows | None) -> bool:
+    if methods is None:
+        return True
+    name = run_name(result)
+    if name not in methods:
+        return False
+    seeds = methods[name] if isinstance(methods, Mapping) else None
+    return seeds is None or int(result["seed"]) in seeds
+
+
 def finished_runs(
-    results_dir: Path, methods: Sequence[str] | None = None
+    results_dir: Path, methods: Rows | None = None
 ) -> list[tuple[Path, dict[str, Any]]]:
-    """``(run folder, result)`` of each finished run under ``results_dir/runs`` (of the rows
-    ``methods`` when given), read without a preset, so whatever version of the code ran them;
-    exits with a one-line error naming the folder when there are none."""
+    """``(run folder, result)`` of each finished run under ``results_dir/runs`` (of the rows, and
+    seeds, ``methods`` selects when given), read without a preset, so whatever version of the
+    code ran them; exits with a one-line error naming the folder when there are none."""
     runs = results_dir / "runs"
     if not runs.is_dir():
         raise SystemExit(f"error: {runs} does not exist: pass a benchmark results folder")
     found = []
     for result_file in sorted(runs.glob("*/result.json")):
         result = read_result(result_file.parent)
-        if methods is None or run_name(result) in methods:
+        if _selected(result, methods):
             found.append((result_file.parent, result))
     if not found:
         among = f" of {', '.join(methods)}" if methods else ""
@@ -224,23 +240,30 @@ def parse_methods(value: str | None) -> list[str] | None:
     return [m for m in value.split(",") if m] if value else None
 
 
-def folder_rows(results_dir: Path, methods: str | None) -> list[str] | None:
-    """The rows a command reading ``results_dir`` reads: those of ``--methods`` when given, else
-    those of the folder's table (``results.csv``, which the benchmark writes from its preset's
-    rows only), else every finished run (None). A folder whose ``runs`` another preset shares
-    therefore reads its own rows, not the other preset's."""
+def folder_rows(results_dir: Path, methods: str | None) -> Rows | None:
+    """The runs a command reading ``results_dir`` reads: every seed of the rows of ``--methods``
+    when given, else the rows and seeds of the folder's table (``results.csv``, which the
+    benchmark writes from its preset's runs only; every seed of a row where a table written
+    before it listed the seeds does not), else every finished run (None). A folder whose ``runs``
+    another preset shares therefore reads its own runs, not the other preset's."""
     if methods:
         return parse_methods(methods)
     table = results_dir / "results.csv"
     if not table.is_file():
         return None
     with open(table, newline="") as f:
-        return [row["method"] for row in csv.DictReader(f)] or None
+        rows = {
+            row["method"]: (
+                frozenset(int(seed) for seed in row["seed_list"].split())
+                if row.get("seed_list")
+                else None
+            )
+            for row in csv.DictReader(f)
+        }
+    return rows or None
 
 
-def finished_results(
-    results_dir: Path, methods: Sequence[str] | None = None
-) -> list[dict[str, Any]]:
+def finished_results(results_dir: Path, methods: Rows | None = None) -> list[dict[str, Any]]:
     """The results of :func:`finished_runs`."""
     return [result for _, result in finished_runs(results_dir, methods)]
 
@@ -292,10 +315,10 @@ def _present(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]:
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path, commit: str, date: str) -> Path:
-    """The table as CSV: method, base method, seeds, every column and its ``_std``, commit, date
-    (empty cells where a figure does not apply)."""
+    """The table as CSV: method, base method, seeds (how many, and which, space-separated), every
+    column and its ``_std``, commit, date (empty cells where a figure does not apply)."""
     fields = (
-        ["method", "base_method", "seeds"]
+        ["method", "base_method", "seeds", "seed_list"]
         + [c for col, _, _ in COLUMNS for c in (col, f"{col}_std")]
         + ["linear_probe", "wall_unreliable", "commit", "date"]
     )
@@ -304,6 +327,7 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path, commit: str, date: str
         writer.writeheader()
         for row in rows:
             cells = {k: row.get(k) for k in fields}
+            cells["seed_list"] = " ".join(map(str, row.get("seed_list", [])))
             cells = {
                 k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in cells.items()
             }

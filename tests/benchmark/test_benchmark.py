@@ -43,6 +43,7 @@ def test_table_from_known_results(tmp_path):
         table = list(csv.DictReader(f))
     assert [r["method"] for r in table] == ["simclr", "bayesncl"]
     assert float(table[1]["knn_top1"]) == pytest.approx(80.0) and table[1]["commit"] == "abc1234"
+    assert [(r["seeds"], r["seed_list"]) for r in table] == [("1", "5"), ("2", "5 6")]
 
 
 def test_shipped_presets_load():

@@ -184,6 +184,15 @@ def test_the_command_reads_the_rows_of_the_folders_table_by_default(tmp_path, ca
     assert "fewer than two seeds: bayesncl_other" in capsys.readouterr().out
 
 
+def test_the_folders_table_also_chooses_the_seeds(tmp_path, capsys):
+    # a preset of one seed sharing the runs of a preset of two: its table lists seed 1 only
+    _every_twenty_epochs(tmp_path / "runs")
+    (tmp_path / "results.csv").write_text("method,base_method,seeds,seed_list\nncl,ncl,1,1\n")
+    assert main([str(tmp_path)]) == 0
+    assert "fewer than two seeds: ncl" in capsys.readouterr().out
+    assert "Budget curves of 1 finished runs" in (tmp_path / "budget.md").read_text()
+
+
 def test_the_command_judges_a_results_folder_and_filters_rows(tmp_path, capsys):
     runs = tmp_path / "results" / "runs"
     for seed, offset in ((1, 0.0), (2, 0.01), (3, -0.01)):
