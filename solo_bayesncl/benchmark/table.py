@@ -228,8 +228,8 @@ def results_folder_parser(prog: str, description: str, out: str) -> argparse.Arg
     parser.add_argument("results_dir", type=Path, help="a benchmark results folder")
     parser.add_argument(
         "--methods",
-        help="comma-separated benchmark rows to read (default: the rows of RESULTS_DIR/results.csv, "
-        "else every finished run)",
+        help="comma-separated benchmark rows to read, every seed of each (default: the rows and "
+        "seeds of RESULTS_DIR/results.csv, else every finished run)",
     )
     parser.add_argument("--out", type=Path, help=f"default: RESULTS_DIR/{out}")
     return parser
