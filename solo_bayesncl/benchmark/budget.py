@@ -29,8 +29,8 @@ between two logged epochs (:func:`change_window`).
     python -m solo_bayesncl.benchmark.budget RESULTS_DIR [--methods ncl,bayesncl] [--window 10]
         [--shorter SHORT_RESULTS_DIR]
 
-reads the finished runs under ``RESULTS_DIR/runs`` (by default the rows of the folder's
-``results.csv``) and writes ``RESULTS_DIR/budget.md``, with
+reads the finished runs under ``RESULTS_DIR/runs`` (by default the rows and seeds of the
+folder's ``results.csv``) and writes ``RESULTS_DIR/budget.md``, with
 ``--shorter`` also the check of the shorter schedule's differences against these longer runs;
 the benchmark writes the same file (without the check) beside ``budget_curves.png`` with every
 table.
@@ -192,7 +192,7 @@ def change_window(curves: Curves, window: int | None = None) -> int:
     is refused, since no change over it could be measured."""
     interval = evaluation_interval(curves)
     if window is None:
-        return DEFAULT_WINDOW if interval is None else interval * -(-DEFAULT_WINDOW // interval)
+        return DEFAULT_WINDOW if interval is None else interval * math.ceil(DEFAULT_WINDOW / interval)
     if window < 1:
         raise ValueError(f"window={window} must be a positive number of epochs")
     if interval is not None and window % interval:
