@@ -192,7 +192,9 @@ def change_window(curves: Curves, window: int | None = None) -> int:
     is refused, since no change over it could be measured."""
     interval = evaluation_interval(curves)
     if window is None:
-        return DEFAULT_WINDOW if interval is None else interval * math.ceil(DEFAULT_WINDOW / interval)
+        return (
+            DEFAULT_WINDOW if interval is None else interval * math.ceil(DEFAULT_WINDOW / interval)
+        )
     if window < 1:
         raise ValueError(f"window={window} must be a positive number of epochs")
     if interval is not None and window % interval:
