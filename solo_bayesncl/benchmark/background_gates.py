@@ -38,6 +38,7 @@ from solo_bayesncl.benchmark.table import (
 )
 from solo_bayesncl.host.availability import quiet_third_party_warnings
 from solo_bayesncl.io.files import replacing, write_text_replacing
+from solo_bayesncl.io.json_text import finite_or_null, json_text
 
 __all__ = [
     "GATE_KEYS",
@@ -104,9 +105,9 @@ def with_gate_measures(
 
                 measure = gate_measures
             log(f"[gate] {run_dir.name}: measuring its final checkpoint")
-            measures = {k: float(v) for k, v in measure(checkpoint).items()}
+            measures = finite_or_null(dict(measure(checkpoint)))
             measures[MEASURED_AT] = git_state()["commit"]
-            write_text_replacing(kept, json.dumps(measures, indent=2) + "\n")
+            write_text_replacing(kept, json_text(measures))
     missing = [key for key in GATE_KEYS if key not in {**measures, **background}]
     if missing and not kept.is_file():
         raise SystemExit(
@@ -129,8 +130,9 @@ def open_rate_differences(results: Sequence[dict[str, Any]]) -> dict[str, dict[s
         diffs = []
         for r in results:
             bg = r.get("background") or {}
-            if run_name(r) == name and "open_rate_class_dims" in bg:
-                diff = float(bg["open_rate_class_dims"]) - float(bg["open_rate_background_dims"])
+            rates = (bg.get("open_rate_class_dims"), bg.get("open_rate_background_dims"))
+            if run_name(r) == name and None not in rates:  # None: a group with no dimension
+                diff = float(rates[0]) - float(rates[1])
                 if not math.isnan(diff):
                     diffs.append(diff)
         if diffs:

@@ -64,6 +64,7 @@ from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.data.names import SCENES
 from solo_bayesncl.evaluation.background import background_measures
 from solo_bayesncl.io.files import write_text_replacing
+from solo_bayesncl.io.json_text import json_text
 from solo_bayesncl.training.auto_resume import ResumePoint, read_position, resume_order
 
 __all__ = ["main", "run", "stopped_message"]
@@ -77,8 +78,8 @@ _STAGE_NAMES = {
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    # a stage's JSON never looks finished before it is
-    write_text_replacing(path, json.dumps(data, indent=2, default=float) + "\n")
+    # a stage's JSON never looks finished before it is; an undefined figure is written as null
+    write_text_replacing(path, json_text(data))
 
 
 def run(spec_path: Path) -> dict[str, Any]:

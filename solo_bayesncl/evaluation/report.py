@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +66,7 @@ from solo_bayesncl.io.files import (
     replacing_folder,
     require_writable,
 )
+from solo_bayesncl.io.json_text import finite_or_null
 from solo_bayesncl.metrics import (
     MAJORITY_PERMUTATIONS,
     SIGNIFICANCE,
@@ -334,7 +334,7 @@ def write_report(
             device=inputs.device,
         )
         report["protocol"] = protocol
-        report[f"metrics_{key}"] = _finite(official["metrics"])
+        report[f"metrics_{key}"] = finite_or_null(official["metrics"])
         report[f"{key}_protocol"] = official["settings"]
     report["files"] = sorted(report_files(inputs.gated))
     # written into a hidden sibling folder, moved into out_dir only when complete: a killed
@@ -458,10 +458,6 @@ def gate_summary(gate_open: np.ndarray) -> dict[str, float]:
     }
 
 
-def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
-    return {k: (float(v) if math.isfinite(float(v)) else None) for k, v in metrics.items()}
-
-
 def report_content(
     inputs: ReportInputs,
     data: ReportData,
@@ -478,10 +474,10 @@ def report_content(
         "dataset": inputs.images.label,
         "num_images": int(data.features.shape[0]),
         "representation": REPRESENTATIONS.get(method, "normalized projection z / ||z||"),
-        "metrics": _finite(data.metrics),
+        "metrics": finite_or_null(data.metrics),
     }
     if inputs.gated:
-        report["metrics_soft_gate"] = _finite(data.metrics_soft_gate)
+        report["metrics_soft_gate"] = finite_or_null(data.metrics_soft_gate)
         report["gate_open_rate"] = gate_summary(data.gate_open)
     significant = data.p_value <= SIGNIFICANCE
     report["selectivity"] = {

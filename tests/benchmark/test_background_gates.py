@@ -146,6 +146,29 @@ def test_a_kept_file_without_probabilities_is_remeasured_only_if_the_checkpoint_
     assert filled["gate_measured_at_commit"] == "b"
 
 
+def test_an_undefined_measure_is_kept_as_strict_json_null(tmp_path):
+    # every gate open: the open-rate/lift correlation is undefined (NaN), which strict JSON lacks
+    run_dir = tmp_path / "runs" / "bayesncl_concrete-seed1-abc"
+    result = _scenes_result(run_dir, "bayesncl_concrete")
+    measure = Counting({**MEASURED, "open_rate_lift_correlation": math.nan, **PROBABILITIES})
+    filled = with_gate_measures(run_dir, result, measure, log=lambda _: None)
+    text = (run_dir / MEASURES_FILE).read_text()
+    assert '"open_rate_lift_correlation": null' in text and "NaN" not in text
+    assert filled["background"]["open_rate_lift_correlation"] is None
+    # read back from the kept file, the run is the same as when it was measured
+    assert with_gate_measures(run_dir, result, measure, log=lambda _: None) == filled
+    assert len(measure.calls) == 1
+
+
+def test_a_run_without_class_dimensions_has_no_open_rate_difference(tmp_path):
+    bg = dict(MEASURED, open_rate_class_dims=None)
+    results = [
+        _scenes_result(tmp_path / "a", **bg),
+        _scenes_result(tmp_path / "b", seed=2, **MEASURED),
+    ]
+    assert open_rate_differences(results)["bayesncl"]["n"] == 1
+
+
 def test_open_rate_difference_is_within_each_run_with_a_t_interval_over_seeds(tmp_path):
     results = [
         _scenes_result(

@@ -93,3 +93,40 @@ def test_the_run_process_prints_it_once_with_its_exit_status(
         "next run of the same command starts the linear evaluation again" + TAIL + "\n"
     )
     assert "nothing" not in err
+
+
+def test_a_finished_runs_records_are_strict_json_with_undefined_figures_as_null(
+    tmp_path, monkeypatch
+):
+    # every gate of a concrete-gate run open: its open-rate/lift correlation is undefined
+    run_dir = tmp_path / "runs" / "bayesncl_concrete-seed1-abc"
+    ckpt = run_dir / "pretrain" / "m" / "last.ckpt"
+    ckpt.parent.mkdir(parents=True)
+    ckpt.write_bytes(b"weights")
+    (run_dir / "spec.json").write_text(
+        json.dumps(
+            {"method": "bayesncl", "variant": "bayesncl_concrete", "seed": 1, "run_key": "abc"}
+        )
+    )
+    pretrain = {"checkpoint": str(ckpt), "metrics_csv": str(ckpt.parent / "metrics.csv")}
+    monkeypatch.setattr(run_one, "launched_as_rank_zero", lambda: True)
+    monkeypatch.setattr(run_one, "pretrain_stage", lambda *a: dict(pretrain))
+    monkeypatch.setattr(run_one, "linear_stage", lambda *a: {"linear_top1": 70.0})
+    monkeypatch.setattr(run_one, "ValidationPass", lambda *a: None)
+    monkeypatch.setattr(run_one, "knn_stage", lambda *a: {"knn_top1": 68.5})
+    report = {"dataset": run_one.SCENES, "metrics": {"semantic_consistency": 0.5}}
+    monkeypatch.setattr(run_one, "report_stage", lambda *a: dict(report))
+    measured = {"background_dims_share": 0.75, "open_rate_lift_correlation": float("nan")}
+    monkeypatch.setattr(run_one, "background_measures", lambda _ckpt: dict(measured))
+
+    result = run_one.run(run_dir / "spec.json")
+
+    def refuse(word: str):
+        raise ValueError(f"{word} is not JSON")
+
+    for name in ("background.json", "result.json"):
+        kept = json.loads((run_dir / name).read_text(), parse_constant=refuse)
+        background = kept if name == "background.json" else kept["background"]
+        assert background == {"background_dims_share": 0.75, "open_rate_lift_correlation": None}
+    assert result["background"]["open_rate_lift_correlation"] is None
+    assert result["knn_top1"] == 68.5 and result["checkpoint"] == "pretrain/m/last.ckpt"

@@ -1,0 +1,41 @@
+"""The JSON text the project writes: strict JSON (RFC 8259), which has no NaN or infinity.
+
+Python's ``json`` writes an undefined figure (a correlation over constant values, a spread of one
+seed) as the bare word ``NaN``, which Python reads back but ``jq``, browsers and most other
+readers refuse. Here such a figure is written as ``null``; the project's readers take ``null``
+for "no value" (:func:`solo_bayesncl.benchmark.table.aggregate` counts it as missing).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from typing import Any
+
+__all__ = ["finite_or_null", "json_text"]
+
+
+def finite_or_null(value: Any) -> Any:
+    """``value`` with every number a Python ``int``/``float`` and every non-finite one ``None``,
+    through nested dicts, lists and tuples (tuples become lists); numpy and torch scalars are
+    converted, anything else is returned as it is."""
+    if isinstance(value, dict):
+        return {key: finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_null(item) for item in value]
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real) or hasattr(value, "__float__"):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return value
+
+
+def json_text(data: Any, indent: int | None = 2) -> str:
+    """``data`` as strict JSON text ending in a newline, its non-finite numbers as ``null``.
+
+    Raises ``TypeError`` for a value JSON cannot hold, as :func:`json.dumps` does."""
+    return json.dumps(finite_or_null(data), indent=indent, allow_nan=False) + "\n"
