@@ -260,6 +260,22 @@ def test_all_gates_closed_for_one_sample() -> None:
     assert loss.item() == pytest.approx(_loop_loss(v, idx, 0.2), rel=1e-5)
 
 
+def test_a_closed_dimension_sends_no_gradient_to_z_and_an_open_one_does() -> None:
+    # u = normalize(phi(z)) couples every dimension, but the gradient of v = normalize(u * m) is
+    # orthogonal to v, so the normalisation's share of a closed dimension's gradient is zero too
+    g = torch.Generator().manual_seed(4)
+    z, idx = torch.randn(8, 16, generator=g).abs() + 0.1, torch.arange(4).repeat(2)
+    logits = torch.full((8, 16), 5.0)
+    logits[:, ::3] = -5.0  # every third dimension closed on every image
+    _, _, z_grad, _ = _gated_step(z, logits, idx)
+    closed = torch.zeros(16, dtype=torch.bool)
+    closed[::3] = True
+    torch.testing.assert_close(
+        z_grad[:, closed], torch.zeros(8, int(closed.sum())), atol=1e-7, rtol=0
+    )
+    assert (z_grad[:, ~closed].abs() > 1e-5).float().mean() > 0.9
+
+
 def test_all_gates_closed_gate_gets_only_the_kl_gradient() -> None:
     """A sample with every gate closed has v = 0; its loss terms no longer depend on its gates.
 
