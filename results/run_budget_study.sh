@@ -20,6 +20,7 @@
 #   sh results/run_budget_study.sh results 1 study_budget_mechanism # the variants, at 200 epochs
 #   sh results/run_budget_study.sh results "2 3 4 5" study_budget_mechanism
 #   sh results/run_budget_study.sh results 1 study_budget_400     # 400 epochs: is 200 enough?
+#   sh results/run_budget_study.sh results "1 2" study_budget_fmnist_200 # Fashion-MNIST: is 100 enough?
 #
 # (study_budget_200 lists the rho 0.3, lambda 3e-4 setting and seeds 3-5 since its seeds 1-2 of
 # NCL and the official setting ran: 100 epochs did not hold, so the comparison on shared

@@ -315,6 +315,19 @@ def test_the_budget_checks_are_the_scenes_study_at_its_length_and_at_twice_it():
     assert longest.methods == ["ncl", "bayesncl"] and longest.seeds == [1]
 
 
+def test_the_fashion_mnist_budget_check_is_part_1_at_twice_its_length():
+    """study_budget_fmnist_200 is study_budget (plain Fashion-MNIST, 100 epochs) for NCL and the
+    official setting at 200 epochs, the warm-up and the callback's interval doubled with it, so
+    that budget --shorter compares the two on the same seeds; nothing else differs."""
+    part1, check = load_preset("study_budget"), load_preset("study_budget_fmnist_200")
+    doubled = {"max_epochs=200", "++scheduler.warmup_epochs=20", "interpretability.frequency=20"}
+    assert set(check.overrides) - set(part1.overrides) == doubled
+    assert len(check.overrides) == len(part1.overrides)
+    assert "data.dataset=fashion-mnist" in check.overrides
+    assert check.linear == part1.linear and check.knn == part1.knn
+    assert check.methods == ["ncl", "bayesncl"] and check.seeds == [1, 2]
+
+
 def _sweepfake_result(tmp_path, method, seed, rho, lam, gain):
     folder = tmp_path / f"{method}-{rho}-{lam}-{seed}"
     folder.mkdir()
