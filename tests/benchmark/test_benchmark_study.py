@@ -258,6 +258,7 @@ def test_trained_budget_sweep_and_mechanism_share_their_base_presets_runs():
 
     for name, base_name in (
         ("study_budget_sweep", "study_budget"),
+        ("study_budget_sweep_200", "study_budget_fmnist_200"),
         ("study_budget_mechanism", "study_budget_200"),
     ):
         preset, base = load_preset(name), load_preset(base_name)
@@ -277,6 +278,9 @@ def test_trained_budget_sweep_and_mechanism_share_their_base_presets_runs():
             assert own and all(o.split("=")[0] in _BAYESNCL_STUDY_KNOBS for o in own), own
     lambdas = _swept_values(load_preset("study_budget_sweep"), "method_kwargs.bayesian_kl_lambda")
     assert {"1.0e-4", "3.0e-4", "1.0e-3"} <= lambdas
+    sweep, sweep_200 = load_preset("study_budget_sweep"), load_preset("study_budget_sweep_200")
+    assert sweep_200.methods == sweep.methods and sweep_200.variants == sweep.variants
+    assert sweep_200.seeds == sweep.seeds == [1, 2, 3]
     mechanism = load_preset("study_budget_mechanism")
     assert "method_kwargs.gate_type=binary_concrete" in mechanism.run_overrides("bayesncl_concrete")
     assert "optimizer.gating_head_lr=1.0" in mechanism.run_overrides("bayesncl_headlr1")
@@ -315,17 +319,24 @@ def test_the_budget_checks_are_the_scenes_study_at_its_length_and_at_twice_it():
     assert longest.methods == ["ncl", "bayesncl"] and longest.seeds == [1]
 
 
-def test_the_fashion_mnist_budget_check_is_part_1_at_twice_its_length():
-    """study_budget_fmnist_200 is study_budget (plain Fashion-MNIST, 100 epochs) for NCL and the
-    official setting at 200 epochs, the warm-up and the callback's interval doubled with it, so
-    that budget --shorter compares the two on the same seeds; nothing else differs."""
+def test_the_fashion_mnist_comparison_is_part_1_at_twice_its_length():
+    """study_budget_fmnist_200 is study_budget (plain Fashion-MNIST, 100 epochs) at 200 epochs,
+    the warm-up and the callback's interval doubled with it, so that budget --shorter compares
+    the two on the same seeds; nothing else differs. Since 100 epochs did not hold, it is the
+    comparison on Fashion-MNIST: part 1's three settings and five seeds, and the runs it had
+    finished before it grew keep their folders (their run keys are unchanged)."""
+    from solo_bayesncl.benchmark.runner import run_folder_name
+
     part1, check = load_preset("study_budget"), load_preset("study_budget_fmnist_200")
     doubled = {"max_epochs=200", "++scheduler.warmup_epochs=20", "interpretability.frequency=20"}
     assert set(check.overrides) - set(part1.overrides) == doubled
     assert len(check.overrides) == len(part1.overrides)
     assert "data.dataset=fashion-mnist" in check.overrides
     assert check.linear == part1.linear and check.knn == part1.knn
-    assert check.methods == ["ncl", "bayesncl"] and check.seeds == [1, 2]
+    assert check.methods == part1.methods == ["ncl", "bayesncl", "bayesncl_rho0.3_kl3e-4"]
+    assert check.variants == part1.variants and check.seeds == [1, 2, 3, 4, 5]
+    assert run_folder_name(check, "ncl", 1) == "ncl-seed1-bc037f95c49f"
+    assert run_folder_name(check, "bayesncl", 1) == "bayesncl-seed1-6b8554ae07aa"
 
 
 def _sweepfake_result(tmp_path, method, seed, rho, lam, gain):
@@ -514,6 +525,10 @@ def test_the_budget_study_script_links_shared_runs_and_skips_unlisted_seeds(tmp_
     study("1", "study_budget_mechanism")
     mechanism_link = out / "study_budget_mechanism" / "runs"
     assert mechanism_link.resolve() == (out / "study_budget_200" / "runs").resolve()
+    # the 200-epoch sweep, beside the 200-epoch Fashion-MNIST comparison's runs
+    study("1", "study_budget_sweep_200")
+    sweep_link = out / "study_budget_sweep_200" / "runs"
+    assert sweep_link.resolve() == (out / "study_budget_fmnist_200" / "runs").resolve()
 
 
 def test_the_budget_study_script_restores_the_kept_runs_so_shared_runs_are_not_retrained(
