@@ -100,6 +100,7 @@ def test_study_budget_presets_share_everything_but_the_dataset():
     assert "++scheduler.warmup_epochs=10" in plain.overrides  # 10% of the budget
 
 
+@pytest.mark.long
 @pytest.mark.solo
 def test_benchmark_runs_only_the_seeds_asked_for_and_tables_the_rest_as_unfinished(
     image_folder, tmp_path
@@ -132,6 +133,7 @@ def test_benchmark_seeds_option_is_checked_on_the_command_line(capsys):
     assert "'one' is not a comma-separated list of integers" in capsys.readouterr().err
 
 
+@pytest.mark.long
 @pytest.mark.solo
 @pytest.mark.skipif(not FASHION_MNIST.is_dir(), reason="needs Debian's dataset-fashion-mnist")
 def test_callback_probe_and_background_figures_equal_the_checkpoint_measures(tmp_path):

@@ -200,6 +200,7 @@ def _python(args: list[str], cwd: Path, timeout: float = 900) -> subprocess.Comp
     )
 
 
+@pytest.mark.long
 @pytest.mark.solo
 def test_a_script_shaped_like_upstreams_finds_the_methods_through_the_shipped_config(tmp_path):
     script = tmp_path / "main_pretrain.py"

@@ -87,6 +87,7 @@ def test_bad_arguments_are_refused_naming_the_option(script, args, message):
     assert message in done.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.long
 @pytest.mark.solo
 def test_tiny_train_step_run_prints_its_figures_and_no_warnings():
     done = _script(

@@ -94,6 +94,7 @@ def _python(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.long
 @pytest.mark.solo
 @pytest.mark.slow
 def test_a_short_pretraining_and_its_linear_probe_log_every_batch_without_warnings(

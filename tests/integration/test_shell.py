@@ -198,6 +198,7 @@ def test_missing_dataset_is_one_line_and_exit_2(tmp_path):
     assert "Traceback" not in proc.stderr and "HYDRA_FULL_ERROR" not in proc.stderr
 
 
+@pytest.mark.long
 @solo
 def test_entry_points_filter_the_known_third_party_warnings_and_the_library_does_not():
     code = (

@@ -127,6 +127,7 @@ def test_the_compiled_training_forward_computes_the_eager_one() -> None:
     torch.testing.assert_close(fast.bn.running_mean, eager.bn.running_mean)
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.solo
 def test_a_compiled_pretraining_trains_as_the_eager_one(image_folder, tmp_path, capsys):

@@ -41,6 +41,7 @@ def _pretrain(image_folder: Path, out: Path, extra: tuple[str, ...] = ()) -> dic
     return {k: [r[k] for r in rows] for k in columns}
 
 
+@pytest.mark.long
 def test_validation_forwards_give_the_figures_of_the_callbacks_own_pass(
     image_folder, tmp_path, monkeypatch
 ):
