@@ -2,8 +2,9 @@
 
 Each method is built from its shipped CIFAR config (``scripts/pretrain/cifar/<method>.yaml``,
 composed with Hydra and checked by :func:`solo_bayesncl.training.pretrain.prepare_pretrain_cfg`), set
-up as the pretraining entry point sets it up (small stem on request, contiguous parameters,
-channels-last unless disabled) and put in train mode. One step is what Lightning runs per batch:
+up as the pretraining entry point sets it up (:func:`solo_bayesncl.training.fit.seed_and_layout`:
+seeded with the config's seed, small stem on request, contiguous parameters, channels-last unless
+disabled, one-pixel convolutions as matrix products unless disabled) and put in train mode. One step is what Lightning runs per batch:
 ``training_step`` on ``(indexes, [x1, x2], targets)`` (both views through backbone, projector,
 gating head, loss and the online classifier), ``backward`` and the optimizer step, with the
 optimizer returned by the method's own ``configure_optimizers`` (LARS, its parameter groups, the
@@ -25,7 +26,9 @@ reached at the median step time and its share of the fp32 limit (on CPU estimate
 memory format (channels-last against contiguous, ``performance.disable_channel_last``);
 ``--compile`` sets ``performance.compile`` (the backbone's training forward compiled with
 ``torch.compile``) for every method, ``--compare-compile`` adds bayesncl with the other setting;
-with both comparisons, also the two flipped together. The first step of each, where compiling
+with both comparisons, also the two flipped together. ``--compare-one-pixel-convs`` adds bayesncl
+with ``performance.one_pixel_convs`` flipped (the convolutions with a one-pixel output computed as
+matrix products or as convolutions). The first step of each, where compiling
 happens, is printed apart.
 
 Usage::
@@ -34,7 +37,7 @@ Usage::
         [--warmup 3] [--threads 1] [--device cpu|cuda] [--precision 32|bf16|16]
         [--backbone resnet18] [--small-stem] [--proj 2048 256] [--images random|fashion-mnist]
         [--breakdown] [--compare-memory-format] [--compile] [--compare-compile]
-        [--peak-gflops G]
+        [--compare-one-pixel-convs] [--peak-gflops G]
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "scripts" / "pretrain" / "cifar"
@@ -99,15 +103,17 @@ def build_model(cfg, device: torch.device) -> torch.nn.Module:
     """The method in train mode, set up as :func:`solo_bayesncl.training.pretrain.pretrain` does
     (the compiling, when ``performance.compile`` asks for it, comes after the FLOPs are counted:
     :func:`compile_if_asked`)."""
-    from solo.utils.misc import make_contiguous
-
     from solo_bayesncl.host.models import build_method
+    from solo_bayesncl.training.fit import seed_and_layout
 
-    torch.manual_seed(0)  # the same backbone and projector initialisation for every method
-    model = build_method(cfg)
-    make_contiguous(model)
-    if not cfg.performance.disable_channel_last:
-        model = model.to(memory_format=torch.channels_last)
+    # cfg.seed is the shipped configs' for every method: the same backbone and projector
+    seed_notice = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to ..."
+    level = seed_notice.level
+    seed_notice.setLevel(logging.WARNING)
+    try:
+        model = seed_and_layout(cfg, lambda: build_method(cfg))
+    finally:
+        seed_notice.setLevel(level)
     model.log = lambda *a, **k: None  # no trainer to log to
     model.log_dict = lambda *a, **k: None
     return model.to(device).train()
@@ -470,6 +476,8 @@ def variant_cfgs(cfg, args: argparse.Namespace) -> dict[str, Any]:
         flips.append(("compile",))
     if args.compare_memory_format and args.compare_compile:
         flips.append(("memory", "compile"))
+    if args.compare_one_pixel_convs:
+        flips.append(("pixel",))
     variants: dict[str, Any] = {}
     for flip in flips:
         other = copy.deepcopy(cfg)
@@ -477,11 +485,15 @@ def variant_cfgs(cfg, args: argparse.Namespace) -> dict[str, Any]:
             other.performance.disable_channel_last = not other.performance.disable_channel_last
         if "compile" in flip:
             other.performance.compile = not compile_wanted(cfg)
+        if "pixel" in flip:
+            OmegaConf.update(other, "performance.one_pixel_convs", not one_pixel_wanted(cfg))
         parts = []
         if "memory" in flip:
             parts.append(memory_format_name(other))
         if "compile" in flip:
             parts.append(compiled_name(compile_wanted(other)))
+        if "pixel" in flip:
+            parts.append(one_pixel_name(one_pixel_wanted(other)))
         variants[f"bayesncl {', '.join(parts)}"] = other
     return variants
 
@@ -491,6 +503,18 @@ def compile_wanted(cfg) -> bool:
     from solo_bayesncl.training.compiled import decide_compile
 
     return decide_compile(cfg)
+
+
+def one_pixel_wanted(cfg) -> bool:
+    """Whether ``cfg``'s ``performance.one_pixel_convs`` computes one-pixel convolutions as
+    matrix products."""
+    from solo_bayesncl.training.one_pixel_convs import decide_one_pixel_convs
+
+    return decide_one_pixel_convs(cfg)
+
+
+def one_pixel_name(as_products: bool) -> str:
+    return "one-pixel convs as products" if as_products else "one-pixel convs as convolutions"
 
 
 def compiled_name(compiled: bool) -> str:
@@ -580,6 +604,7 @@ def run(args: argparse.Namespace) -> None:
         f"backbone training forward: {compiled_name(compiled['bayesncl'])} "
         f"(performance.compile={args.compile})"
     )
+    print(f"{one_pixel_name(one_pixel_wanted(cfgs['bayesncl']))} (performance.one_pixel_convs)")
     print(f"one step = training_step + backward + optimizer step; {args.steps} interleaved rounds")
     print(f"after {args.warmup} warm-up rounds, order rotating each round\n")
 
@@ -665,6 +690,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="also time bayesncl with the backbone's training forward compiled or not, the other "
         "of --compile",
+    )
+    parser.add_argument(
+        "--compare-one-pixel-convs",
+        action="store_true",
+        help="also time bayesncl with its one-pixel convolutions computed the other way "
+        "(performance.one_pixel_convs: matrix products or convolutions)",
     )
     parser.add_argument(
         "--peak-gflops",

@@ -103,6 +103,7 @@ _RUN_BOOLEANS = (
     "data.no_labels",
     "performance.disable_channel_last",
     "performance.compile",
+    "performance.one_pixel_convs",
     "interpretability.enabled",
 )
 

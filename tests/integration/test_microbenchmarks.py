@@ -93,13 +93,18 @@ def test_tiny_train_step_run_prints_its_figures_and_no_warnings():
     done = _script(
         "bench_train_step.py",
         *("--batch-size", "4", "--steps", "2", "--warmup", "0", "--proj", "32", "16"),
+        "--compare-one-pixel-convs",
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    for method in ("bayesncl", "ncl", "simclr"):
-        assert f"\n{method:<9} " in out  # a row of the step-time table
+    other = "bayesncl one-pixel convs as convolutions"
+    for method in ("bayesncl", "ncl", "simclr", other):
+        assert f"\n{method:<{len(other)}} " in out  # a row of the step-time table
     assert "bayesncl/ncl   : ratio of medians" in out and "verdict:" in out
+    assert "one-pixel convs as products (performance.one_pixel_convs)" in out
+    assert f"{other} / bayesncl (contiguous, eager): paired per round: median" in out
     assert "Warning" not in done.stderr, done.stderr
+    assert "Seed set" not in out + done.stderr  # Lightning's notice, once per model
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
