@@ -190,6 +190,7 @@ def test_on_unless_turned_off_and_other_values_refused_in_one_line() -> None:
 
 
 def test_pretraining_lays_the_model_out_with_products_unless_turned_off() -> None:
+    pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     from solo_bayesncl.training.fit import seed_and_layout
 
     def cfg(**performance):
