@@ -1,6 +1,6 @@
 """What the tests share besides fixtures: composing the shipped configs, the overrides that make
-a run seconds long on a folder of images, a tiny checkpoint, a tiny benchmark preset and a fake
-benchmark result. Imported as ``from helpers import ...`` (``tests/`` is on the path through
+a run seconds long on a folder of images, a few training steps of a model laid out as pretraining
+lays it out, a tiny checkpoint, a tiny benchmark preset and a fake benchmark result. Imported as ``from helpers import ...`` (``tests/`` is on the path through
 ``conftest.py``)."""
 
 from __future__ import annotations
@@ -179,3 +179,57 @@ def fake_result(method: str, seed: int, gain: float, linear: float = 80.0, varia
     if variant:
         result["variant"] = variant
     return result
+
+
+def real_image_batch(image_folder: Path, size: int = 8):
+    """A solo-learn training batch ``(indexes, [view, flipped view], targets)`` of ``size`` real
+    32 px images from the ``image_folder`` fixture's ``train/``, normalised to [-1, 1]."""
+    import torch
+    from PIL import Image
+    from torchvision import transforms
+
+    to_tensor = transforms.Compose(
+        [transforms.ToTensor(), transforms.Normalize([0.5] * 3, [0.5] * 3)]
+    )
+    files = sorted((image_folder / "train").rglob("*.png"))[::4][:size]
+    x1 = torch.stack([to_tensor(Image.open(f)) for f in files])
+    return torch.arange(size), [x1, torch.flip(x1, dims=[3])], torch.arange(size) % 6
+
+
+def few_training_steps(cfg, batch, steps: int = 3):
+    """``steps`` optimisation steps of ``cfg``'s method on one batch, the model seeded and laid
+    out as pretraining does (``seed_and_layout``), with its own optimizer and no trainer; returns
+    the losses, the gradients of the first step and the model."""
+    from solo_bayesncl.host.models import build_method
+    from solo_bayesncl.training.fit import seed_and_layout
+
+    model = seed_and_layout(cfg, lambda: build_method(cfg))
+    model.log = model.log_dict = lambda *a, **k: None  # no trainer attached
+    model.scheduler = "none"
+    optimizer = model.configure_optimizers()
+    model.train()
+    losses, first_grads = [], {}
+    for step in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        loss = model.training_step(batch, 0)
+        loss.backward()
+        if step == 0:
+            first_grads = {
+                name: p.grad.detach().clone()
+                for name, p in model.named_parameters()
+                if p.grad is not None
+            }
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return losses, first_grads, model
+
+
+def assert_gradients_close(first: dict, second: dict, rel: float) -> None:
+    """The same parameters got gradients in both, each pair within ``rel`` of the first's norm
+    (plus 1e-7): the same computation up to float rounding."""
+    assert first.keys() == second.keys()
+    for name, grad in first.items():
+        apart = float((grad - second[name]).norm())
+        assert apart <= rel * float(grad.norm()) + 1e-7, (
+            f"{name}: the first gradients differ by {apart:.2e} (norm {grad.norm():.2e})"
+        )

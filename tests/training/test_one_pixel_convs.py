@@ -6,6 +6,7 @@ steps of BayesNCL give the numbers of the plain convolutions to float tolerance.
 
 from __future__ import annotations
 
+import helpers
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -210,19 +211,14 @@ def test_a_few_bayesncl_steps_are_the_same_with_products_and_with_convolutions(
     """BayesNCL from its shipped config at 32 px (the ImageNet stem: 1 x 1 maps in layer4), laid
     out as pretraining lays it out, three LARS steps on one batch of real images each way."""
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
-    from helpers import compose
-    from PIL import Image
-    from torchvision import transforms
-
-    from solo_bayesncl.host.models import build_method
-    from solo_bayesncl.training.fit import seed_and_layout
     from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+
+    batch = helpers.real_image_batch(image_folder)
+    assert batch[1][0].shape[-2:] == (32, 32)
 
     def train(one_pixel_convs: bool):
         overrides = [
-            "data.dataset=custom",
-            f"data.train_path={image_folder / 'train'}",
-            f"data.val_path={image_folder / 'val'}",
+            *helpers.image_folder_overrides(image_folder),
             "method_kwargs.proj_hidden_dim=64",
             "method_kwargs.proj_output_dim=32",
             "optimizer.batch_size=8",
@@ -230,44 +226,14 @@ def test_a_few_bayesncl_steps_are_the_same_with_products_and_with_convolutions(
             f"++performance.one_pixel_convs={one_pixel_convs}",
         ]
         cfg = prepare_pretrain_cfg(
-            compose("scripts/pretrain/cifar", "bayesncl.yaml", overrides), check_data=False
+            helpers.compose("scripts/pretrain/cifar", "bayesncl.yaml", overrides), check_data=False
         )
-        model = seed_and_layout(cfg, lambda: build_method(cfg))
+        losses, first_grads, model = helpers.few_training_steps(cfg, batch)
         assert (type(model.backbone.layer4[1].conv2) is OnePixelConv2d) is one_pixel_convs
-        model.log = model.log_dict = lambda *a, **k: None  # no trainer attached
-        model.scheduler = "none"
-        optimizer = model.configure_optimizers()
-        model.train()
-        losses, first_grads = [], {}
-        for step in range(3):
-            optimizer.zero_grad(set_to_none=True)
-            loss = model.training_step(batch, 0)
-            loss.backward()
-            if step == 0:
-                first_grads = {
-                    n: p.grad.detach().clone()
-                    for n, p in model.named_parameters()
-                    if p.grad is not None
-                }
-            optimizer.step()
-            losses.append(float(loss.detach()))
         return losses, first_grads
-
-    to_tensor = transforms.Compose(
-        [transforms.ToTensor(), transforms.Normalize([0.5] * 3, [0.5] * 3)]
-    )
-    files = sorted((image_folder / "train").rglob("*.png"))[::4][:8]
-    x1 = torch.stack([to_tensor(Image.open(f)) for f in files])
-    assert x1.shape[-2:] == (32, 32)
-    batch = (torch.arange(8), [x1, torch.flip(x1, dims=[3])], torch.arange(8) % 6)
 
     conv_losses, conv_grads = train(False)
     product_losses, product_grads = train(True)
     assert conv_losses[-1] != conv_losses[0]  # the steps did train
     assert product_losses == pytest.approx(conv_losses, rel=1e-4)
-    assert conv_grads.keys() == product_grads.keys()
-    for name, grad in conv_grads.items():
-        apart = float((grad - product_grads[name]).norm())
-        assert apart <= 1e-4 * float(grad.norm()) + 1e-7, (
-            f"{name}: the first gradients differ by {apart:.2e} (norm {grad.norm():.2e})"
-        )
+    helpers.assert_gradients_close(conv_grads, product_grads, rel=1e-4)
