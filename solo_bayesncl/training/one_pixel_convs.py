@@ -13,15 +13,15 @@ for an input of H x W pixels with ``pad_h + H <= k_h`` and ``pad_w + W <= k_w``,
 gives one output pixel, dilation 1, zero padding and one group. The weight gradient of the taps
 outside the input is zero either way (they only ever meet the padding).
 
-Why bother: oneDNN's CPU kernels are poor at these shapes on CPUs without AVX-512. On two AMD
-EPYC (Zen 3, AVX2) cores, the weight gradient of a 512-channel 3x3 convolution on 1 x 1 inputs
-took 5.7 times its forward, and the four such convolutions took a third of ResNet-18's step at
-32 px; as matrix products the whole step took 0.6 of the time (docs/training.md, "One-pixel
-convolutions", has the figures and the command). On CPUs with AVX-512 and on GPUs the products
-are at least as fast. Nothing else changes: the module keeps its class's parameters, buffers and
-``state_dict`` keys (checkpoints are the same), inputs of any other size run the ordinary
-convolution, and the results agree with it to float rounding (the sums run in another order),
-not bit for bit.
+Why bother: oneDNN's CPU kernels handled these shapes poorly on the AVX2 CPU measured. On two
+AMD EPYC (Zen 3, no AVX-512) cores, the weight gradient of a 512-channel 3x3 convolution on
+1 x 1 inputs took 5.7 times its forward, and with the products BayesNCL's whole step at 2 x 256
+views took 0.49 of its time (docs/training.md, "One-pixel convolutions", has the figures and
+the command). Everywhere, the products skip the multiplications by the padding, about a fifth
+of the step's FLOPs at 32 px; their speed on CPUs with AVX-512 and on GPUs was not measured.
+Nothing else changes: the module keeps its class's parameters, buffers and ``state_dict`` keys
+(checkpoints are the same), inputs of any other size run the ordinary convolution, and the
+results agree with it to float rounding (the sums run in another order), not bit for bit.
 """
 
 from __future__ import annotations
