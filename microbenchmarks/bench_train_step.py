@@ -4,8 +4,8 @@ Each method is built from its shipped CIFAR config (``scripts/pretrain/cifar/<me
 composed with Hydra and checked by :func:`solo_bayesncl.training.pretrain.prepare_pretrain_cfg`), set
 up as the pretraining entry point sets it up (:func:`solo_bayesncl.training.fit.seed_and_layout`:
 seeded with the config's seed, small stem on request, contiguous parameters, channels-last unless
-disabled, one-pixel convolutions as matrix products unless disabled) and put in train mode. One step is what Lightning runs per batch:
-``training_step`` on ``(indexes, [x1, x2], targets)`` (both views through backbone, projector,
+disabled, one-pixel convolutions as matrix products unless disabled) and put in train mode. One
+step is what Lightning runs per batch: ``training_step`` on ``(indexes, [x1, x2], targets)`` (both views through backbone, projector,
 gating head, loss and the online classifier), ``backward`` and the optimizer step, with the
 optimizer returned by the method's own ``configure_optimizers`` (LARS, its parameter groups, the
 gating head's own learning rate, bias and norm excluded from weight decay). No Lightning trainer
@@ -28,8 +28,8 @@ memory format (channels-last against contiguous, ``performance.disable_channel_l
 ``torch.compile``) for every method, ``--compare-compile`` adds bayesncl with the other setting;
 with both comparisons, also the two flipped together. ``--compare-one-pixel-convs`` adds bayesncl
 with ``performance.one_pixel_convs`` flipped (the convolutions with a one-pixel output computed as
-matrix products or as convolutions). The first step of each, where compiling
-happens, is printed apart.
+matrix products or as convolutions). The first step of each, where compiling happens, is
+printed apart.
 
 Usage::
 
