@@ -4,7 +4,7 @@ Each method is built from its shipped CIFAR config (``scripts/pretrain/cifar/<me
 composed with Hydra and checked by :func:`solo_bayesncl.training.pretrain.prepare_pretrain_cfg`), set
 up as the pretraining entry point sets it up (:func:`solo_bayesncl.training.fit.seed_and_layout`:
 seeded with the config's seed, small stem on request, contiguous parameters, channels-last unless
-disabled, one-pixel convolutions as matrix products unless disabled) and put in train mode. One
+disabled, convolutions on maps of a few pixels as matrix products unless disabled) and put in train mode. One
 step is what Lightning runs per batch: ``training_step`` on ``(indexes, [x1, x2], targets)`` (both views through backbone, projector,
 gating head, loss and the online classifier), ``backward`` and the optimizer step, with the
 optimizer returned by the method's own ``configure_optimizers`` (LARS, its parameter groups, the
@@ -26,9 +26,9 @@ reached at the median step time and its share of the fp32 limit (on CPU estimate
 memory format (channels-last against contiguous, ``performance.disable_channel_last``);
 ``--compile`` sets ``performance.compile`` (the backbone's training forward compiled with
 ``torch.compile``) for every method, ``--compare-compile`` adds bayesncl with the other setting;
-with both comparisons, also the two flipped together. ``--compare-one-pixel-convs`` adds bayesncl
-with ``performance.one_pixel_convs`` flipped (the convolutions with a one-pixel output computed as
-matrix products or as convolutions). The first step of each, where compiling happens, is
+with both comparisons, also the two flipped together. ``--compare-small-map-convs`` adds bayesncl
+with ``performance.small_map_convs`` flipped (the convolutions whose input has no more pixels than
+their kernel has taps computed as matrix products or as convolutions). The first step of each, where compiling happens, is
 printed apart.
 
 Usage::
@@ -37,7 +37,7 @@ Usage::
         [--warmup 3] [--threads 1] [--device cpu|cuda] [--precision 32|bf16|16]
         [--backbone resnet18] [--small-stem] [--proj 2048 256] [--images random|fashion-mnist]
         [--breakdown] [--compare-memory-format] [--compile] [--compare-compile]
-        [--compare-one-pixel-convs] [--peak-gflops G]
+        [--compare-small-map-convs] [--peak-gflops G]
 """
 
 from __future__ import annotations
@@ -476,8 +476,8 @@ def variant_cfgs(cfg, args: argparse.Namespace) -> dict[str, Any]:
         flips.append(("compile",))
     if args.compare_memory_format and args.compare_compile:
         flips.append(("memory", "compile"))
-    if args.compare_one_pixel_convs:
-        flips.append(("pixel",))
+    if args.compare_small_map_convs:
+        flips.append(("small maps",))
     variants: dict[str, Any] = {}
     for flip in flips:
         other = copy.deepcopy(cfg)
@@ -485,15 +485,15 @@ def variant_cfgs(cfg, args: argparse.Namespace) -> dict[str, Any]:
             other.performance.disable_channel_last = not other.performance.disable_channel_last
         if "compile" in flip:
             other.performance.compile = not compile_wanted(cfg)
-        if "pixel" in flip:
-            OmegaConf.update(other, "performance.one_pixel_convs", not one_pixel_wanted(cfg))
+        if "small maps" in flip:
+            OmegaConf.update(other, "performance.small_map_convs", not small_map_wanted(cfg))
         parts = []
         if "memory" in flip:
             parts.append(memory_format_name(other))
         if "compile" in flip:
             parts.append(compiled_name(compile_wanted(other)))
-        if "pixel" in flip:
-            parts.append(one_pixel_name(one_pixel_wanted(other)))
+        if "small maps" in flip:
+            parts.append(small_map_name(small_map_wanted(other)))
         variants[f"bayesncl {', '.join(parts)}"] = other
     return variants
 
@@ -505,16 +505,16 @@ def compile_wanted(cfg) -> bool:
     return decide_compile(cfg)
 
 
-def one_pixel_wanted(cfg) -> bool:
-    """Whether ``cfg``'s ``performance.one_pixel_convs`` computes one-pixel convolutions as
-    matrix products."""
-    from solo_bayesncl.training.one_pixel_convs import decide_one_pixel_convs
+def small_map_wanted(cfg) -> bool:
+    """Whether ``cfg``'s ``performance.small_map_convs`` computes the convolutions on maps of
+    a few pixels as matrix products."""
+    from solo_bayesncl.training.small_map_convs import decide_small_map_convs
 
-    return decide_one_pixel_convs(cfg)
+    return decide_small_map_convs(cfg)
 
 
-def one_pixel_name(as_products: bool) -> str:
-    return "one-pixel convs as products" if as_products else "one-pixel convs as convolutions"
+def small_map_name(as_products: bool) -> str:
+    return "small-map convs as products" if as_products else "small-map convs as convolutions"
 
 
 def compiled_name(compiled: bool) -> str:
@@ -604,7 +604,7 @@ def run(args: argparse.Namespace) -> None:
         f"backbone training forward: {compiled_name(compiled['bayesncl'])} "
         f"(performance.compile={args.compile})"
     )
-    print(f"{one_pixel_name(one_pixel_wanted(cfgs['bayesncl']))} (performance.one_pixel_convs)")
+    print(f"{small_map_name(small_map_wanted(cfgs['bayesncl']))} (performance.small_map_convs)")
     print(f"one step = training_step + backward + optimizer step; {args.steps} interleaved rounds")
     print(f"after {args.warmup} warm-up rounds, order rotating each round\n")
 
@@ -692,10 +692,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "of --compile",
     )
     parser.add_argument(
-        "--compare-one-pixel-convs",
+        "--compare-small-map-convs",
         action="store_true",
-        help="also time bayesncl with its one-pixel convolutions computed the other way "
-        "(performance.one_pixel_convs: matrix products or convolutions)",
+        help="also time bayesncl with its convolutions on small maps computed the other way "
+        "(performance.small_map_convs: matrix products or convolutions)",
     )
     parser.add_argument(
         "--peak-gflops",

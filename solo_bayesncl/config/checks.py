@@ -91,6 +91,10 @@ seconds between the checkpoints a pretraining saves within an epoch (0 or null: 
 DEFAULT_CHECKPOINT_INTERVAL_S = 60.0
 """``checkpoint.time_interval_s`` when a config does not set it: an interrupted pretraining loses
 at most about a minute of training."""
+PERFORMANCE_KEYS: tuple[str, ...] = ("disable_channel_last", "compile", "small_map_convs")
+"""Every ``performance.*`` key: solo-learn's ``disable_channel_last`` and the plugin's two
+(``compile``: :mod:`solo_bayesncl.training.compiled`, ``small_map_convs``:
+:mod:`solo_bayesncl.training.small_map_convs`)."""
 SCENE_KEYS: tuple[str, ...] = ("num_backgrounds", "background_seed")
 """``data.*`` keys only ``fashion-mnist-scenes`` reads."""
 
@@ -103,7 +107,7 @@ _RUN_BOOLEANS = (
     "data.no_labels",
     "performance.disable_channel_last",
     "performance.compile",
-    "performance.one_pixel_convs",
+    "performance.small_map_convs",
     "interpretability.enabled",
 )
 
@@ -172,7 +176,7 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     :data:`DEFAULT_CHECKPOINT_INTERVAL_S`), ``seed`` an integer in [0, 2^32 - 1], only
     :data:`TOP_LEVEL_KEYS` and Lightning ``Trainer`` arguments at the top, :data:`DATA_KEYS` under
     ``data`` (the scene keys on ``fashion-mnist-scenes`` only), :data:`CHECKPOINT_KEYS` under
-    ``checkpoint``, and the
+    ``checkpoint``, :data:`PERFORMANCE_KEYS` under ``performance``, and the
     booleans above parsed strictly. Values are written back normalised (``"false"`` becomes
     ``False``).
     """
@@ -183,6 +187,7 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     _require_known_top_level_keys(cfg)
     require_known_keys(cfg, "data", DATA_KEYS)
     require_known_keys(cfg, "checkpoint", CHECKPOINT_KEYS)
+    require_known_keys(cfg, "performance", PERFORMANCE_KEYS)
     dataset = str(present("data.offline_dataset") or present("data.dataset") or "")
     for name in SCENE_KEYS:
         if (

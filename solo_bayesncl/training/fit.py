@@ -24,11 +24,11 @@ from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.data.datasets import build_val_loader
 from solo_bayesncl.training.auto_resume import JobRun, shared_with_launched_processes
 from solo_bayesncl.training.compiled import compile_training_forward, decide_compile
-from solo_bayesncl.training.one_pixel_convs import (
-    decide_one_pixel_convs,
-    one_pixel_convs_as_products,
-)
 from solo_bayesncl.training.resumable import resumable_fit
+from solo_bayesncl.training.small_map_convs import (
+    decide_small_map_convs,
+    small_map_convs_as_products,
+)
 from solo_bayesncl.training.trainer import (
     build_loggers,
     build_trainer,
@@ -43,8 +43,8 @@ __all__ = ["fit", "seed_and_layout", "train_batches_per_process"]
 def seed_and_layout(cfg: omegaconf.DictConfig, build: Callable[[], nn.Module]) -> nn.Module:
     """Seeds every generator with ``cfg.seed``, then builds the model, gives it solo-learn's
     memory layout (contiguous, channels-last unless ``performance.disable_channel_last``) and,
-    unless ``performance.one_pixel_convs=False``, computes its one-pixel convolutions as matrix
-    products (:mod:`solo_bayesncl.training.one_pixel_convs`)."""
+    unless ``performance.small_map_convs=False``, computes its convolutions on maps of a few
+    pixels as matrix products (:mod:`solo_bayesncl.training.small_map_convs`)."""
     from lightning.pytorch import seed_everything
     from solo.utils.misc import make_contiguous
 
@@ -53,8 +53,8 @@ def seed_and_layout(cfg: omegaconf.DictConfig, build: Callable[[], nn.Module]) -
     make_contiguous(model)
     if not cfg.performance.disable_channel_last:
         model = model.to(memory_format=torch.channels_last)
-    if decide_one_pixel_convs(cfg):
-        one_pixel_convs_as_products(model)
+    if decide_small_map_convs(cfg):
+        small_map_convs_as_products(model)
     return model
 
 

@@ -1,0 +1,147 @@
+"""Convolutions on maps of a few pixels, computed as the matrix products they are
+(``performance.small_map_convs``).
+
+A ResNet with the ImageNet stem shrinks a 32-pixel image to 2 x 2 pixels in ``layer3`` and to
+1 x 1 in ``layer4``. A convolution is a linear map from its input's ``C x H x W`` values to its
+output's ``O x H' x W'`` values: flattening the pixels (``q`` of the input, ``p`` of the output),
+
+    y[n, o, p] = sum over c, q of x[n, c, q] * w[o, c, t(p, q)]  (+ bias[o])
+
+where ``t(p, q)`` is the tap whose window position links output pixel ``p`` to input pixel ``q``;
+a pair that no tap links (its window meets ``q`` only through the padding, or not at all) has a
+zero weight. Per output pixel and channel pair the convolution multiplies every one of the
+``k_h k_w`` taps, those over the zero padding included, and the product every one of the
+``H W`` input pixels. So when the input has no more pixels than the kernel has taps, the product
+does no more multiplications than the convolution: here the three 3x3 convolutions of ``layer3``
+after its first block's entry (2 x 2 maps: 4 products against 9 taps per output pixel), the
+stride-2 3x3 convolution entering ``layer4`` and ``layer4``'s three 3x3 convolutions on 1 x 1 maps
+(one output pixel whose window holds the whole input).
+
+Why bother: oneDNN's CPU kernels handled these shapes poorly on the AVX2 CPU measured. On two
+AMD EPYC (Zen 3, no AVX-512) cores, the weight gradient of a 512-channel 3x3 convolution on
+1 x 1 inputs took 5.7 times its forward, and the forward and backward of a 256-channel 3x3
+convolution on 2 x 2 inputs took 3 times those of its product (docs/training.md, "Convolutions on
+small maps", has the figures of the whole step and the command). Everywhere, the products skip
+the multiplications by the padding; their speed on CPUs with AVX-512 and on GPUs was not measured.
+Nothing else changes: the module keeps its class's parameters, buffers and ``state_dict`` keys
+(checkpoints are the same), inputs with more pixels run the ordinary convolution, and the results
+agree with it to float rounding (the sums run in another order), not bit for bit.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import omegaconf
+import torch
+from omegaconf import OmegaConf
+from torch import nn
+from torch.nn import functional as F
+
+from solo_bayesncl.core.validation import parse_bool
+
+__all__ = [
+    "SmallMapConv2d",
+    "decide_small_map_convs",
+    "small_map_convs_as_products",
+    "tap_of_each_pixel_pair",
+]
+
+
+def tap_of_each_pixel_pair(conv: nn.Conv2d, height: int, width: int) -> torch.Tensor | None:
+    """For an input of ``height`` x ``width`` pixels, the ``(H', W', H W)`` tensor whose entry
+    ``[i, j, q]`` is the flat kernel index ``t(p, q)`` of the tap linking output pixel ``p = (i, j)``
+    to input pixel ``q``, or ``k_h k_w`` where no tap does (module docstring). None when the product
+    would do more multiplications than the convolution (more input pixels than taps) or is not what
+    the convolution computes (groups, padding other than zeros, ``padding="same"``), and when the
+    input is too small for one output pixel (the convolution then raises its own error)."""
+    if conv.groups != 1 or conv.padding_mode != "zeros" or isinstance(conv.padding, str):
+        return None
+    return _tap_index(conv.kernel_size, conv.stride, conv.padding, conv.dilation, height, width)
+
+
+@functools.lru_cache(maxsize=64)
+def _tap_index(
+    kernel: tuple[int, ...],
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    height: int,
+    width: int,
+) -> torch.Tensor | None:
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    if height * width > kh * kw:
+        return None
+    out_h = (height + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    out_w = (width + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if out_h < 1 or out_w < 1:
+        return None
+    index = torch.full((out_h, out_w, height * width), kh * kw, dtype=torch.long)
+    for i in range(out_h):
+        for j in range(out_w):
+            for a in range(kh):
+                row = i * sh - ph + a * dh
+                if not 0 <= row < height:
+                    continue
+                for b in range(kw):
+                    col = j * sw - pw + b * dw
+                    if 0 <= col < width:
+                        index[i, j, row * width + col] = a * kw + b
+    return index
+
+
+@functools.lru_cache(maxsize=64)
+def _tap_selection(
+    index: torch.Tensor, taps: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """The ``(k_h k_w, H' W' H W)`` 0/1 matrix that places each of the ``taps`` taps at the pixel
+    pairs it links (``index`` from :func:`tap_of_each_pixel_pair`, itself cached, so one entry
+    per shape): the weight times it is the linear map, a matrix product rather than a gather,
+    whose backward is a matrix product too."""
+    one_hot = F.one_hot(index.flatten(), num_classes=taps + 1)[:, :taps]
+    return one_hot.t().to(device=device, dtype=dtype).contiguous()
+
+
+class SmallMapConv2d(nn.Conv2d):
+    """An ``nn.Conv2d`` that computes its output on an input of no more pixels than its kernel
+    has taps as one matrix product (module docstring); every other input runs ``nn.Conv2d``'s own
+    forward."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.Conv2d's name
+        if input.dim() != 4:
+            return super().forward(input)
+        index = tap_of_each_pixel_pair(self, input.shape[-2], input.shape[-1])
+        if index is None:
+            return super().forward(input)
+        out_h, out_w, in_pixels = index.shape
+        taps = self.kernel_size[0] * self.kernel_size[1]
+        selection = _tap_selection(index, taps, self.weight.dtype, self.weight.device)
+        channels = self.out_channels * self.in_channels
+        linear_map = (self.weight.reshape(channels, -1) @ selection).view(
+            self.out_channels, self.in_channels, out_h * out_w, in_pixels
+        )  # O x C x H'W' x HW, made O H'W' x C HW below
+        linear_map = linear_map.transpose(1, 2).reshape(self.out_channels * out_h * out_w, -1)
+        bias = None if self.bias is None else self.bias.repeat_interleave(out_h * out_w)
+        out = F.linear(input.reshape(input.shape[0], -1), linear_map, bias)
+        out = out.view(input.shape[0], self.out_channels, out_h, out_w)
+        if not input.is_contiguous() and input.is_contiguous(memory_format=torch.channels_last):
+            out = out.contiguous(memory_format=torch.channels_last)
+        return out
+
+
+def small_map_convs_as_products(model: nn.Module) -> int:
+    """Turns every plain ``nn.Conv2d`` of ``model`` (not a subclass, which may compute something
+    else) into :class:`SmallMapConv2d`, in place, keeping its parameters; returns how many."""
+    count = 0
+    for module in model.modules():
+        if type(module) is nn.Conv2d:
+            module.__class__ = SmallMapConv2d
+            count += 1
+    return count
+
+
+def decide_small_map_convs(cfg: omegaconf.DictConfig) -> bool:
+    """``performance.small_map_convs`` (left out: True); a value that is not a boolean raises
+    :class:`~solo_bayesncl.core.validation.ConfigError` naming the key."""
+    value = OmegaConf.select(cfg, "performance.small_map_convs", default=None)
+    return True if value is None else parse_bool("performance.small_map_convs", value)
