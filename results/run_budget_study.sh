@@ -50,6 +50,15 @@
 # under way in RESULTS is left to resume:
 #
 #   KEPT=../solo-bayesncl/results sh results/run_budget_study.sh ../study_out 1 study_budget_sweep
+#
+# SHARE=1 lets several copies of the same command share the runs (the benchmark's --leave-busy):
+# each leaves a run another copy is training and goes on with the next. On two CPU cores, two
+# copies with one thread each train more per hour than one copy with two threads (the small
+# convolutions and BatchNorms of a 32-pixel ResNet keep two threads of one step only partly
+# busy; docs/benchmark.md has the figures):
+#
+#   OMP_NUM_THREADS=1 SHARE=1 sh results/run_budget_study.sh ../study_out 1 study_budget_sweep &
+#   OMP_NUM_THREADS=1 SHARE=1 sh results/run_budget_study.sh ../study_out 1 study_budget_sweep
 RESULTS=${1:-results}
 SEEDS=${2:-1 2 3 4 5}
 PRESETS=${3:-study_budget_scenes study_budget}
@@ -96,6 +105,6 @@ print($seed in load_preset('$preset').seeds)" 2>/dev/null)
         [ "$listed" = "True" ] || continue
         echo "== $preset seed $seed $(date -u +%FT%TZ)"
         python3 -m solo_bayesncl.benchmark --preset "$preset" --out "$RESULTS/$preset" \
-            --seeds "$seed" || echo "== $preset seed $seed stopped with status $?"
+            --seeds "$seed" ${SHARE:+--leave-busy} || echo "== $preset seed $seed stopped with status $?"
     done
 done

@@ -8,7 +8,9 @@ parent). The run reports its progress in ``status.json``, shown here as one prog
 
 A run being trained is locked (``RUN_DIR/lock``, holding the benchmark's process id): a second
 benchmark on the same results folder refuses that run with :class:`RunBusy` instead of training
-it a second time beside the first; the lock of a process that died is taken over.
+it a second time beside the first, or, asked to leave busy runs (``--leave-busy``), leaves it to
+the first and goes on with the next, so that several benchmarks share one preset's runs (one per
+GPU, or one per CPU core); the lock of a process that died is taken over.
 """
 
 from __future__ import annotations
@@ -98,7 +100,12 @@ class RunFailed(RuntimeError):
 
 
 class RunBusy(RuntimeError):
-    """Another live benchmark process is training this run (it holds the run's lock)."""
+    """Another live benchmark process is training this run (it holds the run's lock);
+    ``holder`` says which."""
+
+    def __init__(self, message: str, holder: str) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 def results_folder(preset: Preset, out_dir: Path | None) -> Path:
@@ -371,7 +378,8 @@ def _run_lock(run_dir: Path, method: str, seed: int):
         raise RunBusy(
             f"{method} seed {seed} is being trained by another benchmark ({who}, lock "
             f"{err.path}); wait for it to end, then run this command again: it skips the "
-            "finished runs"
+            "finished runs (or pass --leave-busy to train the other runs meanwhile)",
+            holder=f"{who}, lock {err.path}",
         ) from None
 
 
@@ -432,6 +440,7 @@ def run_benchmark(
     progress: bool = True,
     protocol: str = "standard",
     seeds: Sequence[int] | None = None,
+    leave_busy: bool = False,
 ) -> list[dict[str, Any]]:
     """Runs the preset; returns the results of every run (finished earlier or now).
 
@@ -443,7 +452,9 @@ def run_benchmark(
     run only gets that missing stage) and to the table. Raises :class:`Interrupted` when stopped
     by a signal and :class:`RunFailed` when a run fails; in both cases every stage that finished
     is kept and the same call resumes. Raises :class:`RunBusy` when another live benchmark is
-    training a run of this results folder (nothing is trained twice).
+    training a run of this results folder (nothing is trained twice), unless ``leave_busy``:
+    then that run is left to the other benchmark, the next one trains, and the table covers the
+    finished runs and lists the others as not finished, as with ``seeds``.
     """
     out_dir = results_folder(preset, out_dir)
     epochs = check_configs(preset)
@@ -478,6 +489,7 @@ def run_benchmark(
     if display is not None and log is print:
         log = display.write  # printed lines above the progress bar
     results = []
+    left_busy = False
     try:
         for (seed, method), key, run_dir, run_progress in zip(
             plan, keys, folders, progresses, strict=True
@@ -489,24 +501,44 @@ def run_benchmark(
                     display.skip_run(run_progress)
             else:
                 run_dir.mkdir(parents=True, exist_ok=True)
-                with _run_lock(run_dir, method, seed):
-                    if _finished(result_file, protocol):  # its former holder finished it
-                        log(f"[skip] {method} seed {seed}: finished ({run_dir.name})")
-                        if display is not None:
-                            display.skip_run(run_progress)
-                    else:
-                        _train_run(
-                            preset, method, seed, key, run_dir, protocol, display, run_progress, log
-                        )
-                        log(f"[done] {method} seed {seed}: {result_file}")
-                        times.learn(json.loads(result_file.read_text()), linear_epochs)
+                try:
+                    with _run_lock(run_dir, method, seed):
+                        if _finished(result_file, protocol):  # its former holder finished it
+                            log(f"[skip] {method} seed {seed}: finished ({run_dir.name})")
+                            if display is not None:
+                                display.skip_run(run_progress)
+                        else:
+                            _train_run(
+                                preset,
+                                method,
+                                seed,
+                                key,
+                                run_dir,
+                                protocol,
+                                display,
+                                run_progress,
+                                log,
+                            )
+                            log(f"[done] {method} seed {seed}: {result_file}")
+                            times.learn(json.loads(result_file.read_text()), linear_epochs)
+                except RunBusy as busy:
+                    if not leave_busy:
+                        raise
+                    log(
+                        f"[busy] {method} seed {seed}: left to the benchmark training it "
+                        f"({busy.holder})"
+                    )
+                    if display is not None:
+                        display.skip_run(run_progress)
+                    left_busy = True
+                    continue
             results.append(read_result(run_dir))
     finally:
         if display is not None:
             display.close()
             if log == display.write:
                 log = print
-    if seeds is not None:
+    if seeds is not None or left_busy:
         return write_tables(preset, out_dir, protocol=protocol, log=log)
     outputs = write_outputs(results, out_dir, preset.name)
     for name, path in outputs.items():

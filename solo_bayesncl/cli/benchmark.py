@@ -53,6 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated seeds of the preset to run now (default: all); the table covers "
         "every finished run of the preset",
     )
+    parser.add_argument(
+        "--leave-busy",
+        action="store_true",
+        help="leave a run that another benchmark is training to it and go on with the next "
+        "(several benchmarks then share the preset's runs: one per GPU, or one per CPU core with "
+        "OMP_NUM_THREADS=1); without it such a run stops this benchmark",
+    )
     no_training = parser.add_mutually_exclusive_group()
     no_training.add_argument(
         "--table-only",
@@ -127,7 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupted)
     start = time.perf_counter()
     try:
-        run_benchmark(preset, args.out, protocol=args.protocol, seeds=args.seeds)
+        run_benchmark(
+            preset, args.out, protocol=args.protocol, seeds=args.seeds, leave_busy=args.leave_busy
+        )
     except (KeyboardInterrupt, Interrupted) as err:
         print(INTERRUPTED, file=sys.stderr)
         return 128 + getattr(err, "signum", signal.SIGINT)

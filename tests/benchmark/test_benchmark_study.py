@@ -529,6 +529,11 @@ def test_the_budget_study_script_links_shared_runs_and_skips_unlisted_seeds(tmp_
     study("1", "study_budget_sweep_200")
     sweep_link = out / "study_budget_sweep_200" / "runs"
     assert sweep_link.resolve() == (out / "study_budget_fmnist_200" / "runs").resolve()
+    # SHARE=1: copies of the command share the runs, each leaving the busy ones to the others
+    assert "--leave-busy" not in calls.read_text()
+    env["SHARE"] = "1"
+    study("2", "study_budget_fmnist_200")
+    assert calls.read_text().splitlines()[-1].endswith("--seeds 2 --leave-busy")
 
 
 def test_the_budget_study_script_restores_the_kept_runs_so_shared_runs_are_not_retrained(

@@ -525,6 +525,53 @@ def test_a_second_benchmark_refuses_a_run_another_live_one_holds(image_folder, t
         holder.wait()
 
 
+@needs_solo
+def test_a_benchmark_asked_to_leave_busy_runs_trains_the_others_and_tables_the_finished(
+    image_folder, tmp_path
+):
+    """Two benchmarks sharing one preset's runs: the one that finds a run locked by the other
+    leaves it, trains the next, and writes the table of the finished runs only."""
+    from helpers import tiny_preset_file
+
+    from solo_bayesncl.benchmark.presets import load_preset
+    from solo_bayesncl.benchmark.runner import run_benchmark, run_key
+
+    path = tiny_preset_file(
+        tmp_path / "p.yaml", image_folder, tmp_path / "out", methods=("ncl", "simclr")
+    )
+    preset = load_preset(path)
+    busy = tmp_path / "out" / "runs" / f"ncl-seed5-{run_key(preset, 'ncl', 5)}"
+    other = tmp_path / "out" / "runs" / f"simclr-seed5-{run_key(preset, 'simclr', 5)}"
+    busy.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom solo_bayesncl.io.files import hold_lock\n"
+            f"with hold_lock({str(busy / 'lock')!r}):\n print('held', flush=True)\n"
+            " time.sleep(300)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        run_benchmark(preset, log=lines.append, progress=False, leave_busy=True)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (
+        f"[busy] ncl seed 5: left to the benchmark training it (process {holder.pid}, lock "
+        f"{busy / 'lock'})"
+    ) in lines
+    assert not (busy / "result.json").exists() and not (busy / "log.txt").exists()
+    assert (other / "result.json").is_file()
+    table = (tmp_path / "out" / "results.md").read_text()
+    assert "\n| simclr | 1 |" in table  # one seed: the run trained here
+    assert "Not finished yet, so in no figure above (1 runs): ncl seed 5." in table
+
+
 def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path):
     import os
 
