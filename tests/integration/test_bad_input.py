@@ -4,6 +4,7 @@ cannot compute instead of returning NaN."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import math
@@ -489,6 +490,28 @@ def test_benchmark_shows_the_use_bayes_warning_on_its_console(image_folder, tmp_
         check_configs(load_preset(path))
 
 
+@contextlib.contextmanager
+def _lock_held_by_another_process(lock: Path):
+    """A live process holding ``lock`` (as a benchmark training that run would) while the
+    block runs; yields its process id."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nfrom solo_bayesncl.io.files import hold_lock\n"
+            f"with hold_lock({str(lock)!r}):\n print('held', flush=True)\n time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 @needs_solo
 def test_a_second_benchmark_refuses_a_run_another_live_one_holds(image_folder, tmp_path):
     from helpers import tiny_preset_file
@@ -500,29 +523,13 @@ def test_a_second_benchmark_refuses_a_run_another_live_one_holds(image_folder, t
     preset = load_preset(path)
     run_dir = tmp_path / "out" / "runs" / f"ncl-seed5-{run_key(preset, 'ncl', 5)}"
     run_dir.mkdir(parents=True)
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time\nfrom solo_bayesncl.io.files import hold_lock\n"
-            f"with hold_lock({str(run_dir / 'lock')!r}):\n print('held', flush=True)\n"
-            " time.sleep(120)\n",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
+    with _lock_held_by_another_process(run_dir / "lock") as holder, pytest.raises(RunBusy) as err:
+        run_benchmark(preset, log=lambda *_: None, progress=False)
+    assert str(err.value).startswith(
+        f"ncl seed 5 is being trained by another benchmark (process {holder}, lock "
+        f"{run_dir / 'lock'}); wait for it to end"
     )
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(RunBusy) as err:
-            run_benchmark(preset, log=lambda *_: None, progress=False)
-        assert str(err.value).startswith(
-            f"ncl seed 5 is being trained by another benchmark (process {holder.pid}, lock "
-            f"{run_dir / 'lock'}); wait for it to end"
-        )
-        assert not (run_dir / "log.txt").exists() and not (run_dir / "spec.json").exists()
-    finally:
-        holder.kill()
-        holder.wait()
+    assert not (run_dir / "log.txt").exists() and not (run_dir / "spec.json").exists()
 
 
 @needs_solo
@@ -543,26 +550,11 @@ def test_a_benchmark_asked_to_leave_busy_runs_trains_the_others_and_tables_the_f
     busy = tmp_path / "out" / "runs" / f"ncl-seed5-{run_key(preset, 'ncl', 5)}"
     other = tmp_path / "out" / "runs" / f"simclr-seed5-{run_key(preset, 'simclr', 5)}"
     busy.mkdir(parents=True)
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time\nfrom solo_bayesncl.io.files import hold_lock\n"
-            f"with hold_lock({str(busy / 'lock')!r}):\n print('held', flush=True)\n"
-            " time.sleep(300)\n",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
     lines: list[str] = []
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with _lock_held_by_another_process(busy / "lock") as holder:
         run_benchmark(preset, log=lines.append, progress=False, leave_busy=True)
-    finally:
-        holder.kill()
-        holder.wait()
     assert (
-        f"[busy] ncl seed 5: left to the benchmark training it (process {holder.pid}, lock "
+        f"[busy] ncl seed 5: left to the benchmark training it (process {holder}, lock "
         f"{busy / 'lock'})"
     ) in lines
     assert not (busy / "result.json").exists() and not (busy / "log.txt").exists()
