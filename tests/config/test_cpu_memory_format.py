@@ -1,4 +1,7 @@
-"""CPU model step: contiguous (NCHW) by default on CPU, with the numbers of channels-last."""
+"""CPU model step: contiguous (NCHW) by default on CPU, with the numbers of channels-last; and
+the same numbers with one intra-op thread as with two (the thread count changes how the kernels
+split their sums, not what a run computes; the study's runs trained with two threads and, as two
+benchmarks sharing two cores, with one each)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import pytest
 
 pytest.importorskip("solo", reason="needs upstream solo-learn installed")
 
+import torch  # noqa: E402
 from helpers import (  # noqa: E402
     assert_same_training_to_rounding,
     compose,
@@ -54,4 +58,23 @@ def test_a_few_training_steps_are_the_same_with_and_without_channels_last(image_
     # convolution's movement after 3 steps on one AVX2 CPU, within 1% on another CPU
     assert_same_training_to_rounding(
         (contiguous_losses, contiguous_grads), (last_losses, last_grads)
+    )
+
+
+def _steps_with_threads(image_folder, threads: int):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        assert torch.get_num_threads() == threads
+        losses, first_grads, _ = few_training_steps(
+            _cfg(image_folder), real_image_batch(image_folder), STEPS
+        )
+        return losses, first_grads
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_few_training_steps_are_the_same_with_one_thread_and_with_two(image_folder) -> None:
+    assert_same_training_to_rounding(
+        _steps_with_threads(image_folder, 1), _steps_with_threads(image_folder, 2)
     )
