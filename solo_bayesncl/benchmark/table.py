@@ -503,7 +503,7 @@ def write_markdown(
     if missing:
         lines += [
             "",
-            f"Not finished yet, so in no figure above ({len(missing)} runs): "
+            f"Not finished yet, so in no figure above ({len(missing)} run{'s' * (len(missing) != 1)}): "
             + ", ".join(missing)
             + ". The same benchmark command resumes them.",
         ]

@@ -429,8 +429,12 @@ def test_table_only_counts_finished_runs_and_lists_the_rest(tmp_path):
     ]
     text = (out / "results.md").read_text()
     assert "| bayesncl | 1 |" in text and "| ncl | 2 |" in text
-    assert "Not finished yet, so in no figure above (1 runs): bayesncl seed 2." in text
+    assert "Not finished yet, so in no figure above (1 run): bayesncl seed 2." in text
     assert not any(out.glob("runs/*/log.txt"))  # nothing was trained
+    (out / "runs" / f"ncl-seed2-{run_key(preset, 'ncl', 2)}" / "result.json").unlink()
+    write_tables(preset, out, log=lambda *_: None)
+    text = (out / "results.md").read_text()
+    assert "in no figure above (2 runs): ncl seed 2, bayesncl seed 2." in text
     assert main(["--preset", str(preset.source), "--out", str(tmp_path / "empty"), "--table-only"])
 
 
@@ -462,7 +466,7 @@ def test_keeping_records_copies_the_presets_finished_runs_then_writes_the_table(
     assert not any(kept.glob("runs/*/*.ckpt")) and not run_dir(kept, "bayesncl", 2).exists()
     assert (kept / "COMMIT").read_text() == "c1 ncl seed 1\nc1 bayesncl seed 1\nc2 ncl seed 2\n"
     assert (
-        "Not finished yet, so in no figure above (1 runs): bayesncl seed 2."
+        "Not finished yet, so in no figure above (1 run): bayesncl seed 2."
         in (kept / "results.md").read_text()
     )
     assert main(argv) == 0  # again: nothing new, COMMIT unchanged

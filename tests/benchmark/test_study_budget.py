@@ -121,7 +121,7 @@ def test_benchmark_runs_only_the_seeds_asked_for_and_tables_the_rest_as_unfinish
     assert [r["seed"] for r in results] == [6]
     assert not any("seed 5" in line for line in log if line.startswith("[run]"))
     md = (tmp_path / "out" / "results.md").read_text()
-    assert "Not finished yet, so in no figure above (1 runs): ncl seed 5" in md
+    assert "Not finished yet, so in no figure above (1 run): ncl seed 5" in md
 
 
 def test_benchmark_seeds_option_is_checked_on_the_command_line(capsys):

@@ -561,7 +561,7 @@ def test_a_benchmark_asked_to_leave_busy_runs_trains_the_others_and_tables_the_f
     assert (other / "result.json").is_file()
     table = (tmp_path / "out" / "results.md").read_text()
     assert "\n| simclr | 1 |" in table  # one seed: the run trained here
-    assert "Not finished yet, so in no figure above (1 runs): ncl seed 5." in table
+    assert "Not finished yet, so in no figure above (1 run): ncl seed 5." in table
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path):
