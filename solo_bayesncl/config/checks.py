@@ -91,10 +91,16 @@ seconds between the checkpoints a pretraining saves within an epoch (0 or null: 
 DEFAULT_CHECKPOINT_INTERVAL_S = 60.0
 """``checkpoint.time_interval_s`` when a config does not set it: an interrupted pretraining loses
 at most about a minute of training."""
-PERFORMANCE_KEYS: tuple[str, ...] = ("disable_channel_last", "compile", "small_map_convs")
-"""Every ``performance.*`` key: solo-learn's ``disable_channel_last`` and the plugin's two
+PERFORMANCE_KEYS: tuple[str, ...] = (
+    "disable_channel_last",
+    "compile",
+    "small_map_convs",
+    "channels_last_max_pool",
+)
+"""Every ``performance.*`` key: solo-learn's ``disable_channel_last`` and the plugin's three
 (``compile``: :mod:`solo_bayesncl.training.compiled`, ``small_map_convs``:
-:mod:`solo_bayesncl.training.small_map_convs`)."""
+:mod:`solo_bayesncl.training.small_map_convs`, ``channels_last_max_pool``:
+:mod:`solo_bayesncl.training.channels_last_max_pool`)."""
 SCENE_KEYS: tuple[str, ...] = ("num_backgrounds", "background_seed")
 """``data.*`` keys only ``fashion-mnist-scenes`` reads."""
 
@@ -108,6 +114,7 @@ _RUN_BOOLEANS = (
     "performance.disable_channel_last",
     "performance.compile",
     "performance.small_map_convs",
+    "performance.channels_last_max_pool",
     "interpretability.enabled",
 )
 

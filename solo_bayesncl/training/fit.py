@@ -23,6 +23,10 @@ from torch.utils.data import DataLoader
 from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.data.datasets import build_val_loader
 from solo_bayesncl.training.auto_resume import JobRun, shared_with_launched_processes
+from solo_bayesncl.training.channels_last_max_pool import (
+    decide_channels_last_max_pool,
+    max_pools_via_channels_last,
+)
 from solo_bayesncl.training.compiled import compile_training_forward, decide_compile
 from solo_bayesncl.training.resumable import resumable_fit
 from solo_bayesncl.training.small_map_convs import (
@@ -44,7 +48,9 @@ def seed_and_layout(cfg: omegaconf.DictConfig, build: Callable[[], nn.Module]) -
     """Seeds every generator with ``cfg.seed``, then builds the model, gives it solo-learn's
     memory layout (contiguous, channels-last unless ``performance.disable_channel_last``) and,
     unless ``performance.small_map_convs=False``, computes its convolutions on maps of a few
-    pixels as matrix products (:mod:`solo_bayesncl.training.small_map_convs`)."""
+    pixels as matrix products (:mod:`solo_bayesncl.training.small_map_convs`) and, when it stays
+    contiguous, unless ``performance.channels_last_max_pool=False``, its max-pooling with the
+    channels-last kernel (:mod:`solo_bayesncl.training.channels_last_max_pool`)."""
     from lightning.pytorch import seed_everything
     from solo.utils.misc import make_contiguous
 
@@ -55,6 +61,8 @@ def seed_and_layout(cfg: omegaconf.DictConfig, build: Callable[[], nn.Module]) -
         model = model.to(memory_format=torch.channels_last)
     if decide_small_map_convs(cfg):
         small_map_convs_as_products(model)
+    if decide_channels_last_max_pool(cfg):
+        max_pools_via_channels_last(model)
     return model
 
 
