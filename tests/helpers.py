@@ -56,6 +56,25 @@ def compose(config_dir: str, name: str, overrides: list[str] | None = None):
     return cfg
 
 
+def small_bayesncl_cfg(image_folder: Path, extra: list[str] | None = None):
+    """BayesNCL's shipped CIFAR config on the ``image_folder`` fixture at 32 px (the ImageNet
+    stem: 2 x 2 maps in ``layer3``, 1 x 1 in ``layer4``), a 64/32 projector, batches of 8, on the
+    CPU, checked as pretraining checks it; ``extra`` overrides last."""
+    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+
+    overrides = [
+        *image_folder_overrides(image_folder),
+        "method_kwargs.proj_hidden_dim=64",
+        "method_kwargs.proj_output_dim=32",
+        "optimizer.batch_size=8",
+        "accelerator=cpu",
+        *(extra or []),
+    ]
+    return prepare_pretrain_cfg(
+        compose("scripts/pretrain/cifar", "bayesncl.yaml", overrides), check_data=False
+    )
+
+
 def tiny_pretrain_overrides(image_folder: Path, out_dir: Path) -> list[str]:
     """Overrides that make any shipped pretraining config a seconds-long CPU run."""
     return [

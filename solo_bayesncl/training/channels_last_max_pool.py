@@ -29,6 +29,7 @@ from torch.autograd.function import once_differentiable
 from torch.nn.modules.utils import _pair
 
 from solo_bayesncl.core.validation import parse_bool
+from solo_bayesncl.training.layer_swaps import swap_exact_class
 
 __all__ = [
     "ChannelsLastMaxPool2d",
@@ -99,12 +100,7 @@ class ChannelsLastMaxPool2d(nn.MaxPool2d):
 def max_pools_via_channels_last(model: nn.Module) -> int:
     """Turns every plain ``nn.MaxPool2d`` of ``model`` (not a subclass, which may compute
     something else) into :class:`ChannelsLastMaxPool2d`, in place; returns how many."""
-    count = 0
-    for module in model.modules():
-        if type(module) is nn.MaxPool2d:
-            module.__class__ = ChannelsLastMaxPool2d
-            count += 1
-    return count
+    return swap_exact_class(model, nn.MaxPool2d, ChannelsLastMaxPool2d)
 
 
 def decide_channels_last_max_pool(cfg: omegaconf.DictConfig) -> bool:

@@ -39,6 +39,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from solo_bayesncl.core.validation import parse_bool
+from solo_bayesncl.training.layer_swaps import swap_exact_class
 
 __all__ = [
     "SmallMapConv2d",
@@ -132,12 +133,7 @@ class SmallMapConv2d(nn.Conv2d):
 def small_map_convs_as_products(model: nn.Module) -> int:
     """Turns every plain ``nn.Conv2d`` of ``model`` (not a subclass, which may compute something
     else) into :class:`SmallMapConv2d`, in place, keeping its parameters; returns how many."""
-    count = 0
-    for module in model.modules():
-        if type(module) is nn.Conv2d:
-            module.__class__ = SmallMapConv2d
-            count += 1
-    return count
+    return swap_exact_class(model, nn.Conv2d, SmallMapConv2d)
 
 
 def decide_small_map_convs(cfg: omegaconf.DictConfig) -> bool:

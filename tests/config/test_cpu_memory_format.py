@@ -12,31 +12,19 @@ pytest.importorskip("solo", reason="needs upstream solo-learn installed")
 import torch  # noqa: E402
 from helpers import (  # noqa: E402
     assert_same_training_to_rounding,
-    compose,
     few_training_steps,
-    image_folder_overrides,
     real_image_batch,
+    small_bayesncl_cfg,
 )
 
 import solo_bayesncl  # noqa: E402,F401
-from solo_bayesncl.training.pretrain import prepare_pretrain_cfg  # noqa: E402
 
 STEPS = 3
 
 
 def _cfg(image_folder, extra: list[str] | None = None):
-    overrides = [
-        *image_folder_overrides(image_folder),
-        "method_kwargs.proj_hidden_dim=64",
-        "method_kwargs.proj_output_dim=32",
-        "optimizer.batch_size=8",
-        "accelerator=cpu",
-        "seed=0",  # the initialisation the tolerances below were measured with
-    ]
-    return prepare_pretrain_cfg(
-        compose("scripts/pretrain/cifar", "bayesncl.yaml", overrides + (extra or [])),
-        check_data=False,
-    )
+    # seed 0: the initialisation the tolerances below were measured with
+    return small_bayesncl_cfg(image_folder, ["seed=0", *(extra or [])])
 
 
 def test_cpu_runs_default_to_contiguous_and_an_explicit_choice_is_kept(image_folder) -> None:

@@ -19,6 +19,7 @@ from solo_bayesncl.training.channels_last_max_pool import (
     decide_channels_last_max_pool,
     max_pools_via_channels_last,
 )
+from solo_bayesncl.training.layer_swaps import swap_exact_class
 
 
 def _pair_of_pools(**kwargs) -> tuple[nn.MaxPool2d, nn.MaxPool2d]:
@@ -125,6 +126,13 @@ def test_subclasses_are_left_alone_and_nothing_is_stored() -> None:
     assert model.state_dict().keys() == state.keys()  # checkpoints are the same
 
 
+def test_only_a_subclass_can_take_a_layers_place() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 3, 1))
+    with pytest.raises(TypeError, match="^ChannelsLastMaxPool2d is not a subclass of Conv2d$"):
+        swap_exact_class(model, nn.Conv2d, ChannelsLastMaxPool2d)
+    assert type(model[0]) is nn.Conv2d
+
+
 def test_on_for_contiguous_models_unless_turned_off_and_other_values_refused() -> None:
     def cfg(**performance):
         return OmegaConf.create({"performance": performance})
@@ -161,22 +169,11 @@ def test_bayesncl_trains_the_same_to_the_last_bit_with_it(image_folder) -> None:
     """BayesNCL from its shipped config at 32 px (the ImageNet stem and its pooling), laid out as
     pretraining lays it out on the CPU, three LARS steps on one batch of real images each way."""
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
-
     batch = helpers.real_image_batch(image_folder)
 
     def train(channels_last_max_pool: bool):
-        overrides = [
-            *helpers.image_folder_overrides(image_folder),
-            "method_kwargs.proj_hidden_dim=64",
-            "method_kwargs.proj_output_dim=32",
-            "optimizer.batch_size=8",
-            "accelerator=cpu",
-            f"++performance.channels_last_max_pool={channels_last_max_pool}",
-        ]
-        cfg = prepare_pretrain_cfg(
-            helpers.compose("scripts/pretrain/cifar", "bayesncl.yaml", overrides), check_data=False
-        )
+        extra = [f"++performance.channels_last_max_pool={channels_last_max_pool}"]
+        cfg = helpers.small_bayesncl_cfg(image_folder, extra)
         losses, first_grads, model = helpers.few_training_steps(cfg, batch)
         assert (type(model.backbone.maxpool) is ChannelsLastMaxPool2d) is channels_last_max_pool
         return losses, first_grads, model

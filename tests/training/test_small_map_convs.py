@@ -274,23 +274,12 @@ def test_a_few_bayesncl_steps_are_the_same_with_products_and_with_convolutions(
     """BayesNCL from its shipped config at 32 px (the ImageNet stem: 2 x 2 maps in layer3, 1 x 1
     in layer4), laid out as pretraining lays it out, three LARS steps on one batch of real images each way."""
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
-
     batch = helpers.real_image_batch(image_folder)
     assert batch[1][0].shape[-2:] == (32, 32)
 
     def train(small_map_convs: bool):
-        overrides = [
-            *helpers.image_folder_overrides(image_folder),
-            "method_kwargs.proj_hidden_dim=64",
-            "method_kwargs.proj_output_dim=32",
-            "optimizer.batch_size=8",
-            "accelerator=cpu",
-            f"++performance.small_map_convs={small_map_convs}",
-        ]
-        cfg = prepare_pretrain_cfg(
-            helpers.compose("scripts/pretrain/cifar", "bayesncl.yaml", overrides), check_data=False
-        )
+        extra = [f"++performance.small_map_convs={small_map_convs}"]
+        cfg = helpers.small_bayesncl_cfg(image_folder, extra)
         losses, first_grads, model = helpers.few_training_steps(cfg, batch)
         assert (type(model.backbone.layer3[1].conv2) is SmallMapConv2d) is small_map_convs
         return losses, first_grads

@@ -1,0 +1,25 @@
+"""Giving a model's layers of one exact class a subclass that computes the same thing another way
+(:mod:`solo_bayesncl.training.small_map_convs`, :mod:`solo_bayesncl.training.channels_last_max_pool`).
+
+The layer keeps its parameters, buffers and attributes: only its class, hence its ``forward``,
+changes, so optimizers, ``state_dict`` keys and checkpoints are those of the original model.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+__all__ = ["swap_exact_class"]
+
+
+def swap_exact_class(model: nn.Module, original: type[nn.Module], subclass: type[nn.Module]) -> int:
+    """Turns every module of ``model`` whose class is exactly ``original`` (not a subclass of it,
+    which may compute something else) into ``subclass``, in place; returns how many."""
+    if not issubclass(subclass, original):
+        raise TypeError(f"{subclass.__name__} is not a subclass of {original.__name__}")
+    count = 0
+    for module in model.modules():
+        if type(module) is original:
+            module.__class__ = subclass
+            count += 1
+    return count
