@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from solo_bayesncl.benchmark.table import (
+    REFERENCE,
     finished_results,
     folder_rows,
     results_folder_parser,
@@ -58,7 +59,6 @@ __all__ = [
     "BUDGET_FIGURES",
     "FigureBudget",
     "ScheduleCheck",
-    "REFERENCE",
     "budget_curves",
     "difference_curves",
     "epoch_series",
@@ -112,10 +112,6 @@ def budget_curves(
                 setting = curves.setdefault(column, {}).setdefault(run_name(result), {})
                 setting[int(result["seed"])] = dict(zip(epochs, values, strict=True))
     return curves
-
-
-REFERENCE = "ncl"
-"""The row the differences are taken against, as in the benchmark's paired table."""
 
 
 def difference_curves(curves: Curves, reference: str = REFERENCE) -> Curves:

@@ -30,6 +30,7 @@ from solo_bayesncl.host.registration import SUPPORTED_METHODS
 __all__ = [
     "COLUMNS",
     "PAIRED_COLUMNS",
+    "REFERENCE",
     "aggregate",
     "finished_results",
     "finished_runs",
@@ -95,6 +96,8 @@ PAIRED_COLUMNS: tuple[str, ...] = (
 """Figures whose paired difference against the reference is reported."""
 METHOD_ORDER = SUPPORTED_METHODS
 REFERENCE = "ncl"
+"""The row the paired differences are taken against (the paired table, the budget's curves, the
+sweep's choice)."""
 
 # two-sided 95% quantiles of Student's t, degrees of freedom 1..30
 _T975 = (

@@ -1,0 +1,252 @@
+"""A sweep's best setting, chosen by the rule the study fixed before the sweep's runs
+(docs/results.md, "What is set up").
+
+Over the seeds the rule names (1-3 by default), each setting of the sweep is compared with the
+reference row (NCL) seed by seed, as the benchmark's paired table compares them
+(:func:`solo_bayesncl.benchmark.table.paired_differences`):
+
+- it is *eligible* when its converged probe is not below the reference's beyond seed noise: the
+  upper end of the paired 95% t-interval of the probe's difference is above zero;
+- it has *collapsed* when its gates keep fewer active dimensions than a tenth of the
+  reference's (means over those seeds), or when its converged probe is below the reference's
+  beyond seed noise (that upper end is below zero);
+- the *best* is the eligible setting with the largest mean paired difference in class
+  consistency gain.
+
+The choice is made only once every setting has every named seed beside the reference; until
+then the table says which runs it waits for. ::
+
+    python -m solo_bayesncl.benchmark.best_setting RESULTS_DIR [--seeds 1,2,3] [--methods a,b]
+        [--out FILE]
+
+reads the finished runs of ``RESULTS_DIR`` (the rows of its ``results.csv`` unless
+``--methods``), writes ``RESULTS_DIR/best_setting.md`` and prints the verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from solo_bayesncl.benchmark.table import (
+    REFERENCE,
+    aggregate,
+    finished_results,
+    folder_rows,
+    paired_differences,
+    results_folder_parser,
+    run_name,
+)
+from solo_bayesncl.io.files import replacing
+
+__all__ = ["DEFAULT_SEEDS", "SettingVerdict", "best_setting", "main", "setting_verdicts"]
+
+DEFAULT_SEEDS: tuple[int, ...] = (1, 2, 3)
+"""The seeds the study's rule reads (the sweep's; the best setting's seeds 4-5 come after)."""
+COLLAPSE_SHARE = 0.1
+"""A setting has collapsed below this share of the reference's active dimensions."""
+
+
+@dataclass(frozen=True)
+class SettingVerdict:
+    """One setting against the reference over the rule's seeds (module docstring)."""
+
+    setting: str
+    pairs: tuple[int, ...]
+    """The rule's seeds on which both the setting and the reference finished."""
+    missing: tuple[int, ...]
+    """The rule's seeds on which one of them has not finished."""
+    gain: dict[str, float]
+    """Class consistency gain minus the reference's: ``mean``, ``low``, ``high`` (95%)."""
+    probe: dict[str, float]
+    """Converged probe top-1 minus the reference's (points): ``mean``, ``low``, ``high``."""
+    active_dims: float
+    reference_active_dims: float
+
+    @property
+    def decided(self) -> bool:
+        """Every seed is there and gives an interval (two pairs at least)."""
+        return not self.missing and len(self.pairs) >= 2
+
+    @property
+    def eligible(self) -> bool:
+        return self.decided and self.probe["high"] > 0
+
+    @property
+    def collapsed(self) -> bool:
+        too_few = self.active_dims < COLLAPSE_SHARE * self.reference_active_dims
+        return self.decided and (too_few or self.probe["high"] < 0)
+
+
+def _differences(paired: Sequence[dict[str, Any]], setting: str, column: str) -> dict[str, float]:
+    for row in paired:
+        if row["method"] == setting and row["column"] == column:
+            return {"mean": row["mean_diff"], "low": row["ci_low"], "high": row["ci_high"]}
+    return {"mean": math.nan, "low": math.nan, "high": math.nan}
+
+
+def setting_verdicts(
+    results: Sequence[dict[str, Any]], seeds: Sequence[int] = DEFAULT_SEEDS
+) -> list[SettingVerdict]:
+    """Each setting of ``results`` but the reference, against it over ``seeds``, in the table's
+    row order. Raises ValueError when the reference has no finished run among ``results``."""
+    chosen = [r for r in results if int(r["seed"]) in set(seeds)]
+    reference_seeds = {int(r["seed"]) for r in chosen if run_name(r) == REFERENCE}
+    if not any(run_name(r) == REFERENCE for r in results):
+        raise ValueError(f"no finished run of the reference row {REFERENCE!r}")
+    paired = paired_differences(chosen, REFERENCE, ("consistency_gain", "probe_top1"))
+    rows = {row["method"]: row for row in aggregate(chosen)}
+    reference_dims = rows[REFERENCE]["active_dims"] if REFERENCE in rows else math.nan
+    verdicts = []
+    for name in (n for n in _all_rows(results) if n != REFERENCE):
+        setting_seeds = {int(r["seed"]) for r in chosen if run_name(r) == name}
+        pairs = tuple(sorted(setting_seeds & reference_seeds))
+        verdicts.append(
+            SettingVerdict(
+                setting=name,
+                pairs=pairs,
+                missing=tuple(s for s in sorted(set(seeds)) if s not in pairs),
+                gain=_differences(paired, name, "consistency_gain"),
+                probe=_differences(paired, name, "probe_top1"),
+                active_dims=rows[name]["active_dims"] if name in rows else math.nan,
+                reference_active_dims=reference_dims,
+            )
+        )
+    return verdicts
+
+
+def _all_rows(results: Sequence[dict[str, Any]]) -> list[str]:
+    """Every row of ``results`` in the table's order, seeds aside."""
+    return [row["method"] for row in aggregate(results)]
+
+
+def best_setting(verdicts: Sequence[SettingVerdict]) -> SettingVerdict | None:
+    """The eligible setting with the largest mean class-gain difference; None until every
+    setting is decided, and when none is eligible."""
+    if not verdicts or not all(v.decided for v in verdicts):
+        return None
+    eligible = [v for v in verdicts if v.eligible]
+    return max(eligible, key=lambda v: v.gain["mean"], default=None)
+
+
+def _interval(values: dict[str, float], fmt: str) -> str:
+    if math.isnan(values["mean"]):
+        return "-"
+    mean = format(values["mean"], fmt)
+    if math.isnan(values["low"]):
+        return mean
+    return f"{mean} [{format(values['low'], fmt)}, {format(values['high'], fmt)}]"
+
+
+def _yes_no(verdict: SettingVerdict, value: bool) -> str:
+    return ("yes" if value else "no") if verdict.decided else "not yet"
+
+
+def verdict_line(verdicts: Sequence[SettingVerdict], seeds: Sequence[int]) -> str:
+    """The choice in one line: the best setting, what the choice waits for, or none eligible."""
+    waiting = [
+        f"{v.setting} (seed{'s' * (len(v.missing) != 1)} {', '.join(map(str, v.missing))})"
+        for v in verdicts
+        if v.missing
+    ]
+    if not verdicts:
+        return f"**Nothing to choose**: no setting beside {REFERENCE}."
+    if waiting:
+        return f"**Not decided yet**: waiting for {'; '.join(waiting)} beside {REFERENCE}."
+    if not all(v.decided for v in verdicts):
+        return (
+            f"**Not decided**: one pair per setting gives no interval; the rule needs two seeds "
+            f"at least (got {', '.join(map(str, seeds))})."
+        )
+    best = best_setting(verdicts)
+    if best is None:
+        return (
+            f"**No setting is eligible**: every converged probe is below {REFERENCE}'s beyond "
+            f"seed noise over seeds {', '.join(map(str, seeds))}."
+        )
+    return (
+        f"**Best: {best.setting}**, class gain {best.gain['mean']:+.3f} against {REFERENCE} "
+        f"(95% {best.gain['low']:+.3f} to {best.gain['high']:+.3f}), converged probe "
+        f"{best.probe['mean']:+.2f} points, {best.active_dims:.0f} active dimensions against "
+        f"{best.reference_active_dims:.0f}"
+        + (" (collapsed by the rule)" if best.collapsed else "")
+        + "."
+    )
+
+
+def write_best_setting(
+    verdicts: Sequence[SettingVerdict], seeds: Sequence[int], path: Path
+) -> Path:
+    """The rule, one row per setting and the verdict, as markdown at ``path``."""
+    seed_text = ", ".join(map(str, seeds))
+    lines = [
+        "# The sweep's best setting",
+        "",
+        f"The rule, fixed before the runs, over seeds {seed_text}, each setting paired with "
+        f"`{REFERENCE}` by seed (95% t-intervals): a setting is *eligible* when the upper end "
+        "of its converged probe's interval is above zero (not below the reference beyond seed "
+        "noise); it has *collapsed* when its mean active dimensions are fewer than a tenth of "
+        "the reference's or that upper end is below zero; the *best* is the eligible setting "
+        "with the largest mean class-gain difference. Written by "
+        "`python -m solo_bayesncl.benchmark.best_setting`.",
+        "",
+        f"| setting | pairs | class gain - {REFERENCE} | converged probe - {REFERENCE} "
+        f"(points) | active dims ({REFERENCE}'s) | eligible | collapsed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for v in verdicts:
+        dims = f"{v.active_dims:.0f} ({v.reference_active_dims:.0f})"
+        lines.append(
+            f"| {v.setting} | {len(v.pairs)} | {_interval(v.gain, '+.3f')} | "
+            f"{_interval(v.probe, '+.2f')} | {dims} | {_yes_no(v, v.eligible)} | "
+            f"{_yes_no(v, v.collapsed)} |"
+        )
+    lines += ["", verdict_line(verdicts, seeds)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _seeds(value: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(sorted({int(part) for part in value.split(",") if part.strip()}))
+    except ValueError:
+        seeds = ()
+    if not seeds:
+        raise ValueError(f"--seeds {value!r}: give comma-separated seed numbers, e.g. 1,2,3")
+    return seeds
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = results_folder_parser(
+        "python -m solo_bayesncl.benchmark.best_setting",
+        "A sweep's best setting against ncl, by the study's rule, from a results folder.",
+        "best_setting.md",
+    )
+    parser.add_argument(
+        "--seeds",
+        default=",".join(map(str, DEFAULT_SEEDS)),
+        help="comma-separated seeds the rule reads (default: %(default)s)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        seeds = _seeds(args.seeds)
+    except ValueError as error:
+        parser.error(str(error))
+    results = finished_results(args.results_dir, folder_rows(args.results_dir, args.methods))
+    try:
+        verdicts = setting_verdicts(results, seeds)
+    except ValueError as error:
+        raise SystemExit(f"error: {args.results_dir / 'runs'}: {error}") from None
+    out = args.out or args.results_dir / "best_setting.md"
+    with replacing(out, suffix=".md") as tmp:
+        write_best_setting(verdicts, seeds, tmp)
+    print(verdict_line(verdicts, seeds))
+    print(f"[out]  {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
