@@ -15,7 +15,8 @@ Nothing changes but the time: both kernels scan each window in the same order an
 largest value (a NaN wins), so the outputs, the indices and therefore the gradients are equal bit
 for bit (``tests/training/test_channels_last_max_pool.py``). The module keeps
 ``nn.MaxPool2d``'s class attributes and has no state, so checkpoints are the same; an input that
-is not a contiguous 4-d CPU tensor, and a pooling that returns its indices, run
+is not a contiguous 4-d CPU tensor, a pooling that returns its indices and a forward that
+``torch.compile`` traces (``performance.compile``: the compiler generates its own pooling) run
 ``nn.MaxPool2d``'s own forward.
 """
 
@@ -81,6 +82,7 @@ class ChannelsLastMaxPool2d(nn.MaxPool2d):
             or input.device.type != "cpu"
             or not input.is_contiguous()
             or input.is_contiguous(memory_format=torch.channels_last)  # 1 x 1 maps: both
+            or torch.compiler.is_compiling()  # the compiler writes its own pooling
         ):
             return super().forward(input)
         pooling: _Pooling = (

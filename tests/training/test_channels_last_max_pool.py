@@ -185,3 +185,24 @@ def test_bayesncl_trains_the_same_to_the_last_bit_with_it(image_folder) -> None:
     assert all(torch.equal(grads[name], plain_grads[name]) for name in grads)
     for (name, p), q in zip(plain.state_dict().items(), model.state_dict().values(), strict=True):
         assert torch.equal(p, q), name
+
+
+@pytest.mark.slow
+def test_a_compiled_training_forward_pools_as_the_eager_one() -> None:
+    """``performance.compile`` traces the model: the compiler writes its own pooling (the
+    channels-last route is not traceable), with the eager numbers."""
+    from solo_bayesncl.training.compiled import compile_training_forward
+
+    def net() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+
+    eager, fast = net(), net()
+    max_pools_via_channels_last(fast)
+    compile_training_forward(fast)
+    x = torch.randn(4, 3, 16, 16)
+    out_eager, out_fast = eager(x), fast(x)
+    torch.testing.assert_close(out_fast, out_eager, rtol=1e-5, atol=1e-6)
+    out_eager.square().sum().backward()
+    out_fast.square().sum().backward()
+    torch.testing.assert_close(fast[0].weight.grad, eager[0].weight.grad, rtol=1e-4, atol=1e-6)
