@@ -4,9 +4,10 @@
 On the CPU a model keeps solo-learn's contiguous layout (channels-last is slower there, see
 :mod:`solo_bayesncl.config.runtime`), and PyTorch's max-pooling kernel for contiguous inputs is
 far slower than its kernel for channels-last ones: on an AMD EPYC (Zen 3) core, one thread, the
-ResNet stem's 3x3 stride-2 pooling of 256 x 64 x 16 x 16 activations took about 60 ms forward
-against about 2 ms (11-17 ms with the copies to and from channels-last), and BayesNCL's whole
-step at 2 x 256 views of 32 pixels 3% less CPU time with the copies than without
+ResNet stem's 3x3 stride-2 pooling of 256 x 64 x 16 x 16 random activations took about 60 ms
+forward against about 2 ms (11-17 ms with the copies to and from channels-last); the contiguous
+kernel branches on every comparison, so its time depends on the data, and BayesNCL's whole step
+at 2 x 256 views of 32 pixels took 2-3% less CPU time with the copies than without
 (docs/training.md, "Max-pooling on the CPU", has the figures and the command). So the pooling here
 copies its input to channels-last, pools with that kernel, and hands back a contiguous output;
 the backward is PyTorch's own, on the contiguous tensors, with the indices the forward found.
