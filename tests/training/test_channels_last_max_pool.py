@@ -197,12 +197,14 @@ def test_a_compiled_training_forward_pools_as_the_eager_one() -> None:
         torch.manual_seed(0)
         return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
 
-    eager, fast = net(), net()
-    max_pools_via_channels_last(fast)
-    compile_training_forward(fast)
+    models = {"eager": net(), "compiled": net()}
+    max_pools_via_channels_last(models["compiled"])
+    compile_training_forward(models["compiled"])
     x = torch.randn(4, 3, 16, 16)
-    out_eager, out_fast = eager(x), fast(x)
-    torch.testing.assert_close(out_fast, out_eager, rtol=1e-5, atol=1e-6)
-    out_eager.square().sum().backward()
-    out_fast.square().sum().backward()
-    torch.testing.assert_close(fast[0].weight.grad, eager[0].weight.grad, rtol=1e-4, atol=1e-6)
+    outputs = {name: model(x) for name, model in models.items()}
+    torch.testing.assert_close(outputs["compiled"], outputs["eager"], rtol=1e-5, atol=1e-6)
+    grads = {}
+    for name, model in models.items():
+        outputs[name].square().sum().backward()
+        grads[name] = {k: p.grad for k, p in model.named_parameters()}
+    helpers.assert_gradients_close(grads["eager"], grads["compiled"], rel=1e-4)
