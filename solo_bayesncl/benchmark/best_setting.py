@@ -13,14 +13,16 @@ reference row (NCL) seed by seed, as the benchmark's paired table compares them
 - the *best* is the eligible setting with the largest mean paired difference in class
   consistency gain.
 
-The choice is made only once every setting has every named seed beside the reference; until
-then the table says which runs it waits for. ::
+The choice is made only once every setting of the sweep has every named seed beside the
+reference; until then the table says which runs it waits for. The sweep's settings are the
+methods of its preset, so a setting none of whose runs has finished yet is waited for too. ::
 
     python -m solo_bayesncl.benchmark.best_setting RESULTS_DIR [--seeds 1,2,3] [--methods a,b]
-        [--out FILE]
+        [--preset NAME_OR_FILE] [--out FILE]
 
 reads the finished runs of ``RESULTS_DIR`` (the rows of its ``results.csv`` unless
-``--methods``), writes ``RESULTS_DIR/best_setting.md`` and prints the verdict.
+``--methods``) and the settings of the preset (``RESULTS_DIR/preset.yaml`` unless
+``--preset``), writes ``RESULTS_DIR/best_setting.md`` and prints the verdict.
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from solo_bayesncl.benchmark.presets import PresetError, load_preset
 from solo_bayesncl.benchmark.table import (
     REFERENCE,
     aggregate,
     finished_results,
     folder_rows,
     paired_differences,
+    parse_methods,
     results_folder_parser,
     run_name,
 )
@@ -89,10 +93,14 @@ def _differences(paired: Sequence[dict[str, Any]], setting: str, column: str) ->
 
 
 def setting_verdicts(
-    results: Sequence[dict[str, Any]], seeds: Sequence[int] = DEFAULT_SEEDS
+    results: Sequence[dict[str, Any]],
+    seeds: Sequence[int] = DEFAULT_SEEDS,
+    planned: Sequence[str] = (),
 ) -> list[SettingVerdict]:
-    """Each setting of ``results`` but the reference, against it over ``seeds``, in the table's
-    row order. Raises ValueError when the reference has no finished run among ``results``."""
+    """Each setting but the reference, against it over ``seeds``: the ``planned`` ones (a
+    sweep's preset's methods) in their order, each waiting for every seed until its runs finish,
+    then any other row of ``results`` in the table's order. Raises ValueError when the reference
+    has no finished run among ``results``."""
     chosen = [r for r in results if int(r["seed"]) in set(seeds)]
     reference_seeds = {int(r["seed"]) for r in chosen if run_name(r) == REFERENCE}
     if not any(run_name(r) == REFERENCE for r in results):
@@ -101,7 +109,8 @@ def setting_verdicts(
     rows = {row["method"]: row for row in aggregate(chosen)}
     reference_dims = rows[REFERENCE]["active_dims"] if REFERENCE in rows else math.nan
     verdicts = []
-    for name in (n for n in _all_rows(results) if n != REFERENCE):
+    names = dict.fromkeys([*planned, *_all_rows(results)])
+    for name in (n for n in names if n != REFERENCE):
         setting_seeds = {int(r["seed"]) for r in chosen if run_name(r) == name}
         pairs = tuple(sorted(setting_seeds & reference_seeds))
         verdicts.append(
@@ -198,7 +207,8 @@ def write_best_setting(
         "|---|---|---|---|---|---|---|",
     ]
     for v in verdicts:
-        dims = f"{v.active_dims:.0f} ({v.reference_active_dims:.0f})"
+        own = "-" if math.isnan(v.active_dims) else f"{v.active_dims:.0f}"
+        dims = f"{own} ({v.reference_active_dims:.0f})"
         lines.append(
             f"| {v.setting} | {len(v.pairs)} | {_interval(v.gain, '+.3f')} | "
             f"{_interval(v.probe, '+.2f')} | {dims} | {_yes_no(v, v.eligible)} | "
@@ -219,11 +229,28 @@ def _seeds(value: str) -> tuple[int, ...]:
     return seeds
 
 
+def _planned_settings(preset: Path | None, results_dir: Path) -> tuple[str, ...]:
+    """The methods of ``preset``, else of the preset copied beside the results, else none."""
+    if preset is None:
+        beside = results_dir / "preset.yaml"
+        if not beside.is_file():
+            return ()
+        preset = beside
+    return tuple(load_preset(str(preset)).methods)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = results_folder_parser(
         "python -m solo_bayesncl.benchmark.best_setting",
         "A sweep's best setting against ncl, by the study's rule, from a results folder.",
         "best_setting.md",
+    )
+    parser.add_argument(
+        "--preset",
+        type=Path,
+        help="the sweep's preset (name or file), whose methods are the settings the rule waits "
+        "for (default: RESULTS_DIR/preset.yaml when it exists, else the settings with a "
+        "finished run)",
     )
     parser.add_argument(
         "--seeds",
@@ -235,9 +262,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         seeds = _seeds(args.seeds)
     except ValueError as error:
         parser.error(str(error))
+    try:
+        planned = _planned_settings(args.preset, args.results_dir)
+    except PresetError as error:
+        parser.error(f"--preset: {error}")
+    if args.methods:  # the rows asked for, in the preset's order where it plans them
+        planned = tuple(m for m in planned if m in parse_methods(args.methods))
     results = finished_results(args.results_dir, folder_rows(args.results_dir, args.methods))
     try:
-        verdicts = setting_verdicts(results, seeds)
+        verdicts = setting_verdicts(results, seeds, planned)
     except ValueError as error:
         raise SystemExit(f"error: {args.results_dir / 'runs'}: {error}") from None
     out = args.out or args.results_dir / "best_setting.md"

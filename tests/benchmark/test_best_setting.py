@@ -136,3 +136,34 @@ def test_the_command_writes_the_table_and_refuses_bad_input(tmp_path, capsys) ->
     with pytest.raises(SystemExit, match="no finished run of the reference row 'ncl'"):
         main([str(only_settings)])
     assert not (only_settings / "best_setting.md").exists()
+
+
+def test_a_planned_setting_without_a_finished_run_is_waited_for(tmp_path, capsys) -> None:
+    """The sweep's settings come from its preset: a setting none of whose runs finished is not
+    forgotten, and "good" is not chosen before it has run."""
+    runs = tmp_path / "sweep" / "runs"
+    for i, result in enumerate(_sweep()):
+        (runs / f"run{i}").mkdir(parents=True)
+        (runs / f"run{i}" / "result.json").write_text(json.dumps(result))
+    variants = "".join(
+        f"  {name}: {{method: bayesncl, overrides: []}}\n"
+        for name in ("good", "worse", "sparse", "unrun")
+    )
+    (tmp_path / "sweep" / "preset.yaml").write_text(
+        f"methods: [ncl, unrun, good, worse, sparse]\nseeds: [1, 2, 3]\nvariants:\n{variants}"
+    )
+    assert main([str(tmp_path / "sweep")]) == 0
+    out = capsys.readouterr().out
+    assert "**Not decided yet**: waiting for unrun (seeds 1, 2, 3) beside ncl." in out
+    text = (tmp_path / "sweep" / "best_setting.md").read_text()
+    assert "| unrun | 0 | - | - | - (250) | not yet | not yet |" in text
+
+    # --methods reads only the rows asked for, the planned ones among them
+    assert main([str(tmp_path / "sweep"), "--methods", "ncl,good,worse,sparse"]) == 0
+    assert "**Best: good**" in capsys.readouterr().out
+
+    # a preset named on the command line replaces the one beside the results
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path / "sweep"), "--preset", str(tmp_path / "missing.yaml")])
+    assert exit_.value.code == 2
+    assert "--preset: preset file" in capsys.readouterr().err
