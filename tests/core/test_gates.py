@@ -89,8 +89,8 @@ def test_hard_threshold_gradient_is_identity() -> None:
 @pytest.mark.parametrize("tau", [0.5, 1.0, 3.0])
 def test_gate_passes_gradient_to_logits_as_ste_predicts(tau: float) -> None:
     # Logits within +-6: the gate computes in float32, whose sigmoid rounds to exactly 0 or 1
-    # (and its gradient to 0) beyond about 17 / tau; unbounded normal draws reached that now and
-    # then. A fixed generator keeps the draw independent of the tests run before.
+    # (and its gradient to 0) for logits beyond about 17 * tau; unbounded normal draws reached that
+    # now and then. A fixed generator keeps the draw independent of the tests run before.
     generator = torch.Generator().manual_seed(0)
     logits = (torch.rand(6, 10, generator=generator, dtype=torch.float64) * 12 - 6).requires_grad_()
     upstream = torch.randn(6, 10, generator=generator)
