@@ -1,5 +1,5 @@
 """A sweep's best setting, chosen by the rule the study fixed before the sweep's runs
-(docs/results.md, "What is set up").
+(docs/results.md, "The answer at 200 epochs").
 
 Over the seeds the rule names (1-3 by default), each setting of the sweep is compared with the
 reference row (NCL) seed by seed, as the benchmark's paired table compares them
@@ -22,7 +22,8 @@ methods of its preset, so a setting none of whose runs has finished yet is waite
 
 reads the finished runs of ``RESULTS_DIR`` (the rows of its ``results.csv`` unless
 ``--methods``) and the settings of the preset (``RESULTS_DIR/preset.yaml`` unless
-``--preset``), writes ``RESULTS_DIR/best_setting.md`` and prints the verdict.
+``--preset``), writes ``RESULTS_DIR/best_setting.md`` (the rule's table, each setting's
+differences seed by seed, the verdict) and prints the verdict.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from solo_bayesncl.benchmark.presets import PresetError, load_preset
 from solo_bayesncl.benchmark.table import (
     REFERENCE,
     aggregate,
+    column_value,
     finished_results,
     folder_rows,
     paired_differences,
@@ -46,7 +48,14 @@ from solo_bayesncl.benchmark.table import (
 )
 from solo_bayesncl.io.files import replacing
 
-__all__ = ["DEFAULT_SEEDS", "SettingVerdict", "best_setting", "main", "setting_verdicts"]
+__all__ = [
+    "DEFAULT_SEEDS",
+    "SettingVerdict",
+    "best_setting",
+    "main",
+    "per_seed_differences",
+    "setting_verdicts",
+]
 
 DEFAULT_SEEDS: tuple[int, ...] = (1, 2, 3)
 """The seeds the study's rule reads (the sweep's; the best setting's seeds 4-5 come after)."""
@@ -186,10 +195,69 @@ def verdict_line(verdicts: Sequence[SettingVerdict], seeds: Sequence[int]) -> st
     )
 
 
+PER_SEED_COLUMNS: tuple[tuple[str, str], ...] = (
+    # (column, format) of each seed's difference against the reference
+    ("consistency_gain", "+.3f"),
+    ("probe_top1", "+.2f"),
+    ("linear_top1", "+.2f"),
+    ("knn_top1", "+.2f"),
+)
+"""The figures whose difference :func:`per_seed_differences` gives, beside active dimensions."""
+
+
+def per_seed_differences(
+    results: Sequence[dict[str, Any]], setting: str, seeds: Sequence[int]
+) -> list[dict[str, float]]:
+    """``setting`` minus the reference on each of ``seeds`` both finished: ``seed``, each
+    :data:`PER_SEED_COLUMNS` difference (``nan`` where a run lacks the figure) and the setting's
+    own ``active_dims``; the rule reads their means, a reader wants to see whether one seed makes
+    them."""
+
+    def by_seed(name: str) -> dict[int, dict[str, Any]]:
+        return {int(r["seed"]): r for r in results if run_name(r) == name}
+
+    own, reference = by_seed(setting), by_seed(REFERENCE)
+    rows = []
+    for seed in sorted(set(own) & set(reference) & set(seeds)):
+        row = {"seed": float(seed), "active_dims": column_value(own[seed], "active_dims")}
+        for column, _ in PER_SEED_COLUMNS:
+            row[column] = column_value(own[seed], column) - column_value(reference[seed], column)
+        rows.append(row)
+    return rows
+
+
+def _per_seed_lines(
+    results: Sequence[dict[str, Any]], verdicts: Sequence[SettingVerdict], seeds: Sequence[int]
+) -> list[str]:
+    lines = [
+        f"Seed by seed, minus `{REFERENCE}` on the same seed (solo-learn's probe and kNN, which "
+        "the rule does not read, beside):",
+        "",
+        "| setting | seed | class gain | converged probe (points) | solo-learn's probe (points) "
+        "| kNN (points) | active dims |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for verdict in verdicts:
+        for row in per_seed_differences(results, verdict.setting, seeds):
+            cells = [
+                "-" if math.isnan(row[column]) else format(row[column], fmt)
+                for column, fmt in PER_SEED_COLUMNS
+            ]
+            dims = "-" if math.isnan(row["active_dims"]) else f"{row['active_dims']:.0f}"
+            lines.append(
+                f"| {verdict.setting} | {row['seed']:.0f} | {' | '.join(cells)} | {dims} |"
+            )
+    return lines
+
+
 def write_best_setting(
-    verdicts: Sequence[SettingVerdict], seeds: Sequence[int], path: Path
+    verdicts: Sequence[SettingVerdict],
+    seeds: Sequence[int],
+    path: Path,
+    results: Sequence[dict[str, Any]] = (),
 ) -> Path:
-    """The rule, one row per setting and the verdict, as markdown at ``path``."""
+    """The rule, one row per setting, each setting's differences seed by seed (from
+    ``results``, when given) and the verdict, as markdown at ``path``."""
     seed_text = ", ".join(map(str, seeds))
     lines = [
         "# The sweep's best setting",
@@ -214,6 +282,8 @@ def write_best_setting(
             f"{_interval(v.probe, '+.2f')} | {dims} | {_yes_no(v, v.eligible)} | "
             f"{_yes_no(v, v.collapsed)} |"
         )
+    if results:
+        lines += ["", *_per_seed_lines(results, verdicts, seeds)]
     lines += ["", verdict_line(verdicts, seeds)]
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -275,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"error: {args.results_dir / 'runs'}: {error}") from None
     out = args.out or args.results_dir / "best_setting.md"
     with replacing(out, suffix=".md") as tmp:
-        write_best_setting(verdicts, seeds, tmp)
+        write_best_setting(verdicts, seeds, tmp, results)
     print(verdict_line(verdicts, seeds))
     print(f"[out]  {out}")
     return 0

@@ -32,6 +32,7 @@ __all__ = [
     "PAIRED_COLUMNS",
     "REFERENCE",
     "aggregate",
+    "column_value",
     "finished_results",
     "finished_runs",
     "folder_rows",
@@ -94,6 +95,7 @@ PAIRED_COLUMNS: tuple[str, ...] = (
     "probe_bg_top1",
 )
 """Figures whose paired difference against the reference is reported."""
+_SOURCES = {column: source for column, source, _ in COLUMNS}
 METHOD_ORDER = SUPPORTED_METHODS
 REFERENCE = "ncl"
 """The row the paired differences are taken against (the paired table, the budget's curves, the
@@ -140,6 +142,11 @@ def _get(result: dict[str, Any], dotted: str) -> float:
     for part in dotted.split("."):
         value = value.get(part) if isinstance(value, dict) else None
     return float(value) if value is not None else math.nan
+
+
+def column_value(result: dict[str, Any], column: str) -> float:
+    """A run's figure for one of :data:`COLUMNS` (``nan`` where the run lacks it)."""
+    return _get(result, _SOURCES[column])
 
 
 def _names(results: Sequence[dict[str, Any]]) -> list[str]:
@@ -279,7 +286,6 @@ def paired_differences(
     """``row - reference`` per seed both have, for each column: mean, std, n and the 95%
     t-interval of the mean difference (``nan`` bounds with fewer than two pairs). Empty when the
     reference did not run."""
-    sources = {c: s for c, s, _ in COLUMNS}
     ref = {int(r["seed"]): r for r in results if run_name(r) == reference}
     if not ref:
         return []
@@ -290,7 +296,7 @@ def paired_differences(
         runs = {int(r["seed"]): r for r in results if run_name(r) == name}
         seeds = sorted(set(runs) & set(ref))
         for column in columns:
-            diffs = [_get(runs[s], sources[column]) - _get(ref[s], sources[column]) for s in seeds]
+            diffs = [column_value(runs[s], column) - column_value(ref[s], column) for s in seeds]
             diffs = [d for d in diffs if not math.isnan(d)]
             if not diffs:
                 continue

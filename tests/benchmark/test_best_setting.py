@@ -14,6 +14,7 @@ from helpers import fake_result
 from solo_bayesncl.benchmark.best_setting import (
     best_setting,
     main,
+    per_seed_differences,
     setting_verdicts,
     verdict_line,
 )
@@ -94,6 +95,24 @@ def test_seeds_outside_the_rules_are_not_read() -> None:
     assert with_four["good"].missing == (4,)
 
 
+def test_each_setting_is_given_seed_by_seed_against_the_reference() -> None:
+    """The rule reads means; the per-seed differences show whether one seed makes them. Only
+    the rule's seeds on which both finished, the setting's own active dimensions beside."""
+    results = _sweep(skip=("worse", 2))
+    results.append(_result("good", 4, 0.9, 90.0, 10))  # outside the rule's seeds
+    good = per_seed_differences(results, "good", (1, 2, 3))
+    assert [row["seed"] for row in good] == [1, 2, 3]
+    assert [row["consistency_gain"] for row in good] == pytest.approx([0.06, 0.07, 0.08])
+    assert [row["probe_top1"] for row in good] == pytest.approx([0.1, -0.2, 0.3])
+    # fake_result reads kNN one point below the SGD probe, which both settings share here
+    assert [row["linear_top1"] for row in good] == pytest.approx([0.0, 0.0, 0.0])
+    assert [row["active_dims"] for row in good] == [200, 200, 200]
+    worse = per_seed_differences(results, "worse", (1, 2, 3))
+    assert [row["seed"] for row in worse] == [1, 3]
+    assert worse[1]["probe_top1"] == pytest.approx(-1.3)
+    assert per_seed_differences(results, "unrun", (1, 2, 3)) == []
+
+
 def test_one_seed_gives_no_interval_and_so_no_choice() -> None:
     verdicts = setting_verdicts(_sweep(), (2,))
     assert all(len(v.pairs) == 1 and not v.decided for v in verdicts)
@@ -119,6 +138,10 @@ def test_the_command_writes_the_table_and_refuses_bad_input(tmp_path, capsys) ->
     assert "| good | 3 | +0.070 [+0.045, +0.095] |" in text
     assert "| worse | 3 |" in text and "| no | yes |" in text
     assert text.rstrip().endswith("200 active dimensions against 250.")
+    # seed by seed, between the rule's table and the verdict
+    assert "| good | 2 | +0.070 | -0.20 | +0.00 | +0.00 | 200 |" in text
+    assert "| worse | 3 | +0.080 | -1.30 | +0.00 | +0.00 | 180 |" in text
+    assert text.index("| good | 3 | +0.080 |") < text.index("**Best: good**")
     assert "**Best: good**" in capsys.readouterr().out
     # written in one piece: no temporary left beside it (hidden ones included)
     assert sorted(p.name for p in (tmp_path / "sweep").iterdir()) == ["best_setting.md", "runs"]
