@@ -310,8 +310,9 @@ def test_the_budget_checks_are_the_scenes_study_at_its_length_and_at_twice_it():
     assert set(check.overrides) - set(scenes.overrides) == doubled
     assert len(check.overrides) == len(scenes.overrides)
     assert long.methods == ["ncl", "bayesncl"] and check.linear == scenes.linear
-    assert check.methods == scenes.methods == ["ncl", "bayesncl", "bayesncl_rho0.3_kl3e-4"]
-    assert check.variants == scenes.variants
+    assert scenes.methods == ["ncl", "bayesncl", "bayesncl_rho0.3_kl3e-4"]
+    assert check.methods[:3] == scenes.methods  # then the sweep's best setting
+    assert {k: check.variants[k] for k in scenes.variants} == scenes.variants
     longest = load_preset("study_budget_400")
     quadrupled = {"max_epochs=400", "++scheduler.warmup_epochs=40", "interpretability.frequency=40"}
     assert set(longest.overrides) - set(scenes.overrides) == quadrupled
@@ -333,10 +334,60 @@ def test_the_fashion_mnist_comparison_is_part_1_at_twice_its_length():
     assert len(check.overrides) == len(part1.overrides)
     assert "data.dataset=fashion-mnist" in check.overrides
     assert check.linear == part1.linear and check.knn == part1.knn
-    assert check.methods == part1.methods == ["ncl", "bayesncl", "bayesncl_rho0.3_kl3e-4"]
-    assert check.variants == part1.variants and check.seeds == [1, 2, 3, 4, 5]
+    assert part1.methods == ["ncl", "bayesncl", "bayesncl_rho0.3_kl3e-4"]
+    assert check.methods[:3] == part1.methods  # then the sweep's best setting
+    assert {k: check.variants[k] for k in part1.variants} == part1.variants
+    assert check.seeds == [1, 2, 3, 4, 5]
     assert run_folder_name(check, "ncl", 1) == "ncl-seed1-bc037f95c49f"
     assert run_folder_name(check, "bayesncl", 1) == "bayesncl-seed1-6b8554ae07aa"
+
+
+def _sweep_200_pick(tmp_path) -> str:
+    """The setting the sweep at 200 epochs picked, recomputed by its rule from the kept runs
+    (the sweep's runs are kept in study_budget_fmnist_200's folder, which its own links to)."""
+    import shutil
+
+    from solo_bayesncl.benchmark.best_setting import best_setting, setting_verdicts
+    from solo_bayesncl.benchmark.table import finished_results, folder_rows
+
+    kept = REPO / "results" / "study_budget_sweep_200"
+    folder = tmp_path / "study_budget_sweep_200"
+    folder.mkdir()
+    for name in ("results.csv", "preset.yaml"):
+        shutil.copy(kept / name, folder / name)
+    (folder / "runs").symlink_to(REPO / "results" / "study_budget_fmnist_200" / "runs")
+    results = finished_results(folder, folder_rows(folder, None))
+    planned = load_preset(str(folder / "preset.yaml")).methods
+    best = best_setting(setting_verdicts(results, planned=planned))
+    assert best is not None, "the sweep at 200 epochs has not decided (best_setting.md)"
+    return best.setting
+
+
+def test_the_cpu_preset_runs_bayesncl_at_the_setting_the_sweep_picked(tmp_path):
+    """The cpu preset's BayesNCL row follows the evidence at the trained budget: it runs the
+    prior and KL weight of the setting the sweep at 200 epochs picked by its rule, and nothing
+    else of BayesNCL's is changed."""
+    pick = _sweep_200_pick(tmp_path)
+    sweep, cpu = load_preset("study_budget_sweep_200"), load_preset("cpu")
+    picked = sweep.run_overrides(pick)[len(sweep.overrides) :]
+    assert cpu.methods[-1] == "bayesncl"
+    assert [o for o in cpu.run_overrides("bayesncl") if "bayesian" in o] == picked
+
+
+def test_the_comparisons_at_200_epochs_hold_the_setting_the_sweep_picked(tmp_path):
+    """The sweep's best setting gets its seeds 4-5 on Fashion-MNIST and five seeds on shared
+    backgrounds: both comparisons list it with the sweep's own overrides, so its seeds 1-3 on
+    Fashion-MNIST are the sweep's runs (the same run keys)."""
+    pick = _sweep_200_pick(tmp_path)
+    sweep = load_preset("study_budget_sweep_200")
+    own = sweep.run_overrides(pick)[len(sweep.overrides) :]
+    for name in ("study_budget_fmnist_200", "study_budget_200"):
+        preset = load_preset(name)
+        assert pick in preset.methods and preset.seeds == [1, 2, 3, 4, 5], name
+        assert preset.run_overrides(pick)[len(preset.overrides) :] == own, name
+    fmnist = load_preset("study_budget_fmnist_200")
+    for seed in sweep.seeds:
+        assert run_key(fmnist, pick, seed) == run_key(sweep, pick, seed)
 
 
 def _sweepfake_result(tmp_path, method, seed, rho, lam, gain):
