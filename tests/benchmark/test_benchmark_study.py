@@ -363,15 +363,36 @@ def _sweep_200_pick(tmp_path) -> str:
     return best.setting
 
 
-def test_the_cpu_preset_runs_bayesncl_at_the_setting_the_sweep_picked(tmp_path):
-    """The cpu preset's BayesNCL row follows the evidence at the trained budget: it runs the
-    prior and KL weight of the setting the sweep at 200 epochs picked by its rule, and nothing
-    else of BayesNCL's is changed."""
+def _cpu_preset_setting(tmp_path) -> str:
+    """The BayesNCL setting the trained-budget evidence gives the cpu preset: the sweep's pick
+    until its five seeds on shared backgrounds have finished; then the pick if its class gain
+    there leads NCL's beyond seed noise (the paired 95% interval's lower end above zero), and
+    otherwise the paper's setting (docs/results.md states this rule)."""
     pick = _sweep_200_pick(tmp_path)
+    paired = REPO / "results" / "study_budget_200" / "paired_differences.csv"
+    with open(paired, newline="") as handle:
+        gain = next(
+            (
+                row
+                for row in csv.DictReader(handle)
+                if row["method"] == pick and row["column"] == "consistency_gain"
+            ),
+            None,
+        )
+    if gain is None or int(gain["n"]) < 5:
+        return pick
+    return pick if float(gain["ci_low"]) > 0 else "bayesncl"
+
+
+def test_the_cpu_preset_runs_bayesncl_at_the_setting_the_evidence_supports(tmp_path):
+    """The cpu preset's BayesNCL row follows the evidence at the trained budget: it runs the
+    prior and KL weight of the setting ``_cpu_preset_setting`` names, and nothing else of
+    BayesNCL's is changed."""
+    setting = _cpu_preset_setting(tmp_path)
     sweep, cpu = load_preset("study_budget_sweep_200"), load_preset("cpu")
-    picked = sweep.run_overrides(pick)[len(sweep.overrides) :]
+    expected = sweep.run_overrides(setting)[len(sweep.overrides) :]
     assert cpu.methods[-1] == "bayesncl"
-    assert cpu.method_overrides.get("bayesncl", []) == picked
+    assert cpu.method_overrides.get("bayesncl", []) == expected
     assert "bayesncl" not in cpu.variants
 
 
