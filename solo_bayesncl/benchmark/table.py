@@ -369,6 +369,13 @@ def write_paired_csv(paired: Sequence[dict[str, Any]], path: Path, commit: str) 
     return path
 
 
+def _number(fmt: str, value: float) -> str:
+    """A figure written with ``fmt`` ("{:.3f}", ...); one that rounds to zero has no sign (the
+    "z" option), so a float's -1e-17 reads 0.000, not -0.000. Paired intervals keep the sign
+    (``_signed``): an end just below zero reads -0.000, which says on which side it lies."""
+    return fmt.replace("{:", "{:z", 1).format(value)
+
+
 def _signed(fmt: str, value: float) -> str:
     text = fmt.format(value)
     return text if text.startswith("-") else "+" + text
@@ -436,10 +443,10 @@ def write_markdown(
         cells = [row["method"], str(row["seeds"])]
         for column, _, fmt in columns:
             value = row[column]
-            cell = "n/a" if math.isnan(value) else fmt.format(value)
+            cell = "n/a" if math.isnan(value) else _number(fmt, value)
             n = row.get(f"{column}_n", row["seeds"])
             if n > 1 and not math.isnan(value):
-                cell += " ± " + fmt.format(row[f"{column}_std"])
+                cell += " ± " + _number(fmt, row[f"{column}_std"])
             if 0 < n < row["seeds"]:
                 cell += f" (n={n})"
             if column == "s_per_epoch" and row.get("wall_unreliable"):

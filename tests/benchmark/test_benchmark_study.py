@@ -672,3 +672,24 @@ def test_the_budget_study_script_restores_the_kept_runs_so_shared_runs_are_not_r
         timeout=120,
     )
     assert not any((tmp_path / "bare" / "study_budget" / "runs").iterdir())
+
+
+def test_a_figure_that_rounds_to_zero_has_no_sign(tmp_path):
+    """SimCLR's dense features give a consistency gain of -1.4e-17 (consistency minus its
+    shuffled baseline, both 0.1): the table writes 0.000, not -0.000. A paired interval's end
+    just below zero keeps its sign, which says on which side of zero it lies."""
+    results = [fake_result("ncl", s, g) for s, g in ((1, 0.2), (2, 0.3), (3, 0.25))]
+    results += [fake_result("simclr", s, -1.3877787807814457e-17) for s in (1, 2, 3)]
+    results += [fake_result("bayesncl", s, g) for s, g in ((1, 0.2005), (2, 0.301), (3, 0.2515))]
+    text = write_markdown(
+        aggregate(results),
+        tmp_path / "t.md",
+        "unit",
+        "abc",
+        "d",
+        paired=paired_differences(results),
+    ).read_text()
+    simclr = next(line for line in text.splitlines() if line.startswith("| simclr | 3 |"))
+    assert "-0.000" not in simclr and "| 0.000 ± 0.000 |" in simclr
+    # differences 0.0005, 0.001, 0.0015: mean 0.001, interval [-0.00024, +0.00224]
+    assert "| bayesncl | 3 | +0.001 [-0.000, +0.002] |" in text
