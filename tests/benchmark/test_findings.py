@@ -73,6 +73,12 @@ def _paired(folder: str) -> dict[tuple[str, str], dict[str, str]]:
         return {(row["method"], row["column"]): row for row in csv.DictReader(handle)}
 
 
+def _gate_differences(folder: str) -> dict[str, tuple[str, str]]:
+    """Each row of ``gates.md``: its seeds and its class - background open-rate difference."""
+    table = _tables(f"{folder}/gates.md", "row")[0]
+    return {row[0]: (row[1], row[-1]) for row in table[1:]}
+
+
 def _means(folder: str) -> dict[str, dict[str, str]]:
     with open(ROOT / folder / "results.csv", newline="") as handle:
         return {row["method"]: row for row in csv.DictReader(handle)}
@@ -88,6 +94,25 @@ def _assert_paired_cell(text: str, record: dict[str, str], where: str) -> None:
     _assert_rounds_to(match["high"], float(record["ci_high"]), where)
     excludes_zero = float(record["ci_low"]) > 0 or float(record["ci_high"]) < 0
     assert (match["star"] is not None) == excludes_zero, f"{where}: the star"
+
+
+# The gate's row: how much more often the gate opens u's class-dominated dimensions than its
+# background-dominated ones, each setting's own difference over its seeds (``gates.md``).
+GATE_ROW = "gate: open rate of class- minus background-dominated dims"
+GATE_CELL = re.compile(
+    rf"^(?P<mean>{NUMBER}) \[(?P<low>{NUMBER}), (?P<high>{NUMBER})\](?P<star> \*)?$"
+)
+
+
+def _assert_gate_cell(text: str, gates: tuple[str, str], seeds: str, setting: str) -> None:
+    where = f"shared backgrounds, {setting}, gate"
+    cell, held = GATE_CELL.match(text), GATE_CELL.match(gates[1])
+    assert cell and held, f"{where}: cannot read {text!r} or gates.md's {gates[1]!r}"
+    assert gates[0] == seeds[-1], f"{where}: gates.md has {gates[0]} seeds"
+    for part in ("mean", "low", "high"):
+        _assert_rounds_to(cell[part], float(held[part]), f"{where}, {part}")
+    excludes_zero = float(held["low"]) > 0 or float(held["high"]) < 0
+    assert (cell["star"] is not None) == excludes_zero, f"{where}: the star"
 
 
 TABLES = _tables("README.md", "BayesNCL - NCL")
@@ -110,9 +135,12 @@ def test_every_cell_of_the_readme_comparison_is_the_paired_difference_the_result
         setting, _, seeds = title.rpartition(", seeds ")
         method = SETTINGS[setting]
         for row in body:
-            label = next((key for key in ROWS if row[0].startswith(key)), None)
-            if label is None:
+            if row[0].startswith(GATE_ROW):
+                _assert_gate_cell(row[column], _gate_differences(folder)[method], seeds, setting)
+                checked += 1
                 continue
+            label = next((key for key in ROWS if row[0].startswith(key)), None)
+            assert label is not None, f"{dataset}: no results column for the row {row[0]!r}"
             for part, name in zip(row[column].split(" / "), ROWS[label], strict=True):
                 where = f"{dataset}, {setting}, {name}"
                 record = paired[(method, name)]
