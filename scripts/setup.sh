@@ -106,7 +106,7 @@ fi
 extras=""
 [ "$TESTS" = 1 ] && extras="[test,dali]"
 stamp="build/.setup-$(echo "$PY$extras" | cksum | cut -d' ' -f1)"
-inputs=$(cat setup.py pyproject.toml 2>/dev/null | cksum)
+inputs=$(cksum < pyproject.toml)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$inputs" ] \
     && "$PY" -c "import solo_bayesncl" 2>/dev/null; then
   say "solo-bayesncl present (editable install of this folder)"

@@ -20,12 +20,6 @@ input errors answer before torch and solo-learn load.
 
 from __future__ import annotations
 
-import importlib
-import importlib.abc
-import importlib.util
-import sys
-import warnings
-
 from solo_bayesncl.host.registration import install_registration_hook, register
 
 __version__ = "0.1.0"
@@ -39,57 +33,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """The sub-packages by layer, lowest first; inside a layer, too, a sub-package imports only
 those listed before it. A ``__main__`` module is a command (``python -m``) and belongs to ``cli``."""
-
-MOVED: dict[str, str] = {
-    f"solo_bayesncl.{old}": f"solo_bayesncl.{new}"
-    for old, new in (
-        ("nonneg", "core.nonneg"),
-        ("gates", "core.gates"),
-        ("losses", "core.losses"),
-        ("distributed", "core.distributed"),
-        ("representations", "core.representations"),
-        ("registration", "host.registration"),
-        ("models", "host.models"),
-        ("checkpoints", "io.checkpoints"),
-        ("artifact", "io.artifact"),
-        ("files", "io.files"),
-        ("runtime", "config.runtime"),
-        ("global_batch", "config.global_batch"),
-        ("shipped_configs", "config.shipped"),
-        ("trainer", "training.trainer"),
-        ("auto_resume", "training.auto_resume"),
-        ("evaluation.callback", "training.callback"),
-        ("evaluation.probe", "metrics.probe"),
-        ("evaluation.command", "cli.evaluate"),
-        ("zoo.cli", "cli.zoo"),
-    )
-}
-"""The modules of release 0.1.0 that moved into sub-packages: the old names still import, with a
-DeprecationWarning, until the next release."""
-
-
-class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports a module of :data:`MOVED` under its old name: the same module object."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname not in MOVED:
-            return None
-        return importlib.util.spec_from_loader(fullname, self)
-
-    def create_module(self, spec):
-        warnings.warn(
-            f"{spec.name} moved to {MOVED[spec.name]}; the old name goes in the next release",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return importlib.import_module(MOVED[spec.name])
-
-    def exec_module(self, module) -> None:
-        """The module is already loaded under its new name."""
-
-
-if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
-    sys.meta_path.insert(0, _MovedModuleFinder())
 
 SOLO_LEARN_AVAILABLE: bool = install_registration_hook()
 

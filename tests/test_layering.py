@@ -71,11 +71,6 @@ def _violations(order: list[str] | None = None) -> list[str]:
             found.append(f"{module} is in no layer of solo_bayesncl.LAYERS")
             continue
         for imported in sorted(_imports(path)):
-            if imported in solo_bayesncl.MOVED:
-                found.append(
-                    f"{module} imports {imported}, moved to {solo_bayesncl.MOVED[imported]}"
-                )
-                continue
             area = _area(imported)
             if area in order and _rank(area, order) > _rank(here, order):
                 found.append(f"{module} imports {imported}")

@@ -20,7 +20,7 @@ _PACKAGE = "solo_bayesncl"
 
 def command_name(console_script: str) -> str:
     """How the running command was invoked; ``console_script`` is its installed name (from
-    ``setup.py``'s ``console_scripts``), the answer when no script or module was run."""
+    ``pyproject.toml``'s ``[project.scripts]``), the answer when no script or module was run."""
     argv0 = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
     if argv0 == "__main__.py":
         spec = getattr(sys.modules.get("__main__"), "__spec__", None)

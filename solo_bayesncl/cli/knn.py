@@ -25,7 +25,7 @@ __all__ = ["COMMAND", "build_parser", "main"]
 
 
 COMMAND = "solo-bayesncl-knn"
-"""The installed console script (``setup.py``)."""
+"""The installed console script (``pyproject.toml``)."""
 DEFAULT_K: tuple[int, ...] = (20,)
 
 

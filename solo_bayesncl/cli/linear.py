@@ -24,7 +24,7 @@ from solo_bayesncl.config.shipped import linear_config_dir
 __all__ = ["COMMAND", "KEYS", "main"]
 
 COMMAND = "solo-bayesncl-linear"
-"""The installed console script (``setup.py``)."""
+"""The installed console script (``pyproject.toml``)."""
 
 KEYS: tuple[tuple[str, str], ...] = (
     ("pretrained_feature_extractor", "the pretrained checkpoint (.ckpt) or zoo artifact; required"),

@@ -21,7 +21,7 @@ from solo_bayesncl.data.names import OFFLINE_DATASETS, SOLO_DATASETS
 __all__ = ["COMMAND", "KEYS", "main"]
 
 COMMAND = "solo-bayesncl-pretrain"
-"""The installed console script (``setup.py``)."""
+"""The installed console script (``pyproject.toml``)."""
 
 KEYS: tuple[tuple[str, str], ...] = (
     ("data.dataset", f"{', '.join((*SOLO_DATASETS, *OFFLINE_DATASETS))} (custom: an image folder)"),

@@ -97,7 +97,7 @@ def test_an_unreachable_pytorch_index_is_tried_once_before_pypi(tmp_path):
     ``nvidia-smi`` are stand-ins that record what they are asked and fail where told."""
     folder = tmp_path / "project"
     (folder / "scripts").mkdir(parents=True)
-    for name in ("scripts/setup.sh", "setup.py", "pyproject.toml"):
+    for name in ("scripts/setup.sh", "pyproject.toml"):
         shutil.copy(REPO / name, folder / name)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

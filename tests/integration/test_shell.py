@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import venv
 import warnings
 import zipfile
@@ -22,13 +23,10 @@ solo = pytest.mark.solo
 
 
 def _console_scripts() -> dict[str, str]:
-    """``name -> module:function`` as declared in setup.py."""
-    tree = ast.parse((REPO / "setup.py").read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == "entry_points":
-            entries = ast.literal_eval(node.value)["console_scripts"]
-            return dict(e.replace(" ", "").split("=", 1) for e in entries)
-    raise AssertionError("setup.py declares no console_scripts")
+    """``name -> module:function`` as declared in pyproject.toml's ``[project.scripts]``."""
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts, "pyproject.toml declares no console scripts"
+    return dict(scripts)
 
 
 CONSOLE_SCRIPTS = _console_scripts()
@@ -248,7 +246,7 @@ def test_no_references_to_documents_outside_the_repository():
 
 def _copy_source(dest: Path) -> Path:
     """The files a wheel is built from, without build leftovers of the checkout."""
-    for name in ("setup.py", "pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, dest / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
     for folder in ("solo_bayesncl", "scripts", "zoo"):
