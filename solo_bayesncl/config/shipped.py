@@ -1,10 +1,10 @@
 """Where the shipped Hydra configs are, in a source checkout and in an installed package.
 
-The repository keeps solo-learn's layout, ``scripts/pretrain/<group>/`` and
-``scripts/linear/<group>/``; the wheel ships the same files as ``solo_bayesncl/configs/``
-(``setup.py`` maps that package onto ``scripts/``, so there is one copy of each file). Every
-command and the benchmark presets find their configs through :func:`config_root`, so they work
-from any folder.
+The files live in the package, ``solo_bayesncl/configs/{pretrain,linear}/<group>/``, and ship
+in the wheel as package data; a checkout also shows them in solo-learn's layout,
+``scripts/pretrain/<group>/`` and ``scripts/linear/<group>/`` (links to the same folders, so
+there is one copy of each file). Every command and the benchmark presets find them through
+:func:`config_root`, so they work from any folder.
 """
 
 from __future__ import annotations
@@ -20,20 +20,17 @@ __all__ = [
     "shipped_configs",
 ]
 
-_PACKAGED = Path(__file__).resolve().parents[1] / "configs"
-_SOURCE = Path(__file__).resolve().parents[2] / "scripts"
+_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 KINDS: tuple[str, ...] = ("pretrain", "linear")
 
 
 def config_root() -> Path:
-    """The folder holding ``pretrain/`` and ``linear/``: the installed package's ``configs``,
-    else the source checkout's ``scripts``."""
-    for root in (_PACKAGED, _SOURCE):
-        if all((root / kind).is_dir() for kind in KINDS):
-            return root
+    """The folder holding ``pretrain/`` and ``linear/``: the package's ``configs``."""
+    if all((_CONFIGS / kind).is_dir() for kind in KINDS):
+        return _CONFIGS
     raise FileNotFoundError(
-        f"the shipped configs are missing: neither {_PACKAGED} nor {_SOURCE} holds pretrain/ "
-        "and linear/; reinstall solo-bayesncl"
+        f"the shipped configs are missing: {_CONFIGS} holds no pretrain/ and linear/; "
+        "reinstall solo-bayesncl"
     )
 
 
@@ -84,7 +81,7 @@ def resolve_config_dir(value: str | Path) -> Path:
     if path.is_absolute():
         return path
     if path.is_dir():
-        return path.resolve()
+        return path.absolute()  # not resolve(): scripts/ is a link the user named
     parts = path.parts[1:] if path.parts[:1] == ("scripts",) else path.parts
     shipped = config_root().joinpath(*parts)
     if shipped.is_dir():

@@ -212,11 +212,9 @@ def _check_config_agrees(config: Mapping[str, Any], data: Mapping[str, Any], whe
             )
 
 
-_PACKAGED = Path(__file__).resolve().parent / "published" / "manifest.json"
-_SOURCE = Path(__file__).resolve().parents[2] / "zoo" / "manifest.json"
-PROJECT_MANIFEST = _PACKAGED if _PACKAGED.is_file() else _SOURCE
-"""The project's manifest: the top-level ``zoo/manifest.json`` of the repository, which the
-wheel ships as ``solo_bayesncl/zoo/published/`` (one copy of the file, as for the configs)."""
+PROJECT_MANIFEST = Path(__file__).resolve().with_name("manifest.json")
+"""The project's manifest, shipped in the wheel beside this module; a checkout also shows it as
+the top-level ``zoo/manifest.json`` (a link to the same file), where solo-learn kept its zoo."""
 
 
 def manifest_paths() -> list[Path]:

@@ -249,8 +249,7 @@ def _copy_source(dest: Path) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, dest / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for folder in ("solo_bayesncl", "scripts", "zoo"):
-        shutil.copytree(REPO / folder, dest / folder, ignore=ignore)
+    shutil.copytree(REPO / "solo_bayesncl", dest / "solo_bayesncl", ignore=ignore)
     return dest
 
 
@@ -270,17 +269,15 @@ def test_wheel_ships_the_configs_and_its_commands_run_from_another_folder(tmp_pa
     )
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = dist.glob("solo_bayesncl-*.whl")
-    shipped = {
-        str(p.relative_to(REPO / "scripts"))
-        for p in (REPO / "scripts").rglob("*.yaml")
-        if p.parts[len(REPO.parts) + 1] in ("pretrain", "linear")
-    }
+    configs = REPO / "solo_bayesncl" / "configs"
+    shipped = {str(p.relative_to(configs)) for p in configs.rglob("*.yaml")}
+    assert len(shipped) > 20, shipped
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
     missing = {f for f in shipped if f"solo_bayesncl/configs/{f}" not in names}
     assert not missing, f"yaml files not in the wheel: {sorted(missing)}"
     assert {f"solo_bayesncl/benchmark/presets/{p}.yaml" for p in ("cpu", "cifar100")} <= names
-    assert "solo_bayesncl/zoo/published/manifest.json" in names  # the top-level zoo/ manifest
+    assert "solo_bayesncl/zoo/manifest.json" in names  # the top-level zoo/manifest.json
 
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
@@ -311,7 +308,7 @@ def test_wheel_ships_the_configs_and_its_commands_run_from_another_folder(tmp_pa
     manifest = run(
         str(py), "-c", "from solo_bayesncl.zoo import manifest; print(manifest.PROJECT_MANIFEST)"
     )
-    assert manifest.strip().endswith("solo_bayesncl/zoo/published/manifest.json"), manifest
+    assert manifest.strip().endswith("solo_bayesncl/zoo/manifest.json"), manifest
     assert manifest.startswith(str(env_dir)), manifest
     for name in CONSOLE_SCRIPTS:
         run(str(bindir / name), "--help")
