@@ -4,11 +4,13 @@ Forward + backward on the same random features, repeated after a warm-up, the pa
 within every round. Reported per path: the median wall time and process CPU time (which leaves
 out the time spent waiting for a core another process holds), and against solo-learn's
 ``simclr_loss_func`` measured in the same run the median of the per-round paired ratios, for
-both clocks. InfoNCE runs as the training steps call it (``check_inputs=False``: no input check,
-which reads the device). The paths:
+both clocks. Every path runs as the training steps do: through the loss modules
+(``NCLLoss``, ``BayesNCLLoss``), whose fused kernels (``core/fused_losses.py``) compute the
+definitions of ``core/losses.py``, with ``check_inputs=False`` (no input check, which reads the
+device). The paths:
 
 - ``solo simclr_loss_func``: ``normalize(z)``, then InfoNCE;
-- ``solo_bayesncl info_nce_loss``: the same work, ``F.normalize`` then :func:`info_nce_loss`;
+- ``solo_bayesncl info_nce_loss``: the same work, ``F.normalize`` then ``NCLLoss.contrast``;
 - ``ncl: phi+norm+InfoNCE``: NCL's objective, ``normalize(rep_relu(z))`` then InfoNCE;
 - ``gated: gate+v+InfoNCE+KL``: BayesNCL's objective, which on top of NCL's draws the gate
   (sigmoid and threshold), normalises the gated vector a second time and adds the KL: work that
@@ -32,12 +34,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from solo_bayesncl.core.gates import BernoulliGate, bernoulli_kl
-from solo_bayesncl.core.losses import (
-    gated_representation,
-    info_nce_loss,
-    non_negative_representation,
-)
+from solo_bayesncl.core.losses import BayesNCLLoss, NCLLoss
 
 CASES = ((256, 256), (512, 2048))  # (images per batch, feature dimension k); 2 views each
 TEMPERATURE = 0.2
@@ -86,7 +83,9 @@ def make_steps(n_images: int, k: int, solo_loss: Callable | None) -> dict[str, C
     z = torch.randn(2 * n_images, k, generator=g).requires_grad_(True)
     logits = torch.randn(2 * n_images, k, generator=g).requires_grad_(True)
     indexes = torch.arange(n_images).repeat(2)
-    gate = BernoulliGate("ste", threshold=0.5, temperature=1.0)
+    contrast = NCLLoss(TEMPERATURE, check_inputs=False).contrast
+    ncl_loss = NCLLoss(TEMPERATURE, non_neg="rep_relu", check_inputs=False)
+    bayes = BayesNCLLoss(TEMPERATURE, non_neg="rep_relu", prior=0.8, check_inputs=False)
 
     def solo() -> None:
         z.grad = None
@@ -94,19 +93,16 @@ def make_steps(n_images: int, k: int, solo_loss: Callable | None) -> dict[str, C
 
     def ours() -> None:
         z.grad = None
-        info_nce_loss(F.normalize(z, dim=-1), indexes, TEMPERATURE, check_inputs=False).backward()
+        contrast(F.normalize(z, dim=-1), indexes).backward()
 
     def ncl() -> None:
         z.grad = None
-        u = non_negative_representation(z, non_neg="rep_relu")
-        info_nce_loss(u, indexes, TEMPERATURE, check_inputs=False).backward()
+        ncl_loss(z, indexes).backward()
 
-    def gated() -> None:
+    def gated() -> None:  # BayesNCLLoss's terms, without its logged gate statistics
         z.grad = logits.grad = None
-        out = gate(logits)
-        v = gated_representation(z, out.mask, non_neg="rep_relu")
-        loss = info_nce_loss(v, indexes, TEMPERATURE, check_inputs=False)
-        loss = loss + 3e-5 * bernoulli_kl(out.probs, 0.8, check_inputs=False)
+        out = bayes.gate(logits)
+        loss = bayes.contrast(bayes.gated(z, out), indexes) + 3e-5 * bayes.kl(out.probs)
         loss.backward()
 
     steps = {SOLO: solo} if solo_loss is not None else {}
@@ -116,8 +112,7 @@ def make_steps(n_images: int, k: int, solo_loss: Callable | None) -> dict[str, C
     if solo_loss is not None:
         with torch.no_grad():
             diff = (
-                info_nce_loss(F.normalize(z, dim=-1), indexes, TEMPERATURE)
-                - solo_loss(z, indexes, TEMPERATURE)
+                contrast(F.normalize(z, dim=-1), indexes) - solo_loss(z, indexes, TEMPERATURE)
             ).abs()
         print(f"{n_images} images x 2 views, k={k}: |ours - solo| loss value = {diff.item():.2e}")
     return steps

@@ -410,9 +410,6 @@ def breakdown(
 ) -> None:
     """Times bayesncl's extra work alone, on the backbone features of the batch, and compares
     its sum with ``ncl_step`` (ncl's median step time, seconds)."""
-    from solo_bayesncl.core.gates import bernoulli_kl
-    from solo_bayesncl.core.losses import gated_representation, non_negative_representation
-
     with torch.no_grad(), autocast(device, precision):
         feats = torch.cat([model.backbone(x) for x in batch[1]])
         z = model.projector(feats).detach()
@@ -435,14 +432,14 @@ def breakdown(
     def gate_kl_norm() -> torch.Tensor:
         zr.grad = logits.grad = None
         gate = model.gate_output(logits, "hard")
-        v = gated_representation(zr, gate.mask, model.non_neg, model.top_k)
-        kl = bernoulli_kl(gate.probs, model.objective.prior, eps=model.objective.kl_eps)
+        v = model.objective.gated(zr, gate)  # the fused kernels, as in training
+        kl = model.objective.kl(gate.probs)
         (v.sum() + model.objective.kl_lambda * kl).backward()
         return kl.detach()
 
     def ncl_norm() -> torch.Tensor:
         zr.grad = None
-        u = non_negative_representation(zr, model.non_neg, model.top_k)
+        u = model.objective.representation(zr)
         u.sum().backward()
         return u.detach().sum()
 

@@ -1,17 +1,19 @@
-"""The Bernoulli gate of BayesNCL and its KL to the prior (docs/method.md: "The gate", "The KL to the prior").
+"""BayesNCL's gate in one place: the gating head, the Bernoulli gate and its KL to the prior
+(Cui, Zhang & Hu, arXiv 2605.28441, section 3; docs/method.md: "The gate", "The KL to the prior").
 
-A gating head ``q`` reads the stop-gradient backbone features and gives one logit per feature
-dimension. BayesNCL (Cui, Zhang & Hu, arXiv 2605.28441) treats each dimension's gate as a Bernoulli
-variable with probability ``alpha = sigmoid(q(sg(h)) / tau_g)``, opens it when ``alpha > t`` and
-passes gradients through the threshold with a straight-through estimator. A Bernoulli(``rho``)
-prior on every gate is enforced by the KL term of :func:`bernoulli_kl`.
+The gating head ``q`` (:class:`GatingHead`) reads the stop-gradient backbone features and gives
+one logit per feature dimension. Each dimension's gate is a Bernoulli variable with probability
+``alpha = sigmoid(q(sg(h)) / tau_g)``, open when ``alpha > t``, with a straight-through gradient
+through the threshold (:class:`BernoulliGate`). A Bernoulli(``rho``) prior on every gate enters
+the loss through the KL of :func:`bernoulli_kl`.
 
-Example::
+The functions are the plain PyTorch definitions; :class:`BernoulliGate` and the loss modules
+compute the threshold and the KL with the fused kernels of
+:mod:`solo_bayesncl.core.fused_losses`, tested equal to them. Example::
 
-    gate = BernoulliGate(gate_type="ste", threshold=0.5, temperature=1.0)
-    out = gate(gating_head(h.detach()))          # GateOutput(mask, probs)
-    v = F.normalize(u * out.mask, dim=-1)
-    kl = bernoulli_kl(out.probs, prior=0.8)
+    gating_head, gate = GatingHead(512, 2048, 256), BernoulliGate("ste", threshold=0.5)
+    out = gate(gating_head(h))                    # GateOutput(mask, probs); h gets no gradient
+    kl = bernoulli_kl(out.probs, prior=0.8)       # v = normalize(u * out.mask)
 """
 
 from __future__ import annotations
@@ -22,18 +24,42 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from solo_bayesncl.core import fused_losses
+
 __all__ = [
     "GATE_MODES",
     "GATE_TYPES",
     "BernoulliGate",
     "GateOutput",
+    "GatingHead",
     "bernoulli_kl",
+    "bernoulli_kl_prior",
     "binary_concrete_sample",
     "gate_probabilities",
     "gumbel_sample",
     "hard_threshold_ste",
     "resolve_gate_type",
 ]
+
+
+class GatingHead(nn.Sequential):
+    """BayesNCL's gating head ``a = q(sg(h))`` (arXiv 2605.28441, section 3): the projector's
+    ``Linear -> ReLU -> Linear`` on the *detached* backbone features, so that neither the gate
+    nor its KL pushes on the backbone. The layers keep the official state names
+    (``gating_head.0.weight``, ``gating_head.2.bias``...), so official checkpoints load.
+
+    Args:
+        in_dim: width of the backbone features ``h``.
+        hidden_dim: hidden width.
+        out_dim: number of gates, one per feature of the representation (``k``).
+    """
+
+    def __init__(self, in_dim: int, hidden_dim: int, out_dim: int) -> None:
+        super().__init__(nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, out_dim))
+
+    def forward(self, feats: torch.Tensor) -> torch.Tensor:
+        return super().forward(feats.detach())
+
 
 GATE_TYPES: tuple[str, ...] = ("ste", "binary_concrete", "gumbel")
 """How the hard gate is drawn in training (evaluation always thresholds ``alpha`` itself):
@@ -79,34 +105,14 @@ def gate_probabilities(logits: torch.Tensor, temperature: float = 1.0) -> torch.
 
 
 def hard_threshold_ste(probs: torch.Tensor, threshold: float = 0.5) -> torch.Tensor:
-    """Hard gate ``1[probs > t]`` with a straight-through gradient (docs/method.md, "The gate").
+    """Hard gate ``m = 1[probs > t]`` with a straight-through gradient: ``m + p - sg(p)``, the
+    official code's expression (arXiv 2605.28441, section 3; docs/method.md, "The gate").
 
     The value is exactly 0 or 1 (NaN where ``probs`` is NaN, so a broken gate stays visible); the
-    gradient with respect to ``probs`` is the identity: the value and gradient of the official
-    ``m + probs - sg(probs)``, in one pass over the gates each way.
+    gradient with respect to ``probs`` is the identity. :class:`BernoulliGate` computes it with
+    ``fused_losses.hard_threshold_ste`` (one pass each way).
     """
-    return _StraightThroughThreshold.apply(probs, float(threshold))
-
-
-class _StraightThroughThreshold(torch.autograd.Function):
-    """:func:`hard_threshold_ste`: ``1[p > t]`` forward, the identity backward.
-
-    The value is ``clamp(ceil(p - t), 0, 1) + 0``: ``p - t`` is computed in the dtype of ``p``
-    with ``t`` rounded to it, as the comparison ``p > t`` is, and is never rounded to 0 unless
-    ``p == t``, so its ceiling is 1 exactly where ``p > t`` (the clamp for ``|p - t| >= 1``);
-    ``+ 0`` turns the ``-0`` that ``ceil`` gives in ``(-1, 0)`` into ``0``. NaN stays NaN, as in
-    ``m + p - sg(p)``. Four passes into one new tensor, where the comparison, its conversion to
-    float and the two additions wrote four; the backward hands the gradient on without a pass.
-    """
-
-    @staticmethod
-    def forward(ctx, probs: torch.Tensor, threshold: float) -> torch.Tensor:
-        return torch.sub(probs, threshold).ceil_().clamp_(0.0, 1.0).add_(0.0)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return grad, None
+    return (probs > threshold).to(probs.dtype) + (probs - probs.detach())
 
 
 def binary_concrete_sample(
@@ -142,45 +148,17 @@ def gumbel_sample(
     return torch.sigmoid((logits + noise) / temperature)
 
 
-class _BernoulliKL(torch.autograd.Function):
-    """Forward and backward of :func:`bernoulli_kl` in few passes over the ``(N, k)`` gates.
-
-    With ``a = clamp(alpha, eps, 1 - eps)``, ``c = log(1 - a) - log(1 - rho)`` and
-    ``d = log a - log rho - c``, the per-gate KL is ``a (log a - log rho) + (1 - a) c = a d + c``
-    and its derivative in ``alpha`` is ``d`` inside the clamp range, 0 outside (the clamp's).
-    """
-
-    @staticmethod
-    def forward(ctx, probs: torch.Tensor, rho: float, eps: float) -> torch.Tensor:
-        alpha = probs.float().clamp(eps, 1.0 - eps)
-        # 1 - a is exact or within half an ulp for a in [eps, 1 - eps], so log(1 - a) is as
-        # accurate as log1p(-a) here (and vectorised on the CPU, where log1p is not)
-        closed = torch.rsub(alpha, 1.0).log_().sub_(math.log1p(-rho))
-        logit_diff = torch.log(alpha).sub_(math.log(rho)).sub_(closed)
-        kl = closed.addcmul_(alpha, logit_diff).sum(dim=-1).mean()  # in place: c is not kept
-        # the clamp passes gradient strictly inside (eps, 1 - eps): the gradient d is zeroed,
-        # once and in place, where alpha is clamped (NaN is neither, and stays NaN)
-        clamped = (alpha <= eps).logical_or_(alpha >= 1.0 - eps)
-        ctx.save_for_backward(logit_diff.masked_fill_(clamped, 0.0))
-        ctx.rows = probs.numel() // max(probs.shape[-1], 1) if probs.ndim else 1
-        ctx.dtype = probs.dtype
-        return kl
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        (gradient,) = ctx.saved_tensors
-        return (gradient * (grad / ctx.rows)).to(ctx.dtype), None, None
-
-
 def bernoulli_kl(
     probs: torch.Tensor, prior: float, eps: float = 0.01, check_inputs: bool = True
 ) -> torch.Tensor:
-    """KL(Bernoulli(alpha) || Bernoulli(rho)), summed over dimensions, averaged over samples.
+    """KL(Bernoulli(alpha) || Bernoulli(rho)), summed over dimensions, averaged over samples
+    (arXiv 2605.28441, section 3; docs/method.md, "The KL to the prior"):
 
     ``KL = sum_k [alpha_k log(alpha_k / rho) + (1 - alpha_k) log((1 - alpha_k) / (1 - rho))]``
-    with ``alpha`` and ``rho`` clamped to ``[eps, 1 - eps]`` (docs/method.md, "The KL to the prior"; official eps = 0.01),
-    computed in float32 whatever the input precision.
+
+    with ``alpha`` and ``rho`` clamped to ``[eps, 1 - eps]`` (official eps = 0.01), computed in
+    float32 whatever the input precision. The loss modules compute it with
+    ``fused_losses.bernoulli_kl`` (:func:`bernoulli_kl_prior` checks their inputs).
 
     Args:
         probs: gate probabilities ``alpha`` in [0, 1], shape ``(N, k)`` with ``N >= 1``; NaN
@@ -192,9 +170,21 @@ def bernoulli_kl(
 
     Raises:
         ValueError: ``prior`` outside (0, 1) or ``eps`` outside (0, 0.5), naming the argument;
-            ``probs`` empty, or (with ``check_inputs``) holding values outside [0, 1] (the clamp is for probabilities
-            near 0 and 1, not for numbers that are not probabilities).
+            ``probs`` empty, or (with ``check_inputs``) holding values outside [0, 1] (the clamp
+            is for probabilities near 0 and 1, not for numbers that are not probabilities).
     """
+    rho = bernoulli_kl_prior(probs, prior, eps, check_inputs)
+    alpha = probs.float().clamp(eps, 1.0 - eps)
+    open_ = alpha * (torch.log(alpha) - math.log(rho))
+    closed = (1.0 - alpha) * (torch.log(1.0 - alpha) - math.log1p(-rho))
+    return (open_ + closed).sum(dim=-1).mean()
+
+
+def bernoulli_kl_prior(
+    probs: torch.Tensor, prior: float, eps: float = 0.01, check_inputs: bool = True
+) -> float:
+    """Checks the arguments of :func:`bernoulli_kl` (raising as it says) and returns ``rho``
+    clamped to ``[eps, 1 - eps]``."""
     if not 0.0 < float(prior) < 1.0:  # also refuses NaN
         raise ValueError(f"prior={prior} must be in (0, 1)")
     if not 0.0 < float(eps) < 0.5:
@@ -211,8 +201,7 @@ def bernoulli_kl(
             f"probs: {outside} of {probs.numel()} values lie outside [0, 1] (range {low:g} to "
             f"{high:g}); pass probabilities, e.g. sigmoid(logits)"
         )
-    rho = min(max(float(prior), eps), 1.0 - eps)
-    return _BernoulliKL.apply(probs, rho, float(eps))
+    return min(max(float(prior), eps), 1.0 - eps)
 
 
 _SAMPLERS = {"binary_concrete": binary_concrete_sample, "gumbel": gumbel_sample}
@@ -248,7 +237,12 @@ class BernoulliGate(nn.Module):
     ``forward(logits, mode=None)``: ``mode`` is ``"hard"`` (default) or ``"soft"``; in training
     with ``binary_concrete`` or ``gumbel`` the threshold is applied to a noisy sample, in evaluation to
     ``alpha`` itself, so evaluation is deterministic. ``"soft"`` returns ``alpha`` as the mask
-    (the evaluation-time soft gate ``u * alpha``; it zeroes nothing).
+    (the evaluation-time soft gate ``u * alpha``; it zeroes nothing). The hard threshold runs
+    as ``fused_losses.hard_threshold_ste``, defined by :func:`hard_threshold_ste`::
+
+        gate = BernoulliGate("binary_concrete", threshold=0.5, temperature=1.0)
+        out = gate(gating_head(h))              # out.mask: 0/1, straight-through gradient
+        u_gated = u * out.mask
     """
 
     def __init__(self, gate_type: str = "ste", threshold: float = 0.5, temperature: float = 1.0):
@@ -271,8 +265,9 @@ class BernoulliGate(nn.Module):
             return GateOutput(mask=probs, probs=probs)
         if self.gate_type in _SAMPLERS and self.training:
             sample = _SAMPLERS[self.gate_type](logits.float(), self.temperature)
-            return GateOutput(mask=hard_threshold_ste(sample, self.threshold), probs=probs)
-        return GateOutput(mask=hard_threshold_ste(probs, self.threshold), probs=probs)
+            mask = fused_losses.hard_threshold_ste(sample, self.threshold)
+            return GateOutput(mask=mask, probs=probs)
+        return GateOutput(mask=fused_losses.hard_threshold_ste(probs, self.threshold), probs=probs)
 
     def extra_repr(self) -> str:
         return (

@@ -7,7 +7,8 @@ without it raises an ImportError that says so).
 
 import importlib.util
 
-from solo_bayesncl.methods.heads import GatingHead, projector
+from solo_bayesncl.core.gates import GatingHead
+from solo_bayesncl.methods.heads import projector
 
 __all__ = ["NCL", "BayesNCL", "GatingHead", "projector"]
 

@@ -18,11 +18,7 @@ import omegaconf
 import torch
 from solo.utils.misc import omegaconf_select
 
-from solo_bayesncl.core.gates import (
-    GATE_MODES,
-    GateOutput,
-    resolve_gate_type,
-)
+from solo_bayesncl.core.gates import GATE_MODES, GateOutput, GatingHead, resolve_gate_type
 from solo_bayesncl.core.losses import BayesNCLLoss, LossTerms
 from solo_bayesncl.core.validation import (
     ConfigError,
@@ -31,7 +27,6 @@ from solo_bayesncl.core.validation import (
     require_range,
     require_temperature,
 )
-from solo_bayesncl.methods.heads import GatingHead
 from solo_bayesncl.methods.ncl import NCL, NCL_KWARGS
 
 __all__ = ["BayesNCL"]

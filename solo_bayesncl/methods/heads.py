@@ -1,21 +1,17 @@
-"""The heads the plugin's methods put on the backbone features ``h``: the projector and
-BayesNCL's gating head (arXiv 2605.28441, section 3: "a gating head ``g`` maps the detached
-backbone features to one logit per feature, ``a = g(sg(h))``").
-
-Both are ``Linear -> ReLU -> Linear``, SimCLR's projector shape, and keep the official codes'
-state names (``projector.0.weight``, ``gating_head.2.bias``...), so their checkpoints load.
+"""The projector the plugin's methods put on the backbone features ``h``: ``z = g(h)``, SimCLR's
+``Linear -> ReLU -> Linear`` (NCL, arXiv 2403.12459; BayesNCL, arXiv 2605.28441). Its state
+names (``projector.0.weight``...) are the official codes', so their checkpoints load. BayesNCL's
+gating head is :class:`solo_bayesncl.core.gates.GatingHead`, beside the gate it feeds.
 Plain PyTorch: usable without solo-learn::
 
-    gating_head = GatingHead(512, 2048, 256)
-    logits = gating_head(feats)          # no gradient reaches feats
+    z = projector(512, 2048, 256)(feats)
 """
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
-__all__ = ["GatingHead", "projector"]
+__all__ = ["projector"]
 
 
 def projector(in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:
@@ -25,20 +21,3 @@ def projector(in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:
         nn.ReLU(),
         nn.Linear(hidden_dim, out_dim),
     )
-
-
-class GatingHead(nn.Sequential):
-    """BayesNCL's gating head ``a = g(sg(h))``: a projector-shaped MLP on the *detached* backbone
-    features, so that the gate (and its KL) never pushes on the backbone.
-
-    Args:
-        in_dim: width of the backbone features ``h``.
-        hidden_dim: hidden width.
-        out_dim: number of gates, one per feature of the representation (``k``).
-    """
-
-    def __init__(self, in_dim: int, hidden_dim: int, out_dim: int) -> None:
-        super().__init__(*projector(in_dim, hidden_dim, out_dim))
-
-    def forward(self, feats: torch.Tensor) -> torch.Tensor:
-        return super().forward(feats.detach())

@@ -92,6 +92,26 @@ def _gated(
     return loss.detach(), {"z": z.grad, "logits": logits.grad}
 
 
+def _module(
+    z: torch.Tensor, logits: torch.Tensor, idx: torch.Tensor, gather: bool
+) -> tuple[torch.Tensor, dict]:
+    """``_gated`` as ``BayesNCLLoss`` computes it: the fused kernels, whose InfoNCE backward
+    takes another product when the gathered rows are not this process's own."""
+    from solo_bayesncl.core.losses import BayesNCLLoss
+
+    z = z.clone().requires_grad_(True)
+    logits = logits.clone().requires_grad_(True)
+    criterion = BayesNCLLoss(
+        TEMPERATURE, "rep_relu", prior=0.8, kl_lambda=KL_LAMBDA, gather_distributed=gather
+    )
+    loss = criterion(z, logits, idx)
+    loss.backward()
+    return loss.detach(), {"z": z.grad, "logits": logits.grad}
+
+
+PATHS = {"plain": _plain, "gated": _gated, "module": _module}
+
+
 def _worker(local_rank: int, init_file: str, out_dir: str) -> None:
     torch.set_num_threads(1)
     _import_core_without_registration()
@@ -128,6 +148,7 @@ def _worker(local_rank: int, init_file: str, out_dir: str) -> None:
             idx, z, logits = (case[f"{k}{local_rank}"] for k in ("idx", "z", "logits"))
             results[f"{name}/plain"] = _plain(z, idx, gather=True)
             results[f"{name}/gated"] = _gated(z, logits, idx, gather=True)
+            results[f"{name}/module"] = _module(z, logits, idx, gather=True)
         torch.save(results, os.path.join(out_dir, f"rank{local_rank}.pt"))
         dist.barrier()  # neither process tears its group down while the other still uses it
     finally:
@@ -180,7 +201,7 @@ def test_helpers_without_process_group() -> None:
 
 
 @pytest.mark.parametrize("case_name", sorted(CASES))
-@pytest.mark.parametrize("path", ["plain", "gated"])
+@pytest.mark.parametrize("path", sorted(PATHS))
 def test_two_processes_match_one(
     distributed_results: list[dict], case_name: str, path: str
 ) -> None:
@@ -189,7 +210,7 @@ def test_two_processes_match_one(
     if path == "plain":
         ref_loss, ref_grads = _plain(z, idx, gather=False)
     else:
-        ref_loss, ref_grads = _gated(z, logits, idx, gather=False)
+        ref_loss, ref_grads = PATHS[path](z, logits, idx, gather=False)
     local = [res[f"{case_name}/{path}"] for res in distributed_results]
 
     mean_local_loss = sum(loss for loss, _ in local) / WORLD_SIZE

@@ -1,11 +1,11 @@
-"""The loss's hand-written passes against the autograd expressions they replace, on the same
-tensors: InfoNCE as one autograd function (two matrix products per step), the gated
-normalisation as one function, the straight-through threshold and the KL in fewer passes.
+"""The fast path against the definitions: the hand-written autograd functions of
+``core/fused_losses.py``, as the loss modules and the gate run them, against the plain PyTorch
+expressions of ``core/losses.py`` and ``core/gates.py`` on the same tensors: InfoNCE (two matrix
+products per step), the gated normalisation, the straight-through threshold and the KL.
 
-Each reference below is the expression the code evaluated before (the official BayesNCL
-formulas, arXiv 2605.28441, section 3), written with plain autograd operations. The values are
-compared bit for bit where the code claims it (the loss, ``v``, the KL) and the gradients to
-2e-8 at the benchmark's scale (512 rows), where they are of order 1e-3.
+The values are compared bit for bit where the fast path claims it (the loss, ``u``, ``v``, the
+threshold), the KL to float rounding (its definition is written as the paper writes it), and the
+gradients to 2e-8 at the benchmark's scale (512 rows), where they are of order 1e-3.
 """
 
 from __future__ import annotations
@@ -17,47 +17,38 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from solo_bayesncl.core.gates import BernoulliGate, bernoulli_kl, hard_threshold_ste
-from solo_bayesncl.core.losses import gated_representation, info_nce_loss
-from solo_bayesncl.core.nonneg import non_negative
+from solo_bayesncl.core import fused_losses
+from solo_bayesncl.core.gates import (
+    GateOutput,
+    bernoulli_kl,
+    gate_probabilities,
+    hard_threshold_ste,
+)
+from solo_bayesncl.core.losses import (
+    BayesNCLLoss,
+    NCLLoss,
+    gated_representation,
+    info_nce_loss,
+    non_negative_representation,
+)
 
 GRAD_ATOL = 2e-8
 
 
-def _autograd_info_nce(v: torch.Tensor, indexes: torch.Tensor, temperature: float) -> torch.Tensor:
-    """InfoNCE as autograd's graph of log-sum-exps over masked logits (three matrix products)."""
-    logits = v @ v.T / temperature
-    self_mask = torch.eye(len(v), dtype=torch.bool)
-    pos_mask = (indexes[:, None] == indexes[None, :]) & ~self_mask
-    lowest = torch.finfo(logits.dtype).min
-    log_den = torch.logsumexp(logits.masked_fill(self_mask, lowest), dim=1)
-    log_num = torch.logsumexp(logits.masked_fill(~pos_mask, lowest), dim=1)
-    return (log_den - log_num).mean()
+def _fast_info_nce(v: torch.Tensor, indexes: torch.Tensor, temperature: float) -> torch.Tensor:
+    """InfoNCE as the loss modules compute it (``fused_losses.info_nce``)."""
+    return NCLLoss(temperature, check_inputs=False).contrast(v, indexes)
 
 
-def _autograd_normalize(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
-    """``x / max(||x||, eps)`` with zero rows set to zero."""
-    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-    return (x / norm.clamp_min(eps)).masked_fill(norm == 0, 0.0)
+def _fast_gated(z: torch.Tensor, logits: torch.Tensor, non_neg: str) -> torch.Tensor:
+    """Gate and ``v`` as BayesNCLLoss computes them (fused threshold and normalisation)."""
+    criterion = BayesNCLLoss(non_neg=non_neg)
+    return criterion.gated(z, criterion.gate(logits))
 
 
-def _autograd_gated(z: torch.Tensor, mask: torch.Tensor, non_neg: str) -> torch.Tensor:
-    """``normalize(normalize(phi(z)) * m)`` as three autograd steps."""
-    return _autograd_normalize(_autograd_normalize(non_negative(z.float(), non_neg)) * mask)
-
-
-def _autograd_ste(probs: torch.Tensor, threshold: float) -> torch.Tensor:
-    """The official straight-through gate ``m + p - sg(p)``."""
-    return (probs > threshold).to(probs.dtype) + (probs - probs.detach())
-
-
-def _autograd_kl(probs: torch.Tensor, prior: float, eps: float = 0.01) -> torch.Tensor:
-    """The KL's value as the previous forward computed it (gradient: see the clamp tests)."""
-    alpha = probs.float().clamp(eps, 1.0 - eps)
-    rho = min(max(prior, eps), 1.0 - eps)
-    closed = torch.log(1.0 - alpha).sub_(math.log1p(-rho))
-    logit_diff = torch.log(alpha).sub_(math.log(rho)).sub_(closed)
-    return torch.addcmul(closed, alpha, logit_diff).sum(dim=-1).mean()
+def _plain_gated(z: torch.Tensor, logits: torch.Tensor, non_neg: str) -> torch.Tensor:
+    """Gate and ``v`` by the definitions."""
+    return gated_representation(z, hard_threshold_ste(gate_probabilities(logits), 0.5), non_neg)
 
 
 def _features(rows: int, dim: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,13 +63,13 @@ def _features(rows: int, dim: int, seed: int) -> tuple[torch.Tensor, torch.Tenso
     ("n_images", "n_views", "dim", "temperature"),
     [(256, 2, 256, 0.2), (64, 3, 128, 0.05), (32, 4, 64, 1.0), (16, 2, 2048, 0.2)],
 )
-def test_info_nce_equals_the_autograd_expression(n_images, n_views, dim, temperature) -> None:
+def test_info_nce_equals_the_definition(n_images, n_views, dim, temperature) -> None:
     z, _ = _features(n_views * n_images, dim, seed=n_images)
     v = F.normalize(z, dim=-1)
     indexes = torch.arange(n_images).repeat(n_views)
     new, old = v.clone().requires_grad_(True), v.clone().requires_grad_(True)
-    loss_new = info_nce_loss(new, indexes, temperature, check_inputs=False)
-    loss_old = _autograd_info_nce(old, indexes, temperature)
+    loss_new = _fast_info_nce(new, indexes, temperature)
+    loss_old = info_nce_loss(old, indexes, temperature, check_inputs=False)
     assert torch.equal(loss_new, loss_old)  # bit for bit
     loss_new.backward()
     loss_old.backward()
@@ -91,21 +82,21 @@ def test_info_nce_gradient_within_2e_8_at_the_benchmark_scale() -> None:
     v = F.normalize(z, dim=-1)
     indexes = torch.arange(256).repeat(2)
     new, old = v.clone().requires_grad_(True), v.clone().requires_grad_(True)
-    info_nce_loss(new, indexes, 0.2, check_inputs=False).backward()
-    _autograd_info_nce(old, indexes, 0.2).backward()
+    _fast_info_nce(new, indexes, 0.2).backward()
+    info_nce_loss(old, indexes, 0.2, check_inputs=False).backward()
     assert old.grad.abs().max() > 1e-4  # a scale at which 2e-8 is a real bound
     torch.testing.assert_close(new.grad, old.grad, rtol=0, atol=GRAD_ATOL)
 
 
-def test_info_nce_row_without_positive_unchecked_as_autograd() -> None:
-    """Without the input check a row with no positive gives the float32 maximum, as before, and
-    its numerator passes no gradient (autograd's masked_fill zeroes it)."""
+def test_info_nce_row_without_positive_unchecked_as_the_definition() -> None:
+    """Without the input check a row with no positive gives the float32 maximum, as the
+    definition does, and its numerator passes no gradient (autograd's masked_fill zeroes it)."""
     z, _ = _features(7, 16, seed=4)
     v = F.normalize(z, dim=-1)
     indexes = torch.tensor([0, 0, 1, 1, 2, 2, 3])  # the last row is alone
     new, old = v.clone().requires_grad_(True), v.clone().requires_grad_(True)
-    loss_new = info_nce_loss(new, indexes, 0.2, check_inputs=False)
-    loss_old = _autograd_info_nce(old, indexes, 0.2)
+    loss_new = _fast_info_nce(new, indexes, 0.2)
+    loss_old = info_nce_loss(old, indexes, 0.2, check_inputs=False)
     assert torch.equal(loss_new, loss_old)
     loss_new.backward()
     loss_old.backward()
@@ -115,28 +106,31 @@ def test_info_nce_row_without_positive_unchecked_as_autograd() -> None:
 
 def test_info_nce_backward_takes_one_matrix_product() -> None:
     """Forward ``v v^T`` and backward ``(G + G^T) v``: two ``(n, n, d)`` products, where
-    autograd's graph (and solo-learn's loss) takes three."""
+    autograd's graph of the definition (and solo-learn's loss) takes three."""
     n, d = 64, 32
-    v = F.normalize(torch.randn(n, d), dim=-1).requires_grad_(True)
     indexes = torch.arange(n // 2).repeat(2)
-    with FlopCounterMode(display=False) as counter:
-        info_nce_loss(v, indexes, 0.2, check_inputs=False).backward()
-    assert counter.get_total_flops() == 2 * (2 * n * n * d)
+    flops = {}
+    for name, loss in (("fast", _fast_info_nce), ("definition", info_nce_loss)):
+        v = F.normalize(torch.randn(n, d), dim=-1).requires_grad_(True)
+        with FlopCounterMode(display=False) as counter:
+            loss(v, indexes, 0.2).backward()
+        flops[name] = counter.get_total_flops()
+    assert flops == {"fast": 2 * (2 * n * n * d), "definition": 3 * (2 * n * n * d)}
 
 
-# ---------------------------------------------------------------- gated representation
+# ---------------------------------------------------------------- representations
 
 
 @pytest.mark.parametrize("non_neg", ["rep_relu", "relu", "softplus"])
-def test_gated_representation_equals_three_autograd_steps(non_neg: str) -> None:
+def test_gated_representation_equals_the_definition(non_neg: str) -> None:
     z, logits = _features(512, 256, seed=2)
     z[3] = -1.0  # phi(z) = 0 for relu: a zero row
     logits[5] = -9.0  # every gate closed: a zero v
     upstream = torch.randn(512, 256, generator=torch.Generator().manual_seed(3))
     results = []
-    for gated in (gated_representation, _autograd_gated):
+    for gated in (_fast_gated, _plain_gated):
         zr, lr = z.clone().requires_grad_(True), logits.clone().requires_grad_(True)
-        v = gated(zr, BernoulliGate()(lr).mask, non_neg)
+        v = gated(zr, lr, non_neg)
         v.backward(upstream)
         results.append((v.detach(), zr.grad, lr.grad))
     (v_new, dz_new, dl_new), (v_old, dz_old, dl_old) = results
@@ -148,14 +142,33 @@ def test_gated_representation_equals_three_autograd_steps(non_neg: str) -> None:
         assert not v_new[3].any() and not dz_new[3].any()
 
 
+@pytest.mark.parametrize(("non_neg", "top_k"), [("rep_relu", None), ("exp", 5), ("relu", 8)])
+def test_non_negative_representation_equals_the_definition(non_neg: str, top_k) -> None:
+    z, _ = _features(64, 32, seed=7)
+    z[2] = -1.0  # a zero row for relu and rep_relu
+    upstream = torch.randn(64, 32, generator=torch.Generator().manual_seed(8))
+    fast = NCLLoss(non_neg=non_neg, top_k=top_k).representation
+    results = []
+    for rep in (fast, lambda z: non_negative_representation(z, non_neg, top_k)):
+        zr = z.clone().requires_grad_(True)
+        u = rep(zr)
+        u.backward(upstream)
+        results.append((u.detach(), zr.grad))
+    (u_new, dz_new), (u_old, dz_old) = results
+    assert torch.equal(u_new, u_old)
+    scale = dz_old.abs().max().item()  # order 1: float32 rounding of the projection
+    torch.testing.assert_close(dz_new, dz_old, rtol=0, atol=1e-6 * scale)
+
+
 def test_gated_representation_broadcast_mask_and_detached_inputs() -> None:
     z, _ = _features(6, 8, seed=5)
     column = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0])  # one mask for every row
-    torch.testing.assert_close(
-        gated_representation(z, column, "relu"), _autograd_gated(z, column, "relu")
+    broadcast = GateOutput(mask=column, probs=column)
+    assert torch.equal(
+        BayesNCLLoss(non_neg="relu").gated(z, broadcast), gated_representation(z, column, "relu")
     )
     logits = torch.randn(6, 8, requires_grad=True)
-    v = gated_representation(z, BernoulliGate()(logits).mask, "relu")  # z needs no gradient
+    v = _fast_gated(z, logits, "relu")  # z needs no gradient
     v.sum().backward()
     assert logits.grad is not None and torch.isfinite(logits.grad).all()
 
@@ -174,9 +187,11 @@ def _around(threshold: float, dtype: torch.dtype) -> torch.Tensor:
 
 @pytest.mark.parametrize("threshold", [0.5, 0.4, 0.3, 0.01, 0.999, 1e-8])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-def test_straight_through_value_is_the_official_one(threshold: float, dtype) -> None:
+def test_straight_through_value_is_the_definitions(threshold: float, dtype) -> None:
+    """The definition is the official ``m + p - sg(p)``."""
     probs = _around(threshold, dtype)
-    new, old = hard_threshold_ste(probs, threshold), _autograd_ste(probs, threshold)
+    new = fused_losses.hard_threshold_ste(probs, threshold)
+    old = hard_threshold_ste(probs, threshold)
     assert new.dtype == dtype
     assert torch.equal(new[:-1], old[:-1])  # 0 or 1 exactly, as the comparison says
     assert math.isnan(new[-1].item()) and math.isnan(old[-1].item())  # NaN stays visible
@@ -184,26 +199,38 @@ def test_straight_through_value_is_the_official_one(threshold: float, dtype) -> 
 
 
 def test_straight_through_gradient_is_the_identity() -> None:
-    probs = torch.rand(32, 16).requires_grad_(True)
     upstream = torch.randn(32, 16)
-    (hard_threshold_ste(probs, 0.5) * upstream).sum().backward()
-    assert torch.equal(probs.grad, upstream)
+    for ste in (fused_losses.hard_threshold_ste, hard_threshold_ste):
+        probs = torch.rand(32, 16).requires_grad_(True)
+        (ste(probs, 0.5) * upstream).sum().backward()
+        assert torch.equal(probs.grad, upstream)
 
 
 # ---------------------------------------------------------------- KL
 
 
 @pytest.mark.parametrize("prior", [0.8, 0.3, 0.004])
-def test_kl_value_equals_the_previous_forward(prior: float) -> None:
+def test_kl_equals_the_definition(prior: float) -> None:
+    """Value to float rounding (the definition sums ``alpha (log alpha - log rho)`` and
+    ``(1 - alpha) (...)``, the fast path ``c + alpha d``), gradient to 2e-8 off the clamp's
+    bounds (see the next test for them)."""
     _, logits = _features(512, 256, seed=6)
     probs = torch.sigmoid(logits)
-    probs[0, :4] = torch.tensor([0.0, 0.01, 0.99, 1.0])  # clamped and boundary values
-    assert torch.equal(bernoulli_kl(probs, prior), _autograd_kl(probs, prior))
+    probs[0, :2] = torch.tensor([0.0, 1.0])  # clamped
+    new, old = probs.clone().requires_grad_(True), probs.clone().requires_grad_(True)
+    kl_new = BayesNCLLoss(prior=prior).kl(new)
+    kl_old = bernoulli_kl(old, prior)
+    torch.testing.assert_close(kl_new, kl_old, rtol=2e-6, atol=0)
+    kl_new.backward()
+    kl_old.backward()
+    assert old.grad.abs().max() > 1e-3
+    torch.testing.assert_close(new.grad, old.grad, rtol=0, atol=GRAD_ATOL)
 
 
-def test_kl_gradient_is_zero_on_the_clamp_boundary_and_nan_stays_nan() -> None:
-    """The clamp passes gradient strictly inside (eps, 1 - eps): alpha exactly eps or 1 - eps
-    (in float32) gets none, the next float inside does; a NaN probability gets NaN."""
+def test_kl_fast_gradient_is_zero_on_the_clamp_boundary_and_nan_stays_nan() -> None:
+    """The fast path's clamp passes gradient strictly inside (eps, 1 - eps): alpha exactly eps
+    or 1 - eps (in float32) gets none, the next float inside does; a NaN probability gets NaN.
+    (Autograd's clamp in the definition passes it on the bounds too, and zero for NaN.)"""
     eps = torch.tensor(0.01)
     high = torch.tensor(0.99)
     probs = torch.stack(
@@ -216,7 +243,7 @@ def test_kl_gradient_is_zero_on_the_clamp_boundary_and_nan_stays_nan() -> None:
             torch.tensor(math.nan),
         ]
     )[None].requires_grad_(True)
-    bernoulli_kl(probs, prior=0.8, check_inputs=False).backward()
+    BayesNCLLoss(prior=0.8, check_inputs=False).kl(probs).backward()
     grad = probs.grad[0]
     assert grad[0] == 0 and grad[2] == 0
     assert grad[1] != 0 and grad[3] != 0 and grad[4] != 0

@@ -1,4 +1,6 @@
-"""InfoNCE on (gated) non-negative features: values, gradients and numerical robustness.
+"""InfoNCE on (gated) non-negative features: values, gradients and numerical robustness, of the
+definitions in ``core/losses.py`` and (the ``gated_step`` fixture) of ``BayesNCLLoss``, which
+computes them with the fused kernels.
 
 The reference loss is solo-learn's SimCLR formula written as a plain Python loop over rows:
 ``mean_i -log( sum_{j in P(i)} e^{s_ij/T} / sum_{j != i} e^{s_ij/T} )``.
@@ -7,14 +9,22 @@ The reference loss is solo-learn's SimCLR formula written as a plain Python loop
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solo_bayesncl.core.gates import BernoulliGate, bernoulli_kl
+from solo_bayesncl.core import fused_losses
+from solo_bayesncl.core.gates import (
+    BernoulliGate,
+    bernoulli_kl,
+    gate_probabilities,
+    hard_threshold_ste,
+)
 from solo_bayesncl.core.losses import (
+    BayesNCLLoss,
     gated_representation,
     info_nce_loss,
     keep_top_k,
@@ -229,45 +239,61 @@ def _assert_all_finite(*tensors: torch.Tensor | None) -> None:
         assert t is not None and torch.isfinite(t).all()
 
 
-def _gated_step(
-    z: torch.Tensor,
-    logits: torch.Tensor,
-    idx: torch.Tensor,
-    non_neg: str = "rep_relu",
-    temperature: float = 0.2,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+GatedStep = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+@pytest.fixture(params=["definition", "fast"])
+def gated_step(request) -> GatedStep:
     """Gate + gated representation + InfoNCE + 3e-5 KL, backward; returns the InfoNCE value,
-    ``v`` and the gradients of ``z`` and of the gate logits."""
-    z = z.detach().clone().requires_grad_(True)
-    logits = logits.detach().clone().requires_grad_(True)
-    out = BernoulliGate()(logits)
-    v = gated_representation(z, out.mask, non_neg)
-    nce = info_nce_loss(v, idx, temperature)
-    (nce + 3e-5 * bernoulli_kl(out.probs, 0.8)).backward()
-    return nce.detach(), v.detach(), z.grad, logits.grad
+    ``v`` and the gradients of ``z`` and of the gate logits. ``definition``: the plain functions;
+    ``fast``: ``BayesNCLLoss``, as training runs it (the fused kernels)."""
+
+    def step(
+        z: torch.Tensor,
+        logits: torch.Tensor,
+        idx: torch.Tensor,
+        non_neg: str = "rep_relu",
+        temperature: float = 0.2,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        z = z.detach().clone().requires_grad_(True)
+        logits = logits.detach().clone().requires_grad_(True)
+        if request.param == "fast":
+            criterion = BayesNCLLoss(temperature, non_neg, prior=0.8, kl_lambda=3e-5)
+            terms = criterion.terms(z, logits, idx)
+            terms.loss.backward()
+            return terms.nce.detach(), terms.representation.detach(), z.grad, logits.grad
+        probs = gate_probabilities(logits.float())
+        v = gated_representation(z, hard_threshold_ste(probs, 0.5), non_neg)
+        nce = info_nce_loss(v, idx, temperature)
+        (nce + 3e-5 * bernoulli_kl(probs, 0.8)).backward()
+        return nce.detach(), v.detach(), z.grad, logits.grad
+
+    return step
 
 
-def test_all_gates_closed_for_one_sample() -> None:
+def test_all_gates_closed_for_one_sample(gated_step: GatedStep) -> None:
     g = torch.Generator().manual_seed(2)
     z, idx = torch.randn(8, 16, generator=g), torch.arange(4).repeat(2)
     logits = torch.randn(8, 16, generator=g)
     logits[[1, 5]] = -5.0  # both views of image 1: every gate closed
     logits[2] = -5.0  # one view of image 2
-    loss, v, z_grad, logits_grad = _gated_step(z, logits, idx)
+    loss, v, z_grad, logits_grad = gated_step(z, logits, idx)
     _assert_all_finite(loss, v, z_grad, logits_grad)
     assert not v[[1, 2, 5]].any()
     assert not z_grad[[1, 2, 5]].any()  # u * 0: nothing reaches z through closed gates
     assert loss.item() == pytest.approx(_loop_loss(v, idx, 0.2), rel=1e-5)
 
 
-def test_a_closed_dimension_sends_no_gradient_to_z_and_an_open_one_does() -> None:
+def test_a_closed_dimension_sends_no_gradient_to_z_and_an_open_one_does(
+    gated_step: GatedStep,
+) -> None:
     # u = normalize(phi(z)) couples every dimension, but the gradient of v = normalize(u * m) is
     # orthogonal to v, so the normalisation's share of a closed dimension's gradient is zero too
     g = torch.Generator().manual_seed(4)
     z, idx = torch.randn(8, 16, generator=g).abs() + 0.1, torch.arange(4).repeat(2)
     logits = torch.full((8, 16), 5.0)
     logits[:, ::3] = -5.0  # every third dimension closed on every image
-    _, _, z_grad, _ = _gated_step(z, logits, idx)
+    _, _, z_grad, _ = gated_step(z, logits, idx)
     closed = torch.zeros(16, dtype=torch.bool)
     closed[::3] = True
     torch.testing.assert_close(
@@ -276,7 +302,7 @@ def test_a_closed_dimension_sends_no_gradient_to_z_and_an_open_one_does() -> Non
     assert (z_grad[:, ~closed].abs() > 1e-5).float().mean() > 0.9
 
 
-def test_all_gates_closed_gate_gets_only_the_kl_gradient() -> None:
+def test_all_gates_closed_gate_gets_only_the_kl_gradient(gated_step: GatedStep) -> None:
     """A sample with every gate closed has v = 0; its loss terms no longer depend on its gates.
 
     ``F.normalize`` would divide by ``max(||x||, 1e-12)`` and send 1e12 times the upstream
@@ -286,19 +312,19 @@ def test_all_gates_closed_gate_gets_only_the_kl_gradient() -> None:
     z, idx = torch.randn(8, 16, generator=g), torch.arange(4).repeat(2)
     logits = torch.randn(8, 16, generator=g)
     logits[[1, 5]] = -2.0
-    _, _, _, logits_grad = _gated_step(z, logits, idx)
+    _, _, _, logits_grad = gated_step(z, logits, idx)
     closed = logits[[1, 5]].detach().clone().requires_grad_(True)
     # only the KL term of these two rows (its mean is over all 8 rows) pulls on their gates
     (3e-5 * bernoulli_kl(torch.sigmoid(closed), 0.8) * 2 / 8).backward()
     torch.testing.assert_close(logits_grad[[1, 5]], closed.grad)
 
 
-def test_all_gates_closed_fp16_gradients_finite() -> None:
+def test_all_gates_closed_fp16_gradients_finite(gated_step: GatedStep) -> None:
     g = torch.Generator().manual_seed(9)
     z = torch.randn(8, 16, generator=g).half()
     logits = torch.randn(8, 16, generator=g).half()
     logits[3] = -4.0
-    nce, v, z_grad, logits_grad = _gated_step(z, logits, torch.arange(4).repeat(2))
+    nce, v, z_grad, logits_grad = gated_step(z, logits, torch.arange(4).repeat(2))
     assert not v[3].any()
     _assert_all_finite(nce, z_grad, logits_grad)
 
@@ -314,40 +340,40 @@ def test_rep_relu_all_negative_row_has_bounded_gradient() -> None:
     assert not z.grad[1].any()
 
 
-def test_every_gate_closed_everywhere() -> None:
+def test_every_gate_closed_everywhere(gated_step: GatedStep) -> None:
     z, idx = torch.randn(6, 8), torch.arange(3).repeat(2)
-    loss, v, z_grad, logits_grad = _gated_step(z, torch.full((6, 8), -3.0), idx)
+    loss, v, z_grad, logits_grad = gated_step(z, torch.full((6, 8), -3.0), idx)
     _assert_all_finite(loss, z_grad, logits_grad)
     assert not v.any()
     assert loss.item() == pytest.approx(math.log(5), rel=1e-6)  # all s = 0: -log(1 / 5)
 
 
-def test_single_image_two_views() -> None:
+def test_single_image_two_views(gated_step: GatedStep) -> None:
     v = F.normalize(torch.randn(2, 8), dim=-1).requires_grad_(True)
     loss = info_nce_loss(v, torch.tensor([7, 7]), temperature=0.2)
     loss.backward()
     assert loss.item() == 0.0  # the only other row is the positive
     _assert_all_finite(v.grad)
-    loss, _, z_grad, logits_grad = _gated_step(
+    loss, _, z_grad, logits_grad = gated_step(
         torch.randn(2, 8), torch.randn(2, 8), torch.tensor([0, 0])
     )
     _assert_all_finite(loss, z_grad, logits_grad)
 
 
 @pytest.mark.parametrize("temperature", [0.05, 5.0])
-def test_extreme_temperatures_finite(temperature: float) -> None:
+def test_extreme_temperatures_finite(temperature: float, gated_step: GatedStep) -> None:
     z, idx = torch.randn(12, 16), torch.arange(4).repeat(3)
-    loss, v, z_grad, logits_grad = _gated_step(z, torch.randn(12, 16), idx, temperature=temperature)
+    loss, v, z_grad, logits_grad = gated_step(z, torch.randn(12, 16), idx, temperature=temperature)
     _assert_all_finite(loss, z_grad, logits_grad)
     assert loss.item() == pytest.approx(_loop_loss(v, idx, temperature), rel=1e-5)
 
 
 @pytest.mark.parametrize("non_neg", sorted(NON_NEGATIVITY_MAPS))
-def test_large_inputs_finite(non_neg: str) -> None:
+def test_large_inputs_finite(non_neg: str, gated_step: GatedStep) -> None:
     g = torch.Generator().manual_seed(4)
     z = torch.randn(8, 16, generator=g) * 1e4
     logits = torch.randn(8, 16, generator=g) * 1e4
-    loss, v, z_grad, logits_grad = _gated_step(z, logits, torch.arange(4).repeat(2), non_neg)
+    loss, v, z_grad, logits_grad = gated_step(z, logits, torch.arange(4).repeat(2), non_neg)
     _assert_all_finite(loss, v, z_grad, logits_grad)
 
 
@@ -393,7 +419,7 @@ def test_cpu_bf16_autocast() -> None:
     _assert_all_finite(loss, *(p.grad for p in model.parameters()))
 
 
-def test_fp16_inputs() -> None:
+def test_fp16_inputs(gated_step: GatedStep) -> None:
     v, idx = _views(n_images=4, n_views=2, dim=8, seed=7)
     v16 = v.half().requires_grad_(True)
     loss = info_nce_loss(v16, idx, 0.2)
@@ -403,7 +429,7 @@ def test_fp16_inputs() -> None:
     assert loss.item() == pytest.approx(_loop_loss(v16.detach().float(), idx, 0.2), rel=1e-5)
     g = torch.Generator().manual_seed(8)
     z16 = (torch.randn(8, 16, generator=g) * 100).half()
-    out = _gated_step(z16, (torch.randn(8, 16, generator=g) * 100).half(), idx)
+    out = gated_step(z16, (torch.randn(8, 16, generator=g) * 100).half(), idx)
     _assert_all_finite(*out)
 
 
@@ -466,16 +492,18 @@ def test_nan_z_gives_a_nan_loss_not_a_finite_one() -> None:
     assert math.isnan(float(loss))
 
 
-def test_normalize_rows_gradient_matches_the_projection_formula() -> None:
+@pytest.mark.parametrize("normalize", [normalize_rows, fused_losses.normalize_rows])
+def test_normalize_rows_gradient_matches_the_projection_formula(normalize) -> None:
     """grad of x / ||x|| is (g - y (y . g)) / ||x||; a zero row gets zero gradient, a row below
-    the clamp ``eps`` gets g / eps (its norm is a constant there)."""
+    the clamp ``eps`` gets g / eps (its norm is a constant there): the definition and the fast
+    path alike."""
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(4, 6, generator=gen, dtype=torch.float64)
     x[1] = 0.0
     x[2] = 1e-14  # norm 2.4e-14 < eps = 1e-12
     g = torch.randn(4, 6, generator=gen, dtype=torch.float64)
     xr = x.clone().requires_grad_(True)
-    normalize_rows(xr).backward(g)
+    normalize(xr, 1e-12).backward(g)
     for i in (0, 3):
         norm = x[i].norm()
         y = x[i] / norm

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from solo_bayesncl.methods.heads import GatingHead, projector
+from solo_bayesncl.core.gates import GatingHead
+from solo_bayesncl.methods.heads import projector
 
 
 def test_projector_is_linear_relu_linear():

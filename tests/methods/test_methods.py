@@ -315,17 +315,17 @@ def test_methods_compute_their_representation_with_the_loss_helpers(
     image_folder, batch, monkeypatch
 ):
     """NCL and BayesNCL train and evaluate through the host-independent losses
-    (``NCLLoss``/``BayesNCLLoss``), which read ``losses.non_negative_representation`` /
-    ``gated_representation`` (no copy of the exp shift or the top-k filter), so the loss tests
+    (``NCLLoss``/``BayesNCLLoss``), which normalise with ``fused_losses.normalize_rows`` /
+    ``gated_normalize`` (no copy of the exp shift or the top-k filter), so the loss tests
     cover the training path."""
     from solo.methods import METHODS
 
-    from solo_bayesncl.core import losses
+    from solo_bayesncl.core import fused_losses
 
     calls: list[str] = []
 
     def spy(name):
-        real = getattr(losses, name)
+        real = getattr(fused_losses, name)
 
         def wrapped(*args, **kwargs):
             calls.append(name)
@@ -335,13 +335,13 @@ def test_methods_compute_their_representation_with_the_loss_helpers(
 
     extra = ["method_kwargs.non_neg=exp", "+method_kwargs.use_topk=True", "+method_kwargs.topk_k=4"]
     for name, helper in (
-        ("ncl.yaml", "non_negative_representation"),
-        ("bayesncl.yaml", "gated_representation"),
+        ("ncl.yaml", "normalize_rows"),
+        ("bayesncl.yaml", "gated_normalize"),
     ):
         model = METHODS[name.removesuffix(".yaml")](_cfg(name, extra, image_folder))
         model.log_dict = lambda *a, **k: None
         with monkeypatch.context() as patch:
-            patch.setattr(losses, helper, spy(helper))
+            patch.setattr(fused_losses, helper, spy(helper))
             calls.clear()
             with torch.no_grad():
                 out = model(batch[1][0])
