@@ -221,3 +221,50 @@ def test_importing_the_plot_modules_leaves_the_matplotlib_backend_alone(module):
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     assert out.stdout.split() == ["svg", "False"]
+
+
+def _study_imports(path: Path) -> list[str]:
+    """Every import of the study (the top-level ``study`` package) in a file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        found += [
+            f"{path.name}:{node.lineno} imports {n}" for n in names if n.split(".")[0] == "study"
+        ]
+    return found
+
+
+def test_no_module_of_the_package_imports_the_study():
+    """The study (``study/``) imports the package, never the other way round."""
+    assert "study" not in ORDER  # the study is not one of the package's layers
+    found = [line for path in sorted(PACKAGE.rglob("*.py")) for line in _study_imports(path)]
+    assert found == []
+
+
+def test_the_study_import_check_sees_an_import_of_the_study(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("import os\ndef f():\n    from study.budget import main\nimport study\n")
+    assert sorted(_study_imports(module)) == ["m.py:3 imports study.budget", "m.py:4 imports study"]
+
+
+def test_the_wheel_carries_no_study_module_or_study_preset():
+    """What setuptools packages (``find_packages`` with ``solo_bayesncl*``, and every file under
+    those packages, the shipped presets included) holds nothing of the study."""
+    setuptools = pytest.importorskip("setuptools")
+    root = PACKAGE.parent
+    packages = setuptools.find_packages(where=str(root), include=["solo_bayesncl*"])
+    assert "solo_bayesncl.benchmark" in packages
+    assert [p for p in packages if "study" in p.split(".")] == []
+    files = [
+        path.relative_to(root).as_posix()
+        for package in packages
+        for path in (root / package.replace(".", "/")).iterdir()
+        if path.is_file() or path.name == "presets"
+    ]
+    presets = sorted(p.name for p in (PACKAGE / "benchmark" / "presets").glob("*.yaml"))
+    assert presets == ["cifar100.yaml", "cpu.yaml", "imagenet100.yaml"]
+    assert [f for f in files if Path(f).name.startswith("study")] == []

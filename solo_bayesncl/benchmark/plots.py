@@ -14,7 +14,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from solo_bayesncl.benchmark.budget import BUDGET_FIGURES, epoch_series
+from solo_bayesncl.benchmark.curves import BUDGET_FIGURES, epoch_series
 from solo_bayesncl.benchmark.table import run_name
 
 __all__ = [
@@ -154,8 +154,8 @@ def plot_metrics_over_epochs(results: Sequence[dict[str, Any]], path: Path) -> P
 
 
 def plot_budget_curves(results: Sequence[dict[str, Any]], path: Path) -> Path | None:
-    """The study's budget curves (:data:`BUDGET_FIGURES`), mean ± std over seeds against the
-    epoch; None (nothing drawn) when no run logged the converged probe."""
+    """The budget curves (:data:`~solo_bayesncl.benchmark.curves.BUDGET_FIGURES`), mean ± std
+    over seeds against the epoch; None (nothing drawn) when no run logged the converged probe."""
     if not any(
         epoch_series(Path(r["pretrain_metrics_csv"]), "interp/probe_top1")[0]
         for r in results

@@ -1,29 +1,17 @@
 """Runs every (method, seed) of a preset, skipping finished runs, then writes table and plots.
 
-Each run is a child process (:mod:`solo_bayesncl.benchmark.run_one`) in its own process group,
-so that a Ctrl-C in the terminal reaches this process only: it forwards SIGINT, SIGTERM and
-SIGHUP to the run, waits for it to stop (a second signal kills it), and raises
-:class:`Interrupted`. If this process is killed outright, the run ends too (it watches its
-parent). The run reports its progress in ``status.json``, shown here as one progress display.
-
-A run being trained is locked (``RUN_DIR/lock``, holding the benchmark's process id): a second
-benchmark on the same results folder refuses that run with :class:`RunBusy` instead of training
-it a second time beside the first, or, asked to leave busy runs (``--leave-busy``), leaves it to
-the first and goes on with the next, so that several benchmarks share one preset's runs (one per
-GPU, or one per CPU core); the lock of a process that died is taken over.
+Each run is a child process (:mod:`solo_bayesncl.benchmark.process`: signals forwarded, the
+run's lock); it reports its progress in ``status.json``, shown here as one progress display.
+A run another live benchmark is training is refused with :class:`RunBusy`, or, asked to leave
+busy runs (``--leave-busy``), left to the other and the next one trained, so that several
+benchmarks share one preset's runs (one per GPU, or one per CPU core).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import json
-import os
-import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +21,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from solo_bayesncl.benchmark.budget import write_budget
+from solo_bayesncl.benchmark.paired import paired_differences
 from solo_bayesncl.benchmark.plots import (
     plot_accuracy_vs_consistency,
     plot_budget_curves,
@@ -41,13 +29,8 @@ from solo_bayesncl.benchmark.plots import (
     plot_prior_sweep,
 )
 from solo_bayesncl.benchmark.presets import Preset, PresetError
-from solo_bayesncl.benchmark.process import PARENT_ENV
-from solo_bayesncl.benchmark.progress import (
-    ProgressDisplay,
-    RunProgress,
-    StageTimes,
-    read_status,
-)
+from solo_bayesncl.benchmark.process import RunBusy, RunFailed, run_lock, train_in_child
+from solo_bayesncl.benchmark.progress import ProgressDisplay, RunProgress, StageTimes
 from solo_bayesncl.benchmark.records import (
     RecordsError,
     add_commit_lines,
@@ -55,26 +38,13 @@ from solo_bayesncl.benchmark.records import (
     read_result,
     records_to_keep,
 )
-from solo_bayesncl.benchmark.table import (
-    aggregate,
-    paired_differences,
-    write_csv,
-    write_markdown,
-    write_paired_csv,
-)
+from solo_bayesncl.benchmark.table import aggregate, write_csv, write_markdown, write_paired_csv
 from solo_bayesncl.config.shipped import linear_dir_for
 from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
-from solo_bayesncl.io.files import (
-    LockedError,
-    NotWritableError,
-    hold_lock,
-    replacing,
-    require_writable,
-)
+from solo_bayesncl.io.files import NotWritableError, replacing, require_writable
 from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
 
 __all__ = [
-    "Interrupted",
     "RunBusy",
     "RunFailed",
     "check_configs",
@@ -83,29 +53,6 @@ __all__ = [
     "write_outputs",
     "write_tables",
 ]
-
-_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class Interrupted(Exception):
-    """The benchmark was stopped by a signal; finished stages are kept, nothing else is."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-class RunFailed(RuntimeError):
-    """A run ended with an error; the message names its log."""
-
-
-class RunBusy(RuntimeError):
-    """Another live benchmark process is training this run (it holds the run's lock);
-    ``holder`` says which."""
-
-    def __init__(self, message: str, holder: str) -> None:
-        super().__init__(message)
-        self.holder = holder
 
 
 def results_folder(preset: Preset, out_dir: Path | None) -> Path:
@@ -118,19 +65,6 @@ def results_folder(preset: Preset, out_dir: Path | None) -> Path:
     except NotWritableError as err:
         raise PresetError(str(err)) from None
     return out
-
-
-def _last_error_line(log_file: Path) -> str | None:
-    """The last line of a run's log that names an error (the exception a traceback ends with)."""
-    try:
-        lines = log_file.read_text(errors="replace").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        text = line.strip()
-        if text and ("Error" in text or "error:" in text or "Exception" in text):
-            return text
-    return None
 
 
 def run_key(preset: Preset, method: str, seed: int) -> str:
@@ -204,8 +138,7 @@ def write_outputs(
     """``results.md``, ``results.csv``, ``paired_differences.csv``,
     ``accuracy_vs_consistency.png``, ``metrics_over_epochs.png``, when BayesNCL's prior is
     swept ``prior_sweep.png`` and, when the runs logged the converged probe,
-    ``budget_curves.png`` and ``budget.md``, where those curves stop moving
-    (:mod:`~solo_bayesncl.benchmark.budget`; each written to a temporary name and renamed, so none is ever
+    ``budget_curves.png`` (each written to a temporary name and renamed, so none is ever
     half-written)."""
     commit = ", ".join(sorted({_short_commit(r) for r in results})) or "unknown"
     date = dt.date.today().isoformat()
@@ -227,7 +160,6 @@ def write_outputs(
         "epochs_plot": ("metrics_over_epochs.png", lambda p: plot_metrics_over_epochs(results, p)),
         "prior_plot": ("prior_sweep.png", lambda p: plot_prior_sweep(results, p)),
         "budget_plot": ("budget_curves.png", lambda p: plot_budget_curves(results, p)),
-        "budget": ("budget.md", lambda p: write_budget(results, p)),
     }
     outputs = {}
     for key, (name, write) in writers.items():
@@ -308,100 +240,13 @@ def _finished(result_file: Path, protocol: str) -> bool:
     return protocol != "paper" or "metrics_paper" in json.loads(result_file.read_text())
 
 
-def _run_child(spec_file: Path, log_file: Path, status_file: Path, display) -> int:
-    """Runs ``run_one`` on ``spec_file``; forwards signals; returns its exit status."""
-    received: list[int] = []
-    child: subprocess.Popen | None = None
-
-    def forward(signum, frame) -> None:
-        received.append(signum)
-        if child is None:
-            return
-        try:
-            if len(received) == 1:
-                child.send_signal(signum)
-            else:  # asked twice: stop now
-                os.killpg(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-    # signal handlers can only be set from the main thread; elsewhere signals keep their default
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, forward) for s in _FORWARDED} if main_thread else {}
-    env = {**os.environ, PARENT_ENV: str(os.getpid()), "PYTHONUNBUFFERED": "1"}
-    try:
-        with open(log_file, "a") as log:
-            log.write(f"\n==== {dt.datetime.now().isoformat(timespec='seconds')} ====\n")
-            log.flush()
-            child = subprocess.Popen(
-                [sys.executable, "-m", "solo_bayesncl.benchmark.run_one", str(spec_file)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # a terminal's Ctrl-C reaches the benchmark only
-                env=env,
-            )
-            if received:  # a signal came while the child was being started
-                child.send_signal(received[0])
-            while True:
-                try:
-                    code = child.wait(timeout=0.5)
-                    break
-                except subprocess.TimeoutExpired:
-                    if display is not None:
-                        display.update(read_status(status_file))
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        if child is not None:
-            # data-loader workers the run may have left behind
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGKILL)
-    if received:
-        raise Interrupted(received[0])
-    if code in (130, -signal.SIGINT):
-        raise Interrupted(signal.SIGINT)
-    if code in (143, -signal.SIGTERM):
-        raise Interrupted(signal.SIGTERM)
-    return code
-
-
-@contextlib.contextmanager
-def _run_lock(run_dir: Path, method: str, seed: int):
-    """Holds ``run_dir/lock`` while the run trains; :class:`RunBusy` when another live
-    benchmark holds it."""
-    try:
-        with hold_lock(run_dir / "lock"):
-            yield
-    except LockedError as err:
-        who = f"process {err.pid}" if err.pid is not None else "another process"
-        raise RunBusy(
-            f"{method} seed {seed} is being trained by another benchmark ({who}, lock "
-            f"{err.path}); wait for it to end, then run this command again: it skips the "
-            "finished runs (or pass --leave-busy to train the other runs meanwhile)",
-            holder=f"{who}, lock {err.path}",
-        ) from None
-
-
-def _train_run(
-    preset: Preset,
-    method: str,
-    seed: int,
-    key: str,
-    run_dir: Path,
-    protocol: str,
-    display,
-    run_progress,
-    log,
-) -> None:
-    """Trains one unfinished run in its child process; :class:`RunFailed` when it fails, with
-    the error its log ends with."""
-    result_file = run_dir / "result.json"
-    spec = {
+def _run_spec(preset: Preset, method: str, seed: int, protocol: str) -> dict[str, Any]:
+    """What a run's child process (``run_one``) reads from ``RUN_DIR/spec.json``."""
+    return {
         "method": preset.base_method(method),
         "variant": method,
         "seed": seed,
-        "run_key": key,
+        "run_key": run_key(preset, method, seed),
         "config_dir": str(preset.config_dir),
         "linear_config_dir": str(linear_dir_for(preset.config_dir)),
         "overrides": preset.run_overrides(method),
@@ -410,27 +255,33 @@ def _train_run(
         "report": preset.report,
         "protocol": protocol,
     }
-    (run_dir / "spec.json").write_text(json.dumps(spec, indent=2) + "\n")
-    (run_dir / "status.json").unlink(missing_ok=True)  # an earlier sitting's
-    log(f"[run]  {method} seed {seed}: log {run_dir / 'log.txt'}")
+
+
+def _train_unless_finished(
+    preset: Preset,
+    method: str,
+    seed: int,
+    run_dir: Path,
+    protocol: str,
+    display,
+    run_progress,
+    log,
+) -> bool:
+    """Trains a run, holding its lock, unless it finished (earlier, or in the benchmark that held
+    the lock before); True when it trained here. :class:`RunBusy` when another live benchmark
+    is training it."""
+    result_file = run_dir / "result.json"
+    if not _finished(result_file, protocol):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with run_lock(run_dir, f"{method} seed {seed}"):
+            if not _finished(result_file, protocol):
+                spec = _run_spec(preset, method, seed, protocol)
+                train_in_child(spec, run_dir, display, run_progress, log)
+                return True
+    log(f"[skip] {method} seed {seed}: finished ({run_dir.name})")
     if display is not None:
-        display.start_run(f"{method} seed {seed}", run_progress)
-    code = _run_child(run_dir / "spec.json", run_dir / "log.txt", run_dir / "status.json", display)
-    if code != 0 or not result_file.is_file():
-        how = (
-            f"killed by {signal.Signals(-code).name}"
-            if code < 0 and -code in signal.valid_signals()
-            else f"exit {code}"
-        )
-        cause = _last_error_line(run_dir / "log.txt")
-        raise RunFailed(
-            f"{method} seed {seed} failed ({how}"
-            + (f": {cause}" if cause else "")
-            + f"); see {run_dir / 'log.txt'}; finished stages are kept: run the same command "
-            "again to resume"
-        )
-    if display is not None:
-        display.finish_run()
+        display.skip_run(run_progress)
+    return False
 
 
 def run_benchmark(
@@ -449,7 +300,7 @@ def run_benchmark(
     and lists the others as not finished.
 
     ``protocol="paper"`` adds the official BayesNCL evaluation's figures to every run (a finished
-    run only gets that missing stage) and to the table. Raises :class:`Interrupted` when stopped
+    run only gets that missing stage) and to the table. Raises :class:`~solo_bayesncl.benchmark.process.Interrupted` when stopped
     by a signal and :class:`RunFailed` when a run fails; in both cases every stage that finished
     is kept and the same call resumes. Raises :class:`RunBusy` when another live benchmark is
     training a run of this results folder (nothing is trained twice), unless ``leave_busy``:
@@ -475,11 +326,7 @@ def run_benchmark(
         for method in preset.methods
     ]
     progresses = [RunProgress(epochs[m], linear_epochs) for _, m in plan]
-    keys = [run_key(preset, method, seed) for seed, method in plan]
-    folders = [
-        out_dir / "runs" / f"{method}-seed{seed}-{key}"
-        for (seed, method), key in zip(plan, keys, strict=True)
-    ]
+    folders = [out_dir / "runs" / run_folder_name(preset, method, seed) for seed, method in plan]
     times = StageTimes()  # the pace of every stage, as the finished runs measured it
     for folder in folders:
         if (folder / "result.json").is_file():
@@ -491,47 +338,25 @@ def run_benchmark(
     results = []
     left_busy = False
     try:
-        for (seed, method), key, run_dir, run_progress in zip(
-            plan, keys, folders, progresses, strict=True
-        ):
-            result_file = run_dir / "result.json"
-            if _finished(result_file, protocol):
-                log(f"[skip] {method} seed {seed}: finished ({run_dir.name})")
+        for (seed, method), run_dir, run_progress in zip(plan, folders, progresses, strict=True):
+            try:
+                trained = _train_unless_finished(
+                    preset, method, seed, run_dir, protocol, display, run_progress, log
+                )
+            except RunBusy as busy:
+                if not leave_busy:
+                    raise
+                log(
+                    f"[busy] {method} seed {seed}: left to the benchmark training it "
+                    f"({busy.holder})"
+                )
                 if display is not None:
                     display.skip_run(run_progress)
-            else:
-                run_dir.mkdir(parents=True, exist_ok=True)
-                try:
-                    with _run_lock(run_dir, method, seed):
-                        if _finished(result_file, protocol):  # its former holder finished it
-                            log(f"[skip] {method} seed {seed}: finished ({run_dir.name})")
-                            if display is not None:
-                                display.skip_run(run_progress)
-                        else:
-                            _train_run(
-                                preset,
-                                method,
-                                seed,
-                                key,
-                                run_dir,
-                                protocol,
-                                display,
-                                run_progress,
-                                log,
-                            )
-                            log(f"[done] {method} seed {seed}: {result_file}")
-                            times.learn(json.loads(result_file.read_text()), linear_epochs)
-                except RunBusy as busy:
-                    if not leave_busy:
-                        raise
-                    log(
-                        f"[busy] {method} seed {seed}: left to the benchmark training it "
-                        f"({busy.holder})"
-                    )
-                    if display is not None:
-                        display.skip_run(run_progress)
-                    left_busy = True
-                    continue
+                left_busy = True
+                continue
+            if trained:
+                log(f"[done] {method} seed {seed}: {run_dir / 'result.json'}")
+                times.learn(json.loads((run_dir / "result.json").read_text()), linear_epochs)
             results.append(read_result(run_dir))
     finally:
         if display is not None:

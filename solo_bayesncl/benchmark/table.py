@@ -9,22 +9,19 @@ marked when the machine's load made it unreliable), peak memory; on
 ``fashion-mnist-scenes`` also the background measures of
 :mod:`solo_bayesncl.evaluation.background`.
 
-The paired difference of a figure between a row and the reference (``ncl``) is taken seed by
-seed (same seed, same data order and initialisation where the methods allow) and summarised by
-its mean and a two-sided 95% Student-t interval over the seeds both have.
+The paired differences against the reference row (``ncl``), with their intervals over seeds, are
+computed in :mod:`solo_bayesncl.benchmark.paired` and written here below the table.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from solo_bayesncl.benchmark.records import read_result
 from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
 __all__ = [
@@ -33,16 +30,9 @@ __all__ = [
     "REFERENCE",
     "aggregate",
     "column_value",
-    "finished_results",
-    "finished_runs",
-    "folder_rows",
-    "mean_interval",
-    "parse_methods",
-    "results_folder_parser",
-    "Rows",
-    "paired_differences",
+    "paired_markdown",
+    "row_names",
     "run_name",
-    "t_quantile_975",
     "write_csv",
     "write_markdown",
     "write_paired_csv",
@@ -98,38 +88,7 @@ PAIRED_COLUMNS: tuple[str, ...] = (
 _SOURCES = {column: source for column, source, _ in COLUMNS}
 METHOD_ORDER = SUPPORTED_METHODS
 REFERENCE = "ncl"
-"""The row the paired differences are taken against (the paired table, the budget's curves, the
-sweep's choice)."""
-
-# two-sided 95% quantiles of Student's t, degrees of freedom 1..30
-_T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
-
-
-def t_quantile_975(dof: int) -> float:
-    """The 0.975 quantile of Student's t with ``dof`` degrees of freedom (a table up to 30, then
-    the Cornish-Fisher expansion around the normal quantile, within 0.001 of the exact value)."""
-    if dof < 1:
-        raise ValueError(f"degrees of freedom must be >= 1, got {dof}")
-    if dof <= len(_T975):
-        return _T975[dof - 1]
-    z = statistics.NormalDist().inv_cdf(0.975)
-    return z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
-
-
-def mean_interval(values: Sequence[float]) -> dict[str, float]:
-    """``mean``, sample ``std``, ``n`` and the two-sided 95% Student-t interval of the mean
-    ``low``/``high`` of ``values`` (NaN std and bounds for a single value)."""
-    n = len(values)
-    if n == 0:
-        raise ValueError("mean_interval needs at least one value")
-    mean = statistics.fmean(values)
-    std = statistics.stdev(values) if n > 1 else math.nan
-    half = t_quantile_975(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
-    return {"mean": mean, "std": std, "n": n, "low": mean - half, "high": mean + half}
+"""The row the paired differences are taken against."""
 
 
 def run_name(result: dict[str, Any]) -> str:
@@ -149,7 +108,7 @@ def column_value(result: dict[str, Any], column: str) -> float:
     return _get(result, _SOURCES[column])
 
 
-def _names(results: Sequence[dict[str, Any]]) -> list[str]:
+def row_names(results: Sequence[dict[str, Any]]) -> list[str]:
     """Row order: methods in :data:`METHOD_ORDER`, each followed by its variants as first met."""
     first: dict[str, int] = {}
     for i, r in enumerate(results):
@@ -173,7 +132,7 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     (0 for one seed), column + "_n": how many seeds have the figure, "seeds": n, "method": name,
     "base_method": method}``."""
     rows = []
-    for name in _names(results):
+    for name in row_names(results):
         runs = [r for r in results if run_name(r) == name]
         row: dict[str, Any] = {
             "method": name,
@@ -196,131 +155,22 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-Rows = Sequence[str] | Mapping[str, frozenset[int] | None]
-"""Which finished runs a command reads: row names, or row names with the seeds to read of each
-(None: every seed), as :func:`folder_rows` gives them."""
-
-
-def _selected(result: dict[str, Any], methods: Rows | None) -> bool:
-    if methods is None:
-        return True
-    name = run_name(result)
-    if name not in methods:
-        return False
-    seeds = methods[name] if isinstance(methods, Mapping) else None
-    return seeds is None or int(result["seed"]) in seeds
-
-
-def finished_runs(
-    results_dir: Path, methods: Rows | None = None
-) -> list[tuple[Path, dict[str, Any]]]:
-    """``(run folder, result)`` of each finished run under ``results_dir/runs`` (of the rows, and
-    seeds, ``methods`` selects when given), read without a preset, so whatever version of the
-    code ran them; exits with a one-line error naming the folder when there are none."""
-    runs = results_dir / "runs"
-    if not runs.is_dir():
-        raise SystemExit(f"error: {runs} does not exist: pass a benchmark results folder")
-    found = []
-    for result_file in sorted(runs.glob("*/result.json")):
-        result = read_result(result_file.parent)
-        if _selected(result, methods):
-            found.append((result_file.parent, result))
-    if not found:
-        among = f" of {', '.join(methods)}" if methods else ""
-        raise SystemExit(f"error: no finished run{among} in {runs}")
-    return found
-
-
-def results_folder_parser(prog: str, description: str, out: str) -> argparse.ArgumentParser:
-    """The command line of a command reading a results folder: ``RESULTS_DIR``, ``--methods``
-    (parsed by :func:`parse_methods`) and ``--out`` (default ``RESULTS_DIR/<out>``)."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("results_dir", type=Path, help="a benchmark results folder")
-    parser.add_argument(
-        "--methods",
-        help="comma-separated benchmark rows to read, every seed of each (default: the rows and "
-        "seeds of RESULTS_DIR/results.csv, else every finished run)",
-    )
-    parser.add_argument("--out", type=Path, help=f"default: RESULTS_DIR/{out}")
-    return parser
-
-
-def parse_methods(value: str | None) -> list[str] | None:
-    """The rows of a ``--methods a,b`` option; None (every row) when it is not given."""
-    return [m for m in value.split(",") if m] if value else None
-
-
-def folder_rows(results_dir: Path, methods: str | None) -> Rows | None:
-    """The runs a command reading ``results_dir`` reads: every seed of the rows of ``--methods``
-    when given, else the rows and seeds of the folder's table (``results.csv``, which the
-    benchmark writes from its preset's runs only; every seed of a row where a table written
-    before it listed the seeds does not), else every finished run (None). A folder whose ``runs``
-    another preset shares therefore reads its own runs, not the other preset's."""
-    if methods:
-        return parse_methods(methods)
-    table = results_dir / "results.csv"
-    if not table.is_file():
-        return None
-    with open(table, newline="") as f:
-        rows = {
-            row["method"]: (
-                frozenset(int(seed) for seed in row["seed_list"].split())
-                if row.get("seed_list")
-                else None
-            )
-            for row in csv.DictReader(f)
-        }
-    return rows or None
-
-
-def finished_results(results_dir: Path, methods: Rows | None = None) -> list[dict[str, Any]]:
-    """The results of :func:`finished_runs`."""
-    return [result for _, result in finished_runs(results_dir, methods)]
-
-
-def paired_differences(
-    results: Sequence[dict[str, Any]],
-    reference: str = REFERENCE,
-    columns: Sequence[str] = PAIRED_COLUMNS,
-) -> list[dict[str, Any]]:
-    """``row - reference`` per seed both have, for each column: mean, std, n and the 95%
-    t-interval of the mean difference (``nan`` bounds with fewer than two pairs). Empty when the
-    reference did not run."""
-    ref = {int(r["seed"]): r for r in results if run_name(r) == reference}
-    if not ref:
-        return []
-    out = []
-    for name in _names(results):
-        if name == reference:
-            continue
-        runs = {int(r["seed"]): r for r in results if run_name(r) == name}
-        seeds = sorted(set(runs) & set(ref))
-        for column in columns:
-            diffs = [column_value(runs[s], column) - column_value(ref[s], column) for s in seeds]
-            diffs = [d for d in diffs if not math.isnan(d)]
-            if not diffs:
-                continue
-            summary = mean_interval(diffs)
-            out.append(
-                {
-                    "method": name,
-                    "reference": reference,
-                    "column": column,
-                    "n": summary["n"],
-                    "seeds": " ".join(str(s) for s in seeds),
-                    "mean_diff": summary["mean"],
-                    "std_diff": summary["std"],
-                    "ci_low": summary["low"],
-                    "ci_high": summary["high"],
-                }
-            )
-    return out
-
-
 def _present(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]:
     """The columns with a value in at least one row (background and gate columns only appear
     where they apply)."""
     return [c for c in COLUMNS if any(not math.isnan(row[c[0]]) for row in rows)]
+
+
+def _write_rows(path: Path, fields: Sequence[str], lines: Sequence[dict[str, Any]]) -> Path:
+    """``lines`` as CSV with the columns ``fields``; a NaN is written as an empty cell."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for line in lines:
+            writer.writerow(
+                {k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in line.items()}
+            )
+    return path
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path, commit: str, date: str) -> Path:
@@ -331,42 +181,23 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path, commit: str, date: str
         + [c for col, _, _ in COLUMNS for c in (col, f"{col}_std")]
         + ["linear_probe", "wall_unreliable", "commit", "date"]
     )
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        for row in rows:
-            cells = {k: row.get(k) for k in fields}
-            cells["seed_list"] = " ".join(map(str, row.get("seed_list", [])))
-            cells = {
-                k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in cells.items()
-            }
-            writer.writerow({**cells, "commit": commit, "date": date})
-    return path
+    lines = [
+        {
+            **{k: row.get(k) for k in fields},
+            "seed_list": " ".join(map(str, row.get("seed_list", []))),
+            "commit": commit,
+            "date": date,
+        }
+        for row in rows
+    ]
+    return _write_rows(path, fields, lines)
 
 
 def write_paired_csv(paired: Sequence[dict[str, Any]], path: Path, commit: str) -> Path:
     """The paired differences as CSV, one line per (method, column)."""
-    fields = [
-        "method",
-        "reference",
-        "column",
-        "n",
-        "seeds",
-        "mean_diff",
-        "std_diff",
-        "ci_low",
-        "ci_high",
-        "commit",
-    ]
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        for line in paired:
-            cells = {
-                k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in line.items()
-            }
-            writer.writerow({**cells, "commit": commit})
-    return path
+    fields = ["method", "reference", "column", "n", "seeds", "mean_diff", "std_diff"]
+    fields += ["ci_low", "ci_high", "commit"]
+    return _write_rows(path, fields, [{**line, "commit": commit} for line in paired])
 
 
 def _number(fmt: str, value: float) -> str:

@@ -93,7 +93,7 @@ def _seed_list(text: str) -> list[int]:
 
 
 def _raise_interrupted(signum, frame) -> None:
-    from solo_bayesncl.benchmark.runner import Interrupted
+    from solo_bayesncl.benchmark.process import Interrupted
 
     raise Interrupted(signum)
 
@@ -108,14 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from solo_bayesncl.host.availability import require_solo_learn
 
     require_solo_learn("the benchmark")
-    from solo_bayesncl.benchmark.runner import (
-        Interrupted,
-        RunBusy,
-        RunFailed,
-        keep_records,
-        run_benchmark,
-        write_tables,
-    )
+    from solo_bayesncl.benchmark.process import Interrupted, RunBusy, RunFailed
+    from solo_bayesncl.benchmark.runner import keep_records, run_benchmark, write_tables
 
     if args.table_only or args.keep_records_from:
         try:

@@ -1,16 +1,14 @@
 """A finished run's records (benchmark.records): the files they name are found after the results
-folder moved, they are written without machine paths, and version control keeps exactly them."""
+folder moved and they are written without machine paths (that version control keeps exactly
+them in the study's records: study/tests/test_study_records.py)."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from solo_bayesncl.benchmark.presets import available_presets, load_preset
 from solo_bayesncl.benchmark.records import (
     RUN_RECORDS,
     RecordsError,
@@ -20,8 +18,6 @@ from solo_bayesncl.benchmark.records import (
     read_result,
     recorded_path,
 )
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_a_relative_name_is_read_against_the_run_folder(tmp_path):
@@ -140,98 +136,3 @@ def test_commit_lines_are_added_once_after_the_kept_ones(tmp_path):
     assert (tmp_path / "COMMIT").read_text() == "aaa ncl seed 1\nbbb bayesncl_rho0.3 seed 2\n"
     assert add_commit_lines(tmp_path, results) == []
     assert add_commit_lines(tmp_path / "new", results[:1]) == ["aaa ncl seed 1"]
-
-
-def _ignored(paths: list[str]) -> set[str]:
-    """The paths among ``paths`` that the repository's ignore rules exclude (whether tracked or
-    not: ``--no-index``)."""
-    done = subprocess.run(
-        ["git", "-C", str(REPO), "check-ignore", "--no-index", "--stdin"],
-        input="\n".join(paths),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode not in (0, 1):  # 1: none is ignored
-        pytest.skip(f"git check-ignore cannot run here: {done.stderr.strip()}")
-    return set(done.stdout.split())
-
-
-@pytest.mark.skipif(
-    shutil.which("git") is None or not (REPO / ".git").exists(),
-    reason="needs git and the repository's own checkout",
-)
-def test_version_control_keeps_every_presets_tables_and_run_records_but_no_checkpoint():
-    folders = sorted(
-        {
-            f"results/{load_preset(name).out_dir.name}"
-            for name in available_presets()
-            if load_preset(name).out_dir.parent.name == "results"
-        }
-    )
-    assert "results/study_budget_long" in folders and "results/study_budget_sweep" in folders
-    # a folder whose runs are another's (a link, as run_budget_study.sh makes) keeps the link;
-    # the records are kept, and checked, where it points
-    linked = [folder for folder in folders if (REPO / folder / "runs").is_symlink()]
-    own = [folder for folder in folders if folder not in linked]
-    run = "runs/ncl-seed1-0123456789ab"
-    kept = (
-        [
-            f"{folder}/{name}"
-            for folder in folders
-            for name in ("results.csv", "results.md", "budget.md", "budget_curves.png", "COMMIT")
-        ]
-        + [f"{folder}/{run}/{record}" for folder in own for record in RUN_RECORDS]
-        + [f"{folder}/runs" for folder in linked]
-    )
-    dropped = [
-        f"{folder}/{run}/{name}"
-        for folder in own
-        for name in (
-            "log.txt",
-            "spec.json",
-            "status.json",
-            "pretrain.json",
-            "lock",
-            "pretrain/ncl/offline-1/args.json",
-            "pretrain/ncl/offline-1/ncl-ep=49.ckpt",
-        )
-    ] + [f"{folder}/log.txt" for folder in folders]
-    assert "results/study_budget_long" in linked
-    ignored = _ignored(kept + dropped)
-    assert sorted(p for p in kept if p in ignored) == []
-    assert sorted(p for p in dropped if p not in ignored) == []
-
-
-def test_every_kept_run_is_a_run_of_its_folders_preset_as_it_is_now():
-    """The records under results/<preset>/runs/ are what that preset's tables are rebuilt from
-    (--table-only), so each must be named by the current run key of the preset or of one whose
-    runs folder links there (the sweep's runs are kept in study_budget's): a preset edited
-    without its runs (the study's budget going from 50 to 100 epochs, say) would otherwise drop
-    them from its tables without a word."""
-    from solo_bayesncl.benchmark.runner import run_key
-
-    def runs_folder(preset) -> Path:
-        return REPO / "results" / preset.out_dir.name / "runs"
-
-    presets = [load_preset(name) for name in available_presets()]
-    presets = [p for p in presets if p.out_dir.parent.name == "results"]
-    checked = 0
-    for preset in presets:
-        runs = runs_folder(preset)
-        if not runs.is_dir() or runs.is_symlink():
-            continue  # a linked runs folder is another preset's, checked with that preset
-        # the presets whose runs folder links here (the sweep's, the mechanism's) share it
-        sharing = [p for p in presets if runs_folder(p).resolve() == runs.resolve()]
-        expected = {
-            f"{method}-seed{seed}-{run_key(p, method, seed)}"
-            for p in sharing
-            for method in p.methods
-            for seed in p.seeds
-        }
-        kept = {p.parent.name for p in runs.glob("*/result.json")}
-        assert kept <= expected, (
-            f"{preset.name}: runs of no setting of the preset: {kept - expected}"
-        )
-        checked += len(kept)
-    assert checked >= 2  # the 100-epoch check's two runs, kept in results/study_budget_scenes/

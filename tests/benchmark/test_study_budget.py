@@ -88,18 +88,6 @@ def test_budget_curves_are_drawn_only_from_runs_that_logged_the_probe(tmp_path):
     assert not (tmp_path / "none.png").exists()
 
 
-def test_study_budget_presets_share_everything_but_the_dataset():
-    plain, scenes = load_preset("study_budget"), load_preset("study_budget_scenes")
-    assert plain.methods == scenes.methods == ["ncl", "bayesncl", "bayesncl_rho0.3_kl3e-4"]
-    assert len(plain.seeds) >= 5 and plain.seeds == scenes.seeds
-    differ = set(plain.overrides) ^ set(scenes.overrides)
-    assert all(o.split("=")[0].lstrip("+").startswith("data.") for o in differ), differ
-    assert (
-        "max_epochs=100" in plain.overrides and "++interpretability.probe=True" in plain.overrides
-    )
-    assert "++scheduler.warmup_epochs=10" in plain.overrides  # 10% of the budget
-
-
 @pytest.mark.long
 @pytest.mark.solo
 def test_benchmark_runs_only_the_seeds_asked_for_and_tables_the_rest_as_unfinished(

@@ -1,0 +1,37 @@
+"""Curves against the epoch: the figures the interpretability callback logs every few epochs of a
+run's pretraining, read back from its ``metrics.csv``.
+
+:data:`BUDGET_FIGURES` are the figures whose curves show whether a budget is long enough (the
+benchmark draws them, mean ± std over seeds, in ``budget_curves.png``); :func:`epoch_series`
+reads one of them, or any other logged column, from one run.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+__all__ = ["BUDGET_FIGURES", "epoch_series"]
+
+BUDGET_FIGURES: tuple[tuple[str, str], ...] = (
+    ("interp/semantic_consistency_gain", "class consistency gain"),
+    ("interp/background_consistency_gain", "background consistency gain"),
+    ("interp/background_dims_share", "background-dominated share of active dims"),
+    ("interp/active_dims", "active dims"),
+    ("interp/gate_open_ratio", "share of open gates"),
+    ("interp/probe_top1", "converged probe top-1, class (%)"),
+    ("interp/probe_background_top1", "converged probe top-1, background (%)"),
+)
+"""The figures of the budget curve, as ``(metrics.csv column, title)``."""
+
+
+def epoch_series(metrics_csv: Path, column: str) -> tuple[list[int], list[float]]:
+    """The epochs (1-based) at which ``column`` was logged in a run's ``metrics.csv``, and its
+    values there."""
+    epochs, values = [], []
+    with open(metrics_csv, newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get(column):
+                epochs.append(int(float(row["epoch"])) + 1)
+                values.append(float(row[column]))
+    return epochs, values
