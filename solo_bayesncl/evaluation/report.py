@@ -69,6 +69,7 @@ from solo_bayesncl.io.json_text import finite_or_null
 from solo_bayesncl.metrics import (
     MAJORITY_PERMUTATIONS,
     SIGNIFICANCE,
+    TopImages,
     selectivity_order,
     top_image_purity,
     top_images,
@@ -158,7 +159,8 @@ def write_report(
         data.stats.active_count, data.stats.purity, torch.from_numpy(data.p_value)
     ).numpy()
     most, least = order[: options.top_dims], order[::-1][: options.top_dims]
-    report = report_content(inputs, data, order, most, least, options.images_per_dim)
+    shown = [shown_images(dims, data, options.images_per_dim) for dims in (most, least)]
+    report = report_content(inputs, data, order, shown, options.images_per_dim)
     if options.protocol in PAPER_PROTOCOLS:
         evaluate, key = PAPER_PROTOCOLS[options.protocol]
         official = evaluate(
@@ -180,7 +182,7 @@ def write_report(
     with replacing_folder(
         out_dir, PARTIAL_SUFFIX, stale, last=("metrics.md", "metrics.json")
     ) as staging:
-        write_report_files(staging, report, inputs, data, most, least, options.images_per_dim)
+        write_report_files(staging, report, inputs, data, shown)
     return report
 
 
@@ -233,15 +235,24 @@ def gate_summary(gate_open: np.ndarray) -> dict[str, float]:
     }
 
 
+def shown_images(dims: np.ndarray, data: ReportData, count: int) -> tuple[TopImages, torch.Tensor]:
+    """The top ``count`` images of each dimension of ``dims`` and their purity
+    (:func:`solo_bayesncl.metrics.top_image_purity`, the dashboard's figure): what a dimension
+    table of ``metrics.json`` and its picture both show."""
+    top = top_images(data.features, count, dims=dims)
+    return top, top_image_purity(top.index, data.labels, data.stats.majority_class[top.dims])
+
+
 def report_content(
     inputs: ReportInputs,
     data: ReportData,
     order: np.ndarray,
-    most: np.ndarray,
-    least: np.ndarray,
+    shown: list[tuple[TopImages, torch.Tensor]],
     images_per_dim: int,
 ) -> dict[str, Any]:
-    """The content of ``metrics.json`` (without the paper protocol's figures)."""
+    """The content of ``metrics.json`` (without the paper protocol's figures); ``shown``: the
+    top ``images_per_dim`` images of the most and of the least selective dimensions
+    (:func:`shown_images`)."""
     method = inputs.loaded.method
     report: dict[str, Any] = {
         "method": method,
@@ -261,23 +272,18 @@ def report_content(
         "significant_dims": int(significant[order].sum()),
         "top_images": images_per_dim,
     }
-    report["top_dimensions"] = describe_dimensions(most, data, inputs.class_names, images_per_dim)
-    report["least_selective_dimensions"] = describe_dimensions(
-        least, data, inputs.class_names, images_per_dim
-    )
+    most, least = (describe_dimensions(*pair, data, inputs.class_names) for pair in shown)
+    report["top_dimensions"], report["least_selective_dimensions"] = most, least
     return report
 
 
 def describe_dimensions(
-    dims: np.ndarray, data: ReportData, names: list[str], images_per_dim: int
+    top: TopImages, purity_top: torch.Tensor, data: ReportData, names: list[str]
 ) -> list[dict[str, Any]]:
-    """One row per dimension: its majority class, whether that majority beats the label-shuffled
-    baseline, the purity of its top ``images_per_dim`` images (``purity_top``,
-    :func:`solo_bayesncl.metrics.top_image_purity`, the dashboard's figure) and of all its
+    """One row per dimension of ``top``: its majority class, whether that majority beats the
+    label-shuffled baseline, the purity of its top images (``purity_top``) and of all its
     active images."""
-    top = top_images(data.features, images_per_dim, dims=dims)
     majority = data.stats.majority_class[top.dims]
-    purity_top = top_image_purity(top.index, data.labels, majority)
     rows = []
     for row, d in enumerate(top.dims.tolist()):
         rows.append(
@@ -299,12 +305,11 @@ def write_report_files(
     report: dict[str, Any],
     inputs: ReportInputs,
     data: ReportData,
-    most: np.ndarray,
-    least: np.ndarray,
-    images_per_dim: int,
+    shown: list[tuple[TopImages, torch.Tensor]],
 ) -> None:
-    """Writes the report's files into ``folder``: the dashboard bundle, the pictures, then
-    ``metrics.json`` and ``metrics.md``."""
+    """Writes the report's files into ``folder``: the dashboard bundle, the pictures (the top
+    images of ``shown``, as :func:`report_content` lists them), then ``metrics.json`` and
+    ``metrics.md``."""
     names, gated = inputs.class_names, inputs.gated
     significant = data.p_value <= SIGNIFICANCE
     write_feature_bundle(
@@ -315,22 +320,24 @@ def write_report_files(
         thumbnails=data.thumbnails,
         gate_open_rate=data.gate_open.mean(axis=0) if gated else None,
     )
-    for name, dims, title in (
-        ("top_activations.png", most, "most selective"),
-        ("least_selective_activations.png", least, "least selective"),
+    for name, (top, purity_top), title in zip(
+        ("top_activations.png", "least_selective_activations.png"),
+        shown,
+        ("most selective", "least selective"),
+        strict=True,
     ):
         plots.plot_top_activations(
             folder / name,
-            data.features,
+            top,
+            purity_top.numpy(),
             data.labels,
             data.thumbnails,
-            dims,
             data.stats,
             names,
-            per_dim=images_per_dim,
-            significant=significant[dims],
+            significant=significant[top.dims.numpy()],
             title=title,
         )
+    most = shown[0][0].dims.numpy()
     plots.plot_class_histograms(folder / "class_histograms.png", most, data.stats, names)
     settings = {"hard gate": data.metrics}
     if gated:
