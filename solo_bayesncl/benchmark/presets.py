@@ -60,7 +60,7 @@ _SECTION_KEYS: dict[str, dict[str, str]] = {
         "overrides": "list of strings",
     },
     "knn": {"k": "positive int", "temperature": "positive number"},
-    # the keyword arguments of solo_bayesncl.evaluation.report.write_report
+    # the fields of solo_bayesncl.evaluation.options.ReportOptions
     "report": {
         "dataset": "string",
         "batch_size": "positive int",

@@ -11,6 +11,7 @@ validating every epoch ends with."""
 
 from __future__ import annotations
 
+import functools
 import json
 import resource
 from pathlib import Path
@@ -26,7 +27,12 @@ from solo_bayesncl.benchmark.callbacks import stage_callbacks
 from solo_bayesncl.benchmark.sittings import epoch_timing, merge_metrics
 from solo_bayesncl.config.shipped import linear_dir_for
 from solo_bayesncl.evaluation.knn import knn_eval
-from solo_bayesncl.evaluation.report import PreparedReport, prepare_report, write_report
+from solo_bayesncl.evaluation.report import (
+    PreparedReport,
+    ReportOptions,
+    prepare_report,
+    write_report,
+)
 from solo_bayesncl.io.checkpoints import load_checkpoint
 from solo_bayesncl.training.linear import linear_eval
 from solo_bayesncl.training.pretrain import pretrain
@@ -43,6 +49,7 @@ __all__ = [
     "linear_stage",
     "pretrain_other_rank",
     "pretrain_stage",
+    "report_options",
     "report_stage",
     "validate_at_end_only",
 ]
@@ -55,8 +62,6 @@ The paper presets name ``linear.yaml``, the official probe of the NCL/BayesNCL p
 KNN_BATCH_SIZE = 256
 """The batch size of kNN's feature passes (:func:`~solo_bayesncl.evaluation.knn.knn_eval`'s)."""
 KNN_NUM_WORKERS = 2
-_REPORT_LAYOUT_KEYS = ("top_dims", "images_per_dim")
-"""Report options that choose what is drawn and listed, not what the pass over the images gives."""
 
 
 class StageUnfinished(RuntimeError):
@@ -79,18 +84,23 @@ class ValidationPass:
 
     def __init__(self, spec: dict[str, Any], ckpt: str) -> None:
         self.ckpt = ckpt
-        self.report_options = dict(spec.get("report", {}))
+        self.spec = spec
         self._prepared: PreparedReport | None = None
+
+    @functools.cached_property
+    def options(self) -> ReportOptions:
+        """The report's options (read when a stage first asks, so a bad one fails that stage)."""
+        return report_options(self.spec)
 
     @property
     def shared_with_knn(self) -> bool:
         """Whether the report's pass is the one kNN would make over the validation set."""
-        options = self.report_options
+        options = self.options
         return (
-            options.get("dataset") is None
-            and options.get("max_images") is None
-            and options.get("device") is None
-            and options.get("batch_size", KNN_BATCH_SIZE) == KNN_BATCH_SIZE
+            options.dataset is None
+            and options.max_images is None
+            and options.device is None
+            and options.batch_size == KNN_BATCH_SIZE
         )
 
     def prepared(self, with_backbone: bool = False) -> PreparedReport:
@@ -98,9 +108,8 @@ class ValidationPass:
         if self._prepared is None or (
             with_backbone and self._prepared.data.backbone_features is None
         ):
-            options = {k: v for k, v in self.report_options.items() if k not in _REPORT_LAYOUT_KEYS}
             self._prepared = prepare_report(
-                self.ckpt, **options, progress=False, with_backbone=with_backbone
+                self.ckpt, self.options, progress=False, with_backbone=with_backbone
             )
         return self._prepared
 
@@ -286,6 +295,11 @@ def knn_stage(
     return {"knn_top1": results[f"knn_top1_k{k}"], "k": k}
 
 
+def report_options(spec: dict[str, Any]) -> ReportOptions:
+    """A run's report options: the preset's ``report`` section and its ``protocol``."""
+    return ReportOptions(**spec.get("report", {}), protocol=spec.get("protocol", "standard"))
+
+
 def report_stage(
     spec: dict[str, Any], run_dir: Path, ckpt: str, status, shared: ValidationPass | None = None
 ) -> dict[str, Any]:
@@ -296,11 +310,10 @@ def report_stage(
     write_report(
         ckpt,
         report_dir,
+        shared.options if shared is not None else report_options(spec),
         overwrite=True,
         progress=False,
-        protocol=spec.get("protocol", "standard"),
         prepared=shared.prepared() if shared is not None else None,
-        **spec.get("report", {}),
     )
     if shared is not None:
         shared.release()

@@ -69,26 +69,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from solo_bayesncl.data.resolve import DatasetUnavailableError
-    from solo_bayesncl.evaluation.report import ReportError, write_report
+    from solo_bayesncl.evaluation.report import ReportError, ReportOptions, write_report
     from solo_bayesncl.io.checkpoints import CheckpointError
 
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.stderr.write("error: --device cuda was given but no CUDA GPU is available\n")
         return 2
     try:
-        report = write_report(
-            args.checkpoint,
-            args.out,
-            args.dataset,
+        options = ReportOptions(
+            dataset=args.dataset,
             batch_size=args.batch_size,
             max_images=args.max_images,
             device=args.device,
-            top_dims=args.top_dims,
-            **({} if args.images_per_dim is None else {"images_per_dim": args.images_per_dim}),
             num_workers=args.num_workers,
             shuffle_permutations=args.shuffle_permutations,
             retrieval_max_samples=args.retrieval_max_samples,
+            top_dims=args.top_dims,
+            **({} if args.images_per_dim is None else {"images_per_dim": args.images_per_dim}),
             protocol=args.protocol,
+        )
+        report = write_report(
+            args.checkpoint,
+            args.out,
+            options,
             overwrite=args.overwrite,
             progress=not args.no_progress,
         )

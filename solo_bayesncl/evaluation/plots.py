@@ -26,7 +26,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from solo_bayesncl.metrics import DimensionStats, top_image_purity, top_images
+from solo_bayesncl.metrics import DimensionStats, TopImages
 
 __all__ = [
     "plot_active_dims_per_image",
@@ -78,28 +78,28 @@ def _strip(thumbs: np.ndarray, labels: np.ndarray, majority: int, columns: int) 
 
 def plot_top_activations(
     path: str | Path,
-    features: np.ndarray,
+    top: TopImages,
+    purity_top: Sequence[float],
     labels: np.ndarray,
     thumbnails: np.ndarray,
-    dims: Sequence[int],
     stats: DimensionStats,
     class_names: Sequence[str],
-    per_dim: int = 8,
     significant: Sequence[bool] | None = None,
     title: str = "most selective",
 ) -> Path:
-    """Grid of the ``per_dim`` top images of each dimension of ``dims`` (one row each; see
-    :func:`solo_bayesncl.metrics.top_images`: the images it fires on with the largest
-    ``|activation|``).
+    """Grid of the top images of each dimension of ``top`` (one row each, as
+    :func:`solo_bayesncl.metrics.top_images` chose them: the images it fires on with the largest
+    ``|activation|``), whose purity is ``purity_top``
+    (:func:`solo_bayesncl.metrics.top_image_purity`, one value a row).
 
     The row's label gives the dimension, its majority class among active samples ("n.s." when
     ``significant`` says the label-shuffled baseline reaches its purity), the purity of the
-    ``per_dim`` top images shown, the purity over all its active images and how many images it
-    is active on. A thumbnail's border is green when its label is the majority class, red
-    otherwise. ``title`` names the dimensions in the heading.
+    top images shown, the purity over all its active images and how many images it is active
+    on. A thumbnail's border is green when its label is the majority class, red otherwise.
+    ``title`` names the dimensions in the heading.
     """
     path = Path(path)
-    dims = list(dims)
+    dims, per_dim = top.dims.tolist(), top.index.shape[1]
     rows = max(len(dims), 1)
     h, w = thumbnails.shape[1:3] if thumbnails.size else (32, 32)
     strip_aspect = (per_dim * w + (per_dim - 1) * max(2, w // 16)) / h
@@ -131,8 +131,6 @@ def plot_top_activations(
     ]
     active_count = stats.active_count.numpy()
     flags = list(significant) if significant is not None else [True] * len(dims)
-    top = top_images(features, per_dim, dims=dims)
-    purity_top = top_image_purity(top.index, labels, stats.majority_class[top.dims]).numpy()
     rows_of = {
         int(d): (row[row >= 0], float(p))
         for d, row, p in zip(dims, top.index.numpy(), purity_top, strict=True)

@@ -8,6 +8,11 @@
 ``bayesncl``, ``ncl``, ``simclr`` or ``mocov2plus``. ``--dataset`` defaults to the checkpoint's
 validation data; it takes a dataset name or an image folder (``class/image`` layout).
 
+The flags are resolved once into a :class:`~solo_bayesncl.evaluation.options.ReportOptions`.
+:func:`write_report` makes one trip down and back for what the report needs
+(:func:`~solo_bayesncl.evaluation.report_data.prepare_report`: the model, the validation images,
+their labels and the one pass over them), then computes the report's figures and writes them.
+
 The report folder holds:
 
 ``metrics.json``
@@ -36,30 +41,24 @@ folder, whatever its name, is never touched.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from solo_bayesncl.core.validation import INPUT_ERRORS, first_line, require_choice, require_int
 from solo_bayesncl.dashboard.bundle import write_feature_bundle
-from solo_bayesncl.data.resolve import DatasetUnavailableError
 from solo_bayesncl.evaluation import plots
 from solo_bayesncl.evaluation.markdown import render_markdown
+from solo_bayesncl.evaluation.options import PROTOCOLS, ReportError, ReportOptions
 from solo_bayesncl.evaluation.paper import evaluate_ncl_paper_protocol, evaluate_paper_protocol
 from solo_bayesncl.evaluation.report_data import (
+    PreparedReport,
     ReportData,
-    ReportError,
     ReportInputs,
-    extract_report_data,
-    load_report_inputs,
+    prepare_report,
 )
-from solo_bayesncl.io.checkpoints import CheckpointError
 from solo_bayesncl.io.files import (
     NotWritableError,
     remove_stale_temporaries,
@@ -70,7 +69,7 @@ from solo_bayesncl.io.json_text import finite_or_null
 from solo_bayesncl.metrics import (
     MAJORITY_PERMUTATIONS,
     SIGNIFICANCE,
-    TOP_IMAGES,
+    TopImages,
     selectivity_order,
     top_image_purity,
     top_images,
@@ -82,7 +81,7 @@ __all__ = [
     "REPORT_FILES",
     "PreparedReport",
     "ReportError",
-    "check_report_options",
+    "ReportOptions",
     "gate_summary",
     "prepare_report",
     "write_report",
@@ -101,138 +100,29 @@ REPORT_FILES: tuple[str, ...] = (
 """Files every report holds; BayesNCL reports add ``gate_open_rates.png``."""
 GATE_PICTURE = "gate_open_rates.png"
 PARTIAL_SUFFIX = ".partial"
-PROTOCOLS: tuple[str, ...] = ("standard", "paper", "ncl-paper")
-"""``standard``: this project's shared metrics, eval-mode BatchNorm. ``paper``: the standard
-report plus the official BayesNCL evaluation's figures (``metrics_paper``). ``ncl-paper``: the
-standard report plus the NCL repository's evaluation figures (``metrics_ncl_paper``)."""
 REPRESENTATIONS: dict[str, str] = {
     "bayesncl": "v = normalize(normalize(phi(z)) * m), hard gate m",
     "ncl": "normalize(phi(z))",
 }
 """What ``metrics.json`` says the metrics were computed on; other methods: ``z / ||z||``."""
-
-
-@dataclass(frozen=True)
-class PreparedReport:
-    """A report's inputs and its one pass over the validation images (:func:`prepare_report`),
-    for a caller that reads that pass for something else before :func:`write_report` writes the
-    report from it (the benchmark's kNN reads the backbone features of the same pass).
-
-    Attributes:
-        inputs: the checkpoint, its model and the validation images.
-        data: the pass's figures and arrays (:func:`extract_report_data`).
-        settings: the options that decide the pass's result (:func:`_pass_settings`);
-            :func:`write_report` refuses a prepared report whose settings are not its own.
-    """
-
-    inputs: ReportInputs
-    data: ReportData
-    settings: dict[str, Any]
-
-
-def _pass_settings(
-    checkpoint: str | Path,
-    dataset: str | Path | None,
-    *,
-    batch_size: int,
-    max_images: int | None,
-    device: str | None,
-    thumbnail_size: int,
-    shuffle_permutations: int,
-    retrieval_max_samples: int | None,
-) -> dict[str, Any]:
-    """What a report's pass gives depends on: the checkpoint, the images, the batches and the
-    device they run on, the thumbnails' size and the metrics' options (the loader's workers
-    and the progress bar change nothing of it)."""
-    return {
-        "checkpoint": str(Path(checkpoint)),
-        "dataset": None if dataset is None else str(dataset),
-        "batch_size": batch_size,
-        "max_images": max_images,
-        "device": device,
-        "thumbnail_size": thumbnail_size,
-        "shuffle_permutations": shuffle_permutations,
-        "retrieval_max_samples": retrieval_max_samples,
-    }
-
-
-def prepare_report(
-    checkpoint: str | Path,
-    dataset: str | Path | None = None,
-    *,
-    batch_size: int = 256,
-    max_images: int | None = None,
-    device: str | None = None,
-    num_workers: int = 2,
-    thumbnail_size: int = 64,
-    shuffle_permutations: int = 5,
-    retrieval_max_samples: int | None = None,
-    progress: bool = True,
-    with_backbone: bool = False,
-) -> PreparedReport:
-    """Loads the checkpoint and makes the report's one pass over the validation images, with the
-    options of :func:`write_report` of the same names; ``with_backbone`` keeps the backbone
-    features of that pass (``data.backbone_features``). Raises as :func:`write_report` does for
-    a bad option or input."""
-    check_report_options(
-        batch_size=batch_size,
-        max_images=max_images,
-        top_dims=1,
-        images_per_dim=1,
-        num_workers=num_workers,
-        thumbnail_size=thumbnail_size,
-        shuffle_permutations=shuffle_permutations,
-        retrieval_max_samples=retrieval_max_samples,
-        protocol="standard",
-        device=device,
-    )
-    with _reading_inputs():
-        inputs = load_report_inputs(checkpoint, dataset, max_images, device)
-    data = extract_report_data(
-        inputs,
-        batch_size=batch_size,
-        num_workers=num_workers,
-        thumbnail_size=thumbnail_size,
-        accumulator_options={
-            "shuffle_permutations": shuffle_permutations,
-            "retrieval_max_samples": retrieval_max_samples,
-        },
-        progress=progress,
-        with_backbone=with_backbone,
-    )
-    settings = _pass_settings(
-        checkpoint,
-        dataset,
-        batch_size=batch_size,
-        max_images=max_images,
-        device=device,
-        thumbnail_size=thumbnail_size,
-        shuffle_permutations=shuffle_permutations,
-        retrieval_max_samples=retrieval_max_samples,
-    )
-    return PreparedReport(inputs, data, settings)
+PAPER_PROTOCOLS = {
+    "paper": (evaluate_paper_protocol, "paper"),
+    "ncl-paper": (evaluate_ncl_paper_protocol, "ncl_paper"),
+}
+"""Each protocol beside the standard one: its evaluation and the key its figures go under."""
 
 
 def write_report(
     checkpoint: str | Path,
     out_dir: str | Path,
-    dataset: str | Path | None = None,
+    options: ReportOptions | None = None,
     *,
-    batch_size: int = 256,
-    max_images: int | None = None,
-    device: str | None = None,
-    top_dims: int = 16,
-    images_per_dim: int = TOP_IMAGES,
-    num_workers: int = 2,
-    thumbnail_size: int = 64,
-    shuffle_permutations: int = 5,
-    retrieval_max_samples: int | None = None,
     overwrite: bool = False,
     progress: bool = True,
-    protocol: str = "standard",
     prepared: PreparedReport | None = None,
 ) -> dict[str, Any]:
-    """Evaluate ``checkpoint`` on the validation set of ``dataset`` and write the report folder.
+    """Evaluate ``checkpoint`` on the validation set of ``options.dataset`` and write the report
+    folder.
 
     Args:
         checkpoint: a checkpoint file (see the module docstring).
@@ -240,100 +130,48 @@ def write_report(
             ``overwrite`` or cannot be written (checked first). The report is written into a
             hidden sibling folder and moved in when complete, so an interrupted run leaves an
             earlier report intact.
-        dataset: a dataset name (``fashion-mnist``, ``cifar10``, ...) or an image folder; None
-            reads the checkpoint's own validation data.
-        batch_size, num_workers: the validation loader's.
-        max_images: evaluate a seeded random subset of this many images.
-        device: ``cpu`` or ``cuda`` (default: cuda when available).
-        top_dims: dimensions shown in the top-activation grid and class histograms.
-        images_per_dim: top images per dimension: the row of the top-activation grid and the
-            images its purity of the top images is taken over (the dashboard's count by
-            default, :data:`solo_bayesncl.metrics.TOP_IMAGES`).
-        thumbnail_size: longest side of the stored thumbnails, in pixels.
-        shuffle_permutations: permutations of the label-shuffled consistency baseline.
-        retrieval_max_samples: cap on the vectors used for retrieval precision.
+        options: the report's options (:class:`ReportOptions`; None: the defaults).
         overwrite: replace the report files in a non-empty ``out_dir``.
         progress: show a progress bar while extracting features.
-        protocol: ``standard`` (eval-mode BatchNorm, the shared metric definitions),
-            ``paper``, which adds ``metrics_paper``: the official BayesNCL evaluation
-            (:mod:`solo_bayesncl.evaluation.paper`), beside the standard figures, or
-            ``ncl-paper``, which adds ``metrics_ncl_paper``: the NCL repository's evaluation.
-        prepared: the pass :func:`prepare_report` made with these options (the same
-            ``checkpoint``, ``dataset``, ``batch_size``, ``max_images``, ``device``,
-            ``thumbnail_size``, ``shuffle_permutations`` and ``retrieval_max_samples``), written
-            as it is instead of a pass of its own; the report is the one that pass gives.
+        prepared: the pass :func:`prepare_report` made for ``checkpoint`` with options whose
+            pass options (:data:`~solo_bayesncl.evaluation.options.PASS_OPTIONS`) are these,
+            written as it is instead of a pass of its own.
 
     Returns:
         The content of ``metrics.json``.
 
     Raises:
         CheckpointError: missing or unreadable checkpoint, unknown method.
-        ReportError: an option out of range, non-empty ``out_dir`` without ``overwrite``, no
-            labelled validation data, or any other bad input (one line, before any work), or a
-            ``prepared`` pass made with other options.
+        ReportError: non-empty ``out_dir`` without ``overwrite``, no labelled validation data,
+            or any other bad input (one line, before any work), or a ``prepared`` pass made
+            with other options.
     """
     out_dir = Path(out_dir)
-    check_report_options(
-        batch_size=batch_size,
-        max_images=max_images,
-        top_dims=top_dims,
-        images_per_dim=images_per_dim,
-        num_workers=num_workers,
-        thumbnail_size=thumbnail_size,
-        shuffle_permutations=shuffle_permutations,
-        retrieval_max_samples=retrieval_max_samples,
-        protocol=protocol,
-        device=device,
-    )
+    options = ReportOptions() if options is None else options
     _check_out_dir(out_dir, overwrite)
     if prepared is not None:
-        _check_prepared(
-            prepared,
-            _pass_settings(
-                checkpoint,
-                dataset,
-                batch_size=batch_size,
-                max_images=max_images,
-                device=device,
-                thumbnail_size=thumbnail_size,
-                shuffle_permutations=shuffle_permutations,
-                retrieval_max_samples=retrieval_max_samples,
-            ),
-        )
+        prepared.check_made_for(checkpoint, options)
     remove_stale_temporaries(out_dir, PARTIAL_SUFFIX)
-    if prepared is None:
-        prepared = prepare_report(
-            checkpoint,
-            dataset,
-            batch_size=batch_size,
-            max_images=max_images,
-            device=device,
-            num_workers=num_workers,
-            thumbnail_size=thumbnail_size,
-            shuffle_permutations=shuffle_permutations,
-            retrieval_max_samples=retrieval_max_samples,
-            progress=progress,
-        )
+    if prepared is None:  # the one trip down: the model, the images and the pass over them
+        prepared = prepare_report(checkpoint, options, progress=progress)
     inputs, data = prepared.inputs, prepared.data
     order = selectivity_order(
         data.stats.active_count, data.stats.purity, torch.from_numpy(data.p_value)
     ).numpy()
-    most, least = order[:top_dims], order[::-1][:top_dims]
-    report = report_content(inputs, data, order, most, least, images_per_dim)
-    if protocol != "standard":
-        evaluate, key = {
-            "paper": (evaluate_paper_protocol, "paper"),
-            "ncl-paper": (evaluate_ncl_paper_protocol, "ncl_paper"),
-        }[protocol]
+    most, least = order[: options.top_dims], order[::-1][: options.top_dims]
+    shown = [shown_images(dims, data, options.images_per_dim) for dims in (most, least)]
+    report = report_content(inputs, data, order, shown, options.images_per_dim)
+    if options.protocol in PAPER_PROTOCOLS:
+        evaluate, key = PAPER_PROTOCOLS[options.protocol]
         official = evaluate(
             inputs.model,
             inputs.cfg,
             inputs.val_dataset,
-            batch_size=batch_size,
-            num_workers=num_workers,
+            batch_size=options.batch_size,
+            num_workers=options.num_workers,
             device=inputs.device,
         )
-        report["protocol"] = protocol
+        report["protocol"] = options.protocol
         report[f"metrics_{key}"] = finite_or_null(official["metrics"])
         report[f"{key}_protocol"] = official["settings"]
     report["files"] = sorted(report_files(inputs.gated))
@@ -344,19 +182,8 @@ def write_report(
     with replacing_folder(
         out_dir, PARTIAL_SUFFIX, stale, last=("metrics.md", "metrics.json")
     ) as staging:
-        write_report_files(staging, report, inputs, data, most, least, images_per_dim)
+        write_report_files(staging, report, inputs, data, shown)
     return report
-
-
-def _check_prepared(prepared: PreparedReport, settings: dict[str, Any]) -> None:
-    """A prepared pass is written only by a report of the options it was made with."""
-    differ = [k for k in settings if prepared.settings.get(k) != settings[k]]
-    if differ:
-        key = differ[0]
-        raise ReportError(
-            f"the prepared report was made with {key}={prepared.settings.get(key)!r}, this "
-            f"report asks for {key}={settings[key]!r}; prepare it with the report's options"
-        )
 
 
 def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
@@ -372,56 +199,6 @@ def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
         require_writable(out_dir)
     except NotWritableError as err:
         raise ReportError(str(err)) from None
-
-
-def check_report_options(
-    *,
-    batch_size: int,
-    max_images: int | None,
-    top_dims: int,
-    images_per_dim: int,
-    num_workers: int,
-    thumbnail_size: int,
-    shuffle_permutations: int,
-    retrieval_max_samples: int | None,
-    protocol: str,
-    device: str | None,
-) -> None:
-    """Every option of :func:`write_report` in range, named as the command spells it; raises
-    :class:`ReportError` before anything is read."""
-    ints = [
-        ("--batch-size", batch_size, 1),
-        ("--top-dims", top_dims, 1),
-        ("--images-per-dim", images_per_dim, 1),
-        ("--num-workers", num_workers, 0),
-        ("thumbnail_size", thumbnail_size, 1),
-        # the baseline the consistency gain is measured against needs a permutation
-        ("--shuffle-permutations", shuffle_permutations, 1),
-    ]
-    if max_images is not None:
-        ints.append(("--max-images", max_images, 1))
-    if retrieval_max_samples is not None:  # a query needs one other sample
-        ints.append(("--retrieval-max-samples", retrieval_max_samples, 2))
-    try:
-        for name, value, low in ints:
-            require_int(name, value, low=low)
-        require_choice("--protocol", protocol, PROTOCOLS)
-        if device is not None:
-            require_choice("--device", device, ("cpu", "cuda"))
-    except ValueError as err:
-        raise ReportError(str(err)) from None
-
-
-@contextlib.contextmanager
-def _reading_inputs() -> Iterator[None]:
-    """Errors raised while the report reads its inputs (checkpoint, dataset files, options)
-    become :class:`ReportError`: one line for the command, before any work is done."""
-    try:
-        yield
-    except (ReportError, CheckpointError, DatasetUnavailableError):
-        raise  # already one line, and the callers tell them apart
-    except INPUT_ERRORS as err:
-        raise ReportError(first_line(err)) from None
 
 
 def report_files(gated: bool) -> list[str]:
@@ -458,15 +235,24 @@ def gate_summary(gate_open: np.ndarray) -> dict[str, float]:
     }
 
 
+def shown_images(dims: np.ndarray, data: ReportData, count: int) -> tuple[TopImages, torch.Tensor]:
+    """The top ``count`` images of each dimension of ``dims`` and their purity
+    (:func:`solo_bayesncl.metrics.top_image_purity`, the dashboard's figure): what a dimension
+    table of ``metrics.json`` and its picture both show."""
+    top = top_images(data.features, count, dims=dims)
+    return top, top_image_purity(top.index, data.labels, data.stats.majority_class[top.dims])
+
+
 def report_content(
     inputs: ReportInputs,
     data: ReportData,
     order: np.ndarray,
-    most: np.ndarray,
-    least: np.ndarray,
+    shown: list[tuple[TopImages, torch.Tensor]],
     images_per_dim: int,
 ) -> dict[str, Any]:
-    """The content of ``metrics.json`` (without the paper protocol's figures)."""
+    """The content of ``metrics.json`` (without the paper protocol's figures); ``shown``: the
+    top ``images_per_dim`` images of the most and of the least selective dimensions
+    (:func:`shown_images`)."""
     method = inputs.loaded.method
     report: dict[str, Any] = {
         "method": method,
@@ -486,23 +272,18 @@ def report_content(
         "significant_dims": int(significant[order].sum()),
         "top_images": images_per_dim,
     }
-    report["top_dimensions"] = describe_dimensions(most, data, inputs.class_names, images_per_dim)
-    report["least_selective_dimensions"] = describe_dimensions(
-        least, data, inputs.class_names, images_per_dim
-    )
+    most, least = (describe_dimensions(*pair, data, inputs.class_names) for pair in shown)
+    report["top_dimensions"], report["least_selective_dimensions"] = most, least
     return report
 
 
 def describe_dimensions(
-    dims: np.ndarray, data: ReportData, names: list[str], images_per_dim: int
+    top: TopImages, purity_top: torch.Tensor, data: ReportData, names: list[str]
 ) -> list[dict[str, Any]]:
-    """One row per dimension: its majority class, whether that majority beats the label-shuffled
-    baseline, the purity of its top ``images_per_dim`` images (``purity_top``,
-    :func:`solo_bayesncl.metrics.top_image_purity`, the dashboard's figure) and of all its
+    """One row per dimension of ``top``: its majority class, whether that majority beats the
+    label-shuffled baseline, the purity of its top images (``purity_top``) and of all its
     active images."""
-    top = top_images(data.features, images_per_dim, dims=dims)
     majority = data.stats.majority_class[top.dims]
-    purity_top = top_image_purity(top.index, data.labels, majority)
     rows = []
     for row, d in enumerate(top.dims.tolist()):
         rows.append(
@@ -524,12 +305,11 @@ def write_report_files(
     report: dict[str, Any],
     inputs: ReportInputs,
     data: ReportData,
-    most: np.ndarray,
-    least: np.ndarray,
-    images_per_dim: int,
+    shown: list[tuple[TopImages, torch.Tensor]],
 ) -> None:
-    """Writes the report's files into ``folder``: the dashboard bundle, the pictures, then
-    ``metrics.json`` and ``metrics.md``."""
+    """Writes the report's files into ``folder``: the dashboard bundle, the pictures (the top
+    images of ``shown``, as :func:`report_content` lists them), then ``metrics.json`` and
+    ``metrics.md``."""
     names, gated = inputs.class_names, inputs.gated
     significant = data.p_value <= SIGNIFICANCE
     write_feature_bundle(
@@ -540,22 +320,24 @@ def write_report_files(
         thumbnails=data.thumbnails,
         gate_open_rate=data.gate_open.mean(axis=0) if gated else None,
     )
-    for name, dims, title in (
-        ("top_activations.png", most, "most selective"),
-        ("least_selective_activations.png", least, "least selective"),
+    for name, (top, purity_top), title in zip(
+        ("top_activations.png", "least_selective_activations.png"),
+        shown,
+        ("most selective", "least selective"),
+        strict=True,
     ):
         plots.plot_top_activations(
             folder / name,
-            data.features,
+            top,
+            purity_top.numpy(),
             data.labels,
             data.thumbnails,
-            dims,
             data.stats,
             names,
-            per_dim=images_per_dim,
-            significant=significant[dims],
+            significant=significant[top.dims.numpy()],
             title=title,
         )
+    most = shown[0][0].dims.numpy()
     plots.plot_class_histograms(folder / "class_histograms.png", most, data.stats, names)
     settings = {"hard gate": data.metrics}
     if gated:

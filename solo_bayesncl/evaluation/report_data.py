@@ -1,8 +1,9 @@
 """What the evaluation report reads: the model, the validation set and its class names, and one
-pass of the model over it.
+pass of the model over it, in one call.
 
-:func:`load_report_inputs` is the one trip down to the checkpoint and the data: it returns the
-model, the validation images and their class names. :func:`extract_report_data` runs :func:`solo_bayesncl.core.representations.extract_representations`
+:func:`prepare_report` is the report's one trip down and back: :func:`load_report_inputs` reads
+the checkpoint, builds its model and the validation images with their class names, then
+:func:`extract_report_data` runs :func:`solo_bayesncl.core.representations.extract_representations`
 once and keeps what the report's files need: the metrics of the hard (and, for BayesNCL, the soft)
 gate from :class:`~solo_bayesncl.metrics.InterpretabilityAccumulator`, the per-dimension
 statistics, the features, thumbnails and gate states.
@@ -10,10 +11,10 @@ statistics, the features, thumbnails and gate states.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import omegaconf
@@ -23,14 +24,25 @@ from torch.utils.data import DataLoader, Dataset
 
 from solo_bayesncl.config.runtime import pick_device
 from solo_bayesncl.core.representations import extract_representations
+from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
 from solo_bayesncl.data.datasets import (
     LabelledImages,
     build_val_dataset,
     labelled_val_images,
     seeded_subset,
 )
-from solo_bayesncl.data.resolve import check_dataset_available, switch_dataset
-from solo_bayesncl.io.checkpoints import LoadedCheckpoint, load_checkpoint, load_method
+from solo_bayesncl.data.resolve import (
+    DatasetUnavailableError,
+    check_dataset_available,
+    switch_dataset,
+)
+from solo_bayesncl.evaluation.options import PASS_OPTIONS, ReportError, ReportOptions
+from solo_bayesncl.io.checkpoints import (
+    CheckpointError,
+    LoadedCheckpoint,
+    load_checkpoint,
+    load_method,
+)
 from solo_bayesncl.metrics import (
     DimensionStats,
     InterpretabilityAccumulator,
@@ -40,17 +52,15 @@ from solo_bayesncl.metrics import (
 )
 
 __all__ = [
+    "PreparedReport",
     "ReportData",
     "ReportError",
     "ReportInputs",
-    "load_report_inputs",
     "extract_report_data",
+    "load_report_inputs",
+    "prepare_report",
     "thumbnails",
 ]
-
-
-class ReportError(ValueError):
-    """The report cannot be written (folder not empty, no labelled validation data, bad option)."""
 
 
 def thumbnails(
@@ -119,23 +129,19 @@ class ReportInputs:
         )
 
 
-def load_report_inputs(
-    checkpoint: str | Path,
-    dataset: str | Path | None = None,
-    max_images: int | None = None,
-    device: str | None = None,
-) -> ReportInputs:
-    """Reads ``checkpoint``, builds its model and the validation set of ``dataset`` (a name or an
-    image folder; None: the checkpoint's own).
+def load_report_inputs(checkpoint: str | Path, options: ReportOptions) -> ReportInputs:
+    """Reads ``checkpoint``, builds its model on ``options.device`` and the validation set of
+    ``options.dataset`` (a name or an image folder; None: the checkpoint's own), a seeded subset
+    of ``options.max_images`` images when given.
 
     Raises :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint,
     :class:`~solo_bayesncl.data.resolve.DatasetUnavailableError` for missing data files and
     :class:`ReportError` when there is no labelled validation data.
     """
-    where = pick_device(device)
+    where, max_images = pick_device(options.device), options.max_images
     loaded = load_checkpoint(checkpoint)  # down to the checkpoint: its config and its model
     model = load_method(loaded, device=where)
-    cfg = switch_dataset(loaded.cfg, dataset)  # then to the data, once
+    cfg = switch_dataset(loaded.cfg, options.dataset)  # then to the data, once
     check_dataset_available(cfg, train=False)  # its files, and a subset it can draw
     try:
         images = labelled_val_images(cfg, max_images)
@@ -183,27 +189,24 @@ class ReportData:
 
 def extract_report_data(
     inputs: ReportInputs,
+    options: ReportOptions,
     *,
-    batch_size: int,
-    num_workers: int,
-    thumbnail_size: int,
-    accumulator_options: dict[str, Any] | None = None,
     progress: bool = True,
     with_backbone: bool = False,
 ) -> ReportData:
-    """One pass of the model over the report's images, thumbnails at most ``thumbnail_size`` px;
-    ``with_backbone`` keeps the backbone features of the same pass too (for kNN).
+    """One pass of the model over the report's images in batches of ``options.batch_size``,
+    thumbnails at most ``options.thumbnail_size`` px; ``with_backbone`` keeps the backbone
+    features of the same pass too (for kNN).
 
     Raises :class:`ReportError` for an empty dataset, and naming the checkpoint when the model
     gives NaN or Inf features (once a batch holds one, the pass only counts such rows).
     """
-    options = accumulator_options or {}
-    num_classes = len(inputs.class_names)
+    num_classes, figures = len(inputs.class_names), options.accumulator_options()
     model, source = inputs.model, inputs.loaded.path
-    hard = InterpretabilityAccumulator(num_classes, **options)
-    soft = InterpretabilityAccumulator(num_classes, **options) if inputs.gated else None
-    mean, std, size = inputs.images.mean, inputs.images.std, thumbnail_size
-    loader = inputs.loader(batch_size, num_workers)
+    hard = InterpretabilityAccumulator(num_classes, **figures)
+    soft = InterpretabilityAccumulator(num_classes, **figures) if inputs.gated else None
+    mean, std, size = inputs.images.mean, inputs.images.std, options.thumbnail_size
+    loader = inputs.loader(options.batch_size, options.num_workers)
     features, labels, thumbs, gate_open, active, backbone = [], [], [], [], [], []
     seen = non_finite = 0
     for batch in extract_representations(
@@ -253,3 +256,69 @@ def extract_report_data(
         metrics_soft_gate=soft.compute() if soft is not None else None,
         backbone_features=torch.cat(backbone) if with_backbone else None,
     )
+
+
+@dataclass(frozen=True)
+class PreparedReport:
+    """What the report needs, from :func:`prepare_report`: the checkpoint's model and validation
+    images, and the one pass over them. A caller may read the pass for something else (the
+    benchmark's kNN reads its backbone features) before
+    :func:`~solo_bayesncl.evaluation.report.write_report` writes the report from it.
+
+    Attributes:
+        checkpoint: the checkpoint file, as given.
+        options: the options the pass was made with.
+        inputs: the checkpoint, its model and the validation images.
+        data: the pass's figures and arrays (:func:`extract_report_data`).
+    """
+
+    checkpoint: str
+    options: ReportOptions
+    inputs: ReportInputs
+    data: ReportData
+
+    def check_made_for(self, checkpoint: str | Path, options: ReportOptions) -> None:
+        """Raises :class:`ReportError` unless this pass is the one ``checkpoint`` and the
+        :data:`~solo_bayesncl.evaluation.options.PASS_OPTIONS` of ``options`` give."""
+        mine = {"checkpoint": self.checkpoint, **self.options.pass_settings()}
+        asked = {"checkpoint": str(Path(checkpoint)), **options.pass_settings()}
+        for key in ("checkpoint", *PASS_OPTIONS):
+            if mine[key] != asked[key]:
+                raise ReportError(
+                    f"the prepared report was made with {key}={mine[key]!r}, this report asks "
+                    f"for {key}={asked[key]!r}; prepare it with the report's options"
+                )
+
+
+def prepare_report(
+    checkpoint: str | Path,
+    options: ReportOptions | None = None,
+    *,
+    progress: bool = True,
+    with_backbone: bool = False,
+) -> PreparedReport:
+    """The report's one trip down and back: loads ``checkpoint`` (its model, the validation
+    images and their class names) and makes the one pass over the images; ``with_backbone``
+    keeps the backbone features of that pass (``data.backbone_features``).
+
+    Raises :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint,
+    :class:`~solo_bayesncl.data.resolve.DatasetUnavailableError` for missing data files and
+    :class:`ReportError` for any other bad input (one line, before the pass).
+    """
+    options = ReportOptions() if options is None else options
+    with _reading_inputs():
+        inputs = load_report_inputs(checkpoint, options)
+    data = extract_report_data(inputs, options, progress=progress, with_backbone=with_backbone)
+    return PreparedReport(str(Path(checkpoint)), options, inputs, data)
+
+
+@contextlib.contextmanager
+def _reading_inputs() -> Iterator[None]:
+    """Errors raised while the report reads its inputs (checkpoint, dataset files, options)
+    become :class:`ReportError`: one line for the command, before any work is done."""
+    try:
+        yield
+    except (ReportError, CheckpointError, DatasetUnavailableError):
+        raise  # already one line, and the callers tell them apart
+    except INPUT_ERRORS as err:
+        raise ReportError(first_line(err)) from None

@@ -21,6 +21,7 @@ from solo_bayesncl.evaluation import knn, report_data  # noqa: E402
 from solo_bayesncl.evaluation.knn import knn_eval  # noqa: E402
 from solo_bayesncl.evaluation.report import (  # noqa: E402
     ReportError,
+    ReportOptions,
     prepare_report,
     write_report,
 )
@@ -76,7 +77,7 @@ def test_knn_and_report_through_one_pass_equal_their_own_passes(
 
     passes.clear()
     knn_alone = knn_eval(checkpoint, ks=(3,), temperature=0.07, num_workers=0)
-    write_report(checkpoint, tmp_path / "alone", progress=False, **REPORT)
+    write_report(checkpoint, tmp_path / "alone", ReportOptions(**REPORT), progress=False)
     assert sorted(passes) == [36, 36, 72]  # kNN's and the report's own validation passes
 
     assert knn_shared["knn_top1"] == knn_alone["knn_top1_k3"]
@@ -90,7 +91,9 @@ def test_knn_and_report_through_one_pass_equal_their_own_passes(
 
 
 def test_shared_backbone_features_are_knns_own_validation_features(checkpoint):
-    prepared = prepare_report(checkpoint, num_workers=0, progress=False, with_backbone=True)
+    prepared = prepare_report(
+        checkpoint, ReportOptions(num_workers=0), progress=False, with_backbone=True
+    )
     loader_features = knn._features(  # kNN's own pass over the validation set
         prepared.inputs.model,
         DataLoader(prepared.inputs.images.dataset, batch_size=256, shuffle=False),
@@ -125,9 +128,10 @@ def test_knn_refuses_validation_features_of_another_set(checkpoint):
 
 
 def test_a_report_refuses_a_pass_made_with_other_options(checkpoint, tmp_path):
-    prepared = prepare_report(checkpoint, num_workers=0, progress=False, thumbnail_size=16)
+    options = ReportOptions(num_workers=0, thumbnail_size=16)
+    prepared = prepare_report(checkpoint, options, progress=False)
     with pytest.raises(ReportError, match=r"made with thumbnail_size=16, this report asks for "):
-        write_report(checkpoint, tmp_path / "r", num_workers=0, prepared=prepared)
+        write_report(checkpoint, tmp_path / "r", ReportOptions(num_workers=0), prepared=prepared)
     assert not (tmp_path / "r" / "metrics.json").exists()
 
 

@@ -304,12 +304,10 @@ def test_report_feeds_one_normalisation_per_protocol(
     report.write_report(
         pretrained[dataset][0],
         tmp_path / "report",
-        batch_size=N_VAL,
-        num_workers=0,
-        device="cpu",
-        top_dims=4,
+        report.ReportOptions(
+            batch_size=N_VAL, num_workers=0, device="cpu", top_dims=4, protocol=protocol
+        ),
         progress=False,
-        protocol=protocol,
     )
     standard, extra = inputs[:1], inputs[1:]  # the standard pass is one batch of N_VAL
     assert_fed(standard, dataset)

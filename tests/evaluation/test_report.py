@@ -21,6 +21,7 @@ from solo_bayesncl.cli.evaluate import main  # noqa: E402
 from solo_bayesncl.evaluation.report import (  # noqa: E402
     REPORT_FILES,
     ReportError,
+    ReportOptions,
     write_report,
 )
 from solo_bayesncl.io.checkpoints import CheckpointError  # noqa: E402
@@ -55,12 +56,14 @@ def bayesncl_report(checkpoints, image_folder, tmp_path_factory) -> tuple[Path, 
     report = write_report(
         checkpoints["bayesncl"],
         out,
-        image_folder / "val",
-        batch_size=8,
-        num_workers=0,
-        top_dims=6,
-        images_per_dim=5,
-        shuffle_permutations=2,
+        ReportOptions(
+            dataset=image_folder / "val",
+            batch_size=8,
+            num_workers=0,
+            top_dims=6,
+            images_per_dim=5,
+            shuffle_permutations=2,
+        ),
         progress=False,
     )
     return out, report
@@ -155,11 +158,13 @@ def test_report_and_dashboard_agree_on_the_purity_of_the_top_images(
     report = write_report(
         checkpoints["ncl"],
         out,
-        image_folder / "val",
-        batch_size=12,
-        num_workers=0,
-        top_dims=NUM_DIMS,
-        shuffle_permutations=1,
+        ReportOptions(
+            dataset=image_folder / "val",
+            batch_size=12,
+            num_workers=0,
+            top_dims=NUM_DIMS,
+            shuffle_permutations=1,
+        ),
         progress=False,
     )
     build_dashboard(out, tmp_path / "dashboard", thumb_format="png")
@@ -209,16 +214,10 @@ def test_bundle_matches_the_metrics_and_feeds_the_dashboard(bayesncl_report):
 
 def test_ncl_report_has_no_gate_picture(checkpoints, image_folder, tmp_path):
     out = tmp_path / "ncl"
-    report = write_report(
-        checkpoints["ncl"],
-        out,
-        batch_size=16,
-        max_images=10,
-        num_workers=0,
-        top_dims=4,
-        shuffle_permutations=1,
-        progress=False,
+    options = ReportOptions(
+        batch_size=16, max_images=10, num_workers=0, top_dims=4, shuffle_permutations=1
     )
+    report = write_report(checkpoints["ncl"], out, options, progress=False)
     for name in REPORT_FILES:
         assert (out / name).is_file(), name
     assert not (out / "gate_open_rates.png").exists()
@@ -329,13 +328,13 @@ def test_ncl_paper_protocol_reports_the_ncl_formulas_on_relu_z(checkpoints, tmp_
 
 
 def test_standard_protocol_has_no_paper_figures_and_bad_protocol_is_named(checkpoints, tmp_path):
-    report = write_report(
-        checkpoints["ncl"], tmp_path / "std", batch_size=16, num_workers=0, progress=False
-    )
+    options = ReportOptions(batch_size=16, num_workers=0)
+    report = write_report(checkpoints["ncl"], tmp_path / "std", options, progress=False)
     assert "metrics_paper" not in report
     allowed = "allowed values: standard, paper, ncl-paper"
     with pytest.raises(ReportError, match=f"protocol='exact' is not supported; {allowed}"):
-        write_report(checkpoints["ncl"], tmp_path / "bad", protocol="exact", progress=False)
+        ReportOptions(protocol="exact")
+    assert not (tmp_path / "bad").exists()
 
 
 def test_zoo_export_takes_the_report_as_written(bayesncl_report, tmp_path, capsys):

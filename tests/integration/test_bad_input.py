@@ -335,10 +335,10 @@ def test_zoo_verify_on_a_text_file_says_so_in_one_line(tmp_path, capsys):
     ],
 )
 def test_report_options_are_checked_before_anything_is_read(option, value, message, tmp_path):
-    from solo_bayesncl.evaluation.report import ReportError, write_report
+    from solo_bayesncl.evaluation.report import ReportError, ReportOptions, write_report
 
     with pytest.raises(ReportError, match=message):
-        write_report(tmp_path / "missing.ckpt", tmp_path / "out", **{option: value})
+        write_report(tmp_path / "missing.ckpt", tmp_path / "out", ReportOptions(**{option: value}))
     assert not (tmp_path / "out").exists()
 
 
@@ -357,7 +357,7 @@ def test_report_dataset_errors_are_one_line(
     from torchvision import datasets
 
     from solo_bayesncl.data.resolve import DatasetUnavailableError
-    from solo_bayesncl.evaluation.report import ReportError, write_report
+    from solo_bayesncl.evaluation.report import ReportError, ReportOptions, write_report
 
     def offline(*args, **kwargs):  # no network: what a download attempt offline raises
         raise OSError("[Errno 101] Network is unreachable")
@@ -365,7 +365,7 @@ def test_report_dataset_errors_are_one_line(
     monkeypatch.setattr(datasets.CIFAR10, "download", offline)
     monkeypatch.chdir(tmp_path)
     with pytest.raises((ReportError, DatasetUnavailableError), match=message):
-        write_report(ncl_checkpoint, tmp_path / "out", dataset, progress=False)
+        write_report(ncl_checkpoint, tmp_path / "out", ReportOptions(dataset), progress=False)
 
 
 @needs_solo
@@ -375,9 +375,12 @@ def test_report_overwrite_removes_only_files_its_previous_report_wrote(
     """A user's file that carries a report file name is kept; the picture a previous BayesNCL
     report wrote (listed in its metrics.json) goes when an NCL report replaces it."""
     pytest.importorskip("matplotlib", reason="the report pictures need matplotlib")
-    from solo_bayesncl.evaluation.report import GATE_PICTURE, write_report
+    from solo_bayesncl.evaluation.report import GATE_PICTURE, ReportOptions, write_report
 
-    options = dict(num_workers=0, max_images=12, top_dims=2, batch_size=12, progress=False)
+    options = dict(
+        options=ReportOptions(num_workers=0, max_images=12, top_dims=2, batch_size=12),
+        progress=False,
+    )
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / GATE_PICTURE).write_bytes(b"my own picture")

@@ -200,7 +200,7 @@ def test_validation_counts_every_image_once_with_two_processes(ncl_runs):
 @pytest.mark.slow
 def test_interpretability_figures_do_not_depend_on_the_process_count(ncl_runs, tmp_path):
     from solo_bayesncl.data.datasets import build_val_loader
-    from solo_bayesncl.evaluation.report import write_report
+    from solo_bayesncl.evaluation.report import ReportOptions, write_report
     from solo_bayesncl.io.checkpoints import load_checkpoint, load_method
     from solo_bayesncl.training.callback import build_interpretability_callback
 
@@ -215,7 +215,8 @@ def test_interpretability_figures_do_not_depend_on_the_process_count(ncl_runs, t
     loaded = load_checkpoint(two.ckpt)
     callback = build_interpretability_callback(loaded.cfg, build_val_loader(loaded.cfg))
     here = callback.evaluate(load_method(loaded))  # one process, the whole set
-    write_report(two.ckpt, tmp_path / "report", num_workers=0, progress=False, device="cpu")
+    options = ReportOptions(num_workers=0, device="cpu")
+    write_report(two.ckpt, tmp_path / "report", options, progress=False)
     report = json.loads((tmp_path / "report" / "metrics.json").read_text())["metrics"]
     for name, value in logged.items():
         assert here[name] == pytest.approx(value, rel=1e-5, abs=1e-6), name

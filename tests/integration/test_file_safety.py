@@ -188,9 +188,10 @@ def two_checkpoints(image_folder, tmp_path_factory) -> dict[str, Path]:
 
 
 def _report(ckpt: Path, out: Path, **kwargs):
-    from solo_bayesncl.evaluation.report import write_report
+    from solo_bayesncl.evaluation.report import ReportOptions, write_report
 
-    return write_report(ckpt, out, num_workers=0, progress=False, top_dims=4, **kwargs)
+    options = ReportOptions(num_workers=0, top_dims=4)
+    return write_report(ckpt, out, options, progress=False, **kwargs)
 
 
 def test_an_interrupted_overwrite_leaves_the_old_report_intact(
@@ -234,7 +235,7 @@ def test_report_to_an_unwritable_folder_fails_before_any_work(
     def never(*args, **kwargs):
         raise AssertionError("the checkpoint was read before the output was checked")
 
-    monkeypatch.setattr(report, "load_report_inputs", never)
+    monkeypatch.setattr(report, "prepare_report", never)
     out = _unwritable(tmp_path)
     assert main([str(two_checkpoints["ncl"]), "--out", str(out)]) == 2
     err = capsys.readouterr().err

@@ -45,18 +45,20 @@ def test_knn_prints_no_scheduler_warning(checkpoint, tmp_path, caplog, capfd):
 
 @pytest.mark.solo
 def test_the_report_prints_no_scheduler_warning(checkpoint, image_folder, tmp_path, caplog, capfd):
-    from solo_bayesncl.evaluation.report import write_report
+    from solo_bayesncl.evaluation.report import ReportOptions, write_report
 
     caplog.set_level(logging.WARNING)
     write_report(
         checkpoint,
         tmp_path / "report",
-        image_folder / "val",
-        batch_size=8,
-        num_workers=0,
-        top_dims=2,
-        images_per_dim=2,
-        shuffle_permutations=1,
+        ReportOptions(
+            dataset=image_folder / "val",
+            batch_size=8,
+            num_workers=0,
+            top_dims=2,
+            images_per_dim=2,
+            shuffle_permutations=1,
+        ),
         progress=False,
     )
     assert _scheduler_records(caplog) == []

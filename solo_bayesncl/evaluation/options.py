@@ -1,0 +1,117 @@
+"""The evaluation report's options, resolved once into one frozen object.
+
+The command (``solo-bayesncl-evaluate``), the benchmark's report stage (a preset's ``report``
+section) and any library caller build a :class:`ReportOptions`; every step of the report reads
+its attributes. Building one checks every option, so a bad value is refused before anything is
+read, in the words the command uses::
+
+    options = ReportOptions(dataset="fashion-mnist", max_images=500, top_dims=8)
+    write_report("last.ckpt", "report/", options)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from solo_bayesncl.core.validation import require_choice, require_int
+from solo_bayesncl.metrics import TOP_IMAGES
+
+__all__ = ["PASS_OPTIONS", "PROTOCOLS", "ReportError", "ReportOptions"]
+
+PROTOCOLS: tuple[str, ...] = ("standard", "paper", "ncl-paper")
+"""``standard``: this project's shared metrics, eval-mode BatchNorm. ``paper``: the standard
+report plus the official BayesNCL evaluation's figures (``metrics_paper``). ``ncl-paper``: the
+standard report plus the NCL repository's evaluation figures (``metrics_ncl_paper``)."""
+PASS_OPTIONS: tuple[str, ...] = (
+    "dataset",
+    "batch_size",
+    "max_images",
+    "device",
+    "thumbnail_size",
+    "shuffle_permutations",
+    "retrieval_max_samples",
+)
+"""The options that decide what the pass over the images gives (the loader's workers, what is
+drawn and listed, and the protocol's extra figures do not)."""
+
+
+class ReportError(ValueError):
+    """The report cannot be written (folder not empty, no labelled validation data, bad option)."""
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """Every option of the evaluation report; the command's flags of the same names.
+
+    Attributes:
+        dataset: a dataset name (``fashion-mnist``, ``cifar10``, ...) or an image folder; None
+            reads the checkpoint's own validation data.
+        batch_size, num_workers: the validation loader's.
+        max_images: evaluate a seeded random subset of this many images.
+        device: ``cpu`` or ``cuda`` (None: cuda when available).
+        thumbnail_size: longest side of the stored thumbnails, in pixels.
+        shuffle_permutations: permutations of the label-shuffled consistency baseline.
+        retrieval_max_samples: cap on the vectors used for retrieval precision.
+        top_dims: dimensions shown in the top-activation grid and class histograms.
+        images_per_dim: top images per dimension: the row of the top-activation grid and the
+            images its purity of the top images is taken over (the dashboard's count by
+            default, :data:`solo_bayesncl.metrics.TOP_IMAGES`).
+        protocol: ``standard`` (eval-mode BatchNorm, the shared metric definitions),
+            ``paper``, which adds ``metrics_paper``: the official BayesNCL evaluation
+            (:mod:`solo_bayesncl.evaluation.paper`), beside the standard figures, or
+            ``ncl-paper``, which adds ``metrics_ncl_paper``: the NCL repository's evaluation.
+
+    Raises:
+        ReportError: an option out of range, named as the command spells it.
+    """
+
+    dataset: str | Path | None = None
+    batch_size: int = 256
+    max_images: int | None = None
+    device: str | None = None
+    num_workers: int = 2
+    thumbnail_size: int = 64
+    shuffle_permutations: int = 5
+    retrieval_max_samples: int | None = None
+    top_dims: int = 16
+    images_per_dim: int = TOP_IMAGES
+    protocol: str = "standard"
+
+    def __post_init__(self) -> None:
+        ints = [
+            ("--batch-size", self.batch_size, 1),
+            ("--top-dims", self.top_dims, 1),
+            ("--images-per-dim", self.images_per_dim, 1),
+            ("--num-workers", self.num_workers, 0),
+            ("thumbnail_size", self.thumbnail_size, 1),
+            # the baseline the consistency gain is measured against needs a permutation
+            ("--shuffle-permutations", self.shuffle_permutations, 1),
+        ]
+        if self.max_images is not None:
+            ints.append(("--max-images", self.max_images, 1))
+        if self.retrieval_max_samples is not None:  # a query needs one other sample
+            ints.append(("--retrieval-max-samples", self.retrieval_max_samples, 2))
+        try:
+            for name, value, low in ints:
+                require_int(name, value, low=low)
+            require_choice("--protocol", self.protocol, PROTOCOLS)
+            if self.device is not None:
+                require_choice("--device", self.device, ("cpu", "cuda"))
+        except ValueError as err:
+            raise ReportError(str(err)) from None
+
+    def accumulator_options(self) -> dict[str, Any]:
+        """The keyword arguments of the metrics accumulator
+        (:class:`~solo_bayesncl.metrics.InterpretabilityAccumulator`)."""
+        return {
+            "shuffle_permutations": self.shuffle_permutations,
+            "retrieval_max_samples": self.retrieval_max_samples,
+        }
+
+    def pass_settings(self) -> dict[str, Any]:
+        """The values of :data:`PASS_OPTIONS` (a dataset as its string)."""
+        settings = {name: getattr(self, name) for name in PASS_OPTIONS}
+        settings["dataset"] = None if self.dataset is None else str(self.dataset)
+        return settings
