@@ -1,0 +1,217 @@
+"""BayesNCL against NCL in the paper's terms: consistency relative to NCL's, in %.
+
+The paper (arXiv 2605.28441, Table 1) reports BayesNCL's semantic consistency beside NCL's:
+36.14 against 14.93 on ImageNet-100 (+142.1%), 22.02 against 9.91 on CIFAR-100 (+122%) and
+56.50 against 53.82 on CIFAR-10 (+5.0%). This module puts the study's 200-epoch runs in the same
+terms, from the kept records alone (``study/records/<folder>/runs/*/result.json``):
+
+- **raw**: ``(c_B - c_N) / c_N``, with ``c`` the semantic consistency (the paper's figure);
+- **chance-corrected**: the same ratio of the consistency *gain*, ``g = c - c_shuffled``, where
+  ``c_shuffled`` is the consistency the same activity pattern gets with shuffled labels
+  (docs/method.md): raw consistency rises with sparsity and with fewer classes alone.
+
+Each ratio is taken seed by seed (BayesNCL's run against NCL's run on the same seed), then
+averaged, with a 95% Student-t interval over the seeds. The headline's comparisons (each
+five-seed setting on each dataset) also get a Bonferroni interval: the t quantile at
+``1 - 0.05 / (2 m)``, ``m`` the number of those comparisons. ::
+
+    python -m study.relative [--out-md FILE] [--out-png FILE]
+
+writes the Markdown table (default ``study/records/relative.md``) and the figure (default
+``docs/img/relative_to_ncl.png``) and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+RECORDS = Path(__file__).resolve().parent / "records"
+ROOT = RECORDS.parents[1]
+
+PAPER = [
+    # dataset, classes, NCL, BayesNCL (semantic consistency x100, the paper's Table 1)
+    ("ImageNet-100", 100, 14.93, 36.14),
+    ("CIFAR-100", 100, 9.91, 22.02),
+    ("CIFAR-10", 10, 53.82, 56.50),
+]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One comparison: a BayesNCL variant of one records folder against NCL on ``seeds``."""
+
+    dataset: str
+    folder: str
+    variant: str
+    setting: str
+    seeds: tuple[int, ...]
+    headline: bool = False
+
+
+ROWS = [
+    Row("shared backgrounds", "study_budget_200", "bayesncl", "paper's setting (rho 0.8, lambda 3e-5)", (1, 2, 3, 4, 5), True),
+    Row("shared backgrounds", "study_budget_200", "bayesncl_rho0.3_kl3e-4", "rho 0.3, lambda 3e-4", (1, 2, 3, 4, 5), True),
+    Row("shared backgrounds", "study_budget_200", "bayesncl_rho0.3_kl1e-4", "the sweep's pick (rho 0.3, lambda 1e-4)", (1, 2, 3, 4, 5), True),
+    Row("shared backgrounds", "study_budget_200", "bayesncl_concrete", "binary-concrete gate, paper's setting", (1, 2, 3)),
+    Row("plain Fashion-MNIST", "study_budget_fmnist_200", "bayesncl", "paper's setting (rho 0.8, lambda 3e-5)", (1, 2, 3, 4, 5), True),
+    Row("plain Fashion-MNIST", "study_budget_fmnist_200", "bayesncl_rho0.3_kl3e-4", "rho 0.3, lambda 3e-4", (1, 2, 3, 4, 5), True),
+    Row("plain Fashion-MNIST", "study_budget_fmnist_200", "bayesncl_rho0.3_kl1e-4", "the sweep's pick (rho 0.3, lambda 1e-4)", (1, 2, 3, 4, 5), True),
+    Row("plain Fashion-MNIST", "study_budget_fmnist_200", "bayesncl_rho0.3_kl1e-4", "the sweep's pick, selection seeds", (1, 2, 3)),
+    Row("plain Fashion-MNIST", "study_budget_fmnist_200", "bayesncl_rho0.3_kl1e-4", "the sweep's pick, held-out seeds", (4, 5)),
+]  # fmt: skip
+HEADLINE_COMPARISONS = sum(row.headline for row in ROWS)
+
+
+def t_quantile(dof: int, p: float) -> float:
+    """The ``p`` quantile of Student's t with ``dof`` degrees of freedom (``p`` > 0.5), by
+    bisection on its distribution function (Simpson's rule on the density)."""
+    scale = math.exp(math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2)) / math.sqrt(dof * math.pi)
+
+    def density(x: float) -> float:
+        return scale * (1 + x * x / dof) ** (-(dof + 1) / 2)
+
+    def cdf(x: float, steps: int = 2000) -> float:
+        h = x / steps
+        total = density(0) + density(x)
+        total += sum((4 if i % 2 else 2) * density(i * h) for i in range(1, steps))
+        return 0.5 + total * h / 3
+
+    low, high = 0.0, 1000.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if cdf(mid) < p else (low, mid)
+    return (low + high) / 2
+
+
+def runs(folder: str) -> dict[tuple[str, int], dict]:
+    """The finished runs of a records folder, by (variant, seed)."""
+    found = {}
+    for path in sorted((RECORDS / folder / "runs").glob("*/result.json")):
+        record = json.loads(path.read_text())
+        found[(record["variant"], int(record["seed"]))] = record
+    return found
+
+
+def per_seed(row: Row, key: str) -> list[float]:
+    """``100 (B - N) / N`` for each seed of ``row``, with ``key`` a field of ``metrics``."""
+    records = runs(row.folder)
+    values = []
+    for seed in row.seeds:
+        ours = records[(row.variant, seed)]["metrics"][key]
+        ncl = records[("ncl", seed)]["metrics"][key]
+        values.append(100 * (ours - ncl) / ncl)
+    return values
+
+
+def interval(values: list[float], p: float = 0.975) -> tuple[float, float, float]:
+    """Mean and the two-sided t-interval (``p`` its upper quantile) over ``values``."""
+    mean = statistics.fmean(values)
+    half = t_quantile(len(values) - 1, p) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+def _seeds(seeds: tuple[int, ...]) -> str:
+    return (
+        f"{seeds[0]}-{seeds[-1]}"
+        if seeds == tuple(range(seeds[0], seeds[-1] + 1))
+        else ",".join(map(str, seeds))
+    )
+
+
+def _cell(mean: float, low: float, high: float) -> str:
+    return f"{mean:+.1f}% [{low:+.1f}, {high:+.1f}]"
+
+
+def table() -> str:
+    """The Markdown table: the study's rows, then the paper's."""
+    bonferroni = 1 - 0.05 / (2 * HEADLINE_COMPARISONS)
+    lines = [
+        "| dataset (classes), 200 epochs | BayesNCL setting | seeds | raw consistency vs NCL | "
+        f"chance-corrected vs NCL | chance-corrected, Bonferroni (m = {HEADLINE_COMPARISONS}) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in ROWS:
+        raw = per_seed(row, "semantic_consistency")
+        gain = per_seed(row, "semantic_consistency_gain")
+        corrected = _cell(*interval(gain, bonferroni)) if row.headline else ""
+        lines.append(
+            f"| {row.dataset} (10) | {row.setting} | {_seeds(row.seeds)} | {_cell(*interval(raw))} | "
+            f"{_cell(*interval(gain))} | {corrected} |"
+        )
+    for dataset, classes, ncl, ours in PAPER:
+        lines.append(
+            f"| paper: {dataset} ({classes}) | paper's setting | not reported | "
+            f"{100 * (ours - ncl) / ncl:+.1f}% ({ours:.2f} vs {ncl:.2f}) | not reported | |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def figure(path: Path) -> None:
+    """The table as one picture: each comparison's mean and 95% interval, the paper's beside."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels, raws, gains = [], [], []
+    for row in ROWS:
+        labels.append(f"{row.dataset}: {row.setting}, seeds {_seeds(row.seeds)}")
+        raws.append(interval(per_seed(row, "semantic_consistency")))
+        gains.append(interval(per_seed(row, "semantic_consistency_gain")))
+    fig, (left, right) = plt.subplots(
+        1, 2, figsize=(12, 5.2), gridspec_kw={"width_ratios": [3, 1.1]}, sharey=False
+    )
+    ys = list(range(len(labels)))[::-1]
+    for offset, values, colour, name in (
+        (0.15, raws, "tab:orange", "raw consistency"),
+        (-0.15, gains, "tab:blue", "chance-corrected (consistency - shuffled)"),
+    ):
+        for y, (mean, low, high) in zip(ys, values, strict=True):
+            left.errorbar(mean, y + offset, xerr=[[mean - low], [high - mean]], fmt="o",
+                          color=colour, capsize=3, label=name)  # fmt: skip
+            name = None
+    left.axvline(0, color="grey", lw=0.8)
+    left.set_yticks(ys, labels, fontsize=8)
+    left.set_xlabel("BayesNCL relative to NCL, % (mean and 95% interval over paired seeds)")
+    left.set_title("This study: 5,000 images, 32 px, ResNet-18, 200 epochs (CPU)", fontsize=10)
+    left.legend(fontsize=8, loc="upper right", bbox_to_anchor=(1.0, 0.5))
+    names = [f"{dataset}\n({classes} classes)" for dataset, classes, _, _ in PAPER]
+    values = [100 * (ours - ncl) / ncl for _, _, ncl, ours in PAPER]
+    right.barh(names[::-1], values[::-1], color="tab:orange")
+    for y, value in enumerate(values[::-1]):
+        right.text(value + 2, y, f"+{value:.1f}%", va="center", fontsize=9)
+    right.set_xlim(0, 175)
+    right.set_title("The paper: raw, vs NCL", fontsize=10)
+    right.set_xlabel("%")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m study.relative", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--out-md", type=Path, default=RECORDS / "relative.md")
+    parser.add_argument(
+        "--out-png", type=Path, default=ROOT / "docs" / "img" / "relative_to_ncl.png"
+    )
+    args = parser.parse_args(argv)
+    text = table()
+    args.out_md.write_text(
+        "BayesNCL against NCL in the paper's terms, written by `python -m study.relative` from "
+        "`study/records/*/runs/*/result.json`: per seed `100 (B - N) / N`, mean and 95% "
+        "t-interval over the paired seeds.\n\n" + text
+    )
+    figure(args.out_png)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
