@@ -1,9 +1,11 @@
-"""The README's and docs/results.md's comparison tables say what the results folders hold.
+"""The README's and docs/results.md's tables say what the study's records hold.
 
-The findings' tables are written by hand from each folder's ``paired_differences.csv`` (BayesNCL
-minus NCL, paired by seed) and ``results.csv`` (each setting's mean and spread over its seeds).
-These tests read the tables back and recompute every cell from the CSVs, so a figure copied
-wrong, or left behind when a later seed changes the folder, fails here.
+docs/results.md's comparison tables are written by hand from each folder's
+``paired_differences.csv`` (BayesNCL minus NCL, paired by seed) and ``results.csv`` (each
+setting's mean and spread over its seeds); the README's four-method table from the ``cpu``
+folder's ``results.csv``; the README's findings table by ``python -m study.relative`` from the
+runs' ``result.json``. These tests read the tables back and recompute every cell, so a figure
+copied wrong, or left behind when a later seed changes the folder, fails here.
 """
 
 from __future__ import annotations
@@ -26,23 +28,11 @@ SETTINGS = {
     "rho 0.3, lambda 3e-4": "bayesncl_rho0.3_kl3e-4",
     "the sweep's pick (rho 0.3, lambda 1e-4)": "bayesncl_rho0.3_kl1e-4",
 }
-# Row labels (their start) and the CSV columns their cells hold, in order.
-ROWS = {
-    "class consistency gain": ["consistency_gain"],
-    "background consistency gain": ["bg_consistency_gain"],
-    "background-dominated share": ["bg_dims_share"],
-    "converged class probe": ["probe_top1"],
-    "solo-learn's probe / kNN": ["linear_top1", "knn_top1"],
-    "solo-learn's probe": ["linear_top1"],
-    "kNN": ["knn_top1"],
-    "active dimensions": ["active_dims"],
-}
 NUMBER = r"[+-]?\d+(?:\.\d+)?"
 CELL = re.compile(
     rf"^(?P<mean>{NUMBER})(?: ± (?P<std>{NUMBER}))? \[(?P<low>{NUMBER}), (?P<high>{NUMBER})\]"
     r"(?P<star> \*)?$"
 )
-REFERENCE = re.compile(rf"\(NCL (?P<mean>{NUMBER}) ± (?P<std>{NUMBER})%?\)")
 
 
 def _tables(document: str, title: str) -> list[list[list[str]]]:
@@ -73,12 +63,6 @@ def _paired(folder: str) -> dict[tuple[str, str], dict[str, str]]:
         return {(row["method"], row["column"]): row for row in csv.DictReader(handle)}
 
 
-def _gate_differences(folder: str) -> dict[str, tuple[str, str]]:
-    """Each row of ``gates.md``: its seeds and its class - background open-rate difference."""
-    table = _tables(f"{folder}/gates.md", "row")[0]
-    return {row[0]: (row[1], row[-1]) for row in table[1:]}
-
-
 def _means(folder: str) -> dict[str, dict[str, str]]:
     with open(ROOT / folder / "results.csv", newline="") as handle:
         return {row["method"]: row for row in csv.DictReader(handle)}
@@ -96,66 +80,84 @@ def _assert_paired_cell(text: str, record: dict[str, str], where: str) -> None:
     assert (match["star"] is not None) == excludes_zero, f"{where}: the star"
 
 
-# The gate's row: how much more often the gate opens u's class-dominated dimensions than its
-# background-dominated ones, each setting's own difference over its seeds (``gates.md``).
-GATE_ROW = "gate: open rate of class- minus background-dominated dims"
-GATE_CELL = re.compile(
-    rf"^(?P<mean>{NUMBER}) \[(?P<low>{NUMBER}), (?P<high>{NUMBER})\](?P<star> \*)?$"
-)
+# The gate: how much more often it opens u's class-dominated dimensions than its
+# background-dominated ones, each setting's own difference over its seeds (``gates.md``), as
+# docs/results.md quotes it beside the two open rates.
+GATE_QUOTES = {
+    "bayesncl": "(open rate {background} and {cls}, difference {difference})",
+    "bayesncl_rho0.3_kl1e-4": "({background} against {cls}, {difference})",
+}
 
 
-def _assert_gate_cell(text: str, gates: tuple[str, str], seeds: str, setting: str) -> None:
-    where = f"shared backgrounds, {setting}, gate"
-    cell, held = GATE_CELL.match(text), GATE_CELL.match(gates[1])
-    assert cell and held, f"{where}: cannot read {text!r} or gates.md's {gates[1]!r}"
-    assert gates[0] == seeds[-1], f"{where}: gates.md has {gates[0]} seeds"
-    for part in ("mean", "low", "high"):
-        _assert_rounds_to(cell[part], float(held[part]), f"{where}, {part}")
-    excludes_zero = float(held["low"]) > 0 or float(held["high"]) < 0
-    assert (cell["star"] is not None) == excludes_zero, f"{where}: the star"
+def test_the_gate_figures_in_docs_results_are_what_gates_md_holds():
+    table = _tables("study/records/study_budget_200/gates.md", "row")[0]
+    rows = {row[0]: row for row in table[1:]}
+    text = " ".join((ROOT / "docs/results.md").read_text().split())
+    for method, quote in GATE_QUOTES.items():
+        row = rows[method]
+        assert row[1] == "5", f"{method}: gates.md has {row[1]} seeds"
+        figures = {
+            "background": row[4].split(" +- ")[0],
+            "cls": row[5].split(" +- ")[0],
+            "difference": row[-1],
+        }
+        assert quote.format(**figures) in text, f"{method}: {quote.format(**figures)}"
 
 
-TABLES = _tables("README.md", "BayesNCL - NCL")
+# The README's findings: one table of BayesNCL's consistency relative to NCL's, written by
+# ``python -m study.relative`` (study/tests/test_relative.py recomputes its cells independently).
+README_FINDINGS = _tables("README.md", "dataset (classes), 200 epochs")
 
 
-def test_the_readme_has_a_comparison_table_for_each_dataset():
-    titles = [table[0][0] for table in TABLES]
+def test_the_readme_has_one_findings_table_with_both_datasets_and_the_papers_figures():
+    assert len(README_FINDINGS) == 1, "the README's Findings are one table"
+    datasets = {row[0] for row in README_FINDINGS[0][1:]}
     for dataset in FOLDERS:
-        assert any(dataset in title for title in titles), f"no README table for {dataset}"
+        assert f"{dataset} (10)" in datasets, f"no README findings row for {dataset}"
+    for paper in ("ImageNet-100", "CIFAR-100", "CIFAR-10"):
+        assert any(paper in name for name in datasets), paper
 
 
-@pytest.mark.parametrize("table", TABLES, ids=[table[0][0] for table in TABLES])
-def test_every_cell_of_the_readme_comparison_is_the_paired_difference_the_results_hold(table):
-    header, body = table[0], table[1:]
-    dataset = next(name for name in FOLDERS if name in header[0])
-    folder = FOLDERS[dataset]
-    paired, means = _paired(folder), _means(folder)
+def test_every_cell_of_the_readme_findings_is_what_the_records_give():
+    from study.relative import table
+
+    lines = table().splitlines()
+    written = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
+    expected = [written[0]] + written[2:]
+    assert README_FINDINGS[0] == expected
+
+
+def test_the_kept_relative_table_is_what_the_records_give():
+    from study.relative import table
+
+    kept = (ROOT / "study/records/relative.md").read_text()
+    assert kept.endswith(table()), "rerun python -m study.relative"
+
+
+# The README's side-by-side table of the four methods: the cpu preset's kept results.
+CPU_COLUMNS = {
+    "linear top-1": "linear_top1",
+    "kNN top-1": "knn_top1",
+    "semantic consistency": "semantic_consistency",
+    "label-shuffled": "consistency_shuffled",
+    "consistency gain": "consistency_gain",
+    "active dims (of 256)": "active_dims",
+    "s per epoch": "s_per_epoch",
+}
+
+
+def test_the_readme_four_method_table_is_the_cpu_presets_kept_table():
+    (four,) = _tables("README.md", "method")[:1]
+    header, body = four[0], four[1:]
+    assert [row[0] for row in body] == ["simclr", "mocov2plus", "ncl", "bayesncl"]
+    means = _means("study/records/cpu")
     checked = 0
-    for column, title in enumerate(header[1:], start=1):
-        setting, _, seeds = title.rpartition(", seeds ")
-        method = SETTINGS[setting]
-        for row in body:
-            if row[0].startswith(GATE_ROW):
-                _assert_gate_cell(row[column], _gate_differences(folder)[method], seeds, setting)
-                checked += 1
-                continue
-            label = next((key for key in ROWS if row[0].startswith(key)), None)
-            assert label is not None, f"{dataset}: no results column for the row {row[0]!r}"
-            for part, name in zip(row[column].split(" / "), ROWS[label], strict=True):
-                where = f"{dataset}, {setting}, {name}"
-                record = paired[(method, name)]
-                assert record["seeds"].split() == [
-                    str(seed) for seed in range(int(seeds[0]), int(seeds[-1]) + 1)
-                ], where
-                _assert_paired_cell(part, record, where)
-                checked += 1
-            reference = REFERENCE.search(row[0])
-            if reference and column == 1:
-                name = ROWS[label][0]
-                ncl = means["ncl"]
-                _assert_rounds_to(reference["mean"], float(ncl[name]), f"{dataset}, NCL {name}")
-                _assert_rounds_to(reference["std"], float(ncl[f"{name}_std"]), f"{dataset}, NCL")
-    assert checked >= 5 * (len(header) - 1)
+    for row in body:
+        for column, title in enumerate(header[1:], start=1):
+            name = CPU_COLUMNS[title]
+            _assert_rounds_to(row[column], float(means[row[0]][name]), f"cpu, {row[0]}, {name}")
+            checked += 1
+    assert checked == 4 * len(CPU_COLUMNS)
 
 
 # docs/results.md's tables: one row per figure, a column of mean ± std per setting (NCL's first)
