@@ -65,9 +65,14 @@ class RecordsError(ValueError):
     records under its name."""
 
 
-def load_result(result_file: Path) -> dict[str, Any]:
+def load_result(
+    result_file: Path,
+    what: str = "a finished run's result",
+    redo: str = "the run is trained again",
+) -> dict[str, Any]:
     """The object a run's ``result.json`` holds, as written; :class:`RecordsError` naming the
-    file when it cannot be read, is not JSON (half-written) or holds no JSON object."""
+    file when it cannot be read, is not JSON (half-written) or holds no JSON object. A stage's
+    record is read the same way, ``what`` it is and what removing it does (``redo``) named."""
     problem = None
     try:
         result = json.loads(Path(result_file).read_text())
@@ -82,8 +87,8 @@ def load_result(result_file: Path) -> dict[str, Any]:
             problem = f"a JSON {_json_kind(result)}, not an object"
     if problem is not None:
         raise RecordsError(
-            f"{result_file}: not a finished run's result ({problem}); it was cut short or "
-            "edited: restore it, or remove it and the run is trained again"
+            f"{result_file}: not {what} ({problem}); it was cut short or edited: restore it, "
+            f"or remove it and {redo}"
         )
     return result
 
