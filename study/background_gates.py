@@ -73,6 +73,27 @@ def _checkpoint(run_dir: Path, result: dict[str, Any]) -> Path | None:
     return found if found is not None and found.is_file() else None
 
 
+def _kept_measures(kept: Path) -> dict[str, Any]:
+    """The measures kept in ``kept``; exits with one line naming it when it is not a JSON
+    object (cut short, edited)."""
+    try:
+        measures = json.loads(kept.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        problem = "not valid JSON" + (
+            f" at line {err.lineno} column {err.colno}"
+            if isinstance(err, json.JSONDecodeError)
+            else ""
+        )
+    else:
+        if isinstance(measures, dict):
+            return measures
+        problem = f"a JSON {type(measures).__name__}, not an object"
+    raise SystemExit(
+        f"error: {kept}: not the gate measures of a run ({problem}); it was cut short or "
+        "edited: remove it, and they are measured again from the run's checkpoint"
+    )
+
+
 def with_gate_measures(
     run_dir: Path,
     result: dict[str, Any],
@@ -91,7 +112,7 @@ def with_gate_measures(
         return result
     wanted = GATE_KEYS + PROBABILITY_KEYS
     kept = run_dir / MEASURES_FILE
-    measures = json.loads(kept.read_text()) if kept.is_file() else {}
+    measures = _kept_measures(kept) if kept.is_file() else {}
     if not all(key in {**measures, **background} for key in wanted):
         checkpoint = _checkpoint(run_dir, result)
         if checkpoint is not None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from solo_bayesncl.benchmark.records import read_result
+from solo_bayesncl.benchmark.records import RecordsError, read_result
 from solo_bayesncl.benchmark.table import run_name
 
 __all__ = [
@@ -42,13 +42,17 @@ def finished_runs(
 ) -> list[tuple[Path, dict[str, Any]]]:
     """``(run folder, result)`` of each finished run under ``results_dir/runs`` (of the rows, and
     seeds, ``methods`` selects when given), read without a preset, so whatever version of the
-    code ran them; exits with a one-line error naming the folder when there are none."""
+    code ran them; exits with a one-line error naming the folder when there are none, or the
+    file when a ``result.json`` is not a result (half-written, edited)."""
     runs = results_dir / "runs"
     if not runs.is_dir():
         raise SystemExit(f"error: {runs} does not exist: pass a benchmark results folder")
     found = []
     for result_file in sorted(runs.glob("*/result.json")):
-        result = read_result(result_file.parent)
+        try:
+            result = read_result(result_file.parent)
+        except RecordsError as err:
+            raise SystemExit(f"error: {err}") from None
         if _selected(result, methods):
             found.append((result_file.parent, result))
     if not found:
@@ -88,15 +92,24 @@ def folder_rows(results_dir: Path, methods: str | None) -> Rows | None:
     if not table.is_file():
         return None
     with open(table, newline="") as f:
-        rows = {
-            row["method"]: (
-                frozenset(int(seed) for seed in row["seed_list"].split())
-                if row.get("seed_list")
-                else None
-            )
-            for row in csv.DictReader(f)
-        }
+        rows = {row["method"]: _seed_list(table, row) for row in csv.DictReader(f)}
     return rows or None
+
+
+def _seed_list(table: Path, row: dict[str, str]) -> frozenset[int] | None:
+    """The seeds a row of ``results.csv`` lists (None: the column is absent or empty); exits
+    with a one-line error naming the table and the row when they are not whole numbers."""
+    text = row.get("seed_list")
+    if not text:
+        return None
+    try:
+        return frozenset(int(seed) for seed in text.split())
+    except ValueError:
+        raise SystemExit(
+            f"error: {table}: row {row.get('method')}: seed_list {text!r} is not a list of seeds "
+            "(whole numbers separated by spaces, e.g. '1 2 3'); fix the row, or pass --methods "
+            "to read the runs without the table"
+        ) from None
 
 
 def finished_results(results_dir: Path, methods: Rows | None = None) -> list[dict[str, Any]]:

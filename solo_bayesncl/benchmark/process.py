@@ -9,6 +9,8 @@ that started it ends (Ctrl-C, SIGTERM or SIGKILL of the parent: :func:`watch_par
 A run being trained is locked (``RUN_DIR/lock``, holding the benchmark's process id,
 :func:`run_lock`): a second benchmark on the same results folder gets :class:`RunBusy` instead
 of training it a second time beside the first; the lock of a process that died is taken over.
+A lock that cannot be taken for another reason (a folder in its place) is
+:class:`RunLockError`, naming it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ __all__ = [
     "Interrupted",
     "RunBusy",
     "RunFailed",
+    "RunLockError",
     "Terminated",
     "handle_sigterm",
     "run_lock",
@@ -69,6 +72,11 @@ class RunBusy(RuntimeError):
     def __init__(self, message: str, holder: str) -> None:
         super().__init__(message)
         self.holder = holder
+
+
+class RunLockError(RuntimeError):
+    """A run's lock cannot be taken (``RUN_DIR/lock`` is a folder, or cannot be written): the
+    message names it and what to do."""
 
 
 class Terminated(BaseException):
@@ -199,18 +207,31 @@ def _run_child(spec_file: Path, log_file: Path, status_file: Path, display) -> i
 @contextlib.contextmanager
 def run_lock(run_dir: Path, label: str):
     """Holds ``run_dir/lock`` while the run (``label``: "<row> seed <seed>") trains;
-    :class:`RunBusy` when another live benchmark holds it."""
-    try:
-        with hold_lock(run_dir / "lock"):
-            yield
-    except LockedError as err:
-        who = f"process {err.pid}" if err.pid is not None else "another process"
-        raise RunBusy(
-            f"{label} is being trained by another benchmark ({who}, lock "
-            f"{err.path}); wait for it to end, then run this command again: it skips the "
-            "finished runs (or pass --leave-busy to train the other runs meanwhile)",
-            holder=f"{who}, lock {err.path}",
-        ) from None
+    :class:`RunBusy` when another live benchmark holds it, :class:`RunLockError` when it cannot
+    be taken otherwise (only errors of taking it: the block's own pass through)."""
+    lock = run_dir / "lock"
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(hold_lock(lock))
+        except LockedError as err:
+            who = f"process {err.pid}" if err.pid is not None else "another process"
+            raise RunBusy(
+                f"{label} is being trained by another benchmark ({who}, lock "
+                f"{err.path}); wait for it to end, then run this command again: it skips the "
+                "finished runs (or pass --leave-busy to train the other runs meanwhile)",
+                holder=f"{who}, lock {err.path}",
+            ) from None
+        except IsADirectoryError:
+            raise RunLockError(
+                f"{label}: its lock {lock} is a folder, not a lock file; remove it (nothing of "
+                "the run is in it) and run the same command again"
+            ) from None
+        except OSError as err:
+            raise RunLockError(
+                f"{label}: cannot take its lock {lock} ({err.strerror or err}); make the run "
+                "folder writable and run the same command again"
+            ) from None
+        yield
 
 
 def train_in_child(spec: dict[str, Any], run_dir: Path, display, run_progress, log) -> None:

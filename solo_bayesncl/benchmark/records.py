@@ -10,7 +10,9 @@ to the zoo); the tables, the budget curves, ``budget --shorter`` and ``backgroun
 run that logged its gate measures need nothing but the records.
 
 ``result.json`` files written before the records were relative name absolute paths;
-:func:`read_result` finds those files inside the run folder when it has moved since.
+:func:`read_result` finds those files inside the run folder when it has moved since. Every
+reader goes through :func:`load_result`, which refuses a ``result.json`` that is not a result
+(cut short by a full disk or a copy, edited by hand) with :class:`RecordsError` naming it.
 
 A study trains in a folder of its own (a pinned worktree, another disk) and keeps its finished
 runs in the committed one: :func:`keep_run_records` copies a finished run's records there, and
@@ -37,6 +39,7 @@ __all__ = [
     "add_commit_lines",
     "commit_line",
     "keep_run_records",
+    "load_result",
     "located",
     "read_result",
     "recorded_path",
@@ -57,8 +60,42 @@ COMMIT_FILE = "COMMIT"
 
 
 class RecordsError(ValueError):
-    """A run's records cannot be kept: it is not finished, its code was not a commit, or the
-    results folder already holds different records under its name."""
+    """A run's records cannot be read or kept: its ``result.json`` is not a result, the run is
+    not finished, its code was not a commit, or the results folder already holds different
+    records under its name."""
+
+
+def load_result(
+    result_file: Path,
+    what: str = "a finished run's result",
+    redo: str = "the run is trained again",
+) -> dict[str, Any]:
+    """The object a run's ``result.json`` holds, as written; :class:`RecordsError` naming the
+    file when it cannot be read, is not JSON (half-written) or holds no JSON object. A stage's
+    record is read the same way, ``what`` it is and what removing it does (``redo``) named."""
+    problem = None
+    try:
+        result = json.loads(Path(result_file).read_text())
+    except json.JSONDecodeError as err:
+        problem = f"not valid JSON at line {err.lineno} column {err.colno}: {err.msg}"
+    except UnicodeDecodeError:
+        problem = "not text"
+    except OSError as err:
+        problem = f"cannot be read: {err.strerror or err}"
+    else:
+        if not isinstance(result, dict):
+            problem = f"a JSON {_json_kind(result)}, not an object"
+    if problem is not None:
+        raise RecordsError(
+            f"{result_file}: not {what} ({problem}); it was cut short or edited: restore it, "
+            f"or remove it and {redo}"
+        )
+    return result
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
 
 
 def recorded_path(run_dir: Path, path: str | Path) -> str:
@@ -87,8 +124,9 @@ def located(run_dir: Path, recorded: str | Path) -> Path:
 
 def read_result(run_dir: Path) -> dict[str, Any]:
     """A finished run's ``result.json``, with the files it names (:data:`RECORDED_PATHS`)
-    resolved by :func:`located` to absolute paths."""
-    result = json.loads((run_dir / "result.json").read_text())
+    resolved by :func:`located` to absolute paths (:class:`RecordsError` as
+    :func:`load_result` says)."""
+    result = load_result(run_dir / "result.json")
     for key in RECORDED_PATHS:
         if result.get(key):
             result[key] = str(located(run_dir.absolute(), result[key]))
@@ -114,7 +152,7 @@ def records_to_keep(source_run: Path, kept_run: Path) -> list[str]:
     result_file = source_run / "result.json"
     if not result_file.is_file():
         raise RecordsError(f"{source_run}: not finished (no result.json); nothing is kept of it")
-    dirty = json.loads(result_file.read_text()).get("dirty")
+    dirty = load_result(result_file).get("dirty")
     if dirty is not False:
         raise RecordsError(
             f"{result_file}: dirty is {json.dumps(dirty)}: the run was not trained from a commit "

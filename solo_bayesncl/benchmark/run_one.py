@@ -50,7 +50,7 @@ from solo_bayesncl.benchmark.process import (
     watch_parent,
 )
 from solo_bayesncl.benchmark.progress import STAGES, StatusFile, read_status
-from solo_bayesncl.benchmark.records import recorded_path
+from solo_bayesncl.benchmark.records import load_result, recorded_path
 from solo_bayesncl.benchmark.stages import (
     StageUnfinished,
     ValidationPass,
@@ -113,7 +113,9 @@ def run(spec_path: Path) -> dict[str, Any]:
                 finished_at=dt.datetime.now().isoformat(timespec="seconds"),
             )
             _write_json(path, data)
-        stages[name] = json.loads(path.read_text())
+        stages[name] = load_result(
+            path, f"the record of a finished {name} stage", f"the {name} stage runs again"
+        )
         return stages[name]
 
     ckpt = stage("pretrain", lambda: pretrain_stage(spec, run_dir, status))["checkpoint"]

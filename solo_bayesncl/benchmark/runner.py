@@ -35,6 +35,7 @@ from solo_bayesncl.benchmark.records import (
     RecordsError,
     add_commit_lines,
     keep_run_records,
+    load_result,
     read_result,
     records_to_keep,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "RunBusy",
     "RunFailed",
     "check_configs",
+    "check_seeds",
     "run_benchmark",
     "run_key",
     "write_outputs",
@@ -219,8 +221,8 @@ def keep_records(
     finished = [name for name in names if (source_runs / name / "result.json").is_file()]
     if not finished:
         raise PresetError(f"no finished run of preset {preset.name} in {source_runs}")
-    results = [json.loads((source_runs / name / "result.json").read_text()) for name in finished]
     try:
+        results = [load_result(source_runs / name / "result.json") for name in finished]
         for name in finished:  # every check first: a refusal writes nothing
             records_to_keep(source_runs / name, out_dir / "runs" / name)
         for name in finished:
@@ -233,11 +235,24 @@ def keep_records(
     return write_tables(preset, out_dir, log=log)
 
 
+def check_seeds(preset: Preset, seeds: Sequence[int] | None) -> None:
+    """Raises :class:`PresetError` naming the first of ``seeds`` (``--seeds``) that is not one
+    of the preset's, and the preset's seeds."""
+    unknown = sorted(set(seeds or ()) - set(preset.seeds))
+    if unknown:
+        raise PresetError(
+            f"--seeds {unknown[0]} is not a seed of preset {preset.name}; its seeds: "
+            + ", ".join(str(s) for s in preset.seeds)
+        )
+
+
 def _finished(result_file: Path, protocol: str) -> bool:
-    """A run is finished when its result exists (with the paper figures when asked for)."""
+    """A run is finished when its result exists (with the paper figures when asked for);
+    :class:`~solo_bayesncl.benchmark.records.RecordsError` when the figures are to be read from
+    a result that is not one."""
     if not result_file.is_file():
         return False
-    return protocol != "paper" or "metrics_paper" in json.loads(result_file.read_text())
+    return protocol != "paper" or "metrics_paper" in load_result(result_file)
 
 
 def _run_spec(preset: Preset, method: str, seed: int, protocol: str) -> dict[str, Any]:
@@ -312,13 +327,7 @@ def run_benchmark(
     linear_epochs = int(preset.linear.get("max_epochs", 100))
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
     log(f"[out]  results folder: {out_dir}")
-    if seeds is not None:
-        unknown = sorted(set(seeds) - set(preset.seeds))
-        if unknown:
-            raise PresetError(
-                f"--seeds {unknown[0]} is not a seed of preset {preset.name}; its seeds: "
-                + ", ".join(str(s) for s in preset.seeds)
-            )
+    check_seeds(preset, seeds)
     plan = [
         (seed, method)
         for seed in preset.seeds
@@ -330,7 +339,7 @@ def run_benchmark(
     times = StageTimes()  # the pace of every stage, as the finished runs measured it
     for folder in folders:
         if (folder / "result.json").is_file():
-            times.learn(json.loads((folder / "result.json").read_text()), linear_epochs)
+            times.learn(load_result(folder / "result.json"), linear_epochs)
     total = sum(run.total for run in progresses)
     display = ProgressDisplay(total, runs=progresses, times=times) if progress else None
     if display is not None and log is print:
@@ -356,7 +365,7 @@ def run_benchmark(
                 continue
             if trained:
                 log(f"[done] {method} seed {seed}: {run_dir / 'result.json'}")
-                times.learn(json.loads((run_dir / "result.json").read_text()), linear_epochs)
+                times.learn(load_result(run_dir / "result.json"), linear_epochs)
             results.append(read_result(run_dir))
     finally:
         if display is not None:

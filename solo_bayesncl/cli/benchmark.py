@@ -4,8 +4,10 @@
 folder a study trains in) in ``--out`` (their records and commits), then writes the table.
 
 Exit status: 0 done, 1 a run failed (its log and its error are named), 2 a bad preset, override
-or command line, or a run another benchmark is training in the same results folder, 130
-interrupted by Ctrl-C (143 by SIGTERM): run the same command again to resume.
+or command line (``--seeds`` the preset does not have), a run another benchmark is training in
+the same results folder, a run's ``result.json`` that is not a result or its lock that cannot be
+taken (each named), 130 interrupted by Ctrl-C (143 by SIGTERM): run the same command again to
+resume.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_seed_list,
         default=None,
         help="comma-separated seeds of the preset to run now (default: all); the table covers "
-        "every finished run of the preset",
+        "every finished run of the preset (with --table-only or --keep-records-from too: the "
+        "seeds are checked, and the table still covers every finished run)",
     )
     parser.add_argument(
         "--leave-busy",
@@ -108,16 +111,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     from solo_bayesncl.host.availability import require_solo_learn
 
     require_solo_learn("the benchmark")
-    from solo_bayesncl.benchmark.process import Interrupted, RunBusy, RunFailed
-    from solo_bayesncl.benchmark.runner import keep_records, run_benchmark, write_tables
+    from solo_bayesncl.benchmark.process import Interrupted, RunBusy, RunFailed, RunLockError
+    from solo_bayesncl.benchmark.records import RecordsError
+    from solo_bayesncl.benchmark.runner import (
+        check_seeds,
+        keep_records,
+        run_benchmark,
+        write_tables,
+    )
 
     if args.table_only or args.keep_records_from:
         try:
+            check_seeds(preset, args.seeds)
+            if args.seeds is not None:
+                print(
+                    f"[note] --seeds {','.join(map(str, args.seeds))}: the table covers every "
+                    f"finished run of preset {preset.name} (--seeds chooses the runs to train)"
+                )
             if args.keep_records_from:
                 keep_records(preset, args.keep_records_from, args.out)
             else:
                 write_tables(preset, args.out, protocol=args.protocol)
-        except PresetError as err:
+        except (PresetError, RecordsError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
         except RunFailed as err:
@@ -134,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KeyboardInterrupt, Interrupted) as err:
         print(INTERRUPTED, file=sys.stderr)
         return 128 + getattr(err, "signum", signal.SIGINT)
-    except (PresetError, RunBusy) as err:
+    except (PresetError, RunBusy, RunLockError, RecordsError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except RunFailed as err:

@@ -237,6 +237,7 @@ class _BernoulliKL(torch.autograd.Function):
     With ``a = clamp(alpha, eps, 1 - eps)``, ``c = log(1 - a) - log(1 - rho)`` and
     ``d = log a - log rho - c``, the per-gate KL is ``a (log a - log rho) + (1 - a) c = a d + c``
     and its derivative in ``alpha`` is ``d`` inside the clamp range, 0 outside (the clamp's).
+    A sum that rounding makes negative is 0 and passes no gradient, as in the definition.
     """
 
     @staticmethod
@@ -247,16 +248,18 @@ class _BernoulliKL(torch.autograd.Function):
         closed = torch.rsub(alpha, 1.0).log_().sub_(math.log1p(-rho))
         logit_diff = torch.log(alpha).sub_(math.log(rho)).sub_(closed)
         kl = closed.addcmul_(alpha, logit_diff).sum(dim=-1).mean()  # in place: c is not kept
+        negative = kl < 0  # rounding below 0 (gates at the prior); NaN is kept, as its gradient
         # the clamp passes gradient strictly inside (eps, 1 - eps): the gradient d is zeroed,
         # once and in place, where alpha is clamped (NaN is neither, and stays NaN)
         clamped = (alpha <= eps).logical_or_(alpha >= 1.0 - eps)
-        ctx.save_for_backward(logit_diff.masked_fill_(clamped, 0.0))
+        ctx.save_for_backward(logit_diff.masked_fill_(clamped, 0.0), negative)
         ctx.rows = probs.numel() // max(probs.shape[-1], 1) if probs.ndim else 1
         ctx.dtype = probs.dtype
-        return kl
+        return kl.masked_fill_(negative, 0.0)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        (gradient,) = ctx.saved_tensors
-        return (gradient * (grad / ctx.rows)).to(ctx.dtype), None, None
+        gradient, negative = ctx.saved_tensors
+        scale = (grad / ctx.rows).masked_fill_(negative, 0.0)
+        return (gradient * scale).to(ctx.dtype), None, None

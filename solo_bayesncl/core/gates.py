@@ -157,8 +157,11 @@ def bernoulli_kl(
     ``KL = sum_k [alpha_k log(alpha_k / rho) + (1 - alpha_k) log((1 - alpha_k) / (1 - rho))]``
 
     with ``alpha`` and ``rho`` clamped to ``[eps, 1 - eps]`` (official eps = 0.01), computed in
-    float32 whatever the input precision. The loss modules compute it with
-    ``fused_losses.bernoulli_kl`` (:func:`bernoulli_kl_prior` checks their inputs).
+    float32 whatever the input precision. A KL is never negative: where gates at (or within
+    rounding of) the prior make the rounded sum fall below 0 (down to -2e-5 for ``alpha == rho``
+    in float32), it is 0, and passes no gradient back, as a clamp would (a NaN sum stays NaN,
+    with its gradient). The loss modules compute it with ``fused_losses.bernoulli_kl``
+    (:func:`bernoulli_kl_prior` checks their inputs).
 
     Args:
         probs: gate probabilities ``alpha`` in [0, 1], shape ``(N, k)`` with ``N >= 1``; NaN
@@ -177,7 +180,8 @@ def bernoulli_kl(
     alpha = probs.float().clamp(eps, 1.0 - eps)
     open_ = alpha * (torch.log(alpha) - math.log(rho))
     closed = (1.0 - alpha) * (torch.log(1.0 - alpha) - math.log1p(-rho))
-    return (open_ + closed).sum(dim=-1).mean()
+    kl = (open_ + closed).sum(dim=-1).mean()
+    return kl.masked_fill(kl < 0, 0.0)  # rounding below 0; NaN is kept
 
 
 def bernoulli_kl_prior(

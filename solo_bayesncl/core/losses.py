@@ -145,7 +145,8 @@ def info_nce_loss(
         ValueError: ``temperature`` is not a finite number > 0 whose inverse is finite,
             ``v`` is not 2-D or has no rows, ``indexes`` does not match the rows of ``v``, and
             with ``check_inputs``: a row of ``v`` is not finite, has an L2 norm above 1 (not
-            normalised), or has no positive (its loss would be infinite).
+            normalised, beyond the rounding of ``v``'s dtype: :func:`norm_tolerance`), or has
+            no positive (its loss would be infinite).
     """
     temperature = _check_contrast(v, indexes, temperature)
     with torch.autocast(device_type=v.device.type, enabled=False):
@@ -183,28 +184,47 @@ def _contrasted(
     """``v`` in float32, the rows it is compared with (every process's under DDP, else ``v``
     itself), ``different[i, j]`` (row ``j`` of those is another image than row ``i``) and the
     column of row 0 among them; with ``check_inputs``, raises as :func:`info_nce_loss` says."""
+    tolerance = norm_tolerance(v.dtype)  # the precision the rows were normalised at
     v = v.float()
     all_v = gather_with_grad(v) if gather_distributed else v
     all_idx = gather_no_grad(indexes) if gather_distributed else indexes
     different = indexes[:, None] != all_idx[None, :]
     if check_inputs:
-        _check_rows(v, different)
+        _check_rows(v, different, tolerance)
     return v, all_v, different, v.shape[0] * rank() if gather_distributed else 0
 
 
-#: How far a row's L2 norm may exceed 1 and still count as normalised (float32 rounding).
+#: How far a float32 (or float64) row's L2 norm may exceed 1 and still count as normalised.
 NORM_TOLERANCE = 1e-3
 
 
-def _check_rows(v: torch.Tensor, different: torch.Tensor) -> None:
-    """Raises when rows of ``v`` are not finite, not L2-normalised (norm above 1) or have no
-    positive (one device read). ``different[i, j]``: row ``j`` of the gathered batch is another
-    image than row ``i`` (a row is the same image as itself, so it needs two same-image rows)."""
+def norm_tolerance(dtype: torch.dtype) -> float:
+    """How far the L2 norm of a row of ``dtype`` may exceed 1 and still count as normalised:
+    :data:`NORM_TOLERANCE`, or twice the dtype's machine epsilon when that is larger.
+
+    A unit row normalised in, or rounded to, a half-precision dtype (``normalize_rows`` of a
+    bf16 projector output under ``torch.autocast``) has its norm computed, the division done
+    and every entry rounded at that precision, each moving the norm by up to half an epsilon
+    (bf16: ``2^-8``, norms up to 1.005 seen): bf16 rows get ``2 * 2^-7 = 0.0156``, fp16 rows
+    ``2 * 2^-10 = 0.002``; a row that was never normalised is still far outside.
+    """
+    if not dtype.is_floating_point:
+        return NORM_TOLERANCE
+    return max(NORM_TOLERANCE, 2.0 * torch.finfo(dtype).eps)
+
+
+def _check_rows(
+    v: torch.Tensor, different: torch.Tensor, tolerance: float = NORM_TOLERANCE
+) -> None:
+    """Raises when rows of ``v`` are not finite, not L2-normalised (norm above ``1 +
+    tolerance``, :func:`norm_tolerance`) or have no positive (one device read).
+    ``different[i, j]``: row ``j`` of the gathered batch is another image than row ``i`` (a row
+    is the same image as itself, so it needs two same-image rows)."""
     norms = torch.linalg.vector_norm(v, dim=1)
     non_finite, unnormalised, lonely = torch.stack(
         [
             (~torch.isfinite(v)).any(dim=1).sum(),
-            (norms > 1 + NORM_TOLERANCE).sum(),
+            (norms > 1 + tolerance).sum(),
             ((~different).sum(dim=1) < 2).sum(),
         ]
     ).tolist()
@@ -214,7 +234,8 @@ def _check_rows(v: torch.Tensor, different: torch.Tensor) -> None:
     if unnormalised:
         raise ValueError(
             f"v: {unnormalised} of {n} rows have an L2 norm above 1; the loss reads L2-normalised "
-            "rows (zero rows allowed): normalise them first, e.g. with normalize_rows"
+            "rows (zero rows allowed): normalise them first, e.g. with normalize_rows (largest "
+            f"norm {float(norms.max()):.4g}, tolerance {tolerance:g})"
         )
     if lonely:
         raise ValueError(

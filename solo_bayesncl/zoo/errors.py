@@ -12,6 +12,7 @@ from solo_bayesncl.io.artifact import ArtifactError
 __all__ = [
     "ArtifactError",
     "ChecksumError",
+    "DownloadDeadlineError",
     "DownloadError",
     "ManifestError",
     "UnknownModelError",
@@ -65,3 +66,28 @@ class DownloadError(ZooError, OSError):
 
     def __str__(self) -> str:
         return self.args[0]
+
+
+class DownloadDeadlineError(DownloadError):
+    """The download, every URL together, took longer than its overall deadline; one line naming
+    the deadline, where it was set (``source``), what each URL tried did and the setting that
+    gives a slow connection more time (``setting``)."""
+
+    def __init__(
+        self,
+        name: str,
+        deadline: float,
+        source: str,
+        failures: list[tuple[str, str]],
+        setting: str,
+    ):
+        self.name = name
+        self.failures = failures
+        self.deadline = deadline
+        tried = "; ".join(f"{url}: {' '.join(reason.split())}" for url, reason in failures)
+        ZooError.__init__(
+            self,
+            f"could not download zoo entry {name!r} within its overall deadline of "
+            f"{deadline:g} s ({source}); nothing was kept; tried {tried or 'no URL'}; a larger "
+            f"{setting} gives a slow connection more time",
+        )

@@ -16,6 +16,12 @@ DOI through pooch's downloaders; what this module adds is the safety policy of t
   seconds, and also when the whole transfer takes longer than its deadline (``timeout`` plus the
   size at :data:`MIN_RATE`): a server that trickles a byte now and then never trips a per-read
   timeout, and would otherwise keep the download waiting forever;
+- the download as a whole, every URL together, has an overall deadline
+  (``$SOLO_BAYESNCL_DOWNLOAD_DEADLINE`` seconds, or ``total_deadline``; by default an hour, or
+  one URL's deadline when that is longer): past it no further URL is tried and
+  :class:`~.errors.DownloadDeadlineError` says so in one line, the partial file removed. A
+  transfer under way learns it at its next byte, or at its read timeout, which is never longer
+  than the time left;
 - a wrong checksum raises :class:`~.errors.ChecksumError` naming the entry and both hashes.
 """
 
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -33,7 +40,7 @@ from tqdm.auto import tqdm
 
 from solo_bayesncl.io.files import remove_stale_temporaries, replacing
 
-from .errors import ChecksumError, DownloadError
+from .errors import ChecksumError, DownloadDeadlineError, DownloadError, ZooError
 from .manifest import ZooEntry, find_entry
 
 log = logging.getLogger(__name__)
@@ -45,8 +52,13 @@ MIN_RATE = 10 * 1024
 #: Bytes per read while downloading (pooch defaults to 1 KiB, slow for 45 MB weights).
 _CHUNK = 1 << 20
 
+#: Seconds a whole download (every URL of the entry) may take, by default: an hour.
+DEFAULT_TOTAL_DEADLINE = 3600.0
+
 CACHE_ENV = "SOLO_BAYESNCL_CACHE"
 OFFLINE_ENV = "SOLO_BAYESNCL_OFFLINE"
+#: Environment variable overriding the overall deadline of a download, in seconds.
+DEADLINE_ENV = "SOLO_BAYESNCL_DOWNLOAD_DEADLINE"
 
 
 def cache_dir(path: str | os.PathLike[str] | None = None) -> Path:
@@ -88,6 +100,33 @@ def is_verified(path: Path, entry: ZooEntry) -> bool:
     )
 
 
+def overall_deadline(total_deadline: float | None, url_deadline: float) -> tuple[float, str]:
+    """Seconds a whole download may take and where that comes from: ``total_deadline`` when
+    given, else ``$SOLO_BAYESNCL_DOWNLOAD_DEADLINE``, else :data:`DEFAULT_TOTAL_DEADLINE` or
+    one URL's deadline ``url_deadline`` when that is longer (a mirror that keeps the minimal
+    rate is never cut by the default). :class:`~.errors.ZooError` for a value that is not a
+    number of seconds > 0."""
+    if total_deadline is not None:
+        where, text = f"total_deadline={total_deadline:g}", total_deadline
+    elif os.environ.get(DEADLINE_ENV, "").strip():
+        text = os.environ[DEADLINE_ENV].strip()
+        where = f"{DEADLINE_ENV}={text}"
+    else:
+        seconds = max(DEFAULT_TOTAL_DEADLINE, url_deadline)
+        return seconds, f"the default; set {DEADLINE_ENV} to change it"
+    try:
+        seconds = float(text)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        name = DEADLINE_ENV if total_deadline is None else "total_deadline"
+        raise ZooError(
+            f"{name}={text!r} is not a number of seconds > 0 (the longest a zoo download may "
+            "take, every mirror together)"
+        )
+    return seconds, where
+
+
 def _http_fetch(url: str, dest: Path, progress: bool, timeout: float, deadline: float) -> None:
     """``url`` into ``dest`` with requests (pooch's HTTP client), reading whatever has arrived
     (``read1``) so that the deadline is checked at least every ``timeout`` seconds."""
@@ -121,6 +160,7 @@ def download(
     progress: bool = True,
     timeout: float = DEFAULT_TIMEOUT,
     deadline: float | None = None,
+    total_deadline: float | None = None,
 ) -> Path:
     """Path of the verified artifact of ``entry`` (a name or a :class:`ZooEntry`).
 
@@ -131,12 +171,16 @@ def download(
         timeout: seconds without data before a URL is given up.
         deadline: seconds a URL's whole transfer may take before it is given up; default
             ``timeout + size / MIN_RATE`` (at least 10 KiB/s on average).
+        total_deadline: seconds the whole download, every URL together, may take; default
+            ``$SOLO_BAYESNCL_DOWNLOAD_DEADLINE``, else an hour (or ``deadline`` when longer).
 
     Raises:
         ChecksumError: a URL completed its transfer but the bytes have another sha256, and no
             other URL served the right ones. Nothing is left in the cache.
         DownloadError: every URL failed (HTTP error, refused connection, truncated transfer),
-            or ``$SOLO_BAYESNCL_OFFLINE`` is set and the file is not cached.
+            or ``$SOLO_BAYESNCL_OFFLINE`` is set and the file is not cached;
+            :class:`~.errors.DownloadDeadlineError` (one line) past the overall deadline.
+        ZooError: an overall deadline that is not a number of seconds > 0.
     """
     entry = find_entry(entry) if isinstance(entry, str) else entry
     target = cached_path(entry, cache)
@@ -149,15 +193,21 @@ def download(
     if is_offline():
         raise DownloadError(entry.name, [("(offline)", f"not in the cache at {target}")])
 
+    if deadline is None:
+        deadline = timeout + entry.size / MIN_RATE
+    total, total_from = overall_deadline(total_deadline, deadline)
+    end = time.monotonic() + total
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in remove_stale_temporaries(target, ".part"):
         log.info("zoo: removed %s, left by an interrupted download", stale)
-    if deadline is None:
-        deadline = timeout + entry.size / MIN_RATE
     failures: list[tuple[str, str]] = []
     mismatches: list[tuple[str, str]] = []  # (url, actual sha256)
     for url in entry.urls:
-        failure = _try_url(entry, url, target, progress, (timeout, deadline))
+        left = end - time.monotonic()
+        if left <= 0:
+            raise DownloadDeadlineError(entry.name, total, total_from, failures, DEADLINE_ENV)
+        limits = (min(timeout, left), min(deadline, left))
+        failure = _try_url(entry, url, target, progress, limits)
         if failure is None:
             return target
         reason, actual = failure
@@ -165,6 +215,8 @@ def download(
         if actual is not None:
             mismatches.append((url, actual))
         log.warning("zoo: %s failed (%s)", url, reason)
+        if actual is None and time.monotonic() >= end:
+            raise DownloadDeadlineError(entry.name, total, total_from, failures, DEADLINE_ENV)
     if mismatches:
         url, actual = mismatches[0]
         raise ChecksumError(entry.name, entry.sha256, actual, url)

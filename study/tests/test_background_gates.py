@@ -260,3 +260,21 @@ def test_command_errors_name_the_folder(tmp_path):
         main([str(tmp_path)])
     assert not (tmp_path / "gates.md").exists()
     assert set(GATE_KEYS) == set(MEASURED)
+
+
+@pytest.mark.parametrize("text", ['{"open_rate_class_dims": 0.', "[0.5]"])
+def test_a_half_written_kept_measures_file_is_named_in_one_line(tmp_path, text):
+    """A kept ``gate_measures.json`` cut short is named, with what to do, never a traceback; it
+    is not measured over silently either (it is a kept record)."""
+    run_dir = tmp_path / "runs" / "r1"
+    result = _scenes_result(run_dir)
+    kept = run_dir / MEASURES_FILE
+    kept.write_text(text)
+    measure = Counting()
+    with pytest.raises(SystemExit) as stop:
+        with_gate_measures(run_dir, result, measure)
+    message = str(stop.value.code)
+    assert "\n" not in message and measure.calls == []
+    assert message.startswith(f"error: {kept}: not the gate measures of a run (")
+    assert message.endswith("remove it, and they are measured again from the run's checkpoint")
+    assert kept.read_text() == text

@@ -308,3 +308,32 @@ def test_the_command_checks_a_shorter_schedule_against_the_longer_runs(tmp_path,
     with pytest.raises(SystemExit, match="--shorter .*short: no difference against ncl on a seed"):
         main([str(tmp_path / "other"), "--shorter", str(tmp_path / "short")])
     assert not (tmp_path / "other" / "budget.md").exists()
+
+
+def test_a_half_written_result_is_named_in_one_line(tmp_path):
+    """A ``result.json`` cut short (a full disk, a copy stopped half-way) is named, in one line,
+    with what to do; it is never a JSONDecodeError traceback, nor silently left out."""
+    _every_twenty_epochs(tmp_path / "runs")
+    broken = tmp_path / "runs" / "ncl-seed9" / "result.json"
+    broken.parent.mkdir()
+    broken.write_text('{"method": "ncl", "seed": 9, "pretrain_metr')
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path)])
+    message = str(stop.value.code)
+    assert "\n" not in message
+    assert message.startswith(f"error: {broken}: not a finished run's result (not valid JSON")
+    assert not (tmp_path / "budget.md").exists()
+
+
+@pytest.mark.parametrize("seed_list", ["one two", "1 2.5"])
+def test_a_table_whose_seed_list_is_not_integers_is_named_in_one_line(tmp_path, seed_list):
+    _every_twenty_epochs(tmp_path / "runs")
+    table = tmp_path / "results.csv"
+    table.write_text(f"method,base_method,seeds,seed_list\nncl,ncl,2,{seed_list}\n")
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path)])
+    assert str(stop.value.code) == (
+        f"error: {table}: row ncl: seed_list {seed_list!r} is not a list of seeds (whole "
+        "numbers separated by spaces, e.g. '1 2 3'); fix the row, or pass --methods to read "
+        "the runs without the table"
+    )

@@ -130,3 +130,23 @@ def test_a_finished_runs_records_are_strict_json_with_undefined_figures_as_null(
         assert background == {"background_dims_share": 0.75, "open_rate_lift_correlation": None}
     assert result["background"]["open_rate_lift_correlation"] is None
     assert result["knn_top1"] == 68.5 and result["checkpoint"] == "pretrain/m/last.ckpt"
+
+
+def test_a_half_written_stage_record_is_named_with_what_to_do(tmp_path, monkeypatch):
+    """A finished stage's record cut short (a copy stopped half-way, a full disk) fails the run
+    with one line naming it and saying that removing it runs that stage again."""
+    from solo_bayesncl.benchmark.records import RecordsError
+
+    run_dir = tmp_path / "runs" / "ncl-seed1-abc"
+    run_dir.mkdir(parents=True)
+    (run_dir / "spec.json").write_text(json.dumps({"method": "ncl", "seed": 1, "run_key": "abc"}))
+    (run_dir / "pretrain.json").write_text('{"checkpoint": "pretrain/m/la')
+    monkeypatch.setattr(run_one, "launched_as_rank_zero", lambda: True)
+    monkeypatch.setattr(run_one, "pretrain_stage", lambda *a: pytest.fail("not trained again"))
+    with pytest.raises(RecordsError) as info:
+        run_one.run(run_dir / "spec.json")
+    assert str(info.value) == (
+        f"{run_dir / 'pretrain.json'}: not the record of a finished pretrain stage (not valid "
+        "JSON at line 1 column 16: Unterminated string starting at); it was cut short or edited: "
+        "restore it, or remove it and the pretrain stage runs again"
+    )

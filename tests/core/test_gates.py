@@ -341,3 +341,45 @@ def test_kl_gradient_is_the_closed_form_one_zero_where_clamped() -> None:
         inside = 0.01 < alpha < 0.99
         expected = (math.log(alpha / (1 - alpha)) - math.log(rho / (1 - rho))) / 2 if inside else 0
         assert probs.grad[row, col].item() == pytest.approx(expected, rel=1e-5, abs=1e-7)
+
+
+def test_kl_at_the_prior_is_never_negative_and_the_fused_kernel_agrees() -> None:
+    """``alpha == rho`` in float32: the exact KL is 0 (or a hair above, float32(rho) != rho), but
+    the two log differences round apart and the sum came out as low as -2e-5. A KL is never
+    negative: both the definition and the fused kernel clamp it at 0, and stay equal."""
+    from solo_bayesncl.core import fused_losses
+    from solo_bayesncl.core.gates import bernoulli_kl_prior
+
+    for prior in torch.linspace(0.011, 0.989, 300).tolist():
+        probs = torch.full((8, 256), prior, dtype=torch.float32)
+        plain = bernoulli_kl(probs, prior=prior)
+        fused = fused_losses.bernoulli_kl(probs, bernoulli_kl_prior(probs, prior), 0.01)
+        assert plain.item() >= 0.0 and fused.item() >= 0.0, prior
+        assert plain.item() == pytest.approx(fused.item(), abs=1e-9), prior
+
+
+def _unclamped_kl_at_prior(prior: float) -> float:
+    """The definition's sum for ``alpha == rho`` in float32, before any clamp at 0."""
+    a = torch.full((8, 256), prior)
+    per_gate = a * (torch.log(a) - math.log(prior)) + (1 - a) * (
+        torch.log(1 - a) - math.log1p(-prior)
+    )
+    return per_gate.sum(dim=-1).mean().item()
+
+
+def test_a_clamped_kl_passes_no_gradient_in_either_form() -> None:
+    """Where the rounding made the sum negative, the clamp at 0 holds it there: no gradient
+    flows back, from the definition (autograd's clamp) or from the fused kernel alike."""
+    from solo_bayesncl.core import fused_losses
+
+    priors = torch.linspace(0.011, 0.989, 300).tolist()
+    prior = next(p for p in priors if _unclamped_kl_at_prior(p) < 0)
+    for kl in (
+        lambda a: bernoulli_kl(a, prior=prior),
+        lambda a: fused_losses.bernoulli_kl(a, prior, 0.01),
+    ):
+        alpha = torch.full((8, 256), prior, requires_grad=True)
+        value = kl(alpha)
+        value.backward()
+        assert value.item() == 0.0
+        assert alpha.grad is not None and torch.count_nonzero(alpha.grad) == 0

@@ -510,3 +510,62 @@ def test_normalize_rows_gradient_matches_the_projection_formula(normalize) -> No
         torch.testing.assert_close(xr.grad[i], (g[i] - y * (y @ g[i])) / norm)
     assert torch.equal(xr.grad[1], torch.zeros(6, dtype=torch.float64))
     torch.testing.assert_close(xr.grad[2], g[2] / 1e-12)
+
+
+# ---------------------------------------------------------------- bf16 autocast
+
+
+def _bf16_rows(n: int = 1024, d: int = 16, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows normalised by the package's own ``normalize_rows`` under bf16 autocast on the CPU
+    (a bf16 projector's output), and their indexes (two views per image)."""
+    torch.manual_seed(seed)
+    projector = nn.Linear(d, d)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        v = normalize_rows(projector(torch.randn(n, d)))
+    assert v.dtype == torch.bfloat16
+    return v, torch.arange(n // 2).repeat(2)
+
+
+def test_rows_normalised_under_bf16_autocast_are_accepted() -> None:
+    """Rounding a unit row to bf16 moves its norm by up to a few of bf16's 2^-8 units (1.0035
+    was seen): such rows are normalised at their precision and are accepted, while a row that
+    was not normalised at all is still refused."""
+    v, indexes = _bf16_rows()
+    assert torch.linalg.vector_norm(v.float(), dim=1).max() > 1.001  # the rows of the report
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = info_nce_loss(v, indexes, gather_distributed=False)
+    assert torch.isfinite(loss) and loss.dtype == torch.float32
+    exact = info_nce_loss(v.float(), indexes, gather_distributed=False, check_inputs=False)
+    assert loss.item() == exact.item()  # the check lets them through; the value is unchanged
+    with pytest.raises(ValueError, match=r"^v: 1024 of 1024 rows have an L2 norm above 1"):
+        info_nce_loss(v * 1.05, indexes, gather_distributed=False)
+    # float32 rows keep float32's tolerance
+    with pytest.raises(ValueError, match=r"^v: 1024 of 1024 rows have an L2 norm above 1"):
+        info_nce_loss(normalize_rows(v.float()) * 1.004, indexes, gather_distributed=False)
+
+
+@pytest.mark.parametrize("criterion", ["ncl", "bayesncl"])
+def test_loss_modules_train_a_step_under_bf16_autocast(criterion: str) -> None:
+    """The loss modules under bf16 autocast on the CPU, with a bf16 projector and gating head
+    and the input checks on: forward and backward run and every value is finite."""
+    from solo_bayesncl.core.losses import NCLLoss
+
+    torch.manual_seed(0)
+    n, d, k = 256, 32, 64
+    backbone, projector, head = nn.Linear(d, d), nn.Linear(d, k), nn.Linear(d, k)
+    loss_fn = NCLLoss() if criterion == "ncl" else BayesNCLLoss()
+    indexes = torch.arange(n // 2).repeat(2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        h = backbone(torch.randn(n, d))
+        z = projector(h)
+        assert z.dtype == torch.bfloat16
+        loss = loss_fn(z, indexes) if criterion == "ncl" else loss_fn(z, head(h), indexes)
+        # the representation it compared, handed to the plain definition, is accepted too
+        v = normalize_rows(z)
+        assert torch.isfinite(info_nce_loss(v, indexes, gather_distributed=False))
+    loss.backward()
+    assert torch.isfinite(loss)
+    params = [*backbone.parameters(), *projector.parameters()]
+    if criterion == "bayesncl":
+        params += list(head.parameters())
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in params)

@@ -725,3 +725,30 @@ def test_an_error_while_the_run_is_built_is_one_line(tmp_path, capsys):
     assert code.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("solo-bayesncl-pretrain: error: Couldn't find any class folder in ")
+
+
+# ------------------------------------------------------------- broken records, as a user meets them
+
+
+def test_study_budget_on_broken_records_ends_in_one_line(tmp_path):
+    """``python -m study.budget`` on a half-written ``result.json``, then on a ``results.csv``
+    whose ``seed_list`` is not whole numbers: one ``error:`` line naming the file, status 1."""
+    run_dir = tmp_path / "runs" / "ncl-seed1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "result.json").write_text('{"method": "ncl", "seed": 1, "pretrain_metr')
+    done = run_command(["-m", "study.budget", str(tmp_path)], timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: {run_dir / 'result.json'}: not a finished run's result (not valid JSON at line 1 "
+        "column 30: Unterminated string starting at); it was cut short or edited: restore it, or "
+        "remove it and the run is trained again"
+    ]
+    (run_dir / "result.json").write_text(json.dumps({"method": "ncl", "seed": 1}))
+    (tmp_path / "results.csv").write_text("method,base_method,seeds,seed_list\nncl,ncl,1,1 x\n")
+    done = run_command(["-m", "study.budget", str(tmp_path)], timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'results.csv'}: row ncl: seed_list '1 x' is not a list of seeds "
+        "(whole numbers separated by spaces, e.g. '1 2 3'); fix the row, or pass --methods to "
+        "read the runs without the table"
+    ]

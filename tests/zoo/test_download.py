@@ -38,12 +38,14 @@ class LoopbackServer:
     """``http.server`` on 127.0.0.1, port 0, in a thread; routes map a path to a behaviour.
 
     Behaviours: ``("ok", bytes)``, ``("404", None)``, ``("truncated", bytes)`` (announces the
-    full length, sends half, closes). Every request's path is recorded in ``requests``.
+    full length, sends half, closes), ``("trickle", bytes)`` (announces the full length, sends a
+    byte every 0.5 s). Every request's path is recorded in ``requests``.
     """
 
     def __init__(self, routes: dict[str, tuple[str, bytes | None]], tls_cert: Path | None = None):
         self.routes = routes
         self.requests: list[str] = []
+        self.stopping = threading.Event()
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -59,6 +61,15 @@ class LoopbackServer:
                 self.end_headers()
                 if kind == "ok":
                     self.wfile.write(body)
+                elif kind == "trickle":  # one byte every 0.5 s, until the client hangs up
+                    for i in range(len(body)):
+                        if server.stopping.wait(0.5):
+                            return
+                        try:
+                            self.wfile.write(body[i : i + 1])
+                            self.wfile.flush()
+                        except OSError:
+                            return
                 else:  # truncated: half the announced bytes, then hang up
                     self.wfile.write(body[: len(body) // 2])
                     self.wfile.flush()
@@ -83,6 +94,7 @@ class LoopbackServer:
         return self.base + path
 
     def close(self) -> None:
+        self.stopping.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -329,3 +341,53 @@ def test_a_killed_download_leaves_no_part_file_forever(tmp_path):
         assert download(entry, progress=False).read_bytes() == PAYLOAD
     assert not dead.exists() and not old.exists()
     assert live.exists()  # another download in progress is left alone
+
+
+def test_a_trickling_server_is_given_up_at_the_overall_deadline(tmp_path, monkeypatch):
+    """Mirrors that each send a byte now and then never trip the per-read timeout; the download
+    as a whole ($SOLO_BAYESNCL_DOWNLOAD_DEADLINE, here 2 s) ends in one line, the next mirror
+    is not started past it, and nothing is left in the cache."""
+    import time
+
+    monkeypatch.setenv("SOLO_BAYESNCL_DOWNLOAD_DEADLINE", "2")
+    with serving({"/a.pt": ("trickle", PAYLOAD), "/b.pt": ("trickle", PAYLOAD)}) as srv:
+        entry = make_entry([srv.url("/a.pt"), srv.url("/b.pt")])
+        start = time.monotonic()
+        with pytest.raises(DownloadError) as info:
+            download(entry, progress=False, timeout=5)
+        elapsed = time.monotonic() - start
+        assert srv.requests == ["/a.pt"]
+    assert 1.9 < elapsed < 5
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "could not download zoo entry 'test-ncl' within its overall deadline of 2 s "
+        "(SOLO_BAYESNCL_DOWNLOAD_DEADLINE=2); nothing was kept; tried "
+        f"{srv.url('/a.pt')}: "
+    )
+    assert message.endswith(
+        "a larger SOLO_BAYESNCL_DOWNLOAD_DEADLINE gives a slow connection more time"
+    )
+    assert all_files(tmp_path / "cache") == []
+
+
+def test_the_overall_deadline_is_also_a_parameter_and_is_checked(monkeypatch):
+    import time
+
+    from solo_bayesncl.zoo import ZooError
+
+    with serving({"/a.pt": ("trickle", PAYLOAD)}) as srv:
+        entry = make_entry([srv.url("/a.pt")])
+        start = time.monotonic()
+        with pytest.raises(DownloadError, match=r"overall deadline of 1\.5 s \(total_deadline"):
+            download(entry, progress=False, timeout=5, total_deadline=1.5)
+        assert time.monotonic() - start < 4.5
+        for bad in ("soon", "0", "-3", "nan"):
+            monkeypatch.setenv("SOLO_BAYESNCL_DOWNLOAD_DEADLINE", bad)
+            with pytest.raises(ZooError) as info:
+                download(entry, progress=False)
+            assert str(info.value) == (
+                f"SOLO_BAYESNCL_DOWNLOAD_DEADLINE={bad!r} is not a number of seconds > 0 (the "
+                "longest a zoo download may take, every mirror together)"
+            )
+        assert srv.requests == ["/a.pt"]  # a bad setting is refused before any request
