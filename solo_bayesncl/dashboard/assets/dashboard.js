@@ -107,9 +107,9 @@
   /* The default order's rule, in one sentence (see summaries.evidence_order). */
   function orderRule(meta) {
     return "Default order: by evidence, the 95% Wilson lower bound of the purity (the majority " +
-      "class's share of the images a dimension fires on), so purity counts by the number of " +
-      "images behind it; dimensions firing on fewer than " + pct(meta.min_support) +
-      " of the images come after all others.";
+      "class's share of the images a dimension fires on), which discounts a purity resting " +
+      "on few images; dimensions firing on fewer than " + +(100 * meta.min_support).toFixed(2) +
+      "% of the images come after all others.";
   }
 
   function nav(model, current) {
@@ -340,7 +340,8 @@
       [majorityTag(model, d), "majority class"],
       [pct(d.purity), "purity: its share of the images fired on"],
       [pct(d.evidence), "evidence: 95% lower bound of the purity"],
-      [pct(d.topPurity), "its share of the top " + m.top_purity_images + " images"],
+      [pct(d.topPurity), "share of " + model.className(d.majority) + " among the top " +
+        m.top_purity_images + " images"],
       [d.count + " <small>(" + pct(d.freq) + ")</small>", "images fired on"],
       [num(d.mean), "mean |activation| when firing"]
     ];
