@@ -76,17 +76,44 @@ if "$PY" -c "import torch, torchvision as tv; assert torch.__version__.startswit
     and tv.__version__.startswith('$TORCHVISION')" 2>/dev/null; then
   say "PyTorch $TORCH present ($("$PY" -c 'import torch; print(torch.__version__)'))"
 elif command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-  say "installing PyTorch $TORCH with CUDA (a GPU is present)"
+  say "installing PyTorch $TORCH from PyPI: the CUDA build, since a GPU is present (~6 GB with" \
+    "its NVIDIA libraries)"
   pip_install "torch==$TORCH" "torchvision==$TORCHVISION"
 else
-  say "installing PyTorch $TORCH for the CPU (no GPU found: a few hundred MB instead of ~6 GB)"
+  say "installing PyTorch $TORCH for the CPU (no GPU found) from PyTorch's CPU wheel index: a" \
+    "few hundred MB, where PyPI's Linux wheel is the ~6 GB CUDA build"
   # one try at PyTorch's own index: where it cannot be reached (a mirror of PyPI only), pip's
   # default of five retries per package would spend many minutes before the PyPI fallback
   timeout 900 "$PY" -m pip install -q --disable-pip-version-check --retries 0 --timeout 20 \
       --index-url https://download.pytorch.org/whl/cpu "torch==$TORCH" "torchvision==$TORCHVISION" \
-    || { say "the CPU wheel index cannot be reached: installing PyTorch from PyPI instead";
+    || { say "the CPU wheel index cannot be reached: installing PyTorch from PyPI instead, whose" \
+           "Linux wheel is the CUDA build (~6 GB with its NVIDIA libraries; the summary below" \
+           "says which build came)";
          pip_install "torch==$TORCH" "torchvision==$TORCHVISION"; }
 fi
+
+# Which PyTorch build is installed, and its size on disk: the torch package folder plus the
+# NVIDIA libraries a CUDA build brings (site-packages/nvidia), measured, not assumed.
+torch_build() {
+  local lines
+  lines=$("$PY" -c 'import os, torch
+print(torch.__version__)
+print(torch.version.cuda or "")
+print(os.path.dirname(torch.__file__))
+nvidia = os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "nvidia")
+if os.path.isdir(nvidia): print(nvidia)' 2>/dev/null) || { echo "not importable"; return; }
+  local version cuda kb build
+  local -a folders=()
+  { read -r version; read -r cuda; while read -r f; do [ -n "$f" ] && folders+=("$f"); done; } \
+    <<< "$lines"
+  if [ -n "$cuda" ]; then build="CUDA $cuda build"; else build="CPU build"; fi
+  kb=0
+  [ ${#folders[@]} -gt 0 ] && kb=$(du -skc "${folders[@]}" 2>/dev/null | tail -n 1 | cut -f1)
+  echo "$version, the $build, $(awk -v kb="${kb:-0}" 'BEGIN { if (kb >= 1048576)
+    printf "%.1f GB", kb / 1048576; else printf "%d MB", kb / 1024 }') on disk"
+}
+torch_desc=$(torch_build)
+say "PyTorch installed: $torch_desc"
 
 if "$PY" -c "import importlib.metadata as m, solo; assert m.version('solo-learn') == '$SOLO_LEARN_VERSION'" \
     2>/dev/null; then
@@ -122,4 +149,5 @@ else
   fi
   mkdir -p build && echo "$inputs" > "$stamp"
 fi
-"$PY" -c "import solo_bayesncl as s; print('== setup: done; solo-learn available:', s.SOLO_LEARN_AVAILABLE)"
+solo_learn=$("$PY" -c "import solo_bayesncl as s; print(s.SOLO_LEARN_AVAILABLE)")
+say "done; PyTorch $torch_desc; solo-learn available: $solo_learn"

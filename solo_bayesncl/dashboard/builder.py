@@ -2,8 +2,9 @@
 
 Output layout (everything relative, opens from ``file://`` with no server and no network)::
 
-    out/index.html      the header's figures (:mod:`.tiles`), cards of the active dimensions,
-                        class filter, sorting
+    out/index.html      the header's figures (:mod:`.tiles`), cards of the active dimensions
+                        (best-evidenced first, :func:`.summaries.evidence_order`), class filter
+                        and search, a minimum-support filter, sorting
     out/dim.html        one dimension, chosen by the query string (dim.html?d=ID)
     out/data.js         ``window.DASHBOARD_DATA = {...}``: per-dimension summaries only
     out/thumbs/         sprite sheets holding each referenced thumbnail once
@@ -34,7 +35,15 @@ from solo_bayesncl.metrics import EPS, SIGNIFICANCE, TOP_IMAGES
 
 from .bundle import FeatureBundle, load_feature_bundle
 from .sprites import FORMATS, write_sprite_sheets
-from .summaries import class_specificity, most_specific_dims, summarize_dimensions
+from .summaries import (
+    MIN_SUPPORT,
+    WILSON_Z,
+    class_specificity,
+    evidence_order,
+    most_specific_dims,
+    summarize_dimensions,
+    wilson_lower_bound,
+)
 from .tiles import header_tiles
 
 DATA_FILE = "data.js"
@@ -117,6 +126,7 @@ def _dashboard_data(
     seed: int,
     thumb_format: str,
     n_specific: int,
+    min_support: float,
     nav: dict[str, Any],
 ) -> dict[str, Any]:
     """Summaries, sprite sheets and page data for one model."""
@@ -133,8 +143,11 @@ def _dashboard_data(
         seed=seed,
     )
     active = summ.active_dims
-    # Default order: the most selective dimensions first (see selectivity_order).
-    order = summ.selectivity_order()
+    # Default order: purity weighed by support, dimensions under min_support last.
+    order = evidence_order(
+        summ.active_count, summ.purity, bundle.num_images, min_support=min_support
+    )
+    evidence = wilson_lower_bound(summ.purity, summ.active_count)
 
     refs = np.concatenate([summ.top_index[order].reshape(-1), summ.random_index[order].reshape(-1)])
     images = np.unique(refs[refs >= 0])  # each referenced image once
@@ -177,6 +190,8 @@ def _dashboard_data(
         "n_active": len(active),
         "eps": EPS,
         "significance": SIGNIFICANCE,
+        "min_support": min_support,
+        "evidence_z": WILSON_Z,
         "signed": bool((bundle.features < 0).any()),
         "seed": seed,
         "top_k": top_k,
@@ -201,6 +216,7 @@ def _dashboard_data(
             "count": summ.active_count[order].tolist(),
             "majority": summ.majority[order].tolist(),
             "purity": _sig(summ.purity[order]),
+            "evidence": _sig(evidence[order]),
             "top_purity": _sig(summ.top_purity[order]),
             "significant": summ.significant[order].tolist(),
             "mean": _sig(summ.mean_active[order]),
@@ -301,6 +317,7 @@ def build_dashboard(
     seed: int = 0,
     thumb_format: str = "jpeg",
     n_specific: int = 8,
+    min_support: float = MIN_SUPPORT,
 ) -> Path:
     """Build the dashboard of ``report_dir`` into ``out_dir``; return the path of ``index.html``.
 
@@ -320,7 +337,12 @@ def build_dashboard(
         n_bins: bins of each activation histogram.
         thumb_format: ``jpeg``, ``png`` or ``webp`` sprite sheets.
         n_specific: dimensions listed per class on the compare page.
+        min_support: share of the images a dimension must fire on to lead the default order
+            (:func:`.summaries.evidence_order`); also the index's minimum-support filter's
+            starting value.
     """
+    if not 0 <= min_support <= 1:
+        raise ValueError(f"min_support must lie in [0, 1], got {min_support}")
     if thumb_format not in FORMATS:
         raise ValueError(f"thumb_format must be one of {sorted(FORMATS)}, got {thumb_format!r}")
     require_writable(out_dir)  # before any work
@@ -341,6 +363,7 @@ def build_dashboard(
         seed=seed,
         thumb_format=thumb_format,
         n_specific=n_specific,
+        min_support=min_support,
     )
     has_compare = other is not None
     _build_one(

@@ -16,9 +16,11 @@ from solo_bayesncl.cli.dashboard import main as cli_main
 from solo_bayesncl.dashboard import (
     build_dashboard,
     class_specificity,
+    evidence_order,
     load_feature_bundle,
     most_specific_dims,
     summarize_dimensions,
+    wilson_lower_bound,
     write_feature_bundle,
 )
 from solo_bayesncl.dashboard.demo import synthetic_sparse_features
@@ -184,16 +186,46 @@ def test_majority_significance_against_the_shuffled_baseline():
     np.testing.assert_array_equal(summ.significant, p <= SIGNIFICANCE)
 
 
-def test_selectivity_order_leads_with_significant_pure_dimensions():
+def test_wilson_lower_bound_known_values():
+    # textbook 95% Wilson intervals: 5/5 -> [0.566, 1], 50/100 -> [0.404, 0.596], 0/10 -> [0, ..]
+    got = wilson_lower_bound(np.array([1.0, 0.5, 0.0, 0.9, 0.3]), np.array([5, 100, 10, 0, 1]))
+    np.testing.assert_allclose(got[:3], [0.5655, 0.4038, 0.0], atol=1e-4)
+    assert got[3] == 0.0  # never fires: no evidence
+    # the same purity over more images is stronger evidence, and approaches the purity itself
+    more = wilson_lower_bound(np.full(3, 0.8), np.array([10, 100, 100_000]))
+    assert more[0] < more[1] < more[2] < 0.8 and more[2] == pytest.approx(0.8, abs=0.003)
+
+
+def test_evidence_order_weighs_purity_by_support():
+    """1,000 images, minimum support 1% (10 images). Dim 0: 5 images, all one class (purity 1);
+    dim 1: 200 images at purity 0.7; dim 2: 40 images at purity 0.95; dim 3: 10 images at
+    purity 0.9 (exactly the minimum); dim 4: 9 images at purity 1; dim 5 never fires."""
+    count = np.array([5, 200, 40, 10, 9, 0])
+    purity = np.array([1.0, 0.7, 0.95, 0.9, 1.0, 0.0])
+    order = evidence_order(count, purity, 1000).tolist()
+    # Wilson lower bounds: dim 2 0.835, dim 1 0.633, dim 3 0.596 | dim 4 0.701, dim 0 0.566
+    assert order == [2, 1, 3, 4, 0]
+    # with no minimum support the pure handful is ranked by its bound alone
+    assert evidence_order(count, purity, 1000, min_support=0.0).tolist() == [2, 4, 1, 3, 0]
+    # ties in evidence: more images first, then the lower index
+    tie = evidence_order(np.array([50, 80, 50]), np.array([1.0, 1.0, 1.0]), 100).tolist()
+    assert tie == [1, 0, 2]
+
+
+def test_summaries_top_purity_can_differ_from_the_majority_share():
+    """The purity of the top images is taken over the strongest activations, which can all be of
+    another class than the dimension's majority (why a card shows the majority's own share)."""
     feats, labels = _selectivity_case()
     summ = summarize_dimensions(feats, labels, 5, top_k=4)
-    order = summ.selectivity_order().tolist()
-    assert order[0] == 0 and 4 not in order and sorted(order) == [0, 1, 2, 3]
-    # the lucky one-image dimension (purity 1, not significant) follows every significant one
-    assert all(summ.significant[d] for d in order[: order.index(2)])
-    assert not summ.significant[2]
     # the top images of dim 3 are its class-2 images (larger values): top purity shows it
     assert summ.majority[3] == 1 and summ.top_purity[3] == 0.0
+    assert summ.purity[3] == pytest.approx(10 / 19)
+    # the lucky one-image dimension (purity 1, bound 0.21) outranks the random one (purity
+    # 0.25 over 20 images, bound 0.11) by its bound alone, but not below 5% support
+    loose = evidence_order(summ.active_count, summ.purity, 100, min_support=0)
+    assert loose.tolist() == [0, 3, 2, 1]
+    order = evidence_order(summ.active_count, summ.purity, 100, min_support=0.05).tolist()
+    assert order[-1] == 2 and order[0] == 0 and sorted(order) == [0, 1, 2, 3]
 
 
 def test_class_specificity_is_purity_times_coverage():
@@ -313,12 +345,20 @@ def test_build_writes_an_offline_dashboard(tmp_path):
     counts = (np.abs(feats) > 1e-5).sum(axis=0)
     assert sorted(data["dims"]["id"]) == active.tolist() and data["meta"]["n_active"] == 6
     assert data["dims"]["count"] == counts[data["dims"]["id"]].tolist()
-    # most selective first: significant majorities, then purity (see test_selectivity_order)
-    significant = data["dims"]["significant"]
-    assert significant == sorted(significant, reverse=True)
-    for flag in (True, False):
-        purity = [p for p, f in zip(data["dims"]["purity"], significant, strict=True) if f == flag]
-        assert purity == sorted(purity, reverse=True)
+    # best-evidenced first (see test_evidence_order_weighs_purity_by_support)
+    ids, dims = data["dims"]["id"], data["dims"]
+    fired = np.abs(feats) > 1e-5
+    purity = np.array(
+        [np.bincount(labels[fired[:, j]], minlength=3).max() / max(counts[j], 1) for j in range(8)]
+    )
+    assert ids == evidence_order(counts, purity, 60).tolist()
+    expected = wilson_lower_bound(np.array(dims["purity"]), np.array(dims["count"]))
+    np.testing.assert_allclose(dims["evidence"], expected, rtol=1e-3)
+    supported = [c >= 0.01 * 60 for c in dims["count"]]
+    assert supported == sorted(supported, reverse=True)
+    evidence = [e for e, ok in zip(dims["evidence"], supported, strict=True) if ok]
+    assert evidence == sorted(evidence, reverse=True)
+    assert data["meta"]["min_support"] == 0.01
     assert data["dims"]["gate"] == pytest.approx(np.linspace(0, 1, 8)[data["dims"]["id"]], abs=1e-3)
     # one tile per figure: images, dimensions and active dimensions are facts, not metrics
     assert data["meta"]["metrics"] == {"semantic_consistency": 0.5, "linear_top1": 71.0}

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from solo_bayesncl.dashboard import build_dashboard, load_feature_bundle
+from solo_bayesncl.dashboard import build_dashboard, load_feature_bundle, write_feature_bundle
 from solo_bayesncl.dashboard.browser import (
     IMAGES_READY,
     find_browser,
@@ -120,11 +120,14 @@ def test_index_lists_active_dimensions_with_loaded_thumbnails(driver, dashboard)
     n_thumbs = sum(min(8, len(t)) for t in data["dims"]["top"])
     assert len(driver.find_elements(By.CSS_SELECTOR, ".card .thumb img")) == n_thumbs
     assert not broken_images(driver)
-    # cards lead with the most selective dimensions: data.js order, significant ones first
+    # cards lead with the best-evidenced dimensions, in data.js order; the page says the rule
     ids = [int(c.get_attribute("href").split("d=")[1]) for c in cards]
     assert ids == data["dims"]["id"]
+    evidence = data["dims"]["evidence"]
+    assert evidence == sorted(evidence, reverse=True)  # every demo dimension fires on >= 1%
+    rule = driver.find_element(By.ID, "order-rule").text
+    assert "Wilson lower bound" in rule and "fewer than 1% of the images" in rule
     significant = data["dims"]["significant"]
-    assert significant[0] and significant == sorted(significant, reverse=True)
     marked = [bool(c.find_elements(By.CSS_SELECTOR, ".ns")) for c in cards]
     assert marked == [not f for f in significant]
     # the header leads with the figures that compare methods; the rest wait in <details>
@@ -175,6 +178,100 @@ def test_class_filter_and_sorting(driver, dashboard):
     Select(driver.find_element(By.ID, "sort")).select_by_value("count")
     counts = [data["dims"]["count"][c["pos"]] for c in visible_cards(driver)]
     assert counts == sorted(counts, reverse=True)
+
+
+def test_search_by_class_or_id_and_minimum_support(driver, dashboard):
+    open_page(driver, dashboard.as_uri())
+    data = data_of(dashboard)
+    total = len(visible_cards(driver))
+    search = driver.find_element(By.ID, "search")
+    search.send_keys("TROU")  # part of a class name, any case
+    shown = visible_cards(driver)
+    assert 0 < len(shown) < total and {c["majority"] for c in shown} == {"1"}
+    search.clear()
+    dim = data["dims"]["id"][5]
+    search.send_keys(f"dim {dim}")
+    assert [data["dims"]["id"][c["pos"]] for c in visible_cards(driver)] == [dim]
+    search.clear()
+    search.send_keys(" ")  # blank: every card again
+    assert len(visible_cards(driver)) == total
+    support = driver.find_element(By.ID, "min-support")
+    assert support.get_attribute("value") == "1"  # the default: 1% of the images
+    support.clear()
+    support.send_keys("8")  # at least 64 of the 800 images
+    counts = [data["dims"]["count"][c["pos"]] for c in visible_cards(driver)]
+    assert counts and all(n >= 64 for n in counts) and len(counts) < total
+    expected = sum(n >= 64 for n in data["dims"]["count"])
+    assert len(counts) == expected
+    assert driver.find_element(By.ID, "shown").text.startswith(f"{expected} of ")
+    assert "support=8" in driver.current_url
+
+
+@pytest.fixture(scope="module")
+def evidence_dashboard(tmp_path_factory):
+    """The demo report with two dimensions added that misled the former order: dim 48 fires on
+    5 of the 800 images, all Trouser (purity 1 by a handful); dim 49 fires on many images whose
+    majority is Pullover while its 8 strongest activations are all Dress (so the Pullover share
+    of its top 8 is 0)."""
+    root = tmp_path_factory.mktemp("evidence")
+    base = load_feature_bundle(
+        make_demo_report(root / "demo", n=800, k=48, method="BayesNCL (synthetic features)")
+    )
+    labels = base.labels
+    extra = np.zeros((base.num_images, 2), np.float32)
+    extra[np.flatnonzero(labels == 1)[:5], 0] = 0.9
+    extra[np.flatnonzero(labels == 2)[:60], 1] = 0.05
+    for c in (0, 4, 5, 6):
+        extra[np.flatnonzero(labels == c)[:20], 1] = 0.05
+    extra[np.flatnonzero(labels == 3)[:8], 1] = 0.9
+    write_feature_bundle(
+        root / "report",
+        features=np.concatenate([base.features.astype(np.float32), extra], axis=1),
+        labels=labels,
+        class_names=base.class_names,
+        thumbnails=base.thumbnails,
+        method=base.method,
+    )
+    return build_dashboard(root / "report", root / "out")
+
+
+def test_the_first_card_fires_on_one_percent_and_badges_show_their_own_purity(
+    driver, evidence_dashboard
+):
+    open_page(driver, evidence_dashboard.as_uri())
+    data = data_of(evidence_dashboard)
+    n = data["meta"]["n_images"]
+    dims = data["dims"]
+    handful, mixed = dims["id"].index(48), dims["id"].index(49)
+    assert dims["count"][handful] == 5 and dims["purity"][handful] == 1.0
+    assert dims["majority"][mixed] == 2 and dims["top_purity"][mixed] == 0.0
+    # the handful sorts after every dimension firing on >= 1% and is hidden by the filter
+    assert handful == len(dims["id"]) - 1
+    shown = visible_cards(driver)
+    assert data["dims"]["count"][shown[0]["pos"]] >= 0.01 * n
+    assert handful not in [c["pos"] for c in shown]
+    support = driver.find_element(By.ID, "min-support")
+    support.clear()
+    support.send_keys("0")
+    assert [c["pos"] for c in visible_cards(driver)][-1] == handful
+    # a badge's purity is its class's share of the images the dimension fires on, never 0
+    cards = driver.find_elements(By.CSS_SELECTOR, ".card")
+    for card in cards:
+        pos = int(card.get_attribute("data-pos"))
+        purity = card.find_element(By.CSS_SELECTOR, ".stats .purity b").text
+        assert purity != "0%" and "top 8" not in card.text, card.text
+        colour = card.find_elements(By.CSS_SELECTOR, ".card-head .cls:not(.weak)")
+        assert bool(colour) == dims["significant"][pos]
+    card = cards[mixed]
+    assert card.find_element(By.CSS_SELECTOR, ".card-head .cls").text == "Pullover"
+    shown_purity = card.find_element(By.CSS_SELECTOR, ".stats .purity b").text
+    assert shown_purity == f"{100 * dims['purity'][mixed]:.0f}%" != "0%"
+    # its page names the class the share of the top 8 refers to
+    card.click()
+    wait_for(driver, "return document.getElementById('dim-title') !== null")
+    facts = driver.find_element(By.CSS_SELECTOR, ".head .facts").text
+    assert "share of Pullover among the top 8 images" in facts
+    assert "evidence: 95% lower bound of the purity" in facts
 
 
 def test_dimension_page_opens_from_its_card(driver, dashboard):

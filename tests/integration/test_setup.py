@@ -91,10 +91,10 @@ def test_setup_in_a_clean_clone_installs_once_then_reuses_everything(tmp_path):
     assert imported.stdout.strip().startswith(str(clone))
 
 
-def test_an_unreachable_pytorch_index_is_tried_once_before_pypi(tmp_path):
-    """Where PyTorch's CPU index cannot be reached (only a PyPI mirror), setup tries it once and
-    falls back to PyPI, instead of pip's five retries per package. The interpreter, ``dpkg`` and
-    ``nvidia-smi`` are stand-ins that record what they are asked and fail where told."""
+def _setup_with_stand_ins(tmp_path, python: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Run a copy of setup.sh whose interpreter, ``dpkg`` and ``nvidia-smi`` are stand-ins: the
+    interpreter records what it is asked and runs the bash ``python`` body given; every Debian
+    package is present and there is no GPU. Returns the run and the interpreter's calls."""
     folder = tmp_path / "project"
     (folder / "scripts").mkdir(parents=True)
     for name in ("scripts/setup.sh", "pyproject.toml"):
@@ -103,8 +103,7 @@ def test_an_unreachable_pytorch_index_is_tried_once_before_pypi(tmp_path):
     bin_dir.mkdir()
     calls = tmp_path / "calls.log"
     stand_ins = {
-        "python": f'echo "$*" >> {calls}\n'
-        'case "$*" in *"import torch"*|*download.pytorch.org*) exit 1 ;; esac\n',
+        "python": f'echo "$*" >> {calls}\n' + python,
         "dpkg": "exit 0\n",  # every Debian package present
         "nvidia-smi": "exit 1\n",  # no GPU
     }
@@ -117,9 +116,64 @@ def test_an_unreachable_pytorch_index_is_tried_once_before_pypi(tmp_path):
         ["bash", "scripts/setup.sh"], cwd=folder, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    installs = [line for line in calls.read_text().splitlines() if "pip install" in line]
+    return done, calls.read_text().splitlines()
+
+
+def test_an_unreachable_pytorch_index_is_tried_once_before_pypi(tmp_path):
+    """Where PyTorch's CPU index cannot be reached (only a PyPI mirror), setup tries it once and
+    falls back to PyPI, instead of pip's five retries per package."""
+    done, calls = _setup_with_stand_ins(
+        tmp_path, 'case "$*" in *"import torch"*|*download.pytorch.org*) exit 1 ;; esac\n'
+    )
+    installs = [line for line in calls if "pip install" in line]
     torch_installs = [line for line in installs if "torch==" in line]
     assert len(torch_installs) == 2, installs
     assert "download.pytorch.org" in torch_installs[0] and "--retries 0" in torch_installs[0]
     assert "download.pytorch.org" not in torch_installs[1]  # PyPI
     assert "installing PyTorch from PyPI instead" in done.stdout
+    # PyPI's wheel is announced as what it is, not as the few-hundred-MB CPU one
+    fallback = next(line for line in done.stdout.splitlines() if "from PyPI instead" in line)
+    assert "CUDA build" in fallback and "~6 GB" in fallback
+
+
+def test_the_summary_names_the_pytorch_build_and_its_size(tmp_path):
+    """The CPU index is unreachable, so PyPI's CUDA build is installed: the last line says so,
+    with the size measured on disk (the torch folder and the NVIDIA libraries beside it), not the
+    "few hundred MB" the CPU attempt announced."""
+    site = tmp_path / "site-packages"
+    (site / "torch").mkdir(parents=True)
+    (site / "nvidia" / "cublas").mkdir(parents=True)
+    (site / "torch" / "lib.so").write_bytes(b"\0" * (2 << 20))  # 2 MiB
+    (site / "nvidia" / "cublas" / "lib.so").write_bytes(b"\0" * (3 << 20))  # 3 MiB
+    build = f"2.14.1+cu128\n12.8\n{site / 'torch'}\n{site / 'nvidia'}"
+    done, _ = _setup_with_stand_ins(
+        tmp_path,
+        'case "$*" in\n'
+        f'  *torch.version.cuda*) printf "%s\\n" "{build}" ;;\n'
+        "  *SOLO_LEARN_AVAILABLE*) echo True ;;\n"
+        '  *"import torch"*|*download.pytorch.org*) exit 1 ;;\n'
+        "esac\n",
+    )
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("== setup: done; PyTorch 2.14.1+cu128"), last
+    assert "the CUDA 12.8 build" in last and "CPU" not in last, last
+    assert "5 MB on disk" in last, last  # 2 MiB + 3 MiB, as du measures them
+    assert last.endswith("solo-learn available: True"), last
+
+
+def test_the_summary_names_a_cpu_build(tmp_path):
+    """A CPU build (``torch.version.cuda`` is None) without NVIDIA libraries: its own folder only."""
+    torch_dir = tmp_path / "site-packages" / "torch"
+    torch_dir.mkdir(parents=True)
+    (torch_dir / "lib.so").write_bytes(b"\0" * (4 << 20))  # 4 MiB
+    build = f"2.14.1+cpu\n\n{torch_dir}"
+    done, _ = _setup_with_stand_ins(
+        tmp_path,
+        'case "$*" in\n'
+        f'  *torch.version.cuda*) printf "%s\\n" "{build}" ;;\n'
+        '  *"import torch"*) exit 1 ;;\n'
+        "esac\n",
+    )
+    last = done.stdout.strip().splitlines()[-1]
+    assert "PyTorch 2.14.1+cpu, the CPU build, 4 MB on disk" in last, last
+    assert "CUDA" not in last, last

@@ -51,6 +51,7 @@
       freq: d.count[i] / this.data.meta.n_images,
       majority: d.majority[i],
       purity: d.purity[i],
+      evidence: d.evidence[i],
       topPurity: d.top_purity[i],
       significant: d.significant[i],
       mean: d.mean[i],
@@ -92,11 +93,23 @@
       esc(model.className(c)) + "</span>";
   }
 
-  /* The majority class, marked "n.s." when label shuffling gives the same purity by chance. */
+  /* The majority class of the images a dimension fires on: a coloured badge when it beats the
+   * label-shuffled baseline, else its name in grey, marked "n.s." (not a class the dimension
+   * stands for). The purity shown beside it is always that class's share of the same images. */
   function majorityTag(model, d) {
-    return classTag(model, d.majority) + (d.significant ? "" :
-      ' <span class="ns" title="not significant: the label-shuffled baseline reaches this ' +
-      'purity (p > ' + model.data.meta.significance + ')">n.s.</span>');
+    if (d.significant) return classTag(model, d.majority);
+    return '<span class="cls weak" title="most frequent class, not significant">' +
+      esc(model.className(d.majority)) + '</span> <span class="ns" title="not significant: ' +
+      "the label-shuffled baseline reaches this purity (p > " + model.data.meta.significance +
+      ')">n.s.</span>';
+  }
+
+  /* The default order's rule, in one sentence (see summaries.evidence_order). */
+  function orderRule(meta) {
+    return "Default order: by evidence, the 95% Wilson lower bound of the purity (the majority " +
+      "class's share of the images a dimension fires on), which discounts a purity resting " +
+      "on few images; dimensions firing on fewer than " + +(100 * meta.min_support).toFixed(2) +
+      "% of the images come after all others.";
   }
 
   function nav(model, current) {
@@ -148,27 +161,31 @@
     var opts = data.class_names.map(function (name, c) {
       return '<option value="' + c + '">' + esc(name) + "</option>";
     }).join("");
-    var sorts = '<option value="selective">most selective</option>' +
-      '<option value="least">least selective</option>' +
+    var sorts = '<option value="evidence">strongest evidence</option>' +
+      '<option value="least">weakest evidence</option>' +
       '<option value="count">images fired on</option>' +
       '<option value="purity">purity</option>' +
       (data.dims.gate ? '<option value="gate">gate-open rate</option>' : "") +
       '<option value="id">dimension id</option>';
     var eager = model.size() <= EAGER_CARDS;
-    var topN = data.meta.top_purity_images;
     var cards = [];
     for (var i = 0; i < model.size(); i++) {
       var d = model.dim(i);
+      var share = "share of " + model.className(d.majority) + " among the " + d.count +
+        " images it fires on";
       cards.push('<a class="card" href="' + model.href(d.id) + '" data-pos="' + i +
-        '" data-majority="' + d.majority + '"' + (eager ? ' data-filled="1"' : "") +
+        '" data-majority="' + d.majority + '" data-class="' +
+        esc(model.className(d.majority).toLowerCase()) + '" data-id="' + d.id + '"' +
+        (eager ? ' data-filled="1"' : "") +
         '><div class="card-head"><span class="dim-id">dim ' +
-        d.id + "</span>" + majorityTag(model, d) + '</div><div class="bar" title="purity">' +
-        '<i style="width:' + (100 * d.purity).toFixed(1) + "%;background:" +
-        classColor(d.majority) + '"></i></div><div class="stats"><span><b>' + pct(d.purity) +
-        '</b> purity</span><span title="share of the majority class among the ' + topN +
-        ' images below"><b>' + pct(d.topPurity) + "</b> purity of the top " + topN +
-        "</span><span><b>" +
-        pct(d.freq) + "</b> of images</span>" +
+        d.id + "</span>" + majorityTag(model, d) + '</div><div class="bar" title="' +
+        esc(share) + '"><i style="width:' + (100 * d.purity).toFixed(1) + "%;background:" +
+        (d.significant ? classColor(d.majority) : "#9aa3b2") + '"></i></div>' +
+        '<div class="stats"><span class="purity" title="' + esc(share) + '"><b>' +
+        pct(d.purity) + '</b> purity</span><span class="evidence" title="95% lower bound of ' +
+        'the purity over ' + d.count + ' images: the default order"><b>' + pct(d.evidence) +
+        '</b> evidence</span><span class="support"><b>' + d.count + "</b> images (" +
+        pct(d.freq) + ")</span>" +
         (d.gate !== null ? "<span><b>" + pct(d.gate) + "</b> gate open</span>" : "") +
         '</div><div class="strip" style="height:' + THUMB_CARD + 'px">' +
         (eager ? cardStrip(model, i) : "") + "</div></a>");
@@ -178,8 +195,17 @@
     document.getElementById("page").innerHTML =
       '<section class="controls"><label>Majority class <select id="class-filter">' +
       '<option value="all">all classes</option>' + opts + "</select></label>" +
+      '<label>Search <input id="search" type="search" list="class-names" ' +
+      'placeholder="class or dim id" size="14"></label><datalist id="class-names">' +
+      data.class_names.map(function (name) {
+        return '<option value="' + esc(name) + '">';
+      }).join("") + "</datalist>" +
+      '<label title="hide the dimensions that fire on fewer images">Fires on at least ' +
+      '<input id="min-support" type="number" min="0" max="100" step="0.1" value="' +
+      +(100 * data.meta.min_support).toFixed(2) + '"> % of images</label>' +
       '<label>Sort by <select id="sort">' + sorts + "</select></label>" +
-      '<span id="shown" class="muted"></span></section>' +
+      '<span id="shown" class="muted"></span>' +
+      '<p id="order-rule" class="muted small">' + esc(orderRule(data.meta)) + "</p></section>" +
       (model.size() ? "" : '<p class="empty">No dimension fires on any image.</p>') +
       '<div id="cards" class="grid">' + cards.join("") + "</div>";
 
@@ -187,11 +213,15 @@
     var els = Array.prototype.slice.call(grid.children);
     var filter = document.getElementById("class-filter");
     var sort = document.getElementById("sort");
+    var search = document.getElementById("search");
+    var support = document.getElementById("min-support");
     var state = new URLSearchParams(location.hash.slice(1));
     if (state.get("class") !== null) filter.value = state.get("class");
     if (state.get("sort") !== null) sort.value = state.get("sort");
+    if (state.get("q") !== null) search.value = state.get("q");
+    if (state.get("support") !== null) support.value = state.get("support");
     if (!filter.value) filter.value = "all";
-    if (!sort.value) sort.value = "selective";
+    if (!sort.value) sort.value = "evidence";
 
     function key(el) {
       var d = data.dims, i = +el.dataset.pos;
@@ -201,15 +231,24 @@
         case "id": return [d.id[i], 0];
         case "count": return [-d.count[i], d.id[i]];
         case "least": return [-i, 0];
-        default: return [i, 0]; /* data.js lists the most selective first */
+        default: return [i, 0]; /* data.js lists the best-evidenced first */
       }
     }
-    var order = "selective";
+    /* a card matches the search when its majority class contains the text, or its id is it */
+    function matches(el, q) {
+      if (!q) return true;
+      var id = q.replace(/^dim\s*/, "");
+      return el.dataset.class.indexOf(q) >= 0 || (/^\d+$/.test(id) && el.dataset.id === id);
+    }
+    var order = "evidence";
     function apply() {
       var cls = filter.value;
+      var q = search.value.trim().toLowerCase();
+      var minCount = (parseFloat(support.value) || 0) / 100 * data.meta.n_images;
       var shown = 0;
       els.forEach(function (el) {
-        var hide = cls !== "all" && el.dataset.majority !== cls;
+        var hide = (cls !== "all" && el.dataset.majority !== cls) || !matches(el, q) ||
+          data.dims.count[+el.dataset.pos] < minCount;
         el.hidden = hide;
         if (!hide) shown++;
       });
@@ -225,10 +264,13 @@
       }
       document.getElementById("shown").textContent = shown + " of " + els.length +
         " active dimensions";
-      history.replaceState(null, "", "#class=" + cls + "&sort=" + sort.value);
+      history.replaceState(null, "", "#class=" + cls + "&sort=" + sort.value + "&support=" +
+        encodeURIComponent(support.value) + (q ? "&q=" + encodeURIComponent(q) : ""));
     }
     filter.addEventListener("change", apply);
     sort.addEventListener("change", apply);
+    search.addEventListener("input", apply);
+    support.addEventListener("input", apply);
     apply();
     if (!eager) fillStripsLazily(model, els);
     document.title = data.meta.method + " · feature dashboard";
@@ -296,8 +338,10 @@
     var next = i + 1 < model.size() ? model.dim(i + 1).id : null;
     var facts = [
       [majorityTag(model, d), "majority class"],
-      [pct(d.purity), "purity (all images fired on)"],
-      [pct(d.topPurity), "purity of the top " + m.top_purity_images + " images"],
+      [pct(d.purity), "purity: its share of the images fired on"],
+      [pct(d.evidence), "evidence: 95% lower bound of the purity"],
+      [pct(d.topPurity), "share of " + model.className(d.majority) + " among the top " +
+        m.top_purity_images + " images"],
       [d.count + " <small>(" + pct(d.freq) + ")</small>", "images fired on"],
       [num(d.mean), "mean |activation| when firing"]
     ];
@@ -305,7 +349,7 @@
     var pager = '<div class="pager">' +
       (prev !== null ? '<a href="' + model.href(prev) + '">← dim ' + prev + "</a>" :
         "<span></span>") +
-      '<span class="muted">' + (i + 1) + " of " + model.size() + " by selectivity</span>" +
+      '<span class="muted">' + (i + 1) + " of " + model.size() + " by evidence</span>" +
       (next !== null ? '<a href="' + model.href(next) + '">dim ' + next + " →</a>" :
         "<span></span>") +
       "</div>";
@@ -317,8 +361,9 @@
       }).join("") + "</div></section>" +
       '<section class="panel"><h2>Top-activating images</h2><p class="muted small">The ' +
       d.top.length + " images it fires on with the largest |activation|; the value is under " +
-      "each. The purity of the top " + m.top_purity_images + " is the share of the majority " +
-      "class among the first " + m.top_purity_images + ".</p>" +
+      "each. The majority class's share of the top " + m.top_purity_images + " is taken over " +
+      "the first " + m.top_purity_images + " (it can be low when the strongest activations " +
+      "come from another class).</p>" +
       '<div id="top-images">' + gallery(model, d.top, d.topValue) + "</div></section>" +
       '<section class="panel"><h2>Random active images</h2><p class="muted small">' +
       d.random.length + " images drawn uniformly (seed " + m.seed + ") from the " + d.count +
