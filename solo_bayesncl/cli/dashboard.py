@@ -9,6 +9,18 @@ from collections.abc import Sequence
 from solo_bayesncl.cli.invocation import command_name
 from solo_bayesncl.dashboard.builder import build_dashboard
 from solo_bayesncl.dashboard.sprites import FORMATS
+from solo_bayesncl.metrics import MIN_SUPPORT
+
+
+def _share(text: str) -> float:
+    """A share of the images, 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not a share of the images (0 to 1)")
+    return value
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -34,6 +46,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="top images the purity of the top images is taken over (shown on each card); "
         "default: the report's own count (8 unless it was given --images-per-dim)",
     )
+    parser.add_argument(
+        "--min-support",
+        type=_share,
+        default=MIN_SUPPORT,
+        help="share of the images a dimension must fire on to lead the default order and to "
+        f"pass the index's filter at first (default {MIN_SUPPORT:g}: 1%%)",
+    )
     parser.add_argument("--n-random", type=int, default=8, help="random active images per dim")
     parser.add_argument("--bins", type=int, default=24, help="activation histogram bins")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random samples")
@@ -52,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             compare_dir=args.compare,
             top_k=args.top_k,
             top_purity_images=args.top_purity_images,
+            min_support=args.min_support,
             n_random=args.n_random,
             n_bins=args.bins,
             seed=args.seed,

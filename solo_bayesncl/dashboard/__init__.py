@@ -17,10 +17,8 @@ from .bundle import FeatureBundle, load_feature_bundle, write_feature_bundle
 from .summaries import (
     DimensionSummaries,
     class_specificity,
-    evidence_order,
     most_specific_dims,
     summarize_dimensions,
-    wilson_lower_bound,
 )
 
 __all__ = [
@@ -28,10 +26,8 @@ __all__ = [
     "FeatureBundle",
     "build_dashboard",
     "class_specificity",
-    "evidence_order",
     "load_feature_bundle",
     "most_specific_dims",
     "summarize_dimensions",
-    "wilson_lower_bound",
     "write_feature_bundle",
 ]

@@ -3,7 +3,7 @@
 Output layout (everything relative, opens from ``file://`` with no server and no network)::
 
     out/index.html      the header's figures (:mod:`.tiles`), cards of the active dimensions
-                        (best-evidenced first, :func:`.summaries.evidence_order`), class filter
+                        (best-evidenced first, :func:`solo_bayesncl.metrics.evidence_order`), class filter
                         and search, a minimum-support filter, sorting
     out/dim.html        one dimension, chosen by the query string (dim.html?d=ID)
     out/data.js         ``window.DASHBOARD_DATA = {...}``: per-dimension summaries only
@@ -31,19 +31,19 @@ import jinja2
 import numpy as np
 
 from solo_bayesncl.io.files import require_writable, write_text_replacing
-from solo_bayesncl.metrics import EPS, SIGNIFICANCE, TOP_IMAGES
+from solo_bayesncl.metrics import (
+    EPS,
+    MIN_SUPPORT,
+    SIGNIFICANCE,
+    TOP_IMAGES,
+    WILSON_Z,
+    evidence_order,
+    wilson_lower_bound,
+)
 
 from .bundle import FeatureBundle, load_feature_bundle
 from .sprites import FORMATS, write_sprite_sheets
-from .summaries import (
-    MIN_SUPPORT,
-    WILSON_Z,
-    class_specificity,
-    evidence_order,
-    most_specific_dims,
-    summarize_dimensions,
-    wilson_lower_bound,
-)
+from .summaries import class_specificity, most_specific_dims, summarize_dimensions
 from .tiles import header_tiles
 
 DATA_FILE = "data.js"
@@ -338,7 +338,7 @@ def build_dashboard(
         thumb_format: ``jpeg``, ``png`` or ``webp`` sprite sheets.
         n_specific: dimensions listed per class on the compare page.
         min_support: share of the images a dimension must fire on to lead the default order
-            (:func:`.summaries.evidence_order`); also the index's minimum-support filter's
+            (:func:`solo_bayesncl.metrics.evidence_order`); also the index's minimum-support filter's
             starting value.
     """
     if not 0 <= min_support <= 1:

@@ -89,54 +89,6 @@ def _top_rows(score: np.ndarray, count: int) -> np.ndarray:
     return np.take_along_axis(part, order, axis=0)
 
 
-MIN_SUPPORT = 0.01
-"""Share of the images a dimension must fire on to lead the default order (1%)."""
-WILSON_Z = 1.96
-"""Normal quantile of the Wilson bound: a 95% two-sided interval, hence a 97.5% lower bound."""
-
-
-def wilson_lower_bound(share: np.ndarray, trials: np.ndarray, z: float = WILSON_Z) -> np.ndarray:
-    """Lower end of the Wilson score interval (Wilson 1927) of a proportion ``share`` observed
-    over ``trials`` draws::
-
-        (p + z^2 / 2n - z * sqrt(p (1 - p) / n + z^2 / 4n^2)) / (1 + z^2 / n)
-
-    It is close to ``p`` when ``n`` is large and shrinks towards 0 when ``n`` is small: 5 of 5
-    gives 0.57, 50 of 100 gives 0.40. 0 where ``trials`` is 0."""
-    p = np.asarray(share, dtype=np.float64)
-    n = np.asarray(trials, dtype=np.float64)
-    safe = np.maximum(n, 1.0)
-    z2 = z * z
-    centre = p + z2 / (2 * safe)
-    spread = z * np.sqrt(np.clip(p * (1 - p), 0, None) / safe + z2 / (4 * safe * safe))
-    return np.where(n > 0, np.clip((centre - spread) / (1 + z2 / safe), 0.0, 1.0), 0.0)
-
-
-def evidence_order(
-    active_count: np.ndarray,
-    purity: np.ndarray,
-    n_images: int,
-    *,
-    min_support: float = MIN_SUPPORT,
-    z: float = WILSON_Z,
-) -> np.ndarray:
-    """The dimensions that fire on at least one image, the best-evidenced concept first.
-
-    A dimension's *evidence* is :func:`wilson_lower_bound` of its purity (the share of its
-    majority class among the images it fires on, the per-dimension term of semantic consistency)
-    over the number of images it fires on: purity weighed by support. Dimensions firing on at
-    least ``min_support`` of the ``n_images`` come first, by evidence (then more images, then
-    lower index); those firing on fewer follow, ordered the same way, so a dimension firing on a
-    handful of images never leads. Returns int64 dimension indices.
-    """
-    count = np.asarray(active_count, dtype=np.int64)
-    active = np.flatnonzero(count > 0)
-    evidence = wilson_lower_bound(np.asarray(purity)[active], count[active], z)
-    supported = count[active] >= min_support * n_images
-    # np.lexsort sorts by the last key first
-    return active[np.lexsort((active, -count[active], -evidence, ~supported))].astype(np.int64)
-
-
 def summarize_dimensions(
     features: np.ndarray,
     labels: np.ndarray,

@@ -153,8 +153,8 @@ def plot_top_activations(
         ax.imshow(strip, interpolation="nearest", aspect="auto")
         ax.set_ylabel(
             f"dim {dim}\n{_class_name(class_names, majority)}{'' if flag else ' (n.s.)'}\n"
-            f"purity top {per_dim} {top_purity:.2f}, all {float(stats.purity[dim]):.2f}\n"
-            f"n={int(active_count[dim])}",
+            f"purity {float(stats.purity[dim]):.2f} of n={int(active_count[dim])}\n"
+            f"its share of the top {per_dim}: {top_purity:.2f}",
             rotation=0,
             ha="right",
             va="center",

@@ -18,10 +18,10 @@ The report folder holds:
 ``metrics.json``
     ``method``, ``checkpoint``, ``dataset``, ``num_images``, ``metrics`` (hard gate; the
     representation of docs/method.md) and, for BayesNCL, ``metrics_soft_gate`` and a
-    ``gate_open_rate`` summary; ``top_dimensions`` lists the most selective dimensions (a
-    majority class that beats the label-shuffled baseline first, then purity; see
-    :func:`solo_bayesncl.metrics.selectivity_order`) and ``least_selective_dimensions`` the
-    least selective, each with its majority class, whether that majority is significant, the
+    ``gate_open_rate`` summary; ``top_dimensions`` lists the best-evidenced dimensions (purity
+    weighed by support: the Wilson lower bound of the purity, dimensions firing on fewer than
+    1% of the images last; see :func:`solo_bayesncl.metrics.evidence_order`) and
+    ``least_selective_dimensions`` the weakest-evidenced, each with its majority class, whether that majority is significant, the
     purity of its top images and over all its active images.
 ``metrics.md``
     the same as readable tables, semantic consistency beside its label-shuffled baseline.
@@ -70,7 +70,7 @@ from solo_bayesncl.metrics import (
     MAJORITY_PERMUTATIONS,
     SIGNIFICANCE,
     TopImages,
-    selectivity_order,
+    evidence_order,
     top_image_purity,
     top_images,
 )
@@ -155,9 +155,8 @@ def write_report(
     if prepared is None:  # the one trip down: the model, the images and the pass over them
         prepared = prepare_report(checkpoint, options, progress=progress)
     inputs, data = prepared.inputs, prepared.data
-    order = selectivity_order(
-        data.stats.active_count, data.stats.purity, torch.from_numpy(data.p_value)
-    ).numpy()
+    stats = data.stats
+    order = evidence_order(stats.active_count.numpy(), stats.purity.numpy(), stats.num_samples)
     most, least = order[: options.top_dims], order[::-1][: options.top_dims]
     shown = [shown_images(dims, data, options.images_per_dim) for dims in (most, least)]
     report = report_content(inputs, data, order, shown, options.images_per_dim)

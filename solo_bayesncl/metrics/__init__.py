@@ -25,10 +25,13 @@ from solo_bayesncl.metrics.accumulator import (
 )
 from solo_bayesncl.metrics.baseline import (
     MAJORITY_PERMUTATIONS,
+    MIN_SUPPORT,
     SIGNIFICANCE,
+    WILSON_Z,
+    evidence_order,
     majority_p_values,
-    selectivity_order,
     shuffled_semantic_consistency,
+    wilson_lower_bound,
 )
 from solo_bayesncl.metrics.dimension_stats import DimensionStats, per_dimension_stats
 from solo_bayesncl.metrics.retrieval import (
@@ -53,7 +56,10 @@ __all__ = [
     "TOP_IMAGES",
     "TopImages",
     "majority_p_values",
-    "selectivity_order",
+    "MIN_SUPPORT",
+    "WILSON_Z",
+    "evidence_order",
+    "wilson_lower_bound",
     "EPS",
     "METRIC_DESCRIPTIONS",
     "DimensionStats",

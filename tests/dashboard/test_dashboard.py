@@ -16,15 +16,14 @@ from solo_bayesncl.cli.dashboard import main as cli_main
 from solo_bayesncl.dashboard import (
     build_dashboard,
     class_specificity,
-    evidence_order,
     load_feature_bundle,
     most_specific_dims,
     summarize_dimensions,
-    wilson_lower_bound,
     write_feature_bundle,
 )
 from solo_bayesncl.dashboard.demo import synthetic_sparse_features
 from solo_bayesncl.data.fashion_mnist import read_idx
+from solo_bayesncl.metrics import evidence_order, wilson_lower_bound
 
 
 def read_data_js(path: Path) -> dict:
@@ -549,3 +548,14 @@ def test_header_escapes_names_and_explains_unknown_figures(tmp_path):
     assert "gate_open_rate" not in tiles and "gates_never_open" not in tiles  # no gate: NCL
     assert [k for k, t in tiles.items() if not t["folded"]] == ["active_dims", "linear_top1"]
     assert "no description" in tiles["my_figure"]["title"]
+
+
+def test_cli_min_support_reaches_the_page_and_is_refused_outside_0_to_1(tmp_path, capsys):
+    tiny_report(tmp_path / "rep")
+    out = tmp_path / "out"
+    assert cli_main([str(tmp_path / "rep"), "--out", str(out), "--min-support", "0.2"]) == 0
+    assert read_data_js(out / "data.js")["meta"]["min_support"] == 0.2
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main([str(tmp_path / "rep"), "--out", str(tmp_path / "o2"), "--min-support", "5"])
+    assert exit_info.value.code == 2
+    assert "--min-support: 5 is not a share of the images (0 to 1)" in capsys.readouterr().err

@@ -104,7 +104,7 @@
       ')">n.s.</span>';
   }
 
-  /* The default order's rule, in one sentence (see summaries.evidence_order). */
+  /* The default order's rule, in one sentence (see solo_bayesncl.metrics.evidence_order). */
   function orderRule(meta) {
     return "Default order: by evidence, the 95% Wilson lower bound of the purity (the majority " +
       "class's share of the images a dimension fires on), which discounts a purity resting " +
