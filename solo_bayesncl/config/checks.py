@@ -192,9 +192,9 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
         return OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
 
     _require_known_top_level_keys(cfg)
-    require_known_keys(cfg, "data", DATA_KEYS)
-    require_known_keys(cfg, "checkpoint", CHECKPOINT_KEYS)
-    require_known_keys(cfg, "performance", PERFORMANCE_KEYS)
+    require_known_keys("data", present("data"), DATA_KEYS)
+    require_known_keys("checkpoint", present("checkpoint"), CHECKPOINT_KEYS)
+    require_known_keys("performance", present("performance"), PERFORMANCE_KEYS)
     dataset = str(present("data.offline_dataset") or present("data.dataset") or "")
     for name in SCENE_KEYS:
         if (

@@ -315,7 +315,7 @@ def check_interpretability_cfg(cfg: omegaconf.DictConfig) -> dict[str, Any]:
     if not OmegaConf.select(cfg, "interpretability", default=None):
         OmegaConf.update(cfg, "interpretability", {}, merge=False, force_add=True)
     section: Any = cfg.interpretability
-    require_known_keys(cfg, "interpretability", sorted(_KEYS))
+    require_known_keys("interpretability", section, sorted(_KEYS))
     key = "interpretability"
     checked = {
         "enabled": parse_bool(f"{key}.enabled", section.get("enabled", False)),

@@ -57,12 +57,13 @@ def prepare_pretrain_cfg(
         raise ValueError(
             f"method={method!r} is not a solo-learn method; allowed values: {', '.join(sorted(METHODS))}"
         )
-    check_method_kwargs(cfg, METHODS[method])  # no silently ignored (misspelt) key
+    # no silently ignored (misspelt) key
+    check_method_kwargs(method, OmegaConf.select(cfg, "method_kwargs", default=None))
     check_solo_names(cfg, BaseMethod._OPTIMIZERS, BaseMethod._SCHEDULERS, BaseMethod._BACKBONES)
     cfg = resolve_with_solo(cfg, parse_cfg, check_data)
     cfg = resolve_augment_on(cfg)
     cfg = METHODS[method].add_and_assert_specific_cfg(cfg)
-    check_upstream_method_kwargs(cfg)
+    check_upstream_method_kwargs(cfg.method, cfg.method_kwargs)
     check_interpretability_cfg(cfg)
     decide_compile(cfg)  # performance.compile=True needs a C++ compiler on the CPU
     return cfg
