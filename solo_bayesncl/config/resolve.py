@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from solo_bayesncl.config.checks import check_run_cfg
 from solo_bayesncl.config.global_batch import apply_global_batch
 from solo_bayesncl.config.runtime import resolve_runtime
-from solo_bayesncl.data.names import OFFLINE_DATASETS, dataset_name, dataset_run_name
+from solo_bayesncl.data.names import OFFLINE_DATASETS, dataset_run_name, dataset_spec
 from solo_bayesncl.data.resolve import check_dataset_available, resolve_dataset_cfg
 
 __all__ = ["resolve_with_solo"]
@@ -29,10 +29,11 @@ def resolve_with_solo(
     cfg = apply_global_batch(resolve_runtime(cfg))  # the paper's global batch on any machine
     cfg = resolve_dataset_cfg(cfg)
     name = str(OmegaConf.select(cfg, "name", default=None) or "run")
-    cfg.name = dataset_run_name(name, dataset_name(cfg))
+    dataset = dataset_spec(cfg).name
+    cfg.name = dataset_run_name(name, dataset)
     if check_data:
         check_dataset_available(cfg)
     cfg = parse_cfg(cfg)
-    if dataset_name(cfg) in OFFLINE_DATASETS:
-        cfg.data.num_classes = OFFLINE_DATASETS[dataset_name(cfg)]
+    if dataset in OFFLINE_DATASETS:
+        cfg.data.num_classes = OFFLINE_DATASETS[dataset]
     return cfg

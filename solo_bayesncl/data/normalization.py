@@ -5,9 +5,8 @@ that the linear probe, kNN, the report and the callback feed the backbone what i
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
-import omegaconf
 from omegaconf import OmegaConf
 from torchvision import transforms
 
@@ -31,28 +30,24 @@ _NO_AUGMENTATION = {
 
 
 def solo_normalization(
-    cfg: omegaconf.DictConfig, aug: Any = None
+    dataset: str, mean: Sequence[float] | None = None, std: Sequence[float] | None = None
 ) -> tuple[list[float], list[float]]:
     """The mean and std solo-learn's ``build_transform_pipeline`` normalises views of
-    ``cfg.data.dataset`` with: its table for the datasets it knows (CIFAR-10, CIFAR-100, STL-10,
-    ImageNet), ``aug``'s ``mean``/``std`` otherwise (ImageNet's when absent).
+    ``dataset`` (``data.dataset`` as solo-learn reads it) with: its table for the datasets it
+    knows (CIFAR-10, CIFAR-100, STL-10, ImageNet), ``mean``/``std`` otherwise (the augmentation
+    pipeline's, as :class:`~solo_bayesncl.data.names.DatasetSpec` holds them; ImageNet's when
+    None).
 
-    The one place every pipeline and evaluation reads its normalisation from. ``aug`` is an
-    augmentation pipeline or a linear config's ``data.augmentations``; None reads the config's
-    first pipeline, else its ``data.augmentations``. Only the dataset and ``aug``'s
-    ``mean``/``std`` matter: solo-learn is asked with every augmentation switched off.
+    The one place every pipeline and evaluation reads its normalisation from. Only the dataset
+    and ``mean``/``std`` matter: solo-learn is asked with every augmentation switched off.
     """
     from solo.data.pretrain_dataloader import build_transform_pipeline
 
-    if aug is None:
-        pipelines = OmegaConf.select(cfg, "augmentations", default=None)
-        aug = pipelines[0] if pipelines else OmegaConf.select(cfg, "data.augmentations")
-    aug = aug or {}
     node = OmegaConf.create(_NO_AUGMENTATION)
-    for key in ("mean", "std"):
-        if aug.get(key, None) is not None:
-            node[key] = [float(v) for v in aug[key]]
-    for t in build_transform_pipeline(str(cfg.data.dataset), node).transforms:
+    for key, values in (("mean", mean), ("std", std)):
+        if values is not None:
+            node[key] = [float(v) for v in values]
+    for t in build_transform_pipeline(str(dataset), node).transforms:
         if isinstance(t, transforms.Normalize):
             return [float(v) for v in t.mean], [float(v) for v in t.std]
     raise RuntimeError("solo-learn's augmentation pipeline has no Normalize step")
