@@ -1,8 +1,10 @@
-"""What a resolved config says, read once into frozen settings: :func:`run_settings` turns a
-config that went through the run checks (:mod:`solo_bayesncl.config.checks`, booleans already
-parsed) and solo-learn's ``parse_cfg`` into a :class:`RunSettings`, which the library halves of
-the commands pass down instead of the config (its dataset: a
-:class:`~solo_bayesncl.data.names.DatasetSpec`).
+"""A config resolved once at the boundary and read once into frozen settings.
+
+:func:`resolve_with_solo` is the resolution every command's library half runs before a model is
+built: the run checks (:mod:`solo_bayesncl.config.checks`), the machine settings, the dataset
+mapping and early data checks, then solo-learn's ``parse_cfg``. :func:`run_settings` then reads
+the resolved config into a :class:`RunSettings`, which the library halves pass down instead of
+the config (its dataset: a :class:`~solo_bayesncl.data.names.DatasetSpec`).
 
 solo-learn's own classes (the method, its ``Checkpointer``, the data modules) still read the
 config itself; everything the plugin decides reads these attributes.
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,14 +22,19 @@ from typing import Any
 import omegaconf
 from omegaconf import OmegaConf
 
+from solo_bayesncl.config.checks import check_run_cfg
+from solo_bayesncl.config.global_batch import apply_global_batch
+from solo_bayesncl.config.runtime import resolve_runtime
 from solo_bayesncl.core.validation import ConfigError, parse_bool
-from solo_bayesncl.data.names import DatasetSpec, dataset_spec
+from solo_bayesncl.data.names import OFFLINE_DATASETS, DatasetSpec, dataset_run_name, dataset_spec
+from solo_bayesncl.data.resolve import check_dataset_available, resolve_dataset_cfg
 
 __all__ = [
     "PerformanceSettings",
     "RunSettings",
     "cpp_compiler",
     "performance_settings",
+    "resolve_with_solo",
     "run_settings",
 ]
 
@@ -136,3 +143,25 @@ def run_settings(cfg: omegaconf.DictConfig, compiles: bool = True) -> RunSetting
         auto_resume=bool(OmegaConf.select(cfg, "auto_resume.enabled", default=False)),
         max_hours=OmegaConf.select(cfg, "auto_resume.max_hours", default=None),
     )
+
+
+def resolve_with_solo(
+    cfg: omegaconf.DictConfig,
+    parse_cfg: Callable[[omegaconf.DictConfig], omegaconf.DictConfig],
+    check_data: bool = True,
+) -> omegaconf.DictConfig:
+    """Machine settings, dataset mapping and early data checks, then solo-learn's ``parse_cfg``
+    (pretraining's or linear evaluation's), then the plugin datasets' class counts. The run name
+    is made to say the dataset (:func:`solo_bayesncl.data.names.dataset_run_name`)."""
+    cfg = check_run_cfg(cfg)  # every value read as written, or refused, before anything else
+    cfg = apply_global_batch(resolve_runtime(cfg))  # the paper's global batch on any machine
+    cfg = resolve_dataset_cfg(cfg)
+    name = str(OmegaConf.select(cfg, "name", default=None) or "run")
+    dataset = dataset_spec(cfg).name
+    cfg.name = dataset_run_name(name, dataset)
+    if check_data:
+        check_dataset_available(cfg)
+    cfg = parse_cfg(cfg)
+    if dataset in OFFLINE_DATASETS:
+        cfg.data.num_classes = OFFLINE_DATASETS[dataset]
+    return cfg

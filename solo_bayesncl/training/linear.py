@@ -28,8 +28,7 @@ from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
 from solo_bayesncl.config.checks import check_solo_names
-from solo_bayesncl.config.resolve import resolve_with_solo
-from solo_bayesncl.config.settings import run_settings
+from solo_bayesncl.config.settings import resolve_with_solo, run_settings
 from solo_bayesncl.data.dali import check_linear_dali_cfg
 from solo_bayesncl.data.datasets import (
     build_labelled_train_dataset,

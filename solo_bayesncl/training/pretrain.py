@@ -17,8 +17,7 @@ import omegaconf
 from omegaconf import OmegaConf
 
 from solo_bayesncl.config.checks import check_solo_names
-from solo_bayesncl.config.resolve import resolve_with_solo
-from solo_bayesncl.config.settings import run_settings
+from solo_bayesncl.config.settings import resolve_with_solo, run_settings
 from solo_bayesncl.data.pipelines import pretrain_fit_data, resolve_augment_on
 from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.host.models import build_method
