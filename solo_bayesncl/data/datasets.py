@@ -22,7 +22,6 @@ from torchvision.datasets import ImageFolder
 from solo_bayesncl.core.distributed import whole_set_in_every_process
 from solo_bayesncl.data.fashion_mnist import FashionMNIST
 from solo_bayesncl.data.names import SCENES, SOLO_LOADER_DATASETS, DatasetSpec, dataset_spec
-from solo_bayesncl.data.normalization import solo_normalization
 from solo_bayesncl.data.scenes import (
     DEFAULT_BACKGROUND_SEED,
     DEFAULT_BACKGROUNDS,
@@ -131,10 +130,10 @@ def build_train_dataset(source: DataSource, transform) -> Dataset:
 def image_params(source: DataSource) -> tuple[int, list[float], list[float]]:
     """``(crop_size, mean, std)`` of a pretraining config (first augmentation pipeline) or of a
     linear-evaluation config (``data.augmentations``): the mean/std are the pretraining views'
-    (:func:`~solo_bayesncl.data.normalization.solo_normalization`, solo-learn's table for CIFAR,
+    (:func:`~solo_bayesncl.data.names.solo_normalization`, solo-learn's table for CIFAR,
     STL-10 and ImageNet), so that every evaluation feeds what the backbone was trained on."""
     spec = as_spec(source)
-    mean, std = solo_normalization(spec.loader, spec.mean, spec.std)
+    mean, std = spec.normalization
     return spec.crop_size, mean, std
 
 

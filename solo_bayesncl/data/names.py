@@ -17,6 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from omegaconf import OmegaConf
+from torchvision import transforms
+
 __all__ = [
     "ALIASES",
     "DatasetSpec",
@@ -30,6 +33,7 @@ __all__ = [
     "dataset_name",
     "dataset_run_name",
     "dataset_spec",
+    "solo_normalization",
 ]
 
 SOLO_LOADER_DATASETS: tuple[str, ...] = ("cifar10", "cifar100", "stl10", "imagenet", "imagenet100")
@@ -76,6 +80,47 @@ def dataset_run_name(name: str, dataset: str) -> str:
     return f"{name}-{dataset}"
 
 
+_NO_AUGMENTATION = {
+    "crop_size": 1,
+    "rrc": {"enabled": False},
+    **{
+        name: {"prob": 0.0}
+        for name in (
+            "color_jitter",
+            "grayscale",
+            "gaussian_blur",
+            "solarization",
+            "equalization",
+            "horizontal_flip",
+        )
+    },
+}
+
+
+def solo_normalization(
+    dataset: str, mean: Sequence[float] | None = None, std: Sequence[float] | None = None
+) -> tuple[list[float], list[float]]:
+    """The mean and std solo-learn's ``build_transform_pipeline`` normalises views of
+    ``dataset`` (``data.dataset`` as solo-learn reads it) with: its table for the datasets it
+    knows (CIFAR-10, CIFAR-100, STL-10, ImageNet), ``mean``/``std`` otherwise (the augmentation
+    pipeline's, as :class:`~solo_bayesncl.data.names.DatasetSpec` holds them; ImageNet's when
+    None).
+
+    The one place every pipeline and evaluation reads its normalisation from. Only the dataset
+    and ``mean``/``std`` matter: solo-learn is asked with every augmentation switched off.
+    """
+    from solo.data.pretrain_dataloader import build_transform_pipeline
+
+    node = OmegaConf.create(_NO_AUGMENTATION)
+    for key, values in (("mean", mean), ("std", std)):
+        if values is not None:
+            node[key] = [float(v) for v in values]
+    for t in build_transform_pipeline(str(dataset), node).transforms:
+        if isinstance(t, transforms.Normalize):
+            return [float(v) for v in t.mean], [float(v) for v in t.std]
+    raise RuntimeError("solo-learn's augmentation pipeline has no Normalize step")
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
     """A config's dataset, decoded once by :func:`dataset_spec`; every reader of the dataset
@@ -114,6 +159,12 @@ class DatasetSpec:
         """``data.num_classes``, else the dataset's known class count, else 1."""
         known = OFFLINE_DATASETS.get(self.name) or {"cifar10": 10, "cifar100": 100}.get(self.name)
         return self.num_classes or known or 1
+
+    @property
+    def normalization(self) -> tuple[list[float], list[float]]:
+        """The mean and std of the views the backbone trains on (:func:`solo_normalization`),
+        which every pipeline and evaluation feeds it. Needs solo-learn."""
+        return solo_normalization(self.loader, self.mean, self.std)
 
     @property
     def label(self) -> str:

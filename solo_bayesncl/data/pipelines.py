@@ -35,8 +35,7 @@ from torchvision import datasets
 
 from solo_bayesncl.data.batch_augment import MultiViewAugmentation, Recipe, unsupported_reason
 from solo_bayesncl.data.datasets import build_train_dataset, offline_dataset, stratified_subset
-from solo_bayesncl.data.names import OFFLINE_DATASETS, DatasetSpec, dataset_spec
-from solo_bayesncl.data.normalization import solo_normalization
+from solo_bayesncl.data.names import OFFLINE_DATASETS, DatasetSpec, dataset_spec, solo_normalization
 from solo_bayesncl.data.sampler import EpochSampler
 
 __all__ = [

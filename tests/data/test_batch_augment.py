@@ -101,7 +101,7 @@ def _per_image(aug: dict, images: np.ndarray, dataset: str = "custom") -> torch.
 
 def _batched(aug: dict, images: np.ndarray, dataset: str = "custom") -> torch.Tensor:
     """The batched path on the whole set in one call (so parameters must vary within a batch)."""
-    from solo_bayesncl.data.normalization import solo_normalization
+    from solo_bayesncl.data.names import solo_normalization
 
     mean, std = solo_normalization(dataset, aug.get("mean"), aug.get("std"))
     x = torch.from_numpy(images)
@@ -208,7 +208,7 @@ def _compare_colour(a: dict, b: dict) -> list[str]:
 
 def test_colour_recipe_matches_solo_learn_on_colour_images(solo_learn):
     """CIFAR-like 32 px colour images, full recipe, normalised with solo-learn's CIFAR-100 table."""
-    from solo_bayesncl.data.normalization import solo_normalization
+    from solo_bayesncl.data.names import solo_normalization
 
     aug = _recipe()
     images = _colour_images(N, 32, seed=3)
