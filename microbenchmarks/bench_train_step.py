@@ -506,17 +506,17 @@ def variant_cfgs(cfg, args: argparse.Namespace) -> dict[str, Any]:
 
 def compile_wanted(cfg) -> bool:
     """Whether ``cfg``'s ``performance.compile`` compiles the backbone's training forward."""
-    from solo_bayesncl.training.compiled import decide_compile
+    from solo_bayesncl.config.settings import performance_settings
 
-    return decide_compile(cfg)
+    return performance_settings(cfg.get("performance"), str(cfg.get("accelerator"))).compile
 
 
 def small_map_wanted(cfg) -> bool:
     """Whether ``cfg``'s ``performance.small_map_convs`` computes the convolutions on maps of
     a few pixels as matrix products."""
-    from solo_bayesncl.training.small_map_convs import decide_small_map_convs
+    from solo_bayesncl.config.settings import performance_settings
 
-    return decide_small_map_convs(cfg)
+    return performance_settings(cfg.get("performance"), "").small_map_convs
 
 
 def small_map_name(as_products: bool) -> str:
@@ -525,9 +525,9 @@ def small_map_name(as_products: bool) -> str:
 
 def pooling_name(cfg) -> str:
     """Which kernel ``cfg``'s model max-pools with (``performance.channels_last_max_pool``)."""
-    from solo_bayesncl.training.channels_last_max_pool import decide_channels_last_max_pool
+    from solo_bayesncl.config.settings import performance_settings
 
-    if decide_channels_last_max_pool(cfg):
+    if performance_settings(cfg.get("performance"), "").channels_last_max_pool:
         return "max-pool by the channels-last kernel"
     return f"max-pool in the model's layout ({memory_format_name(cfg)})"
 

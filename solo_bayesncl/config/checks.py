@@ -22,6 +22,7 @@ from solo_bayesncl.core.validation import (
     require_known_keys,
     require_range,
 )
+from solo_bayesncl.data.names import SCENES, dataset_spec
 
 __all__ = [
     "CHECKPOINT_KEYS",
@@ -192,18 +193,15 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
         return OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
 
     _require_known_top_level_keys(cfg)
-    require_known_keys(cfg, "data", DATA_KEYS)
-    require_known_keys(cfg, "checkpoint", CHECKPOINT_KEYS)
-    require_known_keys(cfg, "performance", PERFORMANCE_KEYS)
-    dataset = str(present("data.offline_dataset") or present("data.dataset") or "")
+    require_known_keys("data", present("data"), DATA_KEYS)
+    require_known_keys("checkpoint", present("checkpoint"), CHECKPOINT_KEYS)
+    require_known_keys("performance", present("performance"), PERFORMANCE_KEYS)
+    dataset = dataset_spec(cfg).name
     for name in SCENE_KEYS:
-        if (
-            present(f"data.{name}") is not None
-            and dataset.lower().replace("_", "-") != "fashion-mnist-scenes"
-        ):
+        if present(f"data.{name}") is not None and dataset != SCENES:
             raise ConfigError(
-                f"data.{name} is read by data.dataset=fashion-mnist-scenes only; "
-                f"data.dataset={dataset} would ignore it (remove it, or train on fashion-mnist-scenes)"
+                f"data.{name} is read by data.dataset={SCENES} only; "
+                f"data.dataset={dataset} would ignore it (remove it, or train on {SCENES})"
             )
     if present("seed") is not None:
         _set(cfg, "seed", require_int("seed", present("seed"), low=0, high=2**32 - 1))

@@ -41,10 +41,10 @@ from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
 from solo_bayesncl.data.names import (
-    ALIASES,
     OFFLINE_DATASETS,
     SMALL_IMAGE_DATASETS,
     SOLO_DATASETS,
+    canonical_name,
 )
 from solo_bayesncl.host.registration import register
 
@@ -98,7 +98,7 @@ def _dataset_problem(cfg: omegaconf.DictConfig) -> str | None:
     dataset = str(OmegaConf.select(cfg, "data.dataset", default=""))
     if dataset in SOLO_DATASETS:
         return None
-    own = dataset in OFFLINE_DATASETS or dataset.lower() in ALIASES
+    own = canonical_name(dataset) in OFFLINE_DATASETS
     return (
         f"data.dataset={dataset!r}"
         + (" is this package's own" if own else " is not a solo-learn dataset")

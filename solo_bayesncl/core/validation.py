@@ -13,23 +13,23 @@ every command and the benchmark print.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import omegaconf
-from omegaconf import OmegaConf
 
 __all__ = [
     "INPUT_ERRORS",
     "MIN_TEMPERATURE",
     "ConfigError",
+    "describe_int",
+    "describe_range",
     "first_line",
     "parse_bool",
     "require_choice",
     "require_fraction",
     "require_int",
     "require_known_keys",
-    "require_positive_int",
     "require_range",
     "require_temperature",
 ]
@@ -67,17 +67,6 @@ def first_line(err: BaseException) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-def require_positive_int(cfg: omegaconf.DictConfig, key: str, hint: str) -> int:
-    """The integer at ``key``; raises :class:`ConfigError` when missing or not a positive int."""
-    node_missing = OmegaConf.select(cfg, key, default=None, throw_on_missing=False) is None
-    if node_missing:
-        raise ConfigError(f"{key} is missing: {hint}")
-    value = OmegaConf.select(cfg, key)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{key}={value!r} must be a positive integer ({hint})")
-    return value
-
-
 def require_range(
     key: str,
     value: Any,
@@ -97,10 +86,21 @@ def require_range(
     if ok and high is not None:
         ok = number <= high if high_inclusive else number < high
     if not ok:
-        left = ("[" if low_inclusive else "(") + ("-inf" if low is None else f"{low:g}")
-        right = ("inf" if high is None else f"{high:g}") + ("]" if high_inclusive else ")")
-        raise ConfigError(f"{key}={value!r} is out of range; allowed: a number in {left}, {right}")
+        allowed = describe_range(low, high, low_inclusive, high_inclusive)
+        raise ConfigError(f"{key}={value!r} is out of range; allowed: {allowed}")
     return number
+
+
+def describe_range(
+    low: float | None = None,
+    high: float | None = None,
+    low_inclusive: bool = False,
+    high_inclusive: bool = False,
+) -> str:
+    """What :func:`require_range` allows, in the words of its message: ``a number in (0, 1)``."""
+    left = ("[" if low_inclusive else "(") + ("-inf" if low is None else f"{low:g}")
+    right = ("inf" if high is None else f"{high:g}") + ("]" if high_inclusive else ")")
+    return f"a number in {left}, {right}"
 
 
 def require_temperature(key: str, value: Any) -> float:
@@ -130,9 +130,13 @@ def require_int(key: str, value: Any, low: int, high: int | None = None) -> int:
     else:
         ok = high is None or number <= high
     if not ok:
-        allowed = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
-        raise ConfigError(f"{key}={value!r} is out of range; allowed: {allowed}")
+        raise ConfigError(f"{key}={value!r} is out of range; allowed: {describe_int(low, high)}")
     return number
+
+
+def describe_int(low: int, high: int | None = None) -> str:
+    """What :func:`require_int` allows, in the words of its message: ``an integer >= 1``."""
+    return f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
 
 
 def require_choice(key: str, value: Any, allowed: Iterable[str]) -> str:
@@ -157,10 +161,10 @@ def require_fraction(key: str, value: Any) -> float:
     return number
 
 
-def require_known_keys(cfg: omegaconf.DictConfig, section: str, known: Iterable[str]) -> None:
-    """Raises :class:`ConfigError` when the mapping at ``section`` holds keys outside ``known``
-    (a misspelt key would otherwise be ignored and its default used)."""
-    node = OmegaConf.select(cfg, section, default=None)
+def require_known_keys(section: str, node: Mapping[str, Any] | None, known: Iterable[str]) -> None:
+    """Raises :class:`ConfigError` when the mapping ``node`` (the config's ``section``) holds keys
+    outside ``known`` (a misspelt key would otherwise be ignored and its default used); None (no
+    such section) passes."""
     if node is None:
         return
     known = tuple(known)

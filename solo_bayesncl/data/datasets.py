@@ -21,14 +21,7 @@ from torchvision.datasets import ImageFolder
 
 from solo_bayesncl.core.distributed import whole_set_in_every_process
 from solo_bayesncl.data.fashion_mnist import FashionMNIST
-from solo_bayesncl.data.names import (
-    OFFLINE_DATASETS,
-    SCENES,
-    SOLO_LOADER_DATASETS,
-    dataset_label,
-    dataset_name,
-)
-from solo_bayesncl.data.normalization import solo_normalization
+from solo_bayesncl.data.names import SCENES, SOLO_LOADER_DATASETS, DatasetSpec, dataset_spec
 from solo_bayesncl.data.scenes import (
     DEFAULT_BACKGROUND_SEED,
     DEFAULT_BACKGROUNDS,
@@ -37,7 +30,9 @@ from solo_bayesncl.data.scenes import (
 )
 
 __all__ = [
+    "DataSource",
     "LabelledImages",
+    "as_spec",
     "build_labelled_train_dataset",
     "build_train_dataset",
     "build_val_dataset",
@@ -48,6 +43,7 @@ __all__ = [
     "linear_train_transform",
     "official_transforms",
     "offline_dataset",
+    "process_count",
     "scene_args",
     "seeded_subset",
     "stratified_subset",
@@ -55,10 +51,19 @@ __all__ = [
 ]
 
 
-def scene_args(cfg: omegaconf.DictConfig) -> tuple[int, int]:
+DataSource = DatasetSpec | omegaconf.DictConfig
+"""What the builders here read the dataset from: its spec, or a config they decode
+(:func:`~solo_bayesncl.data.names.dataset_spec`)."""
+
+
+def as_spec(source: DataSource) -> DatasetSpec:
+    """``source`` itself when it is a spec, else the spec of the config."""
+    return source if isinstance(source, DatasetSpec) else dataset_spec(source)
+
+
+def scene_args(spec: DatasetSpec) -> tuple[int, int]:
     """``(data.num_backgrounds, data.background_seed)``; a bad value names its key."""
-    num = OmegaConf.select(cfg, "data.num_backgrounds", default=None)
-    seed = OmegaConf.select(cfg, "data.background_seed", default=None)
+    num, seed = spec.num_backgrounds, spec.background_seed
     num = DEFAULT_BACKGROUNDS if num is None else num
     seed = DEFAULT_BACKGROUND_SEED if seed is None else seed
     try:
@@ -73,17 +78,17 @@ def scene_args(cfg: omegaconf.DictConfig) -> tuple[int, int]:
 
 
 def offline_dataset(
-    cfg: omegaconf.DictConfig,
+    spec: DatasetSpec,
     split: str,
     transform=None,
     root: str | Path | None = None,
     with_index: bool = False,
 ) -> FashionMNIST:
-    """The plugin dataset ``cfg`` names (``fashion-mnist`` or ``fashion-mnist-scenes``);
+    """The plugin dataset ``spec`` names (``fashion-mnist`` or ``fashion-mnist-scenes``);
     ``with_index`` yields ``(index, image, target)`` as solo-learn's pretraining expects."""
     cls, kwargs = FashionMNIST, {}
-    if dataset_name(cfg) == SCENES:
-        num, seed = scene_args(cfg)
+    if spec.name == SCENES:
+        num, seed = scene_args(spec)
         cls, kwargs = FashionMNISTScenes, {"num_backgrounds": num, "seed": seed}
     if with_index:
         from solo.data.pretrain_dataloader import dataset_with_index
@@ -104,45 +109,42 @@ def stratified_subset(dataset: Dataset, targets, fraction: float, seed: int = 42
     return Subset(dataset, sorted(kept))
 
 
-def build_train_dataset(cfg: omegaconf.DictConfig, transform) -> Dataset:
+def build_train_dataset(source: DataSource, transform) -> Dataset:
     """The pretraining dataset, yielding ``(index, views, target)`` as solo-learn expects."""
     from solo.data.pretrain_dataloader import prepare_datasets
 
-    if dataset_name(cfg) in OFFLINE_DATASETS:
-        dataset = offline_dataset(cfg, "train", transform, cfg.data.train_path, with_index=True)
-        return stratified_subset(dataset, dataset.targets, float(cfg.data.fraction))
+    spec = as_spec(source)
+    if spec.is_offline:
+        dataset = offline_dataset(spec, "train", transform, spec.train_path, with_index=True)
+        return stratified_subset(dataset, dataset.targets, spec.fraction)
     return prepare_datasets(
-        cfg.data.dataset,
+        spec.loader,
         transform,
-        train_data_path=cfg.data.train_path,
-        data_format=cfg.data.format,
-        no_labels=cfg.data.no_labels,
-        data_fraction=cfg.data.fraction,
+        train_data_path=spec.train_path,
+        data_format=spec.format,
+        no_labels=spec.no_labels,
+        data_fraction=spec.fraction,
     )
 
 
-def image_params(cfg: omegaconf.DictConfig) -> tuple[int, list[float], list[float]]:
+def image_params(source: DataSource) -> tuple[int, list[float], list[float]]:
     """``(crop_size, mean, std)`` of a pretraining config (first augmentation pipeline) or of a
     linear-evaluation config (``data.augmentations``): the mean/std are the pretraining views'
-    (:func:`~solo_bayesncl.data.normalization.solo_normalization`, solo-learn's table for CIFAR,
+    (:func:`~solo_bayesncl.data.names.solo_normalization`, solo-learn's table for CIFAR,
     STL-10 and ImageNet), so that every evaluation feeds what the backbone was trained on."""
-    pipelines = OmegaConf.select(cfg, "augmentations", default=None)
-    aug = (
-        pipelines[0] if pipelines else OmegaConf.select(cfg, "data.augmentations", default={}) or {}
-    )
-    crop = int(aug.get("crop_size", 224))
-    mean, std = solo_normalization(cfg, aug)
-    return crop, mean, std
+    spec = as_spec(source)
+    mean, std = spec.normalization
+    return spec.crop_size, mean, std
 
 
 def official_transforms(
-    cfg: omegaconf.DictConfig,
+    source: DataSource,
 ) -> tuple[transforms.Compose, transforms.Compose] | None:
     """solo-learn's classification ``(train, validation)`` transforms of the dataset, which the
     official NCL/BayesNCL probe and evaluation use (CIFAR-100 included: CIFAR-10's mean/std on
     both sides); None for datasets solo-learn does not know by name (image folders and the
     plugin's offline datasets), where the plugin's own transforms are the only ones."""
-    name = dataset_name(cfg)
+    name = as_spec(source).name
     if name not in SOLO_LOADER_DATASETS:
         return None
     from solo.data.classification_dataloader import prepare_transforms
@@ -159,13 +161,13 @@ def _normalized_as(transform: transforms.Compose, mean, std) -> transforms.Compo
     return transforms.Compose(steps)
 
 
-def validation_transform(cfg: omegaconf.DictConfig) -> transforms.Compose:
+def validation_transform(source: DataSource) -> transforms.Compose:
     """Resize and centre-crop to the training crop size, normalised like the training views.
 
     Small images (crop <= 64 px) are resized straight to the crop size, larger ones to
     ``crop / 0.875`` first (224 px crops read a 256 px resize, as in solo-learn).
     """
-    crop, mean, std = image_params(cfg)
+    crop, mean, std = image_params(source)
     resize = crop if crop <= 64 else int(round(crop / 0.875))
     return transforms.Compose(
         [
@@ -177,9 +179,9 @@ def validation_transform(cfg: omegaconf.DictConfig) -> transforms.Compose:
     )
 
 
-def linear_train_transform(cfg: omegaconf.DictConfig) -> transforms.Compose:
+def linear_train_transform(source: DataSource) -> transforms.Compose:
     """Random resized crop and flip at the training crop size (offline linear evaluation)."""
-    crop, mean, std = image_params(cfg)
+    crop, mean, std = image_params(source)
     return transforms.Compose(
         [
             transforms.RandomResizedCrop(
@@ -192,58 +194,57 @@ def linear_train_transform(cfg: omegaconf.DictConfig) -> transforms.Compose:
     )
 
 
-def build_labelled_train_dataset(cfg: omegaconf.DictConfig, transform) -> Dataset:
+def build_labelled_train_dataset(source: DataSource, transform) -> Dataset:
     """The labelled training set as ``(image, label)`` pairs (linear evaluation, kNN)."""
-    name = dataset_name(cfg)
-    if name in OFFLINE_DATASETS:
-        dataset = offline_dataset(cfg, "train", transform, cfg.data.train_path)
-        return stratified_subset(
-            dataset, dataset.targets, float(OmegaConf.select(cfg, "data.fraction", default=-1))
-        )
-    if name == "custom":
-        return ImageFolder(str(cfg.data.train_path), transform)
+    spec = as_spec(source)
+    if spec.is_offline:
+        dataset = offline_dataset(spec, "train", transform, spec.train_path)
+        return stratified_subset(dataset, dataset.targets, spec.fraction)
+    if spec.name == "custom":
+        return ImageFolder(str(spec.train_path), transform)
     from solo.data.classification_dataloader import prepare_datasets
 
     train, _ = prepare_datasets(
-        name, transform, transform, cfg.data.train_path, cfg.data.val_path, download=False
+        spec.name, transform, transform, spec.train_path, spec.val_path, download=False
     )
     return train
 
 
-def build_val_dataset(cfg: omegaconf.DictConfig, transform=None) -> Dataset | None:
+def build_val_dataset(source: DataSource, transform=None) -> Dataset | None:
     """The labelled validation dataset, or None when the config has none."""
-    name = dataset_name(cfg)
-    transform = transform or validation_transform(cfg)
-    if name in OFFLINE_DATASETS:
-        dataset = offline_dataset(cfg, "val", transform, cfg.data.val_path)
-        fraction = float(OmegaConf.select(cfg, "data.val_fraction", default=-1) or -1)
-        return stratified_subset(dataset, dataset.targets, fraction)
-    no_labels = bool(OmegaConf.select(cfg, "data.no_labels", default=False))
-    if cfg.data.val_path is None or (name == "custom" and no_labels):
+    spec = as_spec(source)
+    transform = transform or validation_transform(spec)
+    if spec.is_offline:
+        dataset = offline_dataset(spec, "val", transform, spec.val_path)
+        return stratified_subset(dataset, dataset.targets, spec.val_fraction)
+    if spec.val_path is None or (spec.name == "custom" and spec.no_labels):
         return None
-    if name == "custom":
-        return ImageFolder(str(cfg.data.val_path), transform)
+    if spec.name == "custom":
+        return ImageFolder(str(spec.val_path), transform)
     from solo.data.classification_dataloader import prepare_datasets
 
-    fmt = OmegaConf.select(cfg, "data.format", default="image_folder")
     _, val = prepare_datasets(
-        name,
+        spec.name,
         transform,
         transform,
-        cfg.data.train_path,
-        cfg.data.val_path,
-        data_format="image_folder" if fmt == "dali" else fmt,
+        spec.train_path,
+        spec.val_path,
+        data_format="image_folder" if spec.format == "dali" else spec.format,
         download=False,
     )
     return val
 
 
 def build_val_loader(
-    cfg: omegaconf.DictConfig, batch_size: int | None = None, transform=None
+    source: DataSource,
+    batch_size: int | None = None,
+    transform=None,
+    processes: int | None = None,
 ) -> DataLoader | None:
     """Validation loader in solo-learn's ``(X, y)`` format, None when there is no labelled data.
 
-    With several processes (``devices`` x ``num_nodes`` > 1) every process reads the whole set
+    ``batch_size`` and ``processes`` (``len(devices) * num_nodes``) default to a config's
+    (``source`` a config). With several processes every process reads the whole set
     (:func:`solo_bayesncl.core.distributed.whole_set_in_every_process`): the validation figures are
     those of the whole set, each image counted once, as with one process.
 
@@ -252,34 +253,40 @@ def build_val_loader(
     crop) normalised with the pretraining views' mean/std (:func:`image_params`) in place of its
     own, which is CIFAR-10's for CIFAR-100 too; :func:`validation_transform` for the others.
     """
+    spec = as_spec(source)
+    if batch_size is None:
+        batch_size = int(source.optimizer.batch_size)
+    if processes is None:
+        processes = process_count(source)
     if transform is None:
-        official = official_transforms(cfg)
-        _, mean, std = image_params(cfg)
+        official = official_transforms(spec)
+        _, mean, std = image_params(spec)
         transform = (
-            validation_transform(cfg)
+            validation_transform(spec)
             if official is None
             else _normalized_as(official[1], mean, std)
         )
-    dataset = build_val_dataset(cfg, transform)
+    dataset = build_val_dataset(spec, transform)
     if dataset is None:
         return None
     loader = DataLoader(
         dataset,
-        batch_size=batch_size or cfg.optimizer.batch_size,
+        batch_size=batch_size,
         shuffle=False,
-        num_workers=cfg.data.num_workers,
+        num_workers=spec.num_workers,
         pin_memory=torch.cuda.is_available(),
         drop_last=False,
     )
-    return _for_every_process(cfg, loader)
+    return whole_set_in_every_process(loader) if processes > 1 else loader
 
 
-def _for_every_process(cfg: omegaconf.DictConfig, loader: DataLoader) -> DataLoader:
-    devices = OmegaConf.select(cfg, "devices", default=None)  # a list once resolved
-    processes = (len(devices) if OmegaConf.is_list(devices) else 1) * int(
+def process_count(cfg: omegaconf.DictConfig) -> int:
+    """The processes a config trains in: ``len(devices)`` (a list once resolved) x
+    ``num_nodes``."""
+    devices = OmegaConf.select(cfg, "devices", default=None)
+    return (len(devices) if OmegaConf.is_list(devices) else 1) * int(
         OmegaConf.select(cfg, "num_nodes", default=1) or 1
     )
-    return whole_set_in_every_process(loader) if processes > 1 else loader
 
 
 def class_names(dataset, num_classes: int | None) -> list[str]:
@@ -318,18 +325,17 @@ class LabelledImages:
     std: list[float]
 
 
-def labelled_val_images(
-    cfg: omegaconf.DictConfig, max_images: int | None = None
-) -> LabelledImages | None:
+def labelled_val_images(source: DataSource, max_images: int | None = None) -> LabelledImages | None:
     """The labelled validation images of ``cfg`` at the training resolution (a seeded subset
     of ``max_images``), or None when the config has none.
 
     Raises ValueError when the dataset names no classes and ``data.num_classes`` is unset, or
     for a ``max_images`` below 1.
     """
-    val = build_val_dataset(cfg, validation_transform(cfg))
+    val = build_val_dataset(source, validation_transform(source))
     if val is None:
         return None
-    names = class_names(val, OmegaConf.select(cfg, "data.num_classes", default=None))
-    _, mean, std = image_params(cfg)
-    return LabelledImages(seeded_subset(val, max_images), names, dataset_label(cfg), mean, std)
+    spec = as_spec(source)
+    names = class_names(val, spec.num_classes)
+    _, mean, std = image_params(spec)
+    return LabelledImages(seeded_subset(val, max_images), names, spec.label, mean, std)

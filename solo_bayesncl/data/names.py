@@ -1,22 +1,28 @@
-"""The dataset vocabulary, in one place: which names exist, which solo-learn reads itself, which
-the plugin adds, their aliases, and the real name of the dataset a resolved config trains on.
+"""The dataset vocabulary and the one decoder of a config's dataset: which names exist, which
+solo-learn reads itself, which the plugin adds, their aliases, and :func:`dataset_spec`, which
+reads a config's ``data`` section (and its crop size and normalisation) once into a frozen
+:class:`DatasetSpec`. It is the only place a dataset name or alias is read from a config.
 
 solo-learn knows ``cifar10``, ``cifar100``, ``stl10``, ``imagenet``, ``imagenet100`` and
 ``custom`` (an image folder). The plugin adds ``fashion-mnist`` and ``fashion-mnist-scenes`` by
 presenting them to solo-learn as ``custom`` and remembering the real name in
 ``data.offline_dataset`` (:func:`solo_bayesncl.data.resolve.resolve_dataset_cfg`); every reader
-of a resolved config asks :func:`dataset_name` for it.
+of a config reads it from the spec.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-import omegaconf
 from omegaconf import OmegaConf
+from torchvision import transforms
 
 __all__ = [
     "ALIASES",
+    "DatasetSpec",
     "DALI_DATASETS",
     "OFFLINE_DATASETS",
     "SCENES",
@@ -24,9 +30,10 @@ __all__ = [
     "SOLO_DATASETS",
     "SOLO_LOADER_DATASETS",
     "canonical_name",
-    "dataset_label",
     "dataset_name",
     "dataset_run_name",
+    "dataset_spec",
+    "solo_normalization",
 ]
 
 SOLO_LOADER_DATASETS: tuple[str, ...] = ("cifar10", "cifar100", "stl10", "imagenet", "imagenet100")
@@ -64,12 +71,6 @@ def canonical_name(name: str) -> str:
     return ALIASES.get(name.lower(), name)
 
 
-def dataset_name(cfg: omegaconf.DictConfig) -> str:
-    """The dataset a config trains on: ``data.offline_dataset`` for the plugin's datasets (which
-    solo-learn sees as ``custom``), else ``data.dataset``."""
-    return str(OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset)
-
-
 def dataset_run_name(name: str, dataset: str) -> str:
     """The run name with the dataset actually trained on: the first dataset named in ``name``
     is replaced (``bayesncl-cifar100`` on Fashion-MNIST is ``bayesncl-fashion-mnist``), and a
@@ -79,9 +80,136 @@ def dataset_run_name(name: str, dataset: str) -> str:
     return f"{name}-{dataset}"
 
 
-def dataset_label(cfg: omegaconf.DictConfig) -> str:
-    """The dataset as the report names it."""
-    name = dataset_name(cfg)
-    if name == "custom":
-        return f"custom ({cfg.data.val_path})"
-    return str(name)
+_NO_AUGMENTATION = {
+    "crop_size": 1,
+    "rrc": {"enabled": False},
+    **{
+        name: {"prob": 0.0}
+        for name in (
+            "color_jitter",
+            "grayscale",
+            "gaussian_blur",
+            "solarization",
+            "equalization",
+            "horizontal_flip",
+        )
+    },
+}
+
+
+def solo_normalization(
+    dataset: str, mean: Sequence[float] | None = None, std: Sequence[float] | None = None
+) -> tuple[list[float], list[float]]:
+    """The mean and std solo-learn's ``build_transform_pipeline`` normalises views of
+    ``dataset`` (``data.dataset`` as solo-learn reads it) with: its table for the datasets it
+    knows (CIFAR-10, CIFAR-100, STL-10, ImageNet), ``mean``/``std`` otherwise (the augmentation
+    pipeline's, as :class:`~solo_bayesncl.data.names.DatasetSpec` holds them; ImageNet's when
+    None).
+
+    The one place every pipeline and evaluation reads its normalisation from. Only the dataset
+    and ``mean``/``std`` matter: solo-learn is asked with every augmentation switched off.
+    """
+    from solo.data.pretrain_dataloader import build_transform_pipeline
+
+    node = OmegaConf.create(_NO_AUGMENTATION)
+    for key, values in (("mean", mean), ("std", std)):
+        if values is not None:
+            node[key] = [float(v) for v in values]
+    for t in build_transform_pipeline(str(dataset), node).transforms:
+        if isinstance(t, transforms.Normalize):
+            return [float(v) for v in t.mean], [float(v) for v in t.std]
+    raise RuntimeError("solo-learn's augmentation pipeline has no Normalize step")
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A config's dataset, decoded once by :func:`dataset_spec`; every reader of the dataset
+    reads these attributes rather than the config.
+
+    ``name`` is the dataset trained on (an alias replaced by its canonical name; the plugin's
+    datasets, which solo-learn sees as ``custom`` once resolved, by their own name); ``loader``
+    is ``data.dataset`` as solo-learn reads it. ``crop_size``, ``mean`` and ``std`` are those of
+    the first augmentation pipeline of a pretraining config, or of ``data.augmentations`` of a
+    linear one (``mean``/``std`` as written there, None when absent).
+    """
+
+    name: str
+    loader: str
+    num_classes: int | None = None
+    train_path: str | None = None
+    val_path: str | None = None
+    format: str = "image_folder"
+    no_labels: bool = False
+    num_workers: int = 0
+    fraction: float = -1.0
+    val_fraction: float = -1.0
+    num_backgrounds: int | None = None
+    background_seed: int | None = None
+    crop_size: int = 224
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+
+    @property
+    def is_offline(self) -> bool:
+        """One of the plugin's datasets (:data:`OFFLINE_DATASETS`)."""
+        return self.name in OFFLINE_DATASETS
+
+    @property
+    def classes(self) -> int:
+        """``data.num_classes``, else the dataset's known class count, else 1."""
+        known = OFFLINE_DATASETS.get(self.name) or {"cifar10": 10, "cifar100": 100}.get(self.name)
+        return self.num_classes or known or 1
+
+    @property
+    def normalization(self) -> tuple[list[float], list[float]]:
+        """The mean and std of the views the backbone trains on (:func:`solo_normalization`),
+        which every pipeline and evaluation feeds it. Needs solo-learn."""
+        return solo_normalization(self.loader, self.mean, self.std)
+
+    @property
+    def label(self) -> str:
+        """The dataset as the report names it."""
+        return f"custom ({self.val_path})" if self.name == "custom" else self.name
+
+
+def _numbers(values: Sequence[Any] | None) -> tuple[float, ...] | None:
+    return None if values is None else tuple(float(v) for v in values)
+
+
+def dataset_spec(cfg: Mapping[str, Any]) -> DatasetSpec:
+    """The dataset of a config (a DictConfig or the plain mapping of a checkpoint's config),
+    read once: see :class:`DatasetSpec`. Reads ``data.*``, the first ``augmentations`` pipeline
+    (pretraining) or ``data.augmentations`` (linear evaluation); checks nothing (the run checks
+    do, :mod:`solo_bayesncl.config.checks`)."""
+    data = cfg.get("data", None) or {}
+    loader = str(data.get("dataset", None) or "")
+    pipelines = cfg.get("augmentations", None)
+    aug = (pipelines[0] if pipelines else data.get("augmentations", None)) or {}
+    num_classes = data.get("num_classes", None)
+    return DatasetSpec(
+        name=canonical_name(str(data.get("offline_dataset", None) or loader)),
+        loader=loader,
+        num_classes=None if num_classes is None else int(num_classes),
+        train_path=_optional_str(data.get("train_path", None)),
+        val_path=_optional_str(data.get("val_path", None)),
+        format=str(data.get("format", None) or "image_folder"),
+        no_labels=bool(data.get("no_labels", None) or False),
+        num_workers=int(data.get("num_workers", None) or 0),
+        fraction=float(data.get("fraction", None) or -1),
+        val_fraction=float(data.get("val_fraction", None) or -1),
+        num_backgrounds=data.get("num_backgrounds", None),
+        background_seed=data.get("background_seed", None),
+        crop_size=int(aug.get("crop_size", None) or 224),
+        mean=_numbers(aug.get("mean", None)),
+        std=_numbers(aug.get("std", None)),
+    )
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def dataset_name(cfg: Mapping[str, Any]) -> str:
+    """The dataset a config trains on: ``dataset_spec(cfg).name``. Kept for the callers outside
+    the data and training layers; new code reads the spec."""
+    return dataset_spec(cfg).name

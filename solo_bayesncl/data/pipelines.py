@@ -35,8 +35,7 @@ from torchvision import datasets
 
 from solo_bayesncl.data.batch_augment import MultiViewAugmentation, Recipe, unsupported_reason
 from solo_bayesncl.data.datasets import build_train_dataset, offline_dataset, stratified_subset
-from solo_bayesncl.data.names import OFFLINE_DATASETS, dataset_name
-from solo_bayesncl.data.normalization import solo_normalization
+from solo_bayesncl.data.names import OFFLINE_DATASETS, DatasetSpec, dataset_spec, solo_normalization
 from solo_bayesncl.data.sampler import EpochSampler
 
 __all__ = [
@@ -63,18 +62,18 @@ IN_MEMORY_DATASETS: dict[str, int] = {
 """Datasets the batched path serves, with their image side in pixels."""
 
 
-def _not_batchable(cfg: omegaconf.DictConfig) -> str | None:
-    """Why ``cfg`` cannot use the batched path, or None."""
-    name = dataset_name(cfg)
+def _not_batchable(spec: DatasetSpec, pipelines: Any) -> str | None:
+    """Why the dataset ``spec`` with the augmentation ``pipelines`` cannot use the batched path,
+    or None."""
+    name = spec.name
     if name not in IN_MEMORY_DATASETS:
         return (
             f"data.dataset={name} is not held in memory (the batched path serves "
             f"{', '.join(IN_MEMORY_DATASETS)})"
         )
-    fmt = OmegaConf.select(cfg, "data.format", default="image_folder")
-    if fmt != "image_folder":
-        return f"data.format={fmt} (the batched path reads the in-memory arrays)"
-    for i, aug in enumerate(OmegaConf.select(cfg, "augmentations", default=None) or []):
+    if spec.format != "image_folder":
+        return f"data.format={spec.format} (the batched path reads the in-memory arrays)"
+    for i, aug in enumerate(pipelines or []):
         reason = unsupported_reason(Recipe.from_cfg(aug, (0.0,), (1.0,)), IN_MEMORY_DATASETS[name])
         if reason:
             return f"augmentations[{i}]: {reason}"
@@ -89,7 +88,7 @@ def resolve_augment_on(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     here with the reason; unset, it becomes ``batch`` only where it is allowed.
     """
     value = OmegaConf.select(cfg, "data.augment_on", default=None)
-    reason = _not_batchable(cfg)
+    reason = _not_batchable(dataset_spec(cfg), OmegaConf.select(cfg, "augmentations", default=None))
     if value is None:
         value = "per_image" if reason else "batch"
     value = str(value)
@@ -142,14 +141,15 @@ def collate_batch(batch: Any) -> list:
 def load_in_memory(cfg: omegaconf.DictConfig) -> Dataset:
     """The training split of ``cfg``'s dataset as uint8 tensors, with ``data.fraction`` applied
     the way the per-image path applies it (stratified, same seed)."""
-    name = dataset_name(cfg)
+    spec = dataset_spec(cfg)
+    name = spec.name
     if name in OFFLINE_DATASETS:
-        source = offline_dataset(cfg, "train", root=cfg.data.train_path)
+        source = offline_dataset(spec, "train", root=spec.train_path)
         images = torch.from_numpy(source.images.copy())[:, None]
         targets = torch.from_numpy(source.targets.copy())
     elif name in ("cifar10", "cifar100"):
         cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
-        source = cls(str(cfg.data.train_path), train=True, download=False)
+        source = cls(str(spec.train_path), train=True, download=False)
         images = torch.from_numpy(source.data).permute(0, 3, 1, 2).contiguous()
         targets = torch.as_tensor(source.targets)
     else:
@@ -157,13 +157,16 @@ def load_in_memory(cfg: omegaconf.DictConfig) -> Dataset:
             f"data.dataset={name} has no in-memory loader; allowed: {', '.join(IN_MEMORY_DATASETS)}"
         )
     dataset = InMemoryImages(images, targets)
-    fraction = float(OmegaConf.select(cfg, "data.fraction", default=-1) or -1)
-    return stratified_subset(dataset, dataset.targets.tolist(), fraction)
+    return stratified_subset(dataset, dataset.targets.tolist(), spec.fraction)
 
 
 def recipes(cfg: omegaconf.DictConfig) -> list[Recipe]:
     """The config's augmentation pipelines, read as solo-learn reads them."""
-    return [Recipe.from_cfg(aug, *solo_normalization(cfg, aug)) for aug in cfg.augmentations]
+    loader = dataset_spec(cfg).loader
+    return [
+        Recipe.from_cfg(aug, *solo_normalization(loader, aug.get("mean"), aug.get("std")))
+        for aug in cfg.augmentations
+    ]
 
 
 def _datamodule_class():

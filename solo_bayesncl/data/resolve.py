@@ -26,8 +26,7 @@ from solo_bayesncl.data.names import (
     SCENES,
     SMALL_IMAGE_DATASETS,
     SOLO_DATASETS,
-    canonical_name,
-    dataset_name,
+    dataset_spec,
 )
 from solo_bayesncl.data.scenes import scenes_mean_std
 
@@ -51,7 +50,8 @@ def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     Must run before solo-learn's ``parse_cfg``. Sets ``backbone.small_stem`` (3x3 stride-1 first
     convolution, no max-pool, as solo-learn does for CIFAR) for small-image datasets unless given.
     """
-    name = canonical_name(str(OmegaConf.select(cfg, "data.dataset", default="")))
+    spec = dataset_spec(cfg)
+    name = spec.name
     allowed = (*SOLO_DATASETS, *OFFLINE_DATASETS)
     if name not in allowed:
         raise ValueError(
@@ -76,7 +76,7 @@ def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     root = fashion_mnist_root()
     mean, std = MEAN_STD
     if name == SCENES:
-        num, seed = scene_args(cfg)
+        num, seed = scene_args(spec)
         OmegaConf.update(cfg, "data.num_backgrounds", num, force_add=True)
         OmegaConf.update(cfg, "data.background_seed", seed, force_add=True)
         try:
@@ -137,15 +137,11 @@ def _global_batch(cfg: omegaconf.DictConfig) -> int | None:
 def check_subset_sizes(cfg: omegaconf.DictConfig, train: int | None, val: int | None) -> None:
     """``data.fraction`` and ``data.val_fraction`` against the number of training and validation
     images (None: not known): see :func:`_subset_size`."""
-    classes = int(OmegaConf.select(cfg, "data.num_classes", default=None) or 0)
-    name = dataset_name(cfg)
-    classes = classes or OFFLINE_DATASETS.get(name) or {"cifar10": 10, "cifar100": 100}.get(name, 1)
-    fraction = float(OmegaConf.select(cfg, "data.fraction", default=-1) or -1)
-    val_fraction = float(OmegaConf.select(cfg, "data.val_fraction", default=-1) or -1)
+    spec = dataset_spec(cfg)
     if train is not None:
-        _subset_size("data.fraction", fraction, train, classes, _global_batch(cfg))
-    if val is not None and name in OFFLINE_DATASETS:  # the others ignore data.val_fraction
-        _subset_size("data.val_fraction", val_fraction, val, classes, None)
+        _subset_size("data.fraction", spec.fraction, train, spec.classes, _global_batch(cfg))
+    if val is not None and spec.is_offline:  # the others ignore data.val_fraction
+        _subset_size("data.val_fraction", spec.val_fraction, val, spec.classes, None)
 
 
 def check_dataset_available(
@@ -161,12 +157,13 @@ def check_dataset_available(
     (:func:`cifar_layout`) and points at the offline ``data.dataset=fashion-mnist`` option, and
     the folders the attempt created are not left behind empty.
     """
-    name = dataset_name(cfg)
-    has_val = OmegaConf.select(cfg, "data.val_path", default=None) is not None
-    if name in OFFLINE_DATASETS:
+    spec = dataset_spec(cfg)
+    name = spec.name
+    if spec.is_offline:
+        roots = {"train": spec.train_path, "val": spec.val_path}
         sizes = [
-            len(offline_dataset(cfg, split, root=cfg.data[f"{split}_path"]))  # clear errors
-            if (split == "train" and train) or (split == "val" and has_val)
+            len(offline_dataset(spec, split, root=roots[split]))  # clear errors
+            if (split == "train" and train) or (split == "val" and spec.val_path is not None)
             else None
             for split in ("train", "val")
         ]

@@ -1,18 +1,252 @@
-"""The ``method_kwargs`` keys each method reads, and the check that refuses any other key (a
-misspelt key would otherwise be ignored and its default used).
+"""The hyperparameters of each method, declared once: one frozen dataclass per method
+(:class:`NCLSettings`, :class:`BayesNCLSettings`) whose fields each carry their default, their
+meaning and what they allow. From that declaration come the refusal message of a bad value (one
+line naming ``method_kwargs.<key>``, the value and what is allowed), the table in the method's
+docstring (:func:`settings_table`), the defaults solo-learn's ``add_and_assert_specific_cfg``
+writes into the config, and the check of the shipped yaml (a test).
 
 Importing this module needs no solo-learn: the pretraining entry point checks the keys before
-the method class is built.
+the method class is built (:func:`check_method_kwargs`).
 """
 
 from __future__ import annotations
 
-import omegaconf
-from omegaconf import OmegaConf
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, ClassVar
 
-from solo_bayesncl.core.validation import require_int, require_known_keys, require_temperature
+from solo_bayesncl.core.gates import GATE_MODES, GATE_TYPES, resolve_gate_type
+from solo_bayesncl.core.nonneg import NON_NEGATIVITY_MAPS, resolve_non_neg
+from solo_bayesncl.core.validation import (
+    MIN_TEMPERATURE,
+    ConfigError,
+    describe_int,
+    describe_range,
+    parse_bool,
+    require_choice,
+    require_int,
+    require_known_keys,
+    require_range,
+    require_temperature,
+)
 
-__all__ = ["UPSTREAM_METHOD_KWARGS", "check_method_kwargs", "check_upstream_method_kwargs"]
+__all__ = [
+    "METHOD_SETTINGS",
+    "UPSTREAM_METHOD_KWARGS",
+    "BayesNCLSettings",
+    "ContrastiveSettings",
+    "NCLSettings",
+    "Rule",
+    "check_method_kwargs",
+    "check_upstream_method_kwargs",
+    "settings_table",
+]
+
+SECTION = "method_kwargs"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a hyperparameter allows: ``check(key, value)`` returns the value normalised or
+    raises :class:`~solo_bayesncl.core.validation.ConfigError` naming ``key``; ``allowed`` says
+    the same in words, for the docstring table."""
+
+    check: Callable[[str, Any], Any]
+    allowed: str
+
+
+def number(low: float, high: float, low_inclusive: bool = False) -> Rule:
+    """A finite number in the interval (``high`` excluded)."""
+    check = partial(require_range, low=low, high=high, low_inclusive=low_inclusive)
+    return Rule(check, describe_range(low, high, low_inclusive))
+
+
+def integer(low: int) -> Rule:
+    """An integer >= ``low``."""
+    return Rule(partial(require_int, low=low), describe_int(low))
+
+
+TEMPERATURE = Rule(require_temperature, describe_range(MIN_TEMPERATURE, math.inf, True))
+FLAG = Rule(parse_bool, "true or false (or 1, 0)")
+NON_NEG = Rule(
+    lambda key, value: resolve_non_neg(value, key=key),
+    "one of " + ", ".join(sorted(NON_NEGATIVITY_MAPS)) + " (official leakyrelu, null accepted)",
+)
+GATE_TYPE = Rule(
+    lambda key, value: resolve_gate_type(value, key=key),
+    "one of " + ", ".join(GATE_TYPES) + " (official STE, gumbel_sigmoid accepted)",
+)
+GATE_MODE = Rule(
+    lambda key, value: require_choice(key, str(value).lower(), GATE_MODES),
+    "one of " + ", ".join(GATE_MODES),
+)
+
+
+def setting(
+    meaning: str,
+    rule: Rule,
+    default: Any = dataclasses.MISSING,
+    *,
+    when: str | None = None,
+    default_from: str | None = None,
+) -> Any:
+    """One hyperparameter: its ``meaning`` (the docstring table's words, and the hint of a
+    missing required key), the ``rule`` a value must follow and its ``default`` (none: required).
+    ``when`` names a flag field: the rule applies only when that flag is true (the value is kept
+    as written otherwise). ``default_from`` names the field whose value is the default."""
+    metadata = {"meaning": meaning, "rule": rule, "when": when, "default_from": default_from}
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class ContrastiveSettings:
+    """The hyperparameters NCL and BayesNCL share (Wang et al., arXiv 2403.12459)."""
+
+    STOP_WHEN_FALSE: ClassVar[str | None] = None
+    """A flag field after which nothing more is read when it is false (BayesNCL's ``use_bayes``)."""
+
+    proj_hidden_dim: int = setting("hidden width of the projector, e.g. 2048", integer(1))
+    proj_output_dim: int = setting("number of features k, e.g. 256", integer(1))
+    temperature: float = setting("InfoNCE temperature T", TEMPERATURE, 0.2)
+    non_neg: str = setting("non-negativity map phi", NON_NEG, "rep_relu")
+    use_topk: bool = setting(
+        "keep only the topk_k largest activations per sample (the NCL+TopK baseline)", FLAG, False
+    )
+    topk_k: int = setting(
+        "activations kept per sample when use_topk", integer(1), 32, when="use_topk"
+    )
+
+    @classmethod
+    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """Every field's value from ``kwargs`` (a method's ``method_kwargs``; other keys are
+        ignored here, :func:`check_method_kwargs` refuses them), defaults filled in, each checked
+        by its rule in declaration order; stops after :attr:`STOP_WHEN_FALSE` when it is false."""
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            key, meta = f"{SECTION}.{f.name}", f.metadata
+            value = kwargs.get(f.name, None) if f.name in kwargs else _default(f, values)
+            value = None if value == "None" else value
+            if value is None and f.default is dataclasses.MISSING and not meta["default_from"]:
+                raise ConfigError(f"{key} is missing: {meta['meaning']}")
+            if meta["when"] is None or values[meta["when"]]:
+                value = meta["rule"].check(key, value)
+            values[f.name] = value
+            if f.name == cls.STOP_WHEN_FALSE and not value:
+                ContrastiveSettings.check_together(values)  # the shared fields' rules
+                return values
+        cls.check_together(values)
+        return values
+
+    @classmethod
+    def check_together(cls, values: Mapping[str, Any]) -> None:
+        """The rules between fields: ``topk_k`` at most ``proj_output_dim``."""
+        if values["use_topk"] and values["topk_k"] > values["proj_output_dim"]:
+            raise ConfigError(
+                f"{SECTION}.topk_k={values['topk_k']} must be at most "
+                f"{SECTION}.proj_output_dim={values['proj_output_dim']}"
+            )
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any]) -> ContrastiveSettings:
+        """The settings of ``kwargs``, checked (:meth:`check_kwargs`)."""
+        return cls(**cls.check_kwargs(kwargs))
+
+    @property
+    def top_k(self) -> int | None:
+        """How many activations are kept per sample (``topk_k`` when ``use_topk``, else None)."""
+        return self.topk_k if self.use_topk else None
+
+
+def _default(f: dataclasses.Field, values: Mapping[str, Any]) -> Any:
+    source = f.metadata["default_from"]
+    if source is not None:
+        return values[source]
+    return None if f.default is dataclasses.MISSING else f.default
+
+
+@dataclass(frozen=True)
+class NCLSettings(ContrastiveSettings):
+    """NCL's hyperparameters: the shared ones and the dimension-dropout control."""
+
+    dimension_dropout: float = setting(
+        "share of the representation's entries zeroed at random in training before InfoNCE "
+        "(a random gate without a gating head or prior; the representation evaluated is "
+        "unchanged)",
+        number(0.0, 1.0, low_inclusive=True),
+        0.0,
+    )
+    dimension_dropout_epochs: int = setting(
+        "when > 0, dimension_dropout falls linearly to 0 at this epoch; 0 keeps it constant",
+        integer(0),
+        0,
+    )
+
+    @classmethod
+    def check_together(cls, values: Mapping[str, Any]) -> None:
+        """The shared rules, and ``dimension_dropout_epochs`` needs a share to fall from."""
+        super().check_together(values)
+        epochs = values["dimension_dropout_epochs"]
+        if epochs > 0 and values["dimension_dropout"] == 0.0:
+            raise ConfigError(
+                f"{SECTION}.dimension_dropout_epochs={epochs} needs "
+                f"{SECTION}.dimension_dropout > 0 (the share it falls from)"
+            )
+
+
+@dataclass(frozen=True)
+class BayesNCLSettings(ContrastiveSettings):
+    """BayesNCL's hyperparameters (arXiv 2605.28441), defaults from the official CIFAR-100 run."""
+
+    STOP_WHEN_FALSE: ClassVar[str | None] = "use_bayes"
+
+    use_bayes: bool = setting(
+        "the official flag: false means no gate at all, so the run trains plain ncl", FLAG, True
+    )
+    gate_type: str = setting(
+        "how the hard gate is drawn in training (ste: the paper's main variant)", GATE_TYPE, "ste"
+    )
+    bayesian_prior_prob: float = setting(
+        "rho, the prior open probability of every gate", number(0.0, 1.0), 0.8
+    )
+    gate_threshold: float = setting("t, the threshold of alpha", number(0.0, 1.0), 0.5)
+    sigmoid_temperature: float = setting("tau_g, the gate's temperature", TEMPERATURE, 1.0)
+    bayesian_kl_lambda: float = setting(
+        "lambda, the weight of the KL term", number(0.0, math.inf, low_inclusive=True), 3e-5
+    )
+    kl_eps: float = setting("clamp of alpha and rho in the KL", number(0.0, 0.5), 0.01)
+    use_kl: bool = setting("add the KL term (false: the gate trains by InfoNCE only)", FLAG, True)
+    gating_head_hidden_dim: int = setting(
+        "hidden width of the gating head (default: proj_hidden_dim)",
+        integer(1),
+        None,
+        default_from="proj_hidden_dim",
+    )
+    eval_gate: str = setting(
+        "representation read at evaluation: hard (v) or soft (normalize(u * alpha), zeroes "
+        "nothing, so threshold metrics equal no gate)",
+        GATE_MODE,
+        "hard",
+    )
+
+    @property
+    def rho(self) -> float:
+        """The prior open probability (``bayesian_prior_prob``)."""
+        return self.bayesian_prior_prob
+
+    @property
+    def kl_lambda(self) -> float:
+        """The KL weight the loss uses: ``bayesian_kl_lambda``, 0 without ``use_kl``."""
+        return self.bayesian_kl_lambda if self.use_kl else 0.0
+
+
+METHOD_SETTINGS: dict[str, type[ContrastiveSettings]] = {
+    "ncl": NCLSettings,
+    "bayesncl": BayesNCLSettings,
+}
+"""The hyperparameter declaration of each plugin method."""
 
 UPSTREAM_METHOD_KWARGS: dict[str, tuple[str, ...]] = {
     "simclr": ("proj_hidden_dim", "proj_output_dim", "temperature"),
@@ -21,25 +255,43 @@ UPSTREAM_METHOD_KWARGS: dict[str, tuple[str, ...]] = {
 """The ``method_kwargs`` keys solo-learn's own methods read (solo-learn 1.0.6)."""
 
 
-def check_method_kwargs(cfg: omegaconf.DictConfig, method_class: type) -> None:
-    """Refuses ``method_kwargs`` keys the method does not read: the class's ``METHOD_KWARGS``
-    (NCL, BayesNCL) or :data:`UPSTREAM_METHOD_KWARGS`. Called by the pretraining entry point
-    only, so that checkpoints of the official codes (with their extra keys) still load."""
-    method = OmegaConf.select(cfg, "method", default=None)
-    known = getattr(method_class, "METHOD_KWARGS", None) or UPSTREAM_METHOD_KWARGS.get(method)
+def settings_table(settings: type[ContrastiveSettings]) -> str:
+    """The docstring table of a method's hyperparameters: one line per field with its default,
+    what it allows and its meaning, from the field declarations."""
+    lines = [f"Hyperparameters (``{SECTION}``), from :class:`{settings.__name__}`:", ""]
+    for f in dataclasses.fields(settings):
+        meta = f.metadata
+        if meta["default_from"]:
+            default = f"default: {meta['default_from']}"
+        elif f.default is dataclasses.MISSING:
+            default = "required"
+        else:
+            default = f"default {f.default!r}"
+        lines.append(f"    {f.name} ({default}; {meta['rule'].allowed}): {meta['meaning']}.")
+    return "\n".join(lines)
+
+
+def check_method_kwargs(method: str | None, kwargs: Mapping[str, Any] | None) -> None:
+    """Refuses ``method_kwargs`` keys the method does not read: the fields of its
+    :data:`METHOD_SETTINGS` entry or :data:`UPSTREAM_METHOD_KWARGS`. Called by the pretraining
+    entry point only, so that checkpoints of the official codes (with their extra keys) still
+    load."""
+    settings = METHOD_SETTINGS.get(str(method))
+    if settings is not None:
+        known = tuple(f.name for f in dataclasses.fields(settings))
+    else:
+        known = UPSTREAM_METHOD_KWARGS.get(str(method))
     if known is not None:
-        require_known_keys(cfg, "method_kwargs", known)
+        require_known_keys(SECTION, kwargs, known)
 
 
-def check_upstream_method_kwargs(cfg: omegaconf.DictConfig) -> None:
+def check_upstream_method_kwargs(method: str | None, kwargs: Mapping[str, Any] | None) -> None:
     """The ranges of the ``method_kwargs`` solo-learn's ``simclr`` and ``mocov2plus`` read
     (NCL and BayesNCL check their own)."""
-    if OmegaConf.select(cfg, "method", default=None) not in UPSTREAM_METHOD_KWARGS:
+    if method not in UPSTREAM_METHOD_KWARGS or kwargs is None:
         return
     for key in ("proj_hidden_dim", "proj_output_dim", "queue_size"):
-        value = OmegaConf.select(cfg, f"method_kwargs.{key}", default=None)
-        if value is not None:
-            require_int(f"method_kwargs.{key}", value, low=1)
-    temperature = OmegaConf.select(cfg, "method_kwargs.temperature", default=None)
-    if temperature is not None:
-        require_temperature("method_kwargs.temperature", temperature)
+        if kwargs.get(key, None) is not None:
+            require_int(f"{SECTION}.{key}", kwargs[key], low=1)
+    if kwargs.get("temperature", None) is not None:
+        require_temperature(f"{SECTION}.temperature", kwargs["temperature"])

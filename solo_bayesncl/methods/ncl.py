@@ -8,48 +8,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from textwrap import indent
 from typing import Any
 
 import omegaconf
 import torch
 from solo.methods.base import BaseMethod
-from solo.utils.misc import omegaconf_select
 
 from solo_bayesncl.core.distributed import is_distributed
 from solo_bayesncl.core.losses import LossTerms, NCLLoss
-from solo_bayesncl.core.nonneg import resolve_non_neg
-from solo_bayesncl.core.validation import (
-    ConfigError,
-    parse_bool,
-    require_int,
-    require_positive_int,
-    require_range,
-    require_temperature,
-)
 from solo_bayesncl.methods.heads import projector
+from solo_bayesncl.methods.keys import NCLSettings, settings_table
 from solo_bayesncl.metrics import EPS
 
 __all__ = [
     "NCL",
-    "NCL_KWARGS",
-    "NCL_ONLY_KWARGS",
     "NonFiniteTrainingError",
     "batch_feature_stats",
     "scheduled_dimension_dropout",
 ]
-
-NCL_KWARGS: tuple[str, ...] = (
-    "proj_hidden_dim",
-    "proj_output_dim",
-    "temperature",
-    "non_neg",
-    "use_topk",
-    "topk_k",
-)
-"""The ``method_kwargs`` keys NCL and BayesNCL both read."""
-NCL_ONLY_KWARGS: tuple[str, ...] = ("dimension_dropout", "dimension_dropout_epochs")
-"""The ``method_kwargs`` keys only NCL reads; with :data:`NCL_KWARGS`, every key it reads (the
-entry points refuse any other key, :func:`solo_bayesncl.methods.keys.check_method_kwargs`)."""
 
 log = logging.getLogger(__name__)
 
@@ -78,110 +55,49 @@ class NonFiniteTrainingError(FloatingPointError):
 
 
 class NCL(BaseMethod):
-    """Non-negative Contrastive Learning (arXiv 2403.12459).
+    """Non-negative Contrastive Learning (arXiv 2403.12459): InfoNCE on ``normalize(phi(z))``.
 
-    Extra cfg settings (``method_kwargs``):
-        proj_hidden_dim (int): hidden width of the projector (required).
-        proj_output_dim (int): number of features ``k`` (required).
-        temperature (float): InfoNCE temperature ``T``, finite and >= 1e-4
-            (:data:`~solo_bayesncl.core.validation.MIN_TEMPERATURE`). Defaults to 0.2.
-        non_neg (str): non-negativity map, one of ``solo_bayesncl.core.nonneg.NON_NEGATIVITY_MAPS``
-            (the official code's ``leakyrelu`` and ``null`` are accepted). Defaults to ``rep_relu``.
-        use_topk (bool): keep only the ``topk_k`` largest activations per sample (NCL+TopK
-            baseline of the BayesNCL paper). Defaults to False.
-        topk_k (int): how many activations to keep when ``use_topk``. Defaults to 32.
-        dimension_dropout (float): share in [0, 1) of the representation's entries zeroed at
-            random in training before InfoNCE (:class:`~solo_bayesncl.core.losses.NCLLoss`); the
-            representation evaluated is unchanged. A random gate without a gating head or prior,
-            the control for BayesNCL's binary-concrete gate. Defaults to 0.
-        dimension_dropout_epochs (int): when > 0, ``dimension_dropout`` is the share at the
-            start of training, falling linearly to 0 at this epoch
-            (:func:`scheduled_dimension_dropout`), as the binary-concrete gate's random closures
-            fall while its gate probabilities leave 0.5; 0 keeps it constant. Defaults to 0.
+    The ``method_kwargs`` it reads are the fields of :attr:`SETTINGS` (the table below is made
+    from them); the model reads them as ``self.settings``. With ``dimension_dropout_epochs``,
+    the dropout share falls as :func:`scheduled_dimension_dropout` says, as the binary-concrete
+    gate's random closures fall while its gate probabilities leave 0.5.
     """
 
-    METHOD_KWARGS: tuple[str, ...] = NCL_KWARGS + NCL_ONLY_KWARGS
+    SETTINGS: type[NCLSettings] = NCLSettings
 
     def __init__(self, cfg: omegaconf.DictConfig):
         super().__init__(cfg)
-        kwargs = cfg.method_kwargs
-        self.non_neg: str = kwargs.non_neg
-        self.use_topk: bool = kwargs.use_topk
-        self.topk_k: int = kwargs.topk_k
+        # read again from the (resolved) config solo-learn hands every method; checkpoints older
+        # than a key get its default
+        self.settings = self.SETTINGS.from_kwargs(cfg.method_kwargs)
+        settings = self.settings
+        self.non_neg: str = settings.non_neg
         self.projector = projector(
-            self.features_dim, kwargs.proj_hidden_dim, kwargs.proj_output_dim
+            self.features_dim, settings.proj_hidden_dim, settings.proj_output_dim
         )
-        self.objective = self.build_objective(cfg)
-        self.dimension_dropout: float = omegaconf_select(
-            cfg, "method_kwargs.dimension_dropout", 0.0
-        )
-        self.dimension_dropout_epochs: int = omegaconf_select(
-            cfg, "method_kwargs.dimension_dropout_epochs", 0
-        )
+        self.objective = self.build_objective()
+        self.dimension_dropout: float = getattr(settings, "dimension_dropout", 0.0)
+        self.dimension_dropout_epochs: int = getattr(settings, "dimension_dropout_epochs", 0)
         self._health: torch.Tensor | None = None
 
-    def build_objective(self, cfg: omegaconf.DictConfig) -> NCLLoss:
+    def build_objective(self) -> NCLLoss:
         """The loss this method trains with (the config guarantees two views per image, so the
         per-step input check is off; a non-finite step stops training instead)."""
-        kwargs = cfg.method_kwargs
+        settings = self.settings
         return NCLLoss(
-            kwargs.temperature,
-            kwargs.non_neg,
-            self.top_k,
+            settings.temperature,
+            settings.non_neg,
+            settings.top_k,
             check_inputs=False,
-            # absent from checkpoints older than the key and from use_bayes=False configs
-            dimension_dropout=omegaconf_select(cfg, "method_kwargs.dimension_dropout", 0.0),
+            dimension_dropout=settings.dimension_dropout,
         )
 
     @staticmethod
     def add_and_assert_specific_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-        """Adds NCL's defaults and checks its keys (see the class docstring)."""
-        cfg = NCL.check_ncl_kwargs(super(NCL, NCL).add_and_assert_specific_cfg(cfg))
-        cfg.method_kwargs.dimension_dropout = require_range(
-            "method_kwargs.dimension_dropout",
-            omegaconf_select(cfg, "method_kwargs.dimension_dropout", 0.0),
-            low=0.0,
-            high=1.0,
-            low_inclusive=True,
-        )
-        epochs = require_int(
-            "method_kwargs.dimension_dropout_epochs",
-            omegaconf_select(cfg, "method_kwargs.dimension_dropout_epochs", 0),
-            low=0,
-        )
-        if epochs > 0 and cfg.method_kwargs.dimension_dropout == 0.0:
-            raise ConfigError(
-                f"method_kwargs.dimension_dropout_epochs={epochs} needs "
-                "method_kwargs.dimension_dropout > 0 (the share it falls from)"
-            )
-        cfg.method_kwargs.dimension_dropout_epochs = epochs
-        return cfg
-
-    @staticmethod
-    def check_ncl_kwargs(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-        """The checks and defaults shared by NCL and BayesNCL."""
-        require_positive_int(
-            cfg, "method_kwargs.proj_hidden_dim", "hidden width of the projector, e.g. 2048"
-        )
-        require_positive_int(cfg, "method_kwargs.proj_output_dim", "number of features k, e.g. 256")
-        kwargs = cfg.method_kwargs
-        kwargs.temperature = require_temperature(
-            "method_kwargs.temperature", omegaconf_select(cfg, "method_kwargs.temperature", 0.2)
-        )
-        kwargs.non_neg = resolve_non_neg(
-            omegaconf_select(cfg, "method_kwargs.non_neg", "rep_relu"), key="method_kwargs.non_neg"
-        )
-        kwargs.use_topk = parse_bool(
-            "method_kwargs.use_topk", omegaconf_select(cfg, "method_kwargs.use_topk", False)
-        )
-        kwargs.topk_k = omegaconf_select(cfg, "method_kwargs.topk_k", 32)
-        if kwargs.use_topk:
-            topk = require_positive_int(cfg, "method_kwargs.topk_k", "activations kept per sample")
-            if topk > kwargs.proj_output_dim:
-                raise ConfigError(
-                    f"method_kwargs.topk_k={topk} must be at most "
-                    f"method_kwargs.proj_output_dim={kwargs.proj_output_dim}"
-                )
+        """solo-learn's contract: checks NCL's keys (:class:`NCLSettings`) and writes them back
+        into ``cfg.method_kwargs``, defaults filled in."""
+        cfg = super(NCL, NCL).add_and_assert_specific_cfg(cfg)
+        cfg.method_kwargs.update(NCLSettings.check_kwargs(cfg.method_kwargs))
         return cfg
 
     @property
@@ -206,7 +122,7 @@ class NCL(BaseMethod):
     @property
     def top_k(self) -> int | None:
         """How many activations are kept per sample (``topk_k`` when ``use_topk``, else None)."""
-        return self.topk_k if self.use_topk else None
+        return self.settings.top_k
 
     def representation(self, out: dict[str, Any], gate: str = "hard") -> torch.Tensor:
         """The representation the interpretability metrics read: ``normalize(phi(z))``
@@ -308,3 +224,6 @@ class NCL(BaseMethod):
             )
             log.error(message)
             raise NonFiniteTrainingError(message)
+
+
+NCL.__doc__ = f"{NCL.__doc__}\n{indent(settings_table(NCLSettings), '    ')}\n"

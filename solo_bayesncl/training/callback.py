@@ -56,7 +56,7 @@ from solo_bayesncl.core.validation import (
     require_known_keys,
 )
 from solo_bayesncl.data.datasets import build_labelled_train_dataset, validation_transform
-from solo_bayesncl.data.names import SCENES, dataset_name
+from solo_bayesncl.data.names import SCENES, dataset_spec
 from solo_bayesncl.data.scenes import background_labels
 from solo_bayesncl.metrics import InterpretabilityAccumulator
 from solo_bayesncl.metrics.background import background_figures
@@ -315,7 +315,7 @@ def check_interpretability_cfg(cfg: omegaconf.DictConfig) -> dict[str, Any]:
     if not OmegaConf.select(cfg, "interpretability", default=None):
         OmegaConf.update(cfg, "interpretability", {}, merge=False, force_add=True)
     section: Any = cfg.interpretability
-    require_known_keys(cfg, "interpretability", sorted(_KEYS))
+    require_known_keys("interpretability", section, sorted(_KEYS))
     key = "interpretability"
     checked = {
         "enabled": parse_bool(f"{key}.enabled", section.get("enabled", False)),
@@ -357,16 +357,17 @@ def build_interpretability_callback(
         raise ValueError(
             "interpretability.enabled=True needs labelled validation data (data.val_path)"
         )
+    spec = dataset_spec(cfg)
     probe_loader = None
     if section["probe"]:
         probe_loader = DataLoader(
-            build_labelled_train_dataset(cfg, validation_transform(cfg)),
+            build_labelled_train_dataset(spec, validation_transform(spec)),
             batch_size=int(cfg.optimizer.batch_size),
             shuffle=False,
-            num_workers=int(cfg.data.num_workers),
+            num_workers=spec.num_workers,
         )
     backgrounds = None
-    if dataset_name(cfg) == SCENES:
+    if spec.name == SCENES:
         backgrounds = Backgrounds(
             val=background_labels(val_loader.dataset),
             train=background_labels(probe_loader.dataset) if probe_loader is not None else None,

@@ -23,19 +23,15 @@ is not a contiguous 4-d CPU tensor, a pooling that returns its indices and a for
 
 from __future__ import annotations
 
-import omegaconf
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn.modules.utils import _pair
 
-from solo_bayesncl.core.validation import parse_bool
 from solo_bayesncl.training.layer_swaps import swap_exact_class
 
 __all__ = [
     "ChannelsLastMaxPool2d",
-    "decide_channels_last_max_pool",
     "max_pools_via_channels_last",
 ]
 
@@ -104,13 +100,3 @@ def max_pools_via_channels_last(model: nn.Module) -> int:
     """Turns every plain ``nn.MaxPool2d`` of ``model`` (not a subclass, which may compute
     something else) into :class:`ChannelsLastMaxPool2d`, in place; returns how many."""
     return swap_exact_class(model, nn.MaxPool2d, ChannelsLastMaxPool2d)
-
-
-def decide_channels_last_max_pool(cfg: omegaconf.DictConfig) -> bool:
-    """Whether a model built for ``cfg`` pools this way: ``performance.channels_last_max_pool``
-    (left out: True) for a model that stays contiguous (``performance.disable_channel_last``; a
-    channels-last model already pools with that kernel). A value that is not a boolean raises
-    :class:`~solo_bayesncl.core.validation.ConfigError` naming the key."""
-    value = OmegaConf.select(cfg, "performance.channels_last_max_pool", default=None)
-    wanted = True if value is None else parse_bool("performance.channels_last_max_pool", value)
-    return wanted and bool(OmegaConf.select(cfg, "performance.disable_channel_last", default=False))

@@ -20,49 +20,15 @@ reductions differently).
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable
 from typing import Any
 
-import omegaconf
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 
-from solo_bayesncl.core.validation import ConfigError, parse_bool
-
-__all__ = [
-    "compile_training_forward",
-    "cpp_compiler",
-    "decide_compile",
-    "is_compiled",
-]
+__all__ = ["compile_training_forward", "is_compiled"]
 
 _MARK = "_solo_bayesncl_eager_forward"
-
-
-def cpp_compiler() -> str | None:
-    """The C++ compiler inductor would use on the CPU (``$CXX``, else ``g++``, ``c++`` or
-    ``clang++`` on the path), or None."""
-    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
-
-
-def decide_compile(cfg: omegaconf.DictConfig) -> bool:
-    """Whether the pretraining of ``cfg`` compiles the backbone's training forward:
-    ``performance.compile`` (left out: False). True on the CPU without a C++ compiler, which
-    inductor needs there, raises :class:`ConfigError`, before training starts."""
-    value = OmegaConf.select(cfg, "performance.compile", default=None)
-    wanted = False if value is None else parse_bool("performance.compile", value)
-    if wanted and str(cfg.accelerator) == "cpu" and cpp_compiler() is None:
-        raise ConfigError(
-            "performance.compile=True: torch.compile needs a C++ compiler on the CPU and none "
-            "was found (set CXX or install g++), or set performance.compile=False"
-        )
-    return wanted
 
 
 def is_compiled(backbone: nn.Module) -> bool:

@@ -16,23 +16,17 @@ from typing import Any
 
 import omegaconf
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader
 
+from solo_bayesncl.config.settings import PerformanceSettings, RunSettings
 from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.data.datasets import build_val_loader
 from solo_bayesncl.training.auto_resume import JobRun, shared_with_launched_processes
-from solo_bayesncl.training.channels_last_max_pool import (
-    decide_channels_last_max_pool,
-    max_pools_via_channels_last,
-)
-from solo_bayesncl.training.compiled import compile_training_forward, decide_compile
+from solo_bayesncl.training.channels_last_max_pool import max_pools_via_channels_last
+from solo_bayesncl.training.compiled import compile_training_forward
 from solo_bayesncl.training.resumable import resumable_fit
-from solo_bayesncl.training.small_map_convs import (
-    decide_small_map_convs,
-    small_map_convs_as_products,
-)
+from solo_bayesncl.training.small_map_convs import small_map_convs_as_products
 from solo_bayesncl.training.trainer import (
     build_loggers,
     build_trainer,
@@ -44,35 +38,37 @@ from solo_bayesncl.training.trainer import (
 __all__ = ["fit", "seed_and_layout", "train_batches_per_process"]
 
 
-def seed_and_layout(cfg: omegaconf.DictConfig, build: Callable[[], nn.Module]) -> nn.Module:
-    """Seeds every generator with ``cfg.seed``, then builds the model, gives it solo-learn's
+def seed_and_layout(
+    seed: int | None, performance: PerformanceSettings, build: Callable[[], nn.Module]
+) -> nn.Module:
+    """Seeds every generator with ``seed``, then builds the model, gives it solo-learn's
     memory layout (contiguous, channels-last unless ``performance.disable_channel_last``) and,
-    unless ``performance.small_map_convs=False``, computes its convolutions on maps of a few
-    pixels as matrix products (:mod:`solo_bayesncl.training.small_map_convs`) and, when it stays
-    contiguous, unless ``performance.channels_last_max_pool=False``, its max-pooling with the
+    with ``performance.small_map_convs``, computes its convolutions on maps of a few pixels as
+    matrix products (:mod:`solo_bayesncl.training.small_map_convs`) and, with
+    ``performance.channels_last_max_pool`` (a contiguous model only), its max-pooling with the
     channels-last kernel (:mod:`solo_bayesncl.training.channels_last_max_pool`)."""
     from lightning.pytorch import seed_everything
     from solo.utils.misc import make_contiguous
 
-    seed_everything(cfg.seed)
+    seed_everything(seed)
     model = build()
     make_contiguous(model)
-    if not cfg.performance.disable_channel_last:
+    if performance.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    if decide_small_map_convs(cfg):
+    if performance.small_map_convs:
         small_map_convs_as_products(model)
-    if decide_channels_last_max_pool(cfg):
+    if performance.channels_last_max_pool:
         max_pools_via_channels_last(model)
     return model
 
 
-def train_batches_per_process(cfg: omegaconf.DictConfig, data: dict[str, Any]) -> int | None:
+def train_batches_per_process(data: dict[str, Any], processes: int, dali: bool) -> int | None:
     """The training batches of an epoch in each process, from the ``Trainer.fit`` arguments: the
     training loader's length (a data module's, except DALI's, which is built inside the fit)
-    over the ``len(devices) * num_nodes`` processes, rounded down; None when unknown."""
+    over the ``processes`` (``len(devices) * num_nodes``), rounded down; None when unknown."""
     if "train_dataloaders" in data:
         loader = data["train_dataloaders"]
-    elif cfg.data.format != "dali" and "datamodule" in data:
+    elif not dali and "datamodule" in data:
         loader = data["datamodule"].train_dataloader()
     else:
         return None
@@ -80,12 +76,12 @@ def train_batches_per_process(cfg: omegaconf.DictConfig, data: dict[str, Any]) -
         batches = len(loader)
     except TypeError:  # an iterable without a length
         return None
-    processes = len(cfg.devices) * int(OmegaConf.select(cfg, "num_nodes", default=1) or 1)
     return batches // processes
 
 
 def fit(
     cfg: omegaconf.DictConfig,
+    settings: RunSettings,
     model: nn.Module,
     run_root: Path,
     *,
@@ -97,7 +93,9 @@ def fit(
     resumable: bool = False,
     compile_backbone: bool = False,
 ):
-    """Trains ``model`` on ``cfg``'s data; returns the Trainer.
+    """Trains ``model`` on ``cfg``'s data; returns the Trainer. ``settings`` is ``cfg`` read
+    once (:func:`~solo_bayesncl.config.settings.run_settings`); ``cfg`` itself goes to
+    solo-learn's classes (the Trainer's arguments, its Checkpointer, its DALI data module).
 
     With ``data.format=dali`` the training data is ``dali_datamodule(cfg)`` (solo-learn's DALI
     pipeline) validated on this project's loader, else ``fit_data(cfg, val_loader)`` gives the
@@ -111,16 +109,19 @@ def fit(
     whether the backbone's training forward is compiled (:mod:`solo_bayesncl.training.compiled`). Lightning's launcher starts the other processes
     inside ``fit``, which therefore runs with ``run`` in the environment.
     """
-    val_loader = build_val_loader(cfg, transform=val_transform)
-    if cfg.data.format == "dali":
+    dali = settings.dataset.format == "dali"
+    val_loader = build_val_loader(
+        settings.dataset, settings.batch_size, val_transform, settings.processes
+    )
+    if dali:
         datamodule = dali_datamodule(cfg)
         datamodule.val_dataloader = lambda: val_loader  # solo-learn's DALI module has none
         data = {"datamodule": datamodule}
     else:
         data = fit_data(cfg, val_loader)
     own = list(callbacks(val_loader))  # checked with the data, before any logger is made
-    train_batches = train_batches_per_process(cfg, data)
-    if compile_backbone and decide_compile(cfg):
+    train_batches = train_batches_per_process(data, settings.processes, dali)
+    if compile_backbone and settings.performance.compile:
         compile_training_forward(model.backbone)
         if launched_as_rank_zero():
             print(
@@ -136,7 +137,7 @@ def fit(
             per_rank_random_streams(),
             *checkpoint_callbacks(cfg, run_root, within_epochs=resumable),
             *own,
-            *([resumable_fit(int(cfg.seed))] if resumable else []),
+            *([resumable_fit(int(settings.seed))] if resumable else []),
         ],
         train_batches=train_batches,
     )

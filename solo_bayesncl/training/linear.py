@@ -28,7 +28,7 @@ from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
 from solo_bayesncl.config.checks import check_solo_names
-from solo_bayesncl.config.resolve import resolve_with_solo
+from solo_bayesncl.config.settings import resolve_with_solo, run_settings
 from solo_bayesncl.data.dali import check_linear_dali_cfg
 from solo_bayesncl.data.datasets import (
     build_labelled_train_dataset,
@@ -135,9 +135,9 @@ def _check_probe(cfg: omegaconf.DictConfig) -> None:
     if probe not in PROBES:
         raise ValueError(f"probe={probe!r} is not supported; allowed values: {', '.join(PROBES)}")
     if probe == "official" and official_transforms(cfg) is None:
-        name = OmegaConf.select(cfg, "data.offline_dataset", default=None) or cfg.data.dataset
         raise ValueError(
-            f"probe=official: the official code has no transforms for data.dataset={name} "
+            "probe=official: the official code has no transforms for "
+            f"data.dataset={dataset_name(cfg)} "
             "(solo-learn's classification transforms know cifar10, cifar100, stl10, imagenet, "
             "imagenet100); use probe=standard"
         )
@@ -184,10 +184,12 @@ def linear_eval(
 
     official = official_transforms(cfg) if cfg.get("probe", "standard") == "official" else None
     train_transform, val_transform = official or (linear_train_transform(cfg), None)
-    model = seed_and_layout(cfg, build)
+    settings = run_settings(cfg, compiles=False)
+    model = seed_and_layout(settings.seed, settings.performance, build)
     run_root = Path(cfg.checkpoint.dir) / "linear"
     return fit(
         cfg,
+        settings,
         model,
         run_root,
         dali_datamodule=_dali_datamodule,

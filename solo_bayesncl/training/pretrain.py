@@ -13,19 +13,16 @@ every run beside its checkpoints, and wandb that never asks for a login unless s
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import omegaconf
 from omegaconf import OmegaConf
 
 from solo_bayesncl.config.checks import check_solo_names
-from solo_bayesncl.config.resolve import resolve_with_solo
+from solo_bayesncl.config.settings import resolve_with_solo, run_settings
 from solo_bayesncl.data.pipelines import pretrain_fit_data, resolve_augment_on
 from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.host.models import build_method
 from solo_bayesncl.host.registration import register
 from solo_bayesncl.training.auto_resume import decide_job_run
-from solo_bayesncl.training.compiled import decide_compile
 from solo_bayesncl.training.fit import fit, seed_and_layout
 
 __all__ = ["pretrain", "prepare_pretrain_cfg"]
@@ -57,14 +54,15 @@ def prepare_pretrain_cfg(
         raise ValueError(
             f"method={method!r} is not a solo-learn method; allowed values: {', '.join(sorted(METHODS))}"
         )
-    check_method_kwargs(cfg, METHODS[method])  # no silently ignored (misspelt) key
+    # no silently ignored (misspelt) key
+    check_method_kwargs(method, OmegaConf.select(cfg, "method_kwargs", default=None))
     check_solo_names(cfg, BaseMethod._OPTIMIZERS, BaseMethod._SCHEDULERS, BaseMethod._BACKBONES)
     cfg = resolve_with_solo(cfg, parse_cfg, check_data)
     cfg = resolve_augment_on(cfg)
     cfg = METHODS[method].add_and_assert_specific_cfg(cfg)
-    check_upstream_method_kwargs(cfg)
+    check_upstream_method_kwargs(cfg.method, cfg.method_kwargs)
     check_interpretability_cfg(cfg)
-    decide_compile(cfg)  # performance.compile=True needs a C++ compiler on the CPU
+    run_settings(cfg)  # performance.compile=True needs a C++ compiler on the CPU
     return cfg
 
 
@@ -82,8 +80,8 @@ def pretrain(
 
     from solo_bayesncl.training.callback import build_interpretability_callback  # Lightning
 
-    model = seed_and_layout(cfg, lambda: build_method(cfg))
-    run_root = Path(cfg.checkpoint.dir) / cfg.method
+    settings = run_settings(cfg)  # the config read once; solo-learn's classes get cfg itself
+    model = seed_and_layout(settings.seed, settings.performance, lambda: build_method(cfg))
     explicit_ckpt = cfg.resume_from_checkpoint
     if explicit_ckpt is not None:
         del cfg.resume_from_checkpoint
@@ -91,9 +89,9 @@ def pretrain(
     # must match an earlier sitting's, not solo-learn's dozen keys
     run = decide_job_run(
         OmegaConf.to_container(cfg),
-        run_root,
-        resume=bool(cfg.auto_resume.enabled),
-        max_hours=cfg.auto_resume.max_hours,
+        settings.run_root,
+        resume=settings.auto_resume,
+        max_hours=settings.max_hours,
         explicit_ckpt=explicit_ckpt,
     )
 
@@ -107,8 +105,9 @@ def pretrain(
 
     return fit(
         cfg,
+        settings,
         model,
-        run_root,
+        settings.run_root,
         dali_datamodule=_dali_datamodule,
         fit_data=pretrain_fit_data,  # per-image or batched augmentation (data.augment_on)
         run=run,

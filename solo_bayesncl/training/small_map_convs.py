@@ -32,18 +32,14 @@ from __future__ import annotations
 
 import functools
 
-import omegaconf
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 from torch.nn import functional as F
 
-from solo_bayesncl.core.validation import parse_bool
 from solo_bayesncl.training.layer_swaps import swap_exact_class
 
 __all__ = [
     "SmallMapConv2d",
-    "decide_small_map_convs",
     "small_map_convs_as_products",
     "tap_of_each_pixel_pair",
 ]
@@ -134,10 +130,3 @@ def small_map_convs_as_products(model: nn.Module) -> int:
     """Turns every plain ``nn.Conv2d`` of ``model`` (not a subclass, which may compute something
     else) into :class:`SmallMapConv2d`, in place, keeping its parameters; returns how many."""
     return swap_exact_class(model, nn.Conv2d, SmallMapConv2d)
-
-
-def decide_small_map_convs(cfg: omegaconf.DictConfig) -> bool:
-    """``performance.small_map_convs`` (left out: True); a value that is not a boolean raises
-    :class:`~solo_bayesncl.core.validation.ConfigError` naming the key."""
-    value = OmegaConf.select(cfg, "performance.small_map_convs", default=None)
-    return True if value is None else parse_bool("performance.small_map_convs", value)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from solo_bayesncl.data.names import dataset_spec
 from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
 from .errors import ManifestError, UnknownModelError
@@ -194,8 +195,7 @@ def validate_entry(
 def trained_dataset(config: Mapping[str, Any]) -> str | None:
     """The dataset a training config names: the plugin's offline dataset (``fashion-mnist``,
     which solo-learn sees as ``custom``) when set, else ``data.dataset``."""
-    data = config.get("data") or {}
-    return data.get("offline_dataset") or data.get("dataset")
+    return dataset_spec(config).name or None
 
 
 def _check_config_agrees(config: Mapping[str, Any], data: Mapping[str, Any], where: str) -> None:

@@ -49,3 +49,29 @@ def test_every_alias_means_a_plugin_dataset_and_no_name_is_both():
     assert {canonical_name(a) for a in ALIASES} <= set(OFFLINE_DATASETS)
     assert canonical_name("FMNIST") == "fashion-mnist" and canonical_name("cifar10") == "cifar10"
     assert not set(SOLO_DATASETS) & set(OFFLINE_DATASETS)
+
+
+def test_one_decoder_reads_the_dataset_of_a_config_or_a_checkpoints_plain_config():
+    from solo_bayesncl.data.names import dataset_spec
+
+    spec = dataset_spec(
+        OmegaConf.create(
+            {
+                "data": {"dataset": "fashion_mnist_scenes", "num_backgrounds": 6, "fraction": 0.5},
+                "augmentations": [{"crop_size": 32, "mean": [0.5], "std": [0.25]}],
+            }
+        )
+    )
+    assert (spec.name, spec.loader, spec.is_offline, spec.classes) == (
+        "fashion-mnist-scenes",
+        "fashion_mnist_scenes",
+        True,
+        10,
+    )
+    assert (spec.num_backgrounds, spec.fraction, spec.val_fraction) == (6, 0.5, -1.0)
+    assert (spec.crop_size, spec.mean, spec.std) == (32, (0.5,), (0.25,))
+    plain = {"data": {"dataset": "custom", "val_path": "/x", "augmentations": {"crop_size": 64}}}
+    spec = dataset_spec(plain)  # a linear config's data.augmentations, as a plain mapping
+    assert (spec.name, spec.label, spec.crop_size, spec.mean) == ("custom", "custom (/x)", 64, None)
+    with pytest.raises(AttributeError):
+        spec.name = "cifar10"  # frozen

@@ -13,10 +13,10 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from solo_bayesncl.config.checks import check_run_cfg
+from solo_bayesncl.config.settings import performance_settings
 from solo_bayesncl.core.validation import ConfigError
 from solo_bayesncl.training.channels_last_max_pool import (
     ChannelsLastMaxPool2d,
-    decide_channels_last_max_pool,
     max_pools_via_channels_last,
 )
 from solo_bayesncl.training.layer_swaps import swap_exact_class
@@ -137,10 +137,13 @@ def test_on_for_contiguous_models_unless_turned_off_and_other_values_refused() -
     def cfg(**performance):
         return OmegaConf.create({"performance": performance})
 
-    assert decide_channels_last_max_pool(cfg(disable_channel_last=True)) is True
-    assert decide_channels_last_max_pool(cfg(disable_channel_last=False)) is False
+    def decide(cfg) -> bool:
+        return performance_settings(cfg.performance, "cpu").channels_last_max_pool
+
+    assert decide(cfg(disable_channel_last=True)) is True
+    assert decide(cfg(disable_channel_last=False)) is False
     off = cfg(disable_channel_last=True, channels_last_max_pool="false")
-    assert decide_channels_last_max_pool(off) is False
+    assert decide(off) is False
     assert check_run_cfg(off).performance.channels_last_max_pool is False
     with pytest.raises(ConfigError) as err:
         check_run_cfg(cfg(channels_last_max_pool="fast"))
@@ -148,7 +151,7 @@ def test_on_for_contiguous_models_unless_turned_off_and_other_values_refused() -
         "performance.channels_last_max_pool='fast' is not a boolean; allowed: true, false (or 1, 0)"
     )
     with pytest.raises(ConfigError, match="is not a boolean"):  # even where it would not apply
-        decide_channels_last_max_pool(cfg(disable_channel_last=False, channels_last_max_pool=2))
+        decide(cfg(disable_channel_last=False, channels_last_max_pool=2))
 
 
 def test_pretraining_lays_a_contiguous_model_out_with_it_unless_turned_off() -> None:
@@ -157,8 +160,8 @@ def test_pretraining_lays_a_contiguous_model_out_with_it_unless_turned_off() -> 
     from solo_bayesncl.training.fit import seed_and_layout
 
     def pool_type(**performance):
-        cfg = OmegaConf.create({"seed": 3, "performance": performance})
-        return type(seed_and_layout(cfg, lambda: torchvision.models.resnet18()).maxpool)
+        layout = performance_settings(performance, "cpu")
+        return type(seed_and_layout(3, layout, lambda: torchvision.models.resnet18()).maxpool)
 
     assert pool_type(disable_channel_last=True) is ChannelsLastMaxPool2d
     assert pool_type(disable_channel_last=True, channels_last_max_pool=False) is nn.MaxPool2d

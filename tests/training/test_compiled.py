@@ -9,10 +9,11 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
+from solo_bayesncl.config import settings
 from solo_bayesncl.config.checks import check_run_cfg
+from solo_bayesncl.config.settings import performance_settings, run_settings
 from solo_bayesncl.core.validation import ConfigError
-from solo_bayesncl.training import compiled
-from solo_bayesncl.training.compiled import compile_training_forward, decide_compile, is_compiled
+from solo_bayesncl.training.compiled import compile_training_forward, is_compiled
 
 
 def _cfg(**values):
@@ -22,8 +23,13 @@ def _cfg(**values):
     return cfg
 
 
+def decide_compile(cfg) -> bool:
+    """Whether the pretraining of ``cfg`` compiles, as its settings say."""
+    return performance_settings(cfg.performance, str(cfg.accelerator)).compile
+
+
 def test_off_unless_asked(monkeypatch) -> None:
-    monkeypatch.setattr(compiled, "cpp_compiler", lambda: "/usr/bin/g++")
+    monkeypatch.setattr(settings, "cpp_compiler", lambda: "/usr/bin/g++")
     assert decide_compile(_cfg()) is False
     assert decide_compile(_cfg(performance__compile=False)) is False
     assert decide_compile(_cfg(performance__compile=True)) is True
@@ -46,7 +52,7 @@ def test_other_settings_are_refused_in_one_line_naming_the_key() -> None:
 
 
 def test_without_a_cpp_compiler_compiling_on_the_cpu_is_refused(monkeypatch) -> None:
-    monkeypatch.setattr(compiled, "cpp_compiler", lambda: None)
+    monkeypatch.setattr(settings, "cpp_compiler", lambda: None)
     assert decide_compile(_cfg()) is False
     with pytest.raises(
         ConfigError, match=r"^performance.compile=True: torch.compile needs a C\+\+"
@@ -61,10 +67,10 @@ def test_the_compiler_is_found_from_cxx_first(monkeypatch, tmp_path) -> None:
     tool.write_text("#!/bin/sh\n")
     tool.chmod(0o755)
     monkeypatch.setenv("CXX", str(tool))
-    assert compiled.cpp_compiler() == str(tool)
+    assert settings.cpp_compiler() == str(tool)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setenv("CXX", "not-a-compiler")
-    assert compiled.cpp_compiler() is None
+    assert settings.cpp_compiler() is None
 
 
 class _Net(nn.Module):
@@ -169,7 +175,10 @@ def test_a_compiled_pretraining_trains_as_the_eager_one(image_folder, tmp_path, 
         return model, {k: v.detach().clone() for k, v in model.state_dict().items()}, losses
 
     start_cfg = prepare_pretrain_cfg(cfg("false"))
-    untrained = seed_and_layout(start_cfg, lambda: build_method(start_cfg)).state_dict()
+    start = run_settings(start_cfg)
+    untrained = seed_and_layout(
+        start.seed, start.performance, lambda: build_method(start_cfg)
+    ).state_dict()
     _, eager, eager_losses = run("false")
     assert "performance.compile:" not in capsys.readouterr().out
     model, fast, fast_losses = run("true")

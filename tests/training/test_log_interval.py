@@ -60,23 +60,15 @@ class _Stream(IterableDataset):
 
 
 def test_batches_per_process_from_a_loader_a_data_module_and_several_processes():
-    assert train_batches_per_process(_cfg(), {"train_dataloaders": _loader(21, 2)}) == 10
-    assert (
-        train_batches_per_process(_cfg(devices=[0, 1]), {"train_dataloaders": _loader(21, 2)}) == 5
-    )
-    assert (
-        train_batches_per_process(
-            _cfg(devices=[0, 1], num_nodes=2), {"train_dataloaders": _loader(21, 2)}
-        )
-        == 2
-    )
+    assert train_batches_per_process({"train_dataloaders": _loader(21, 2)}, 1, False) == 10
+    assert train_batches_per_process({"train_dataloaders": _loader(21, 2)}, 2, False) == 5
+    assert train_batches_per_process({"train_dataloaders": _loader(21, 2)}, 4, False) == 2
 
     class Module:
         def train_dataloader(self):
             return _loader(12, 4)
 
-    assert train_batches_per_process(_cfg(), {"datamodule": Module()}) == 3
-    dali = _cfg(data={"format": "dali"})
-    assert train_batches_per_process(dali, {"datamodule": Module()}) is None
+    assert train_batches_per_process({"datamodule": Module()}, 1, False) == 3
+    assert train_batches_per_process({"datamodule": Module()}, 1, True) is None  # DALI's
     stream = {"train_dataloaders": DataLoader(_Stream(), batch_size=None)}
-    assert train_batches_per_process(_cfg(), stream) is None
+    assert train_batches_per_process(stream, 1, False) is None

@@ -15,10 +15,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from solo_bayesncl.config.checks import check_run_cfg
+from solo_bayesncl.config.settings import performance_settings
 from solo_bayesncl.core.validation import ConfigError
 from solo_bayesncl.training.small_map_convs import (
     SmallMapConv2d,
-    decide_small_map_convs,
     small_map_convs_as_products,
     tap_of_each_pixel_pair,
 )
@@ -231,10 +231,10 @@ def test_subclasses_of_conv2d_are_left_alone() -> None:
 
 
 def test_on_unless_turned_off_and_other_values_refused_in_one_line() -> None:
-    assert decide_small_map_convs(OmegaConf.create({})) is True
-    assert decide_small_map_convs(OmegaConf.create({"performance": {}})) is True
+    assert performance_settings(None, "cpu").small_map_convs is True
+    assert performance_settings({}, "cpu").small_map_convs is True
     off = OmegaConf.create({"performance": {"small_map_convs": "false"}})
-    assert decide_small_map_convs(off) is False
+    assert performance_settings(off.performance, "cpu").small_map_convs is False
     assert check_run_cfg(off).performance.small_map_convs is False
     with pytest.raises(ConfigError) as err:
         check_run_cfg(OmegaConf.create({"performance": {"small_map_convs": "fast"}}))
@@ -262,9 +262,10 @@ def test_pretraining_lays_the_model_out_with_products_unless_turned_off() -> Non
             {"seed": 3, "performance": {"disable_channel_last": True, **performance}}
         )
 
-    model = seed_and_layout(cfg(), _resnet18)
+    model = seed_and_layout(3, performance_settings(cfg().performance, "cpu"), _resnet18)
     assert type(model.layer4[1].conv2) is SmallMapConv2d
-    model = seed_and_layout(cfg(small_map_convs=False), _resnet18)
+    off = cfg(small_map_convs=False).performance
+    model = seed_and_layout(3, performance_settings(off, "cpu"), _resnet18)
     assert type(model.layer4[1].conv2) is nn.Conv2d
 
 
