@@ -30,7 +30,6 @@ __all__ = [
     "SOLO_DATASETS",
     "SOLO_LOADER_DATASETS",
     "canonical_name",
-    "dataset_name",
     "dataset_run_name",
     "dataset_spec",
     "solo_normalization",
@@ -207,9 +206,3 @@ def dataset_spec(cfg: Mapping[str, Any]) -> DatasetSpec:
 
 def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-def dataset_name(cfg: Mapping[str, Any]) -> str:
-    """The dataset a config trains on: ``dataset_spec(cfg).name``. Kept for the callers outside
-    the data and training layers; new code reads the spec."""
-    return dataset_spec(cfg).name

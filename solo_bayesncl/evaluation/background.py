@@ -44,7 +44,7 @@ from solo_bayesncl.data.datasets import (
     build_val_dataset,
     validation_transform,
 )
-from solo_bayesncl.data.names import OFFLINE_DATASETS, SCENES, dataset_name
+from solo_bayesncl.data.names import OFFLINE_DATASETS, SCENES, dataset_spec
 from solo_bayesncl.data.scenes import background_labels
 from solo_bayesncl.io.checkpoints import load_checkpoint, load_method
 from solo_bayesncl.metrics.background import background_figures, gate_background_selectivity
@@ -83,7 +83,7 @@ def _ungated_and_gate(model, loader) -> tuple[torch.Tensor, torch.Tensor, torch.
 def _scenes_checkpoint(checkpoint: str | Path, device: str | None):
     """The checkpoint's config and method on ``device``; a clear error for other data."""
     loaded = load_checkpoint(checkpoint)
-    name = dataset_name(loaded.cfg)
+    name = dataset_spec(loaded.cfg).name
     if name != SCENES:
         raise ValueError(
             f"{loaded.path}: trained on data.dataset={name}; background measures need {SCENES}"

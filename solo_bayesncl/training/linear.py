@@ -35,7 +35,7 @@ from solo_bayesncl.data.datasets import (
     linear_train_transform,
     official_transforms,
 )
-from solo_bayesncl.data.names import dataset_name
+from solo_bayesncl.data.names import dataset_spec
 from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.host.models import without_resume_warning
 from solo_bayesncl.host.registration import register
@@ -77,7 +77,7 @@ def inherit_from_checkpoint(
     crop size always does (the backbone was trained at that resolution).
     """
     explicit = {k.split("=", 1)[0].lstrip("+~") for k in explicit}
-    trained_dataset = dataset_name(trained) if "data" in trained else None
+    trained_dataset = dataset_spec(trained).name if "data" in trained else None
     if trained_dataset is not None and not _given("data.dataset", explicit):
         OmegaConf.update(cfg, "data.dataset", str(trained_dataset), force_add=True)
     same_dataset = str(OmegaConf.select(cfg, "data.dataset", default="")) == str(trained_dataset)
@@ -137,7 +137,7 @@ def _check_probe(cfg: omegaconf.DictConfig) -> None:
     if probe == "official" and official_transforms(cfg) is None:
         raise ValueError(
             "probe=official: the official code has no transforms for "
-            f"data.dataset={dataset_name(cfg)} "
+            f"data.dataset={dataset_spec(cfg).name} "
             "(solo-learn's classification transforms know cifar10, cifar100, stl10, imagenet, "
             "imagenet100); use probe=standard"
         )

@@ -11,8 +11,8 @@ from solo_bayesncl.data.names import (
     OFFLINE_DATASETS,
     SOLO_DATASETS,
     canonical_name,
-    dataset_name,
     dataset_run_name,
+    dataset_spec,
 )
 
 
@@ -41,8 +41,8 @@ def test_a_resolved_config_names_the_plugin_dataset_solo_learn_sees_as_custom():
     resolved = OmegaConf.create(
         {"data": {"dataset": "custom", "offline_dataset": "fashion-mnist-scenes"}}
     )
-    assert dataset_name(resolved) == "fashion-mnist-scenes"
-    assert dataset_name(OmegaConf.create({"data": {"dataset": "cifar100"}})) == "cifar100"
+    assert dataset_spec(resolved).name == "fashion-mnist-scenes"
+    assert dataset_spec(OmegaConf.create({"data": {"dataset": "cifar100"}})).name == "cifar100"
 
 
 def test_every_alias_means_a_plugin_dataset_and_no_name_is_both():
@@ -52,7 +52,6 @@ def test_every_alias_means_a_plugin_dataset_and_no_name_is_both():
 
 
 def test_one_decoder_reads_the_dataset_of_a_config_or_a_checkpoints_plain_config():
-    from solo_bayesncl.data.names import dataset_spec
 
     spec = dataset_spec(
         OmegaConf.create(
