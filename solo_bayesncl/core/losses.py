@@ -30,6 +30,7 @@ from torch import nn
 from solo_bayesncl.core import fused_losses
 from solo_bayesncl.core.distributed import gather_no_grad, gather_with_grad, rank
 from solo_bayesncl.core.gates import BernoulliGate, GateOutput, bernoulli_kl_prior
+from solo_bayesncl.core.loss_inputs import check_contrast, check_unit_rows, norm_tolerance
 from solo_bayesncl.core.nonneg import non_negative, resolve_non_neg
 from solo_bayesncl.core.validation import require_int, require_range
 
@@ -148,7 +149,7 @@ def info_nce_loss(
             normalised, beyond the rounding of ``v``'s dtype: :func:`norm_tolerance`), or has
             no positive (its loss would be infinite).
     """
-    temperature = _check_contrast(v, indexes, temperature)
+    temperature = check_contrast(v, indexes, temperature)
     with torch.autocast(device_type=v.device.type, enabled=False):
         v, all_v, different, offset = _contrasted(v, indexes, gather_distributed, check_inputs)
         logits = v @ all_v.T / temperature
@@ -159,23 +160,6 @@ def info_nce_loss(
         log_den = torch.logsumexp(logits, dim=1)
         log_num = torch.logsumexp(logits.masked_fill(different, lowest), dim=1)  # j in P(i)
         return (log_den - log_num).mean()
-
-
-def _check_contrast(v: torch.Tensor, indexes: torch.Tensor, temperature: float) -> float:
-    """Raises as :func:`info_nce_loss` says for the temperature and the shapes; returns ``T``."""
-    temperature = float(temperature)
-    if not (math.isfinite(temperature) and temperature > 0 and math.isfinite(1 / temperature)):
-        raise ValueError(f"temperature={temperature} must be a finite number > 0")
-    if v.ndim != 2:
-        raise ValueError(f"v must be 2-D (rows x dims), got shape {tuple(v.shape)}")
-    if v.shape[0] == 0:
-        raise ValueError("v has no rows: the loss is a mean over rows, undefined for none")
-    if indexes.shape != (v.shape[0],):
-        raise ValueError(
-            f"indexes must have shape ({v.shape[0]},), one identifier per row of v "
-            f"{tuple(v.shape)}; got {tuple(indexes.shape)}"
-        )
-    return temperature
 
 
 def _contrasted(
@@ -190,58 +174,8 @@ def _contrasted(
     all_idx = gather_no_grad(indexes) if gather_distributed else indexes
     different = indexes[:, None] != all_idx[None, :]
     if check_inputs:
-        _check_rows(v, different, tolerance)
+        check_unit_rows(v, different, tolerance)
     return v, all_v, different, v.shape[0] * rank() if gather_distributed else 0
-
-
-#: How far a float32 (or float64) row's L2 norm may exceed 1 and still count as normalised.
-NORM_TOLERANCE = 1e-3
-
-
-def norm_tolerance(dtype: torch.dtype) -> float:
-    """How far the L2 norm of a row of ``dtype`` may exceed 1 and still count as normalised:
-    :data:`NORM_TOLERANCE`, or twice the dtype's machine epsilon when that is larger.
-
-    A unit row normalised in, or rounded to, a half-precision dtype (``normalize_rows`` of a
-    bf16 projector output under ``torch.autocast``) has its norm computed, the division done
-    and every entry rounded at that precision, each moving the norm by up to half an epsilon
-    (bf16: ``2^-8``, norms up to 1.005 seen): bf16 rows get ``2 * 2^-7 = 0.0156``, fp16 rows
-    ``2 * 2^-10 = 0.002``; a row that was never normalised is still far outside.
-    """
-    if not dtype.is_floating_point:
-        return NORM_TOLERANCE
-    return max(NORM_TOLERANCE, 2.0 * torch.finfo(dtype).eps)
-
-
-def _check_rows(
-    v: torch.Tensor, different: torch.Tensor, tolerance: float = NORM_TOLERANCE
-) -> None:
-    """Raises when rows of ``v`` are not finite, not L2-normalised (norm above ``1 +
-    tolerance``, :func:`norm_tolerance`) or have no positive (one device read).
-    ``different[i, j]``: row ``j`` of the gathered batch is another image than row ``i`` (a row
-    is the same image as itself, so it needs two same-image rows)."""
-    norms = torch.linalg.vector_norm(v, dim=1)
-    non_finite, unnormalised, lonely = torch.stack(
-        [
-            (~torch.isfinite(v)).any(dim=1).sum(),
-            (norms > 1 + tolerance).sum(),
-            ((~different).sum(dim=1) < 2).sum(),
-        ]
-    ).tolist()
-    n = v.shape[0]
-    if non_finite:
-        raise ValueError(f"v: {non_finite} of {n} rows hold NaN or Inf values")
-    if unnormalised:
-        raise ValueError(
-            f"v: {unnormalised} of {n} rows have an L2 norm above 1; the loss reads L2-normalised "
-            "rows (zero rows allowed): normalise them first, e.g. with normalize_rows (largest "
-            f"norm {float(norms.max()):.4g}, tolerance {tolerance:g})"
-        )
-    if lonely:
-        raise ValueError(
-            f"indexes: {lonely} of {n} rows have no positive (no other row with the same "
-            "identifier); every image needs two or more views"
-        )
 
 
 @dataclass
@@ -317,7 +251,7 @@ class NCLLoss(nn.Module):
 
     def contrast(self, v: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:
         """InfoNCE of a representation: :func:`info_nce_loss` with this loss's settings, fused."""
-        temperature = _check_contrast(v, indexes, self.temperature)
+        temperature = check_contrast(v, indexes, self.temperature)
         with torch.autocast(device_type=v.device.type, enabled=False):
             inputs = _contrasted(v, indexes, self.gather_distributed, self.check_inputs)
             return fused_losses.info_nce(*inputs, temperature)
