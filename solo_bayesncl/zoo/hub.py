@@ -33,6 +33,7 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+from huggingface_hub.file_download import repo_folder_name
 from tqdm.auto import tqdm
 
 from .errors import ZooError
@@ -192,7 +193,10 @@ def fetch_hub_source(
     source = parse_hub_url(url)
     endpoint, folder = hub_endpoint(), hub_cache_dir(cache)
     end = time.monotonic() + 3600.0 if end is None else end
-    for attempt in range(2):  # a cached file that fails its hash is fetched once more
+    snapshot = folder / repo_folder_name(repo_id=source.repo_id, repo_type="model")
+    cached = (snapshot / "snapshots" / source.revision / source.filename).exists()
+    tries = 2 if cached and not offline else 1  # a cached file failing its hash: fetch again
+    for attempt in range(tries):
         try:
             path = Path(
                 hf_hub_download(
@@ -213,7 +217,7 @@ def fetch_hub_source(
         if actual == sha256:
             return path, None, None
         discard_cached(path)
-        if offline or attempt:
+        if attempt + 1 == tries:
             return None, f"sha256 mismatch: expected {sha256}, got {actual}", actual
     raise AssertionError("unreachable")  # pragma: no cover
 
