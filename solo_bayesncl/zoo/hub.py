@@ -169,7 +169,10 @@ def _reason(
     if isinstance(err, HfHubHTTPError) and err.response is not None:
         return f"HTTP {err.response.status_code} from {endpoint} for {repo}"
     lines = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    detail = f"{type(err).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    if type(err).__module__.split(".")[0].startswith(("httpx", "httpcore")):
+        return f"the transfer was cut or the host could not be reached ({detail})"
+    return detail
 
 
 def fetch_hub_source(

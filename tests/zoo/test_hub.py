@@ -7,13 +7,13 @@ The server speaks the Hub's download protocol for a file at a revision: ``HEAD``
 huggingface_hub reads the file's metadata from the redirect itself, as it does for LFS files)
 with ``X-Repo-Commit``, ``X-Linked-Etag`` (the sha256), ``X-Linked-Size`` and ``ETag``; an
 unknown repository, revision or file is a 404 with the Hub's ``X-Error-Code``. The CDN serves
-the bytes, or a cut transfer (the full ``Content-Length`` announced, half sent, then closed).
+the bytes, or a cut transfer (the full ``Content-Length`` announced, half sent, then closed,
+and the host down from then on).
 ``HF_ENDPOINT`` and ``HF_HUB_CACHE`` point each test at its server and its own cache.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import http.server
 import json
@@ -67,7 +67,8 @@ class HubServer:
     """A Hub (resolve endpoint) and its CDN on 127.0.0.1, each in a thread.
 
     ``files[(repo, commit)][filename] = bytes``; ``branches[(repo, name)] = commit``; a sha256 in
-    ``cut`` is served cut short. Every request is recorded as ``(server, method, path)``.
+    ``cut`` is served cut short, after which its CDN host is down (``down``: the connection is
+    closed with no answer, so huggingface_hub's resume attempts fail too). Every request is recorded as ``(server, method, path)``.
     """
 
     def __init__(self) -> None:
@@ -75,6 +76,7 @@ class HubServer:
         self.branches: dict[tuple[str, str], str] = {}
         self.blobs: dict[str, bytes] = {}
         self.cut: set[str] = set()
+        self.down: set[str] = set()
         self.requests: list[tuple[str, str, str]] = []
         self.cdn = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._cdn_handler())
         self.hub = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._hub_handler())
@@ -150,6 +152,9 @@ class HubServer:
             def _serve(self) -> None:
                 server.requests.append(("cdn", self.command, self.path))
                 sha = self.path.rsplit("/", 1)[-1]
+                if sha in server.down:  # the host died mid-transfer: no answer any more
+                    self.close_connection = True
+                    return
                 data = server.blobs.get(sha)
                 if data is None:
                     self.send_error(404)
@@ -161,10 +166,11 @@ class HubServer:
                 self.end_headers()
                 if self.command == "HEAD":
                     return
-                if sha in server.cut:  # half the announced bytes, then hang up
+                if sha in server.cut:  # half the announced bytes, then the host is down
                     self.wfile.write(data[: len(data) // 2])
                     self.wfile.flush()
                     self.close_connection = True
+                    server.down.add(sha)
                     return
                 self.wfile.write(data)
 
@@ -423,7 +429,8 @@ def test_cut_transfer_is_one_line_and_leaves_nothing_in_the_cache(hub, exported,
         download(entry, progress=False)
     message = str(info.value)
     assert "\n" not in message and f"hf://{REPO}" in message
-    assert sum(1 for s, m, _ in hub.requests if s == "cdn" and m == "GET") >= 2  # resumed
+    assert "the transfer was cut or the host could not be reached" in message
+    assert sum(1 for s, m, _ in hub.requests if s == "cdn" and m == "GET") >= 2  # resumes tried
     assert snapshot_files(tmp_path / "hf-cache") == []
     assert snapshot_problems(tmp_path / "hf-cache") == []
 
