@@ -26,7 +26,8 @@ from solo_bayesncl.zoo.manifest import (
 from solo_bayesncl.zoo.publish import publish_folder
 
 EMPTY_MANIFEST_HELP = (
-    "Export your own run (python -m solo_bayesncl.zoo export RUN.ckpt --name NAME), or convert "
+    "Export your own run (python -m solo_bayesncl.zoo export RUN.ckpt --name NAME, or "
+    "--hub-folder DIR and `publish` it on the Hugging Face Hub), or convert "
     "the official NCL checkpoints (github.com/PKU-ML/non_neg, 'Pretrained Checkpoints') the "
     "same way: see docs/zoo.md."
 )
