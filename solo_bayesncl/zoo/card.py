@@ -41,7 +41,8 @@ PAPERS: dict[str, tuple[str, str, str]] = {
     ),
     "mocov2plus": (
         "MoCo v2+",
-        "Chen et al., Improved Baselines with Momentum Contrastive Learning, arXiv:2003.04297",
+        "Chen et al., Improved Baselines with Momentum Contrastive Learning (2020), "
+        "arXiv:2003.04297",
         "2003.04297",
     ),
 }
@@ -60,12 +61,6 @@ _RECIPE = (
     ("weight decay", "optimizer.weight_decay"),
     ("scheduler", "scheduler.name"),
     ("warm-up epochs", "scheduler.warmup_epochs"),
-    ("temperature", "method_kwargs.temperature"),
-    ("projector hidden dim", "method_kwargs.proj_hidden_dim"),
-    ("projector output dim", "method_kwargs.proj_output_dim"),
-    ("non-negativity", "method_kwargs.non_neg"),
-    ("gate prior", "method_kwargs.prior"),
-    ("gate KL weight", "method_kwargs.kl_weight"),
     ("large crops", "data.num_large_crops"),
     ("small crops", "data.num_small_crops"),
     ("precision", "precision"),
@@ -177,8 +172,11 @@ def model_card(
     """The ``README.md`` of a Hub folder (see the module docstring)."""
     method = str(cfg.get("method"))
     dataset = str(trained_dataset(cfg))
+    pretty = HUB_DATASETS.get(dataset, (dataset, dataset))[1]
     backbone = str(_get(cfg, "backbone.name"))
     title, citation, arxiv = PAPERS.get(method, (method, method, ""))
+    if method == "bayesncl":  # it builds on NCL
+        citation += "\n\n" + PAPERS["ncl"][1]
     repo = repo_id or REPO_PLACEHOLDER
     meta = yaml.safe_dump(
         front_matter(name=name, cfg=cfg, metrics=metrics, license=license, base_model=base_model),
@@ -192,6 +190,9 @@ def model_card(
     budget += [f"- devices: {devices}" if devices is not None else None]
     budget_text = "\n".join(b for b in budget if b) or "- not recorded in the config"
     recipe = [(label, _get(cfg, key)) for label, key in _RECIPE]
+    kwargs = cfg.get("method_kwargs")
+    if isinstance(kwargs, Mapping):  # every method setting of the run, as it is
+        recipe += [(f"method_kwargs.{k}", v) for k, v in sorted(kwargs.items())]
     recipe_rows = "\n".join(
         f"| {label} | `{value}` |" for label, value in recipe if value is not None
     )
@@ -202,7 +203,9 @@ def model_card(
     else:
         results = "No evaluation figures were given to the export; none are claimed."
     classes = _get(cfg, "data.num_classes")
-    data = f"Pretrained on **{dataset}**" + (f" ({classes} classes)" if classes else "")
+    data = f"Pretrained on **{pretty}** (`{dataset}`" + (
+        f", {classes} classes)" if classes else ")"
+    )
     data += " without labels (self-supervised); the labels serve only the evaluation figures."
     paper_link = f"[arXiv:{arxiv}](https://arxiv.org/abs/{arxiv})" if arxiv else citation
     return f"""---
@@ -210,7 +213,7 @@ def model_card(
 
 # {name}
 
-{description or f"A {backbone} pretrained with {title} on {dataset}."}
+{description or f"A {backbone} pretrained with {title} on {pretty}."}
 Weights of the backbone, the projector{" and the gating head" if method == "bayesncl" else ""}
 (everything a feature extractor, the dashboard and the evaluation report need), stored in
 {dtype}, with the run's full config.

@@ -123,8 +123,9 @@ def hub_cache_dir(path: str | os.PathLike[str] | None = None) -> Path:
 
 
 def _deadline_bar(end: float, progress: bool) -> type[tqdm]:
-    """A tqdm class for huggingface_hub's transfer that stops it past ``end`` (monotonic time):
-    huggingface_hub times out a silent connection, this cuts a slow one."""
+    """A tqdm class for huggingface_hub's transfer that stops it past ``end`` (monotonic time),
+    checked at each chunk it writes (10 MiB): huggingface_hub times out a silent connection
+    (``HF_HUB_DOWNLOAD_TIMEOUT``) and resumes a cut one, this ends a slow one."""
 
     class DeadlineBar(tqdm):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
