@@ -522,3 +522,23 @@ def test_publish_uploads_the_folder_and_prints_the_entry(hub, exported, tmp_path
     assert entry["sha256"] == folder.sha256 and entry["license"] == "mit"
     assert entry["name"] == "bayesncl-toy"
     ZooEntry.from_dict(entry)
+
+
+def test_a_foreign_safetensors_file_is_refused_in_one_line(tmp_path):
+    from safetensors.torch import save_file
+
+    from solo_bayesncl.zoo import ArtifactError, is_artifact, open_artifact
+
+    path = tmp_path / "other.safetensors"
+    save_file({"w": torch.ones(2)}, str(path))
+    assert not is_artifact(path)
+    with pytest.raises(ArtifactError, match="safetensors.torch.load_file") as info:
+        open_artifact(path)
+    assert "\n" not in str(info.value)
+
+
+def test_verify_reads_the_safetensors_form(exported, capsys):
+    _, _, folder = exported
+    assert main(["verify", str(folder.weights), "--sha256", folder.sha256]) == 0
+    out = capsys.readouterr().out
+    assert "method bayesncl, dtype float32" in out and "OK: sha256 matches" in out
