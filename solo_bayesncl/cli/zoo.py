@@ -1,5 +1,5 @@
-"""``python -m solo_bayesncl.zoo``: list, download, export, verify and check zoo weights, and
-describe the manifest's fields."""
+"""``python -m solo_bayesncl.zoo``: list, download, export, publish, verify and check zoo weights,
+and describe the manifest's fields."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 from solo_bayesncl.cli.invocation import command_name
 from solo_bayesncl.io.artifact import ArtifactError, open_artifact
 from solo_bayesncl.zoo.errors import ZooError
-from solo_bayesncl.zoo.export import export_checkpoint
-from solo_bayesncl.zoo.fetch import download, sha256_file
+from solo_bayesncl.zoo.export import export_checkpoint, export_hub_folder
+from solo_bayesncl.zoo.fetch import download, ordered_sources, sha256_file
 from solo_bayesncl.zoo.manifest import (
     FIELD_DOCS,
     find_entry,
@@ -23,9 +23,11 @@ from solo_bayesncl.zoo.manifest import (
     manifest_paths,
     read_manifest,
 )
+from solo_bayesncl.zoo.publish import publish_folder
 
 EMPTY_MANIFEST_HELP = (
-    "Export your own run (python -m solo_bayesncl.zoo export RUN.ckpt --name NAME), or convert "
+    "Export your own run (python -m solo_bayesncl.zoo export RUN.ckpt --name NAME, or "
+    "--hub-folder DIR and `publish` it on the Hugging Face Hub), or convert "
     "the official NCL checkpoints (github.com/PKU-ML/non_neg, 'Pretrained Checkpoints') the "
     "same way: see docs/zoo.md."
 )
@@ -64,6 +66,8 @@ def _cmd_download(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    if args.hub_folder:
+        return _export_hub(args)
     result = export_checkpoint(
         args.ckpt,
         name=args.name,
@@ -84,6 +88,54 @@ def _cmd_export(args: argparse.Namespace) -> int:
         + (" (none given: add them to the entry's 'urls')" if not result.entry["urls"] else "")
         + ", then add the entry to a manifest's 'models' and run "
         "`python -m solo_bayesncl.zoo check MANIFEST --fetch`.",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _export_hub(args: argparse.Namespace) -> int:
+    result = export_hub_folder(
+        args.ckpt,
+        args.hub_folder,
+        name=args.name,
+        fp16=args.fp16,
+        metrics=args.metrics,
+        keep_momentum=args.keep_momentum,
+        description=args.description,
+        license=args.license,
+        base_model=args.base_model,
+        repo_id=args.repo,
+        overwrite=args.overwrite,
+    )
+    print(f"weights   {result.weights}  ({result.size} bytes, sha256 {result.sha256})")
+    print(f"config    {result.config}")
+    print(f"card      {result.card}")
+    print(
+        f"next: python -m solo_bayesncl.zoo publish {result.folder} --repo "
+        f"{args.repo or 'OWNER/NAME'}  (uploads it and prints the manifest entry)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _cmd_publish(args: argparse.Namespace) -> int:
+    try:
+        result = publish_folder(
+            args.folder,
+            args.repo,
+            name=args.name,
+            urls=args.url,
+            private=args.private,
+            message=args.message,
+        )
+    except OSError as err:  # the Hub's answer (HTTP errors are OSErrors): its first line
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ZooError(f"upload to {args.repo} failed: {first}") from None
+    print(f"uploaded  {args.folder} to {args.repo} at commit {result.revision}")
+    print(json.dumps(result.entry, indent=2))
+    print(
+        "next: add this entry to a manifest's 'models' (or a file named in "
+        "SOLO_BAYESNCL_MANIFEST) and run `python -m solo_bayesncl.zoo check MANIFEST --fetch`.",
         file=sys.stderr,
     )
     return 0
@@ -119,15 +171,27 @@ def _cmd_check(args: argparse.Namespace) -> int:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             for entry in entries:
-                for i, url in enumerate(entry.urls):
-                    one = dataclasses.replace(entry, urls=(url,))
-                    try:
-                        download(one, cache=Path(tmp) / str(i), progress=False)
-                        print(f"  {entry.name}: {url} OK")
-                    except ZooError as err:
-                        failed += 1
-                        print(f"  {entry.name}: {url} FAILED: {err}", file=sys.stderr)
+                live = _check_sources(entry, Path(tmp))
+                sources = len(entry.urls)
+                failed += sources - live
+                print(f"  {entry.name}: {live}/{sources} source(s) live")
     return 1 if failed else 0
+
+
+def _check_sources(entry, tmp: Path) -> int:
+    """Download and verify each source of ``entry`` alone (fresh caches); prints one line per
+    source and returns how many gave the entry's bytes."""
+    live = 0
+    for i, url in enumerate(ordered_sources(entry.urls)):
+        one = dataclasses.replace(entry, urls=(url,))
+        caches = {"cache": tmp / entry.name / str(i), "hub_cache": tmp / entry.name / f"hub{i}"}
+        try:
+            download(one, progress=False, **caches)
+            live += 1
+            print(f"  {entry.name}: {url} OK")
+        except ZooError as err:
+            print(f"  {entry.name}: {url} FAILED: {err}", file=sys.stderr)
+    return live
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,9 +215,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_download)
 
-    p = sub.add_parser("export", help="write the zoo artifact, sha256 and entry of a checkpoint")
+    p = sub.add_parser(
+        "export",
+        help="write the zoo artifact, sha256 and entry of a checkpoint, or (--hub-folder) a "
+        "Hugging Face Hub model folder",
+    )
     p.add_argument("ckpt", help="Lightning .ckpt with args.json beside it")
-    p.add_argument("--name", required=True, help="entry name, e.g. bayesncl-resnet18-cifar100")
+    p.add_argument(
+        "--name",
+        help="entry name, e.g. bayesncl-resnet18-cifar100 (required without --hub-folder; "
+        "with it, default: the folder's name)",
+    )
+    p.add_argument(
+        "--hub-folder",
+        metavar="DIR",
+        help="write model.safetensors, config.json and a README.md model card into DIR "
+        "(a Hub model repository; upload it with `publish`)",
+    )
+    p.add_argument("--license", default="mit", help="--hub-folder: license of the weights")
+    p.add_argument("--base-model", help="--hub-folder: Hub id of the model this one started from")
+    p.add_argument("--repo", help="--hub-folder: OWNER/NAME it will be published to (card)")
     p.add_argument("--out", default=".", help="output folder (default: current)")
     p.add_argument("--fp16", action="store_true", help="store weights in float16")
     p.add_argument("--url", action="append", default=[], help="upload URL (repeatable)")
@@ -167,6 +248,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an earlier export of --name")
     p.set_defaults(func=_cmd_export)
 
+    p = sub.add_parser(
+        "publish",
+        help="upload a --hub-folder export to the Hugging Face Hub and print its manifest entry",
+    )
+    p.add_argument("folder", help="the folder `export --hub-folder` wrote")
+    p.add_argument("--repo", required=True, help="Hub model repository OWNER/NAME")
+    p.add_argument("--name", help="entry name (default: the repository's name)")
+    p.add_argument("--url", action="append", default=[], help="https mirror of the weights")
+    p.add_argument("--private", action="store_true", help="create the repository private")
+    p.add_argument("--message", help="commit message")
+    p.set_defaults(func=_cmd_publish)
+
     p = sub.add_parser("verify", help="hash an artifact and compare with the manifest")
     p.add_argument("file")
     group = p.add_mutually_exclusive_group()
@@ -174,16 +267,23 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--sha256", help="compare with this hash")
     p.set_defaults(func=_cmd_verify)
 
-    p = sub.add_parser("check", help="validate manifests; --fetch also downloads every URL")
+    p = sub.add_parser("check", help="validate manifests; --fetch also downloads every source")
     p.add_argument("manifest", nargs="*", help="manifest files (default: the configured ones)")
-    p.add_argument("--fetch", action="store_true", help="download and verify every URL")
+    p.add_argument(
+        "--fetch",
+        action="store_true",
+        help="download and verify every source (Hub and URL) alone; report each entry's live ones",
+    )
     p.set_defaults(func=_cmd_check)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for a zoo error)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "export" and not (args.name or args.hub_folder):
+        parser.error("export needs --name (or --hub-folder DIR)")
     try:
         return args.func(args)
     except (ZooError, ArtifactError, OSError) as err:

@@ -24,11 +24,20 @@ dict loads strictly into the solo-learn method: a ``momentum_<part>.*`` key gets
 online ``<part>.*`` weight (how solo-learn initialises momentum networks), any other omitted
 buffer gets zeros of the recorded shape. Weights restored this way are fine for inference and
 fine-tuning; resume interrupted training from the original ``.ckpt``, not from an artifact.
+
+The same content can be stored as a safetensors file (what a Hugging Face Hub model repository
+holds, :func:`write_safetensors_artifact`): the tensors are the state dict, and the file's
+string metadata holds ``format``, ``method`` and ``dtype`` as they are and ``cfg``, ``metrics``
+and ``omitted`` as JSON text. Every reader here (:func:`open_artifact`, :func:`is_artifact`,
+hence every checkpoint loader) accepts both forms, told apart by their first bytes; a
+safetensors file runs no code when opened, like ``weights_only=True``.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import struct
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 
 from solo_bayesncl.io.files import replacing
 
@@ -46,13 +57,17 @@ __all__ = [
     "cast_floating",
     "is_artifact",
     "open_artifact",
+    "is_safetensors",
     "read_artifact",
     "write_artifact",
+    "write_safetensors_artifact",
 ]
 
 ARTIFACT_FORMAT = "solo-bayesncl-zoo/1"
 _KEYS = ("format", "method", "cfg", "state_dict", "metrics", "dtype", "omitted")
 _DTYPES = {"float32": torch.float32, "float16": torch.float16}
+#: Metadata keys of the safetensors form stored as JSON text (the others are plain strings).
+_JSON_KEYS = ("cfg", "metrics", "omitted")
 
 
 class ArtifactError(ValueError):
@@ -101,9 +116,73 @@ def write_artifact(artifact: Artifact, path: str | os.PathLike[str]) -> Path:
     return path
 
 
+def write_safetensors_artifact(artifact: Artifact, path: str | os.PathLike[str]) -> Path:
+    """Write ``artifact`` as a safetensors file, atomically: the state dict as its tensors, the
+    rest as its string metadata (see the module docstring)."""
+    if artifact.dtype not in _DTYPES:
+        raise ArtifactError(f"dtype must be one of {list(_DTYPES)}, got {artifact.dtype!r}")
+    fields = artifact.to_file_dict()
+    metadata = {
+        k: json.dumps(fields[k], allow_nan=False) if k in _JSON_KEYS else str(fields[k])
+        for k in _KEYS
+        if k != "state_dict"
+    }
+    tensors = {k: v.detach().contiguous() for k, v in artifact.state_dict.items()}
+    path = Path(path)
+    with replacing(path, suffix=".part") as tmp:
+        save_file(tensors, str(tmp), metadata=metadata)
+    return path
+
+
+def is_safetensors(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` starts like a safetensors file: an 8-byte little-endian header length
+    that fits in the file, then the JSON header's ``{``."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(9)
+            size = os.fstat(handle.fileno()).st_size
+    except OSError:
+        return False
+    if len(head) < 9:
+        return False
+    (length,) = struct.unpack("<Q", head[:8])
+    return head[8:9] == b"{" and 8 + length <= size
+
+
+def _load_safetensors(path: Path, map_location: Any, tensors: bool = True) -> dict[str, Any]:
+    """The artifact dict of a safetensors file; ``tensors=False`` reads the metadata only."""
+    device = map_location if isinstance(map_location, str) else "cpu"
+    try:
+        with safe_open(str(path), framework="pt", device=device) as handle:
+            metadata = handle.metadata() or {}
+            names = list(handle.keys()) if tensors else []
+            state = {k: handle.get_tensor(k) for k in names}
+    except (SafetensorError, OSError, ValueError) as err:
+        detail = (str(err).strip().splitlines() or [""])[0]
+        raise ArtifactError(f"{path} is not a readable safetensors file: {detail}") from None
+    if metadata.get("format") != ARTIFACT_FORMAT:
+        raise ArtifactError(
+            f"{path}: a safetensors file without this package's metadata (format "
+            f"{metadata.get('format')!r}, expected {ARTIFACT_FORMAT!r}); load its tensors with "
+            "safetensors.torch.load_file"
+        )
+    missing = [k for k in _KEYS if k != "state_dict" and k not in metadata]
+    if missing:
+        raise ArtifactError(f"{path}: zoo artifact lacks metadata key(s) {missing}")
+    data: dict[str, Any] = dict(metadata, state_dict=state)
+    for key in _JSON_KEYS:
+        try:
+            data[key] = json.loads(metadata[key])
+        except json.JSONDecodeError as err:
+            raise ArtifactError(f"{path}: metadata {key!r} is not JSON ({err})") from None
+    return data
+
+
 def _load_dict(path: Path, map_location: Any, mmap: bool = False) -> dict[str, Any]:
     if Path(path).is_dir():
         raise ArtifactError(f"{path} is a folder, not a zoo artifact file")
+    if Path(path).is_file() and is_safetensors(path):
+        return _load_safetensors(Path(path), map_location, tensors=not mmap)
     if Path(path).is_file() and not zipfile.is_zipfile(path):
         raise ArtifactError(
             f"{path} is not a zoo artifact ({ARTIFACT_FORMAT}): not a file written by torch.save "
@@ -129,9 +208,9 @@ def _load_dict(path: Path, map_location: Any, mmap: bool = False) -> dict[str, A
 
 
 def is_artifact(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` is a readable zoo artifact (any other file gives False).
+    """True when ``path`` is a readable zoo artifact, in either form (any other file gives False).
 
-    The tensors are memory-mapped, not read, so this is cheap on large files.
+    The tensors of a torch file are memory-mapped, not read, so this is cheap on large files.
     """
     try:
         _load_dict(Path(path), "cpu", mmap=True)

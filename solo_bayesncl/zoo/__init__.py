@@ -8,10 +8,14 @@ Python API::
     model = zoo.load_model("NAME", device="cuda")     # solo-learn method, eval mode
     backbone = zoo.load_model("NAME", as_="backbone") # bare backbone
     zoo.export_checkpoint("run.ckpt", name="my-model", fp16=True, urls=["https://..."])
+    zoo.export_hub_folder("run.ckpt", "my-model")     # safetensors, config, model card
+    zoo.publish_folder("my-model", "OWNER/NAME")       # upload; gives the manifest entry
 
-Command line: ``python -m solo_bayesncl.zoo {list,download,export,verify,check}``.
-Environment: ``SOLO_BAYESNCL_CACHE`` (cache folder), ``SOLO_BAYESNCL_MANIFEST`` (extra
-manifests, ``os.pathsep``-separated), ``SOLO_BAYESNCL_OFFLINE=1`` (never use the network).
+Entry sources are ``hf://OWNER/REPO/FILE@COMMIT`` (Hugging Face Hub) and https URLs.
+Command line: ``python -m solo_bayesncl.zoo {list,download,export,publish,verify,check}``.
+Environment: ``SOLO_BAYESNCL_CACHE`` (cache folder of URL downloads), ``SOLO_BAYESNCL_MANIFEST``
+(extra manifests, ``os.pathsep``-separated), ``SOLO_BAYESNCL_OFFLINE=1`` or ``HF_HUB_OFFLINE=1``
+(never use the network); huggingface_hub's ``HF_ENDPOINT``, ``HF_HUB_CACHE``, ``HF_TOKEN``.
 """
 
 from __future__ import annotations
@@ -32,8 +36,16 @@ from .errors import (
     UnknownModelError,
     ZooError,
 )
-from .export import ExportResult, export_checkpoint, export_state_dict
+from .export import (
+    ExportResult,
+    HubFolder,
+    export_checkpoint,
+    export_hub_folder,
+    export_state_dict,
+    hub_entry,
+)
 from .fetch import cache_dir, cached_path, download, sha256_file
+from .hub import HubSource, is_hub_url, parse_hub_url
 from .load import load_artifact, load_model
 from .manifest import (
     MANIFEST_FORMAT,
@@ -44,6 +56,7 @@ from .manifest import (
     read_manifest,
     validate_entry,
 )
+from .publish import HubLoginError, PublishResult, publish_folder
 
 
 def list_models() -> list[ZooEntry]:
@@ -60,7 +73,11 @@ __all__ = [
     "ChecksumError",
     "DownloadError",
     "ExportResult",
+    "HubFolder",
+    "HubLoginError",
+    "HubSource",
     "ManifestError",
+    "PublishResult",
     "UnknownModelError",
     "ZooEntry",
     "ZooError",
@@ -68,14 +85,19 @@ __all__ = [
     "cached_path",
     "download",
     "export_checkpoint",
+    "export_hub_folder",
     "export_state_dict",
     "find_entry",
+    "hub_entry",
     "is_artifact",
+    "is_hub_url",
     "list_models",
     "load_artifact",
     "load_manifests",
     "load_model",
     "open_artifact",
+    "parse_hub_url",
+    "publish_folder",
     "read_artifact",
     "read_manifest",
     "sha256_file",

@@ -56,13 +56,13 @@ class ChecksumError(ZooError, ValueError):
 
 
 class DownloadError(ZooError, OSError):
-    """No URL of an entry gave verified bytes."""
+    """No source of an entry gave verified bytes; one line naming each source and why."""
 
     def __init__(self, name: str, failures: list[tuple[str, str]]):
         self.name = name
         self.failures = failures
-        lines = "\n".join(f"  {url}: {reason}" for url, reason in failures)
-        super().__init__(f"could not download zoo entry {name!r}:\n{lines}")
+        tried = "; ".join(f"{url}: {' '.join(reason.split())}" for url, reason in failures)
+        super().__init__(f"could not download zoo entry {name!r}: {tried}")
 
     def __str__(self) -> str:
         return self.args[0]

@@ -11,6 +11,15 @@ them, and writes three files into ``out_dir``::
     <name>.entry.json  the manifest entry to add to a manifest once the file is uploaded
 
 The entry's ``sha256`` and ``size`` are computed from the bytes just written.
+
+``export_hub_folder`` writes instead what a Hugging Face Hub model repository holds (upload it
+with ``zoo publish``)::
+
+    model.safetensors  the same content as the artifact, as safetensors (see :mod:`.artifact`)
+    config.json        the run's config
+    README.md          the model card (:mod:`.card`)
+
+and :func:`hub_entry` turns such a folder into the manifest entry of its published weights.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,17 +37,26 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from solo_bayesncl.host.availability import solo_learn_available
-from solo_bayesncl.io.artifact import Artifact, cast_floating, write_artifact
+from solo_bayesncl.host.models import wants_small_stem
+from solo_bayesncl.io.artifact import (
+    Artifact,
+    cast_floating,
+    open_artifact,
+    write_artifact,
+    write_safetensors_artifact,
+)
 from solo_bayesncl.io.checkpoints import (
     CheckpointError,
     check_finite_weights,
     load_checkpoint,
     load_method,
 )
-from solo_bayesncl.io.files import require_writable
+from solo_bayesncl.io.files import replacing_folder, require_writable
 
+from .card import model_card
 from .errors import ArtifactError
-from .fetch import sha256_file
+from .hashing import sha256_file
+from .hub import HUB_CARD, HUB_CONFIG, HUB_WEIGHTS
 from .manifest import ZOO_METHODS, trained_dataset, validate_entry
 
 #: Top-level state-dict modules that are training state only (MoCo's negative queue).
@@ -127,6 +146,42 @@ def _expand_urls(urls: Iterable[str], filename: str) -> list[str]:
     return [u + filename if u.endswith("/") else u for u in urls]
 
 
+def build_artifact(
+    state_dict: Mapping[str, torch.Tensor],
+    cfg: Any,
+    method: str | None,
+    fp16: bool,
+    metrics: Mapping[str, Any] | None,
+    keep_momentum: bool,
+) -> Artifact:
+    """The artifact content of a model's weights: module weights only, momentum copies and
+    MoCo's queue left out unless ``keep_momentum`` (listed in ``omitted``), float16 when
+    ``fp16``; the arguments as in :func:`export_state_dict`."""
+    plain_cfg = _plain_config(cfg)
+    method = method or plain_cfg.get("method")
+    if method not in ZOO_METHODS:
+        raise ArtifactError(f"method {method!r} is not one of the zoo's methods {ZOO_METHODS}")
+    plain_cfg["method"] = method
+    bad = [k for k, v in state_dict.items() if not isinstance(v, torch.Tensor)]
+    if bad:
+        raise ArtifactError(f"state_dict values must be tensors; not tensors: {bad[:5]}")
+
+    kept = {k: v for k, v in state_dict.items() if keep_momentum or not _is_momentum_state(k)}
+    omitted = {
+        k: {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")}
+        for k, v in state_dict.items()
+        if k not in kept
+    }
+    return Artifact(
+        method=method,
+        cfg=plain_cfg,
+        state_dict=cast_floating(kept, torch.float16 if fp16 else torch.float32),
+        metrics=_plain_metrics(metrics),
+        dtype="float16" if fp16 else "float32",
+        omitted=omitted,
+    )
+
+
 def export_state_dict(
     state_dict: Mapping[str, torch.Tensor],
     cfg: Any,
@@ -159,30 +214,8 @@ def export_state_dict(
         overwrite: replace an earlier export of ``name`` in ``out_dir``; without it, an existing
             file of that name is refused (nothing is written).
     """
-    plain_cfg = _plain_config(cfg)
-    method = method or plain_cfg.get("method")
-    if method not in ZOO_METHODS:
-        raise ArtifactError(f"method {method!r} is not one of the zoo's methods {ZOO_METHODS}")
-    plain_cfg["method"] = method
-    bad = [k for k, v in state_dict.items() if not isinstance(v, torch.Tensor)]
-    if bad:
-        raise ArtifactError(f"state_dict values must be tensors; not tensors: {bad[:5]}")
-
-    kept = {k: v for k, v in state_dict.items() if keep_momentum or not _is_momentum_state(k)}
-    omitted = {
-        k: {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")}
-        for k, v in state_dict.items()
-        if k not in kept
-    }
-    dtype = "float16" if fp16 else "float32"
-    artifact = Artifact(
-        method=method,
-        cfg=plain_cfg,
-        state_dict=cast_floating(kept, torch.float16 if fp16 else torch.float32),
-        metrics=_plain_metrics(metrics),
-        dtype=dtype,
-        omitted=omitted,
-    )
+    artifact = build_artifact(state_dict, cfg, method, fp16, metrics, keep_momentum)
+    method, plain_cfg, dtype = artifact.method, artifact.cfg, artifact.dtype
     out_dir = Path(out_dir)
     filename = f"{name}.pt"
     entry = {
@@ -261,6 +294,27 @@ def export_checkpoint(
     require_writable(out_dir)  # before any work
     if not overwrite:
         _refuse_existing(Path(out_dir), name)
+    loaded, metrics = _read_run(ckpt, metrics)
+    return export_state_dict(
+        loaded.state_dict,
+        loaded.cfg,
+        name,
+        out_dir,
+        method=loaded.method,
+        fp16=fp16,
+        metrics=metrics,
+        urls=urls,
+        keep_momentum=keep_momentum,
+        description=description,
+        overwrite=overwrite,
+    )
+
+
+def _read_run(
+    ckpt: Path, metrics: Mapping[str, Any] | str | os.PathLike[str] | None
+) -> tuple[Any, Mapping[str, Any] | None]:
+    """The checkpoint, checked as every reader checks it, and its figures (see
+    :func:`export_checkpoint` for where they come from)."""
     try:
         loaded = load_checkpoint(ckpt)
         if solo_learn_available():  # the checks linear evaluation and the report run
@@ -280,16 +334,119 @@ def export_checkpoint(
             raise ArtifactError(f"cannot read metrics file {metrics}: {err}") from None
     if _is_report(metrics):
         metrics = report_metrics(metrics)
-    return export_state_dict(
-        loaded.state_dict,
-        loaded.cfg,
-        name,
-        out_dir,
-        method=loaded.method,
-        fp16=fp16,
-        metrics=metrics,
-        urls=urls,
-        keep_momentum=keep_momentum,
-        description=description,
-        overwrite=overwrite,
+    return loaded, metrics
+
+
+def hub_name(text: str) -> str:
+    """An entry name from a folder or repository name: lowercase, other characters as '-'."""
+    name = re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-._")
+    return name[:100] or "model"
+
+
+@dataclass(frozen=True)
+class HubFolder:
+    """What :func:`export_hub_folder` wrote."""
+
+    folder: Path
+    weights: Path
+    config: Path
+    card: Path
+    sha256: str
+    size: int
+    name: str
+
+
+def export_hub_folder(
+    ckpt: str | os.PathLike[str],
+    folder: str | os.PathLike[str],
+    *,
+    name: str | None = None,
+    fp16: bool = False,
+    metrics: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    keep_momentum: bool = False,
+    description: str | None = None,
+    license: str = "mit",
+    base_model: str | None = None,
+    repo_id: str | None = None,
+    overwrite: bool = False,
+) -> HubFolder:
+    """Write the Hub model repository of a checkpoint into ``folder``: ``model.safetensors``
+    (backbone, projector, gating head and every other module weight, with the config and the
+    figures in its metadata), ``config.json`` and the ``README.md`` model card (:mod:`.card`).
+
+    The checkpoint and ``metrics`` are read as :func:`export_checkpoint` reads them; ``name``
+    (default: the folder's name) titles the card and becomes the manifest entry's name;
+    ``license``, ``base_model`` and ``repo_id`` (the repository it will be published to, for
+    the card's loading code) go into the card. The files appear together, once all are
+    written; an existing Hub folder is refused unless ``overwrite``.
+    """
+    ckpt, folder = Path(ckpt), Path(folder)
+    name = hub_name(name or folder.resolve().name)
+    taken = [folder / n for n in (HUB_WEIGHTS, HUB_CONFIG, HUB_CARD) if (folder / n).exists()]
+    if taken and not overwrite:
+        raise ArtifactError(
+            f"{taken[0]} exists (an earlier export); pass --overwrite to replace it, or choose "
+            "another folder"
+        )
+    require_writable(folder.parent if not folder.exists() else folder)
+    loaded, metrics = _read_run(ckpt, metrics)
+    artifact = build_artifact(
+        loaded.state_dict, loaded.cfg, loaded.method, fp16, metrics, keep_momentum
     )
+    card = model_card(
+        name=name,
+        cfg=artifact.cfg,
+        metrics=artifact.metrics,
+        dtype=artifact.dtype,
+        small_stem=wants_small_stem(OmegaConf.create(artifact.cfg)),
+        license=license,
+        base_model=base_model,
+        repo_id=repo_id,
+        description=description,
+    )
+    with replacing_folder(folder) as staging:
+        write_safetensors_artifact(artifact, staging / HUB_WEIGHTS)
+        (staging / HUB_CONFIG).write_text(
+            json.dumps(artifact.cfg, indent=2, allow_nan=False) + "\n", encoding="utf-8"
+        )
+        (staging / HUB_CARD).write_text(card, encoding="utf-8")
+    weights = folder / HUB_WEIGHTS
+    return HubFolder(
+        folder,
+        weights,
+        folder / HUB_CONFIG,
+        folder / HUB_CARD,
+        sha256_file(weights),
+        weights.stat().st_size,
+        name,
+    )
+
+
+def hub_entry(
+    weights: str | os.PathLike[str],
+    urls: Iterable[str],
+    name: str,
+    *,
+    license: str | None = None,
+) -> dict[str, Any]:
+    """The manifest entry of a Hub folder's weights file published at ``urls`` (the ``hf://``
+    source first, then any URL mirror), checked against the schema."""
+    weights = Path(weights)
+    art = open_artifact(weights, restore=False)
+    entry: dict[str, Any] = {
+        "name": hub_name(name),
+        "method": art.method,
+        "dataset": trained_dataset(art.cfg),
+        "backbone": art.cfg["backbone"]["name"],
+        "urls": list(urls),
+        "sha256": sha256_file(weights),
+        "size": weights.stat().st_size,
+        "config": art.cfg,
+        "metrics": art.metrics,
+        "file": f"{hub_name(name)}.safetensors",
+        "dtype": art.dtype,
+    }
+    if license:
+        entry["license"] = license
+    validate_entry(entry, source="publish")
+    return entry

@@ -1,12 +1,19 @@
-"""Download a zoo entry by name: verified, cached, with mirrors.
+"""Download a zoo entry by name: verified, cached, with mirrors on the Hub and on plain URLs.
 
-The cache folder is ``$SOLO_BAYESNCL_CACHE`` when set, else ``~/.cache/solo-bayesncl``. A file
+An entry's sources (its ``urls``) are ``hf://OWNER/REPO/FILE@REVISION`` files of Hugging Face
+Hub repositories, fetched by :mod:`.hub` into the Hugging Face cache through huggingface_hub
+(its cache, token and offline mode), and HTTP(S)/FTP/SFTP/DOI URLs, fetched here into this
+package's cache. Hub sources are tried first, then the URLs, each group in its listed order,
+until one gives the entry's bytes: one dead host does not kill an entry.
+
+The cache folder of URL downloads is ``$SOLO_BAYESNCL_CACHE`` when set, else ``~/.cache/solo-bayesncl``. A file
 under its final name is always complete and verified.
 
 HTTP(S) is read with requests (pooch's own HTTP client) and a tqdm progress bar, FTP, SFTP and
 DOI through pooch's downloaders; what this module adds is the safety policy of the zoo:
 
-- a verified file already in the cache is returned without any network request;
+- a verified file already in either cache is returned without any network request (a Hub
+  source pinned to a commit that is cached needs none);
 - bytes go to a hidden temporary ``.part`` file in the cache folder, are checked (size, then
   sha256) and only then renamed atomically to the final name, so an interrupted transfer or a
   wrong checksum never leaves a file that looks complete; the ``.part`` file of a killed
@@ -22,12 +29,13 @@ DOI through pooch's downloaders; what this module adds is the safety policy of t
   :class:`~.errors.DownloadDeadlineError` says so in one line, the partial file removed. A
   transfer under way learns it at its next byte, or at its read timeout, which is never longer
   than the time left;
-- a wrong checksum raises :class:`~.errors.ChecksumError` naming the entry and both hashes.
+- a wrong checksum raises :class:`~.errors.ChecksumError` naming the entry and both hashes,
+  and nothing that failed it stays in either cache;
+- offline (``$SOLO_BAYESNCL_OFFLINE`` or ``$HF_HUB_OFFLINE``) only the caches are read.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import os
@@ -41,6 +49,8 @@ from tqdm.auto import tqdm
 from solo_bayesncl.io.files import remove_stale_temporaries, replacing
 
 from .errors import ChecksumError, DownloadDeadlineError, DownloadError, ZooError
+from .hashing import CHUNK, sha256_file
+from .hub import fetch_hub_source, hub_offline, is_hub_url
 from .manifest import ZooEntry, find_entry
 
 log = logging.getLogger(__name__)
@@ -50,7 +60,7 @@ DEFAULT_TIMEOUT = 60
 #: Slowest average transfer rate (bytes/s) a download may have before it is abandoned.
 MIN_RATE = 10 * 1024
 #: Bytes per read while downloading (pooch defaults to 1 KiB, slow for 45 MB weights).
-_CHUNK = 1 << 20
+_CHUNK = CHUNK
 
 #: Seconds a whole download (every URL of the entry) may take, by default: an hour.
 DEFAULT_TOTAL_DEADLINE = 3600.0
@@ -72,8 +82,16 @@ def cache_dir(path: str | os.PathLike[str] | None = None) -> Path:
 
 
 def is_offline() -> bool:
-    """True when ``$SOLO_BAYESNCL_OFFLINE`` is set to 1/true/yes: never touch the network."""
-    return os.environ.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes")
+    """True when ``$SOLO_BAYESNCL_OFFLINE`` is set to 1/true/yes, or huggingface_hub's
+    ``$HF_HUB_OFFLINE``: never touch the network, read the caches only."""
+    own = os.environ.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes")
+    return own or hub_offline()
+
+
+def ordered_sources(urls: tuple[str, ...] | list[str]) -> list[str]:
+    """The sources in the order they are tried: ``hf://`` ones first, then the URLs, each
+    group in its listed order."""
+    return [u for u in urls if is_hub_url(u)] + [u for u in urls if not is_hub_url(u)]
 
 
 def cached_path(entry: ZooEntry, root: str | os.PathLike[str] | None = None) -> Path:
@@ -82,15 +100,6 @@ def cached_path(entry: ZooEntry, root: str | os.PathLike[str] | None = None) -> 
     The hash prefix keeps two versions of one name apart when a manifest entry is updated.
     """
     return cache_dir(root) / f"{entry.name}-{entry.sha256[:12]}-{entry.filename}"
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a file's bytes, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def is_verified(path: Path, entry: ZooEntry) -> bool:
@@ -161,25 +170,34 @@ def download(
     timeout: float = DEFAULT_TIMEOUT,
     deadline: float | None = None,
     total_deadline: float | None = None,
+    hub_cache: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Path of the verified artifact of ``entry`` (a name or a :class:`ZooEntry`).
 
     Args:
         entry: a manifest name (looked up with :func:`~.manifest.find_entry`) or an entry.
-        cache: cache folder; default ``$SOLO_BAYESNCL_CACHE`` or ``~/.cache/solo-bayesncl``.
+        cache: cache folder of URL downloads; default ``$SOLO_BAYESNCL_CACHE`` or
+            ``~/.cache/solo-bayesncl``.
         progress: show a tqdm progress bar on stderr.
         timeout: seconds without data before a URL is given up.
-        deadline: seconds a URL's whole transfer may take before it is given up; default
+        deadline: seconds a source's whole transfer may take before it is given up; default
             ``timeout + size / MIN_RATE`` (at least 10 KiB/s on average).
-        total_deadline: seconds the whole download, every URL together, may take; default
+        total_deadline: seconds the whole download, every source together, may take; default
             ``$SOLO_BAYESNCL_DOWNLOAD_DEADLINE``, else an hour (or ``deadline`` when longer).
+        hub_cache: the Hugging Face cache for ``hf://`` sources; default huggingface_hub's
+            (``$HF_HUB_CACHE``, ``$HF_HOME/hub``, ``~/.cache/huggingface/hub``).
+
+    Returns:
+        the file in this package's cache (a URL source) or in the Hugging Face cache (a Hub
+        source).
 
     Raises:
-        ChecksumError: a URL completed its transfer but the bytes have another sha256, and no
-            other URL served the right ones. Nothing is left in the cache.
-        DownloadError: every URL failed (HTTP error, refused connection, truncated transfer),
-            or ``$SOLO_BAYESNCL_OFFLINE`` is set and the file is not cached;
-            :class:`~.errors.DownloadDeadlineError` (one line) past the overall deadline.
+        ChecksumError: a source completed its transfer but the bytes have another sha256, and
+            no other source served the right ones. Nothing is left in either cache.
+        DownloadError: every source failed (HTTP error, refused connection, truncated
+            transfer, unknown revision), or offline and the file is in no cache; the message is
+            one line naming each source and why; :class:`~.errors.DownloadDeadlineError` past
+            the overall deadline.
         ZooError: an overall deadline that is not a number of seconds > 0.
     """
     entry = find_entry(entry) if isinstance(entry, str) else entry
@@ -190,7 +208,9 @@ def download(
             return target
         log.warning("zoo: cached %s does not match its sha256; downloading it again", target)
         target.unlink()
-    if is_offline():
+    sources = ordered_sources(entry.urls)
+    offline = is_offline()
+    if offline and not any(is_hub_url(u) for u in sources):
         raise DownloadError(entry.name, [("(offline)", f"not in the cache at {target}")])
 
     if deadline is None:
@@ -202,20 +222,36 @@ def download(
         log.info("zoo: removed %s, left by an interrupted download", stale)
     failures: list[tuple[str, str]] = []
     mismatches: list[tuple[str, str]] = []  # (url, actual sha256)
-    for url in entry.urls:
+    for url in sources:
         left = end - time.monotonic()
-        if left <= 0:
+        if left <= 0 and not offline:
             raise DownloadDeadlineError(entry.name, total, total_from, failures, DEADLINE_ENV)
         limits = (min(timeout, left), min(deadline, left))
-        failure = _try_url(entry, url, target, progress, limits)
-        if failure is None:
-            return target
+        if is_hub_url(url):
+            path, reason, actual = fetch_hub_source(
+                url,
+                entry.sha256,
+                cache=hub_cache,
+                offline=offline,
+                progress=progress,
+                timeout=limits[0],
+                end=time.monotonic() + limits[1],
+            )
+            if path is not None:
+                return path
+            failure: tuple[str, str | None] | None = (str(reason), actual)
+        elif offline:
+            failure = (f"offline: not in the cache at {target}", None)
+        else:
+            failure = _try_url(entry, url, target, progress, limits)
+            if failure is None:
+                return target
         reason, actual = failure
         failures.append((url, reason))
         if actual is not None:
             mismatches.append((url, actual))
         log.warning("zoo: %s failed (%s)", url, reason)
-        if actual is None and time.monotonic() >= end:
+        if actual is None and not offline and time.monotonic() >= end:
             raise DownloadDeadlineError(entry.name, total, total_from, failures, DEADLINE_ENV)
     if mismatches:
         url, actual = mismatches[0]

@@ -16,6 +16,7 @@ import torch
 from solo_bayesncl.io.checkpoints import load_backbone, load_checkpoint, load_method
 
 from .fetch import DEFAULT_TIMEOUT, download
+from .hub import HUB_WEIGHTS
 from .manifest import ZooEntry
 
 LoadAs = Literal["method", "backbone"]
@@ -29,7 +30,9 @@ def load_artifact(
 ) -> torch.nn.Module:
     """Build the model stored in a local zoo artifact, in eval mode on ``device``.
 
-    Any checkpoint that :func:`solo_bayesncl.io.checkpoints.load_checkpoint` reads is accepted too
+    ``path`` is a zoo artifact in either form (``.pt`` or safetensors), or a Hub folder
+    (``zoo export --hub-folder``, or a downloaded Hub repository), whose ``model.safetensors``
+    is read. Any checkpoint that :func:`solo_bayesncl.io.checkpoints.load_checkpoint` reads is accepted too
     (a solo-learn ``.ckpt`` with its ``args.json``, the official codes' layout).
 
     ``as_="method"`` gives the solo-learn LightningModule (``METHODS[cfg.method](cfg)`` with the
@@ -38,6 +41,8 @@ def load_artifact(
     """
     if as_ not in _LOAD_AS:
         raise ValueError(f"as_ must be one of {_LOAD_AS}, got {as_!r}")
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, HUB_WEIGHTS)):
+        path = os.path.join(path, HUB_WEIGHTS)
     loaded = load_checkpoint(path)  # reads zoo artifacts through .artifact.read_artifact
     build = load_method if as_ == "method" else load_backbone
     return build(loaded, device=device)
@@ -50,8 +55,10 @@ def load_model(
     cache: str | os.PathLike[str] | None = None,
     progress: bool = True,
     timeout: float = DEFAULT_TIMEOUT,
+    hub_cache: str | os.PathLike[str] | None = None,
 ) -> Any:
-    """Download (or take from the cache) the zoo entry ``name`` and build it.
+    """Download (or take from a cache) the zoo entry ``name`` and build it; its sources may be
+    on the Hugging Face Hub (``hf://``) or plain URLs (see :func:`~.fetch.download`).
 
     Example::
 
@@ -59,5 +66,5 @@ def load_model(
         backbone = load_model("bayesncl-resnet18-cifar100", device="cuda", as_="backbone")
         feats = backbone(images)  # (B, 512)
     """
-    path = download(name, cache=cache, progress=progress, timeout=timeout)
+    path = download(name, cache=cache, progress=progress, timeout=timeout, hub_cache=hub_cache)
     return load_artifact(path, device=device, as_=as_)

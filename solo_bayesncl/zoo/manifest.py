@@ -31,6 +31,7 @@ from solo_bayesncl.data.names import dataset_spec
 from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
 from .errors import ManifestError, UnknownModelError
+from .hub import is_hub_url, parse_hub_url
 
 MANIFEST_FORMAT = "solo-bayesncl-zoo-manifest/1"
 MANIFEST_ENV = "SOLO_BAYESNCL_MANIFEST"
@@ -56,7 +57,9 @@ FIELD_DOCS: dict[str, str] = {
     "method": "solo-learn method name: one of " + ", ".join(ZOO_METHODS),
     "dataset": "pretraining dataset, as cfg.data.dataset",
     "backbone": "backbone name, as cfg.backbone.name",
-    "urls": "list of https URLs holding the same bytes; tried in order",
+    "urls": "sources holding the same bytes: hf://OWNER/REPO/FILE@COMMIT (a Hugging Face Hub "
+    "file at a 40-hex commit) and https URLs; Hub sources are tried first, then the URLs, "
+    "each in listed order",
     "sha256": "sha256 of the artifact's bytes, 64 lowercase hex digits",
     "size": "artifact size in bytes (> 0)",
     "config": "the full training config (solo-learn's args.json content)",
@@ -123,13 +126,19 @@ class ZooEntry:
 def _check_url(url: Any, where: str, require_https: bool) -> None:
     if not isinstance(url, str):
         raise ManifestError(f"{where}: every URL must be a string, got {url!r}")
+    if is_hub_url(url):
+        try:
+            parse_hub_url(url)
+        except ValueError as err:
+            raise ManifestError(f"{where}: {err}") from None
+        return
     parsed = urlparse(url)
     if parsed.scheme == "https" and parsed.netloc:
         return
     loopback = parsed.scheme == "http" and parsed.hostname in _LOOPBACK_HOSTS
     if not require_https and loopback:
         return
-    raise ManifestError(f"{where}: URL {url!r} is not an https URL")
+    raise ManifestError(f"{where}: URL {url!r} is not an https URL (nor an hf:// source)")
 
 
 def validate_entry(
@@ -161,7 +170,7 @@ def validate_entry(
             raise ManifestError(f"{where}: {key} must be a non-empty string")
     urls = data["urls"]
     if isinstance(urls, str) or not isinstance(urls, Iterable) or not list(urls):
-        raise ManifestError(f"{where}: urls must be a non-empty list of https URLs")
+        raise ManifestError(f"{where}: urls must be a non-empty list of https or hf:// sources")
     for url in urls:
         _check_url(url, where, require_https)
     sha = data["sha256"]

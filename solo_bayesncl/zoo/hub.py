@@ -1,0 +1,252 @@
+"""Zoo sources on the Hugging Face Hub: ``hf://OWNER/REPO/FILE@REVISION``.
+
+A manifest entry lists its sources in ``urls``; an ``hf://`` source names a file of a Hub model
+repository at a pinned revision (a 40-hex commit id, which :func:`publish_folder` prints). It is
+fetched with :func:`huggingface_hub.hf_hub_download`, so it lands in the Hugging Face cache
+(``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``), is shared with every
+other library that reads the Hub, uses the user's token (``hf auth login`` or ``$HF_TOKEN``) for a
+private or gated repository and honours ``$HF_HUB_OFFLINE`` (the cache only). ``$HF_ENDPOINT``,
+``$HF_HUB_OFFLINE`` and ``$HF_HUB_CACHE`` are read at each download (huggingface_hub reads them
+once, at import), so setting them later in a process takes effect.
+
+Whatever huggingface_hub returns is then checked against the entry's sha256, as every zoo
+download is: bytes that fail it are removed from the cache (the snapshot link and its blob), so
+the cache never holds a file under a name that promises other bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import constants, hf_hub_download
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.file_download import repo_folder_name
+from tqdm.auto import tqdm
+
+from .errors import ZooError
+from .hashing import sha256_file
+
+HF_SCHEME = "hf://"
+#: The weights file of a Hub folder written by ``zoo export --hub-folder``.
+HUB_WEIGHTS = "model.safetensors"
+#: The run's config in a Hub folder.
+HUB_CONFIG = "config.json"
+#: The model card of a Hub folder.
+HUB_CARD = "README.md"
+LOGIN_HINT = "log in with `hf auth login` or set HF_TOKEN"
+
+_REPO_PART = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
+REPO_RE = re.compile(rf"^{_REPO_PART}/{_REPO_PART}$")
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+_TRUE = ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """One file of a Hub model repository at a revision."""
+
+    repo_id: str
+    filename: str
+    revision: str
+
+    def __str__(self) -> str:
+        return f"{HF_SCHEME}{self.repo_id}/{self.filename}@{self.revision}"
+
+
+def is_hub_url(url: Any) -> bool:
+    """True for an ``hf://`` source."""
+    return isinstance(url, str) and url.startswith(HF_SCHEME)
+
+
+def parse_hub_url(url: str) -> HubSource:
+    """``hf://OWNER/REPO/FILE@REVISION`` as a :class:`HubSource`; ValueError (one line, saying
+    the expected form) for anything else. ``FILE`` may lie in a folder (``a/b.safetensors``);
+    ``REVISION`` must be a commit id (40 lowercase hex digits): a branch moves, a pin does not."""
+    form = f"{HF_SCHEME}OWNER/REPO/FILE@REVISION (REVISION a 40-hex commit id)"
+    if not is_hub_url(url):
+        raise ValueError(f"{url!r} is not a Hub source {form}")
+    path, at, revision = url[len(HF_SCHEME) :].rpartition("@")
+    parts = path.split("/")
+    if not at or len(parts) < 3 or not all(parts):
+        raise ValueError(f"{url!r} is not a Hub source {form}")
+    repo_id, filename = "/".join(parts[:2]), "/".join(parts[2:])
+    if not REPO_RE.match(repo_id) or ".." in parts:
+        raise ValueError(f"{url!r}: {repo_id!r} is not a Hub repository id OWNER/NAME")
+    if not _COMMIT_RE.match(revision):
+        raise ValueError(
+            f"{url!r}: revision {revision!r} is not a commit id (40 lowercase hex digits); "
+            "pin the commit that `zoo publish` printed, not a branch"
+        )
+    return HubSource(repo_id, filename, revision)
+
+
+def hub_url(repo_id: str, filename: str, revision: str) -> str:
+    """The ``hf://`` source of ``filename`` in ``repo_id`` at ``revision`` (validated)."""
+    return str(parse_hub_url(f"{HF_SCHEME}{repo_id}/{filename}@{revision}"))
+
+
+def hub_endpoint() -> str:
+    """The Hub to talk to: ``$HF_ENDPOINT`` now, else huggingface_hub's (https://huggingface.co)."""
+    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
+
+
+def hub_offline() -> bool:
+    """True when ``$HF_HUB_OFFLINE`` is set now (or was when huggingface_hub was imported)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE or bool(
+        constants.HF_HUB_OFFLINE
+    )
+
+
+def hub_cache_dir(path: str | os.PathLike[str] | None = None) -> Path:
+    """The Hugging Face cache: ``path``, else ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else the
+    one huggingface_hub found at import."""
+    if path is not None:
+        return Path(path).expanduser()
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    return Path(constants.HF_HUB_CACHE)
+
+
+def _deadline_bar(end: float, progress: bool) -> type[tqdm]:
+    """A tqdm class for huggingface_hub's transfer that stops it past ``end`` (monotonic time),
+    checked at each chunk it writes (10 MiB): huggingface_hub times out a silent connection
+    (``HF_HUB_DOWNLOAD_TIMEOUT``) and resumes a cut one, this ends a slow one."""
+
+    class DeadlineBar(tqdm):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["disable"] = not progress
+            super().__init__(*args, **kwargs)
+
+        def update(self, n: float | None = 1) -> bool | None:
+            if time.monotonic() > end:
+                raise TimeoutError(
+                    f"the transfer passed its deadline ({self.n:.0f} bytes received)"
+                )
+            return super().update(n)
+
+    return DeadlineBar
+
+
+def discard_cached(path: Path) -> None:
+    """Remove a file of the Hugging Face cache: its snapshot link and the blob it points to."""
+    blob = path.resolve() if path.is_symlink() else None
+    path.unlink(missing_ok=True)
+    if blob is not None:
+        blob.unlink(missing_ok=True)
+
+
+def _reason(
+    err: BaseException, source: HubSource, endpoint: str, offline: bool, cache: Path
+) -> str:
+    """One line saying why ``source`` gave no file."""
+    repo, rev = source.repo_id, source.revision
+    if isinstance(err, RevisionNotFoundError):
+        return f"revision {rev} not found in {repo} on {endpoint}"
+    if isinstance(err, GatedRepoError):
+        return f"{repo} on {endpoint} is gated: accept its terms on the Hub, then {LOGIN_HINT}"
+    if isinstance(err, RepositoryNotFoundError):
+        return f"repository {repo} not found on {endpoint} (or private: {LOGIN_HINT})"
+    if isinstance(err, LocalEntryNotFoundError):
+        if offline:
+            return f"offline (HF_HUB_OFFLINE) and not in the Hugging Face cache {cache}"
+        return f"cannot reach {endpoint} and not in the Hugging Face cache {cache}"
+    if isinstance(err, EntryNotFoundError):
+        return f"{source.filename} not found in {repo} at revision {rev}"
+    if isinstance(err, HfHubHTTPError) and err.response is not None:
+        return f"HTTP {err.response.status_code} from {endpoint} for {repo}"
+    lines = str(err).strip().splitlines()
+    detail = f"{type(err).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    if type(err).__module__.split(".")[0].startswith(("httpx", "httpcore")):
+        return f"the transfer was cut or the host could not be reached ({detail})"
+    return detail
+
+
+def fetch_hub_source(
+    url: str,
+    sha256: str,
+    *,
+    cache: str | os.PathLike[str] | None = None,
+    offline: bool = False,
+    progress: bool = True,
+    timeout: float = 60.0,
+    end: float | None = None,
+) -> tuple[Path | None, str | None, str | None]:
+    """Fetch one ``hf://`` source and check it against ``sha256``.
+
+    Returns ``(path, None, None)`` for a verified file (its path in the Hugging Face cache), else
+    ``(None, reason, actual)``: a one-line reason, and the sha256 of bytes that completed but are
+    not the expected ones (None when no complete file came). Bytes failing the hash are removed
+    from the cache. ``offline`` reads the cache only; ``end`` (monotonic time) cuts a transfer
+    still running then; ``timeout`` bounds the wait for the Hub's metadata answer.
+    """
+    source = parse_hub_url(url)
+    endpoint, folder = hub_endpoint(), hub_cache_dir(cache)
+    end = time.monotonic() + 3600.0 if end is None else end
+    snapshot = folder / repo_folder_name(repo_id=source.repo_id, repo_type="model")
+    cached = (snapshot / "snapshots" / source.revision / source.filename).exists()
+    tries = 2 if cached and not offline else 1  # a cached file failing its hash: fetch again
+    for attempt in range(tries):
+        try:
+            path = Path(
+                hf_hub_download(
+                    source.repo_id,
+                    source.filename,
+                    revision=source.revision,
+                    cache_dir=folder,
+                    endpoint=endpoint,
+                    local_files_only=offline,
+                    etag_timeout=max(1.0, timeout),
+                    tqdm_class=_deadline_bar(end, progress),
+                    library_name="solo-bayesncl",
+                )
+            )
+        except Exception as err:  # httpx, huggingface_hub, OSError: one line, next source
+            return None, _reason(err, source, endpoint, offline, folder), None
+        actual = sha256_file(path)
+        if actual == sha256:
+            return path, None, None
+        discard_cached(path)
+        if attempt + 1 == tries:
+            return None, f"sha256 mismatch: expected {sha256}, got {actual}", actual
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def read_hub_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """The run's config of a Hub folder (its ``config.json``)."""
+    path = Path(folder) / HUB_CONFIG
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ZooError(f"{path}: not a readable JSON config ({err})") from None
+
+
+__all__ = [
+    "HF_SCHEME",
+    "HUB_CARD",
+    "HUB_CONFIG",
+    "HUB_WEIGHTS",
+    "HubSource",
+    "fetch_hub_source",
+    "hub_cache_dir",
+    "hub_endpoint",
+    "hub_offline",
+    "hub_url",
+    "is_hub_url",
+    "parse_hub_url",
+    "read_hub_config",
+]
