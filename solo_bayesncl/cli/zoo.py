@@ -14,8 +14,9 @@ from pathlib import Path
 from solo_bayesncl.cli.invocation import command_name
 from solo_bayesncl.io.artifact import ArtifactError, open_artifact
 from solo_bayesncl.zoo.errors import ZooError
-from solo_bayesncl.zoo.export import export_checkpoint, export_hub_folder
+from solo_bayesncl.zoo.export import export_checkpoint
 from solo_bayesncl.zoo.fetch import download, ordered_sources, sha256_file
+from solo_bayesncl.zoo.hub_folder import export_hub_folder
 from solo_bayesncl.zoo.manifest import (
     FIELD_DOCS,
     find_entry,

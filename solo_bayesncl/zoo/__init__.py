@@ -36,16 +36,10 @@ from .errors import (
     UnknownModelError,
     ZooError,
 )
-from .export import (
-    ExportResult,
-    HubFolder,
-    export_checkpoint,
-    export_hub_folder,
-    export_state_dict,
-    hub_entry,
-)
+from .export import ExportResult, export_checkpoint, export_state_dict
 from .fetch import cache_dir, cached_path, download, sha256_file
 from .hub import HubSource, is_hub_url, parse_hub_url
+from .hub_folder import HubFolder, export_hub_folder, hub_entry
 from .load import load_artifact, load_model
 from .manifest import (
     MANIFEST_FORMAT,

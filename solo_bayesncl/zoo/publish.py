@@ -17,8 +17,8 @@ from huggingface_hub import HfApi, get_token
 
 from .card import REPO_PLACEHOLDER, read_front_matter
 from .errors import ZooError
-from .export import hub_entry
 from .hub import HUB_CARD, HUB_CONFIG, HUB_WEIGHTS, LOGIN_HINT, REPO_RE, hub_endpoint, hub_url
+from .hub_folder import hub_entry
 
 
 class HubLoginError(ZooError):
