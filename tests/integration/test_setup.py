@@ -194,7 +194,7 @@ def test_a_solo_learn_src_that_is_not_solo_learn_is_refused_before_anything_is_i
     other = tmp_path / "not-solo"
     other.mkdir()
     (other / "setup.py").write_text("from setuptools import setup\nsetup(name='other')\n")
-    body = "case \"$*\" in *\"import importlib.metadata\"*) exit 0 ;; esac\n" if present else ""
+    body = 'case "$*" in *"import importlib.metadata"*) exit 0 ;; esac\n' if present else ""
     done, calls = _setup_with_stand_ins(
         tmp_path, body, {"SOLO_LEARN_SRC": str(other)}, succeeds=False
     )
