@@ -208,7 +208,9 @@ def _check_folder_batch(cfg: omegaconf.DictConfig) -> None:
         return
     fraction = dataset_spec(cfg).fraction
     enough = math.ceil((batch + 1) / fraction) if 0 < fraction < 1 else batch
-    _subset_size("data.fraction", fraction, _count_images(path, enough), 0, batch)
+    count = _count_images(path, enough)
+    if count:  # none at all: the dataset builder names what the folder lacks
+        _subset_size("data.fraction", fraction, count, 0, batch)
 
 
 def cifar_layout(name: str, root: str | Path) -> str:
