@@ -25,6 +25,15 @@ TESTS=0
 
 say() { echo "== setup: $*"; }
 
+# a SOLO_LEARN_SRC that is not solo-learn would install something else (or nothing) and end "done"
+if [ -n "${SOLO_LEARN_SRC:-}" ] && ! { [ -f "$SOLO_LEARN_SRC/solo/__init__.py" ] \
+    && { [ -f "$SOLO_LEARN_SRC/setup.py" ] || [ -f "$SOLO_LEARN_SRC/pyproject.toml" ]; }; }; then
+  say "SOLO_LEARN_SRC=$SOLO_LEARN_SRC is not a solo-learn checkout (no solo/__init__.py beside" \
+    "a setup.py or pyproject.toml); point it at a clone of https://github.com/vturrisi/solo-learn," \
+    "or unset it" >&2
+  exit 2
+fi
+
 VENV=${VENV-.venv}
 if [ -n "$VENV" ]; then
   if [ -x "$VENV/bin/python" ]; then

@@ -27,6 +27,7 @@ from solo_bayesncl.data.names import SCENES, dataset_spec
 __all__ = [
     "CHECKPOINT_KEYS",
     "DATA_KEYS",
+    "SECTION_KEYS",
     "DEFAULT_CHECKPOINT_INTERVAL_S",
     "SCENE_KEYS",
     "TOP_LEVEL_KEYS",
@@ -102,6 +103,36 @@ PERFORMANCE_KEYS: tuple[str, ...] = (
 (``compile``: :mod:`solo_bayesncl.training.compiled`, ``small_map_convs``:
 :mod:`solo_bayesncl.training.small_map_convs`, ``channels_last_max_pool``:
 :mod:`solo_bayesncl.training.channels_last_max_pool`)."""
+SECTION_KEYS: dict[str, tuple[str, ...]] = {
+    "optimizer": (
+        "name",
+        "batch_size",
+        "batch_size_scope",
+        "global_batch_size",
+        "lr",
+        "classifier_lr",
+        "gating_head_lr",
+        "weight_decay",
+        "kwargs",
+        "exclude_bias_n_norm_wd",
+        "layer_decay",
+    ),
+    "scheduler": (
+        "name",
+        "warmup_start_lr",
+        "warmup_epochs",
+        "min_lr",
+        "lr_decay_steps",
+        "interval",
+    ),
+    "backbone": ("name", "kwargs", "small_stem"),
+    "wandb": ("enabled", "project", "entity", "offline"),
+    "auto_resume": ("enabled", "max_hours"),
+    "data.augmentations": ("crop_size", "mean", "std"),
+}
+"""The keys solo-learn's scripts and the plugin read in these sections (linear evaluation's
+``data.augmentations``, a mapping; pretraining's is a list of pipelines); the entry points refuse
+any other, which would be ignored and its default used."""
 SCENE_KEYS: tuple[str, ...] = ("num_backgrounds", "background_seed")
 """``data.*`` keys only ``fashion-mnist-scenes`` reads."""
 
@@ -174,6 +205,19 @@ def _checkpoint_interval(value: Any) -> float:
     return number
 
 
+def _require_probe_callback(probe: Any, enabled: Any) -> None:
+    """``interpretability.probe`` asks the interpretability callback for its converged probe;
+    with the callback off (``enabled`` False or left out) nothing would run it."""
+    if probe is None or not parse_bool("interpretability.probe", probe):
+        return
+    if enabled is None or not parse_bool("interpretability.enabled", enabled):
+        raise ConfigError(
+            "interpretability.probe=True needs interpretability.enabled=True (the probe runs in "
+            "the interpretability callback); set interpretability.enabled=True, or remove "
+            "interpretability.probe"
+        )
+
+
 def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     """Range checks of the keys every pretraining and linear run reads, before anything is built.
 
@@ -184,7 +228,8 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     :data:`DEFAULT_CHECKPOINT_INTERVAL_S`), ``seed`` an integer in [0, 2^32 - 1], only
     :data:`TOP_LEVEL_KEYS` and Lightning ``Trainer`` arguments at the top, :data:`DATA_KEYS` under
     ``data`` (the scene keys on ``fashion-mnist-scenes`` only), :data:`CHECKPOINT_KEYS` under
-    ``checkpoint``, :data:`PERFORMANCE_KEYS` under ``performance``, and the
+    ``checkpoint``, :data:`PERFORMANCE_KEYS` under ``performance``, :data:`SECTION_KEYS` under
+    theirs, ``interpretability.probe`` only with ``interpretability.enabled``, and the
     booleans above parsed strictly. Values are written back normalised (``"false"`` becomes
     ``False``).
     """
@@ -196,6 +241,9 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     require_known_keys("data", present("data"), DATA_KEYS)
     require_known_keys("checkpoint", present("checkpoint"), CHECKPOINT_KEYS)
     require_known_keys("performance", present("performance"), PERFORMANCE_KEYS)
+    for section, known in SECTION_KEYS.items():
+        if isinstance(present(section), omegaconf.DictConfig | dict):
+            require_known_keys(section, present(section), known)
     dataset = dataset_spec(cfg).name
     for name in SCENE_KEYS:
         if present(f"data.{name}") is not None and dataset != SCENES:
@@ -233,6 +281,7 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     for key in _RUN_BOOLEANS:
         if present(key) is not None:
             _set(cfg, key, parse_bool(key, present(key)))
+    _require_probe_callback(present("interpretability.probe"), present("interpretability.enabled"))
     interval = OmegaConf.select(
         cfg, "checkpoint.time_interval_s", default=DEFAULT_CHECKPOINT_INTERVAL_S
     )

@@ -16,8 +16,19 @@ import torch
 from omegaconf import OmegaConf
 
 from solo_bayesncl.core.distributed import launched_as_rank_zero
+from solo_bayesncl.core.validation import ConfigError
 
-__all__ = ["PRECISIONS", "pick_device", "resolve_runtime", "trainer_devices"]
+__all__ = ["CPU_STRATEGIES", "PRECISIONS", "pick_device", "resolve_runtime", "trainer_devices"]
+
+CPU_STRATEGIES: tuple[str, ...] = (
+    "auto",
+    "ddp",
+    "ddp_find_unused_parameters_false",
+    "ddp_find_unused_parameters_true",
+)
+"""``strategy`` values a CPU run takes. ``ddp_spawn`` (and its variants) pickles the trainer and
+its callbacks, some of which are classes defined inside functions, so it fails at launch; ``fsdp``
+and ``deepspeed`` need CUDA (Lightning refuses them on the CPU)."""
 
 PRECISIONS: tuple[str, ...] = (
     "auto",
@@ -50,7 +61,8 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     - ``accelerator: auto`` is ``gpu`` when CUDA is available, else ``cpu``.
     - ``devices: auto`` is every visible GPU, or ``[0]`` (one process) on CPU; an integer ``n``
       becomes ``[0, ..., n-1]``; a list is kept.
-    - ``strategy: auto`` is ``ddp`` with more than one device, else ``auto``.
+    - ``strategy: auto`` is ``ddp`` with more than one device, else ``auto``; on the CPU only
+      :data:`CPU_STRATEGIES` are taken (:class:`ConfigError` otherwise).
     - ``precision: auto`` (the shipped configs' value) is ``16-mixed`` on GPU, as in solo-learn's
       configs, and ``32`` on CPU. An explicit half precision that the CPU cannot run
       (``16-mixed``) falls back to ``32`` with a warning.
@@ -88,6 +100,11 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     strategy = _select(cfg, "strategy", "auto")
     if strategy in (None, "auto"):
         strategy = "ddp" if len(devices) > 1 or _select(cfg, "num_nodes", 1) > 1 else "auto"
+    if accelerator == "cpu" and isinstance(strategy, str) and strategy not in CPU_STRATEGIES:
+        raise ConfigError(
+            f"strategy={strategy!r} cannot run on the CPU; allowed there: "
+            f"{', '.join(CPU_STRATEGIES)} (auto: ddp with more than one device)"
+        )
     cfg.strategy = strategy
 
     precision = str(_select(cfg, "precision", "auto"))

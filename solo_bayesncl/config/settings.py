@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,13 +40,16 @@ __all__ = [
 ]
 
 
+def _inductor_cxx() -> str:
+    """The C++ compiler torch inductor calls on the CPU: ``$CXX``, else ``g++`` (``clang++`` on
+    macOS), the only one it tries (its ``config.cpp.cxx``)."""
+    return os.environ.get("CXX", "clang++" if sys.platform == "darwin" else "g++")
+
+
 def cpp_compiler() -> str | None:
-    """The C++ compiler inductor would use on the CPU (``$CXX``, else ``g++``, ``c++`` or
-    ``clang++`` on the path), or None."""
-    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
+    """The path of the C++ compiler inductor would call on the CPU (:func:`_inductor_cxx`), or
+    None when it is not an executable (inductor would then fail at the first step)."""
+    return shutil.which(_inductor_cxx()) if _inductor_cxx() else None
 
 
 @dataclass(frozen=True)
@@ -87,8 +91,9 @@ def performance_settings(
     compile_ = compiles and _flag(section, "compile", False)
     if compile_ and accelerator == "cpu" and cpp_compiler() is None:
         raise ConfigError(
-            "performance.compile=True: torch.compile needs a C++ compiler on the CPU and none "
-            "was found (set CXX or install g++), or set performance.compile=False"
+            "performance.compile=True: torch.compile needs a C++ compiler on the CPU and "
+            f"{_inductor_cxx()!r} (CXX, else g++) is not one on the path; install g++ or point "
+            "CXX at a C++ compiler, or set performance.compile=False"
         )
     return PerformanceSettings(
         channels_last=not contiguous,

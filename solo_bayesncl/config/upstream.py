@@ -40,6 +40,7 @@ import omegaconf
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
+from solo_bayesncl.core.validation import ConfigError
 from solo_bayesncl.data.names import (
     OFFLINE_DATASETS,
     SMALL_IMAGE_DATASETS,
@@ -47,8 +48,13 @@ from solo_bayesncl.data.names import (
     canonical_name,
 )
 from solo_bayesncl.host.registration import register
+from solo_bayesncl.methods.keys import (
+    METHOD_SETTINGS,
+    check_method_kwargs,
+    check_upstream_method_kwargs,
+)
 
-__all__ = ["UpstreamScripts", "upstream_problems"]
+__all__ = ["UpstreamScripts", "check_method_keys", "upstream_problems"]
 
 _PACKAGE = "solo_bayesncl"
 
@@ -183,11 +189,27 @@ def upstream_problems(cfg: omegaconf.DictConfig) -> list[str]:
     return problems + _own_key_problems(cfg)
 
 
+def check_method_keys(cfg: omegaconf.DictConfig) -> None:
+    """The ``method_kwargs`` of a pretraining config, checked as the method's own
+    ``add_and_assert_specific_cfg`` would inside upstream's task, where Hydra shows the
+    :class:`ConfigError` as a traceback: the keys the method reads and their ranges."""
+    if _is_linear(cfg):
+        return
+    method = OmegaConf.select(cfg, "method", default=None)
+    kwargs = OmegaConf.select(cfg, "method_kwargs", default=None)
+    check_method_kwargs(method, kwargs)
+    settings = METHOD_SETTINGS.get(str(method))
+    if settings is not None:
+        settings.check_kwargs(kwargs or {})
+    check_upstream_method_kwargs(method, kwargs)
+
+
 class UpstreamScripts(Callback):
     """Declared in every shipped config (``hydra.callbacks``): registers ``bayesncl`` and
     ``ncl`` into solo-learn before the task function runs, and, when that task is not this
-    package's (upstream's ``main_pretrain.py``/``main_linear.py``), refuses with exit status 2 a
-    config those scripts would read differently (:func:`upstream_problems`)."""
+    package's (upstream's ``main_pretrain.py``/``main_linear.py``), refuses with exit status 2, in
+    one line, a config those scripts would read differently (:func:`upstream_problems`) or whose
+    method keys the method would refuse (:func:`check_method_keys`)."""
 
     def on_job_start(self, config: omegaconf.DictConfig, **kwargs: Any) -> None:
         register()
@@ -195,11 +217,16 @@ class UpstreamScripts(Callback):
         if getattr(task, "__module__", "").partition(".")[0] == _PACKAGE:
             return
         problems = upstream_problems(config)
+        script = Path(sys.argv[0]).name or "the script"
         if problems:
-            script = Path(sys.argv[0]).name or "the script"
             sys.stderr.write(
                 f"{script}: error: under upstream solo-learn's script the shipped config needs: "
                 + "; ".join(problems)
                 + "\n"
             )
             raise SystemExit(2)
+        try:
+            check_method_keys(config)
+        except ConfigError as err:
+            sys.stderr.write(f"{script}: error: {err}\n")
+            raise SystemExit(2) from None

@@ -10,12 +10,14 @@ shared background textures (:mod:`solo_bayesncl.data.scenes`; ``data.num_backgro
 from __future__ import annotations
 
 import math
+import os
 import socket
 from pathlib import Path
 
 import omegaconf
 from omegaconf import OmegaConf
 from torchvision import datasets
+from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from solo_bayesncl.data.dali import check_dali_folder, resolve_dali_cfg
 from solo_bayesncl.data.datasets import offline_dataset, scene_args
@@ -182,7 +184,33 @@ def check_dataset_available(
         )
     if train:
         _check_folder(cfg, "data.train_path")
+        if OmegaConf.select(cfg, "data.format", default="image_folder") == "image_folder":
+            _check_folder_batch(cfg)
     _check_folder(cfg, "data.val_path")
+
+
+def _count_images(root: str | Path, enough: int) -> int:
+    """The images (torchvision's ``IMG_EXTENSIONS``) under ``root``, counted until ``enough``."""
+    count = 0
+    for _, _, files in os.walk(root, followlinks=True):
+        count += sum(name.lower().endswith(IMG_EXTENSIONS) for name in files)
+        if count >= enough:
+            break
+    return count
+
+
+def _check_folder_batch(cfg: omegaconf.DictConfig) -> None:
+    """An image folder's ``data.fraction`` must keep one global batch (each process its share of
+    the images, at least its batch): counted only as far as that needs."""
+    batch = _global_batch(cfg)
+    path = OmegaConf.select(cfg, "data.train_path", default=None)
+    if batch is None or path is None:
+        return
+    fraction = dataset_spec(cfg).fraction
+    enough = math.ceil((batch + 1) / fraction) if 0 < fraction < 1 else batch
+    count = _count_images(path, enough)
+    if count:  # none at all: the dataset builder names what the folder lacks
+        _subset_size("data.fraction", fraction, count, 0, batch)
 
 
 def cifar_layout(name: str, root: str | Path) -> str:

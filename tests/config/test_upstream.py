@@ -289,3 +289,48 @@ def test_upstream_main_linear_trains_a_shipped_linear_config(upstream_src, image
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert list((out / "linear").glob("*/linear-*-ep=0.ckpt"))
+
+
+@pytest.mark.solo
+@pytest.mark.parametrize(
+    ("config", "override", "start"),
+    [
+        ("bayesncl.yaml", "method_kwargs.temperature=-1", "method_kwargs.temperature=-1"),
+        ("ncl.yaml", "+method_kwargs.gate_threshold=0.3", "method_kwargs has unknown key(s)"),
+        ("simclr.yaml", "method_kwargs.temperature=-1", "method_kwargs.temperature=-1"),
+    ],
+)
+def test_the_callback_refuses_a_bad_method_key_for_another_script_in_one_line(
+    monkeypatch, capsys, config, override, start
+):
+    """Upstream's script reaches the method's own check only inside its task, where Hydra shows
+    the refusal as a traceback: the callback checks the method's keys first."""
+    monkeypatch.setattr(sys, "argv", ["/somewhere/main_pretrain.py"])
+    cfg = compose("scripts/pretrain/cifar", config, [*UPSTREAM_CPU, override])
+    with pytest.raises(SystemExit) as stop:
+        UpstreamScripts().on_job_start(config=cfg, task_function=_foreign_task)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"main_pretrain.py: error: {start}"), err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.solo
+def test_upstream_main_pretrain_refuses_a_bad_temperature_in_one_line(upstream_src, tmp_path):
+    ran = _python(
+        [
+            str(upstream_src / "main_pretrain.py"),
+            "--config-path",
+            str(REPO / "scripts/pretrain/cifar"),
+            "--config-name",
+            "bayesncl.yaml",
+            *UPSTREAM_CPU,
+            "method_kwargs.temperature=-1",
+            f"checkpoint.dir={tmp_path / 'out'}",
+        ],
+        tmp_path,
+    )
+    assert ran.returncode == 2, ran.stderr[-3000:]
+    assert "Traceback" not in ran.stderr and "ConfigError" not in ran.stderr
+    last = ran.stderr.strip().splitlines()[-1]
+    assert last.startswith("main_pretrain.py: error: method_kwargs.temperature=-1 is out of range")

@@ -752,3 +752,40 @@ def test_study_budget_on_broken_records_ends_in_one_line(tmp_path):
         "(whole numbers separated by spaces, e.g. '1 2 3'); fix the row, or pass --methods to "
         "read the runs without the table"
     ]
+
+
+# ------------------------------------------------------------------ linear evaluation's keys
+
+
+@needs_solo
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("++datset=x", r"^unknown top-level key\(s\) datset \(did you mean data\?\); known keys"),
+        ("++data.datset=x", r"^data has unknown key\(s\) datset; known keys: .*dataset"),
+        ("++optimizer.lr_decay=0.1", r"^optimizer has unknown key\(s\) lr_decay; known keys: "),
+        ("++scheduler.warmup_epoch=2", r"^scheduler has unknown key\(s\) warmup_epoch; known "),
+        (
+            "++data.augmentations.crop_sise=32",
+            r"^data\.augmentations has unknown key\(s\) crop_sise; known keys: crop_size, mean",
+        ),
+    ],
+)
+def test_a_bad_key_of_linear_evaluation_is_refused_naming_it(
+    override, message, ncl_checkpoint, image_folder
+):
+    from helpers import image_folder_overrides
+
+    from solo_bayesncl.training.linear import prepare_linear_cfg
+
+    overrides = [
+        f"pretrained_feature_extractor={ncl_checkpoint}",
+        *image_folder_overrides(image_folder),
+        "accelerator=cpu",
+        "wandb.enabled=False",
+        override,
+    ]
+    cfg = compose("scripts/linear/cifar", "linear.yaml", overrides)
+    with pytest.raises(ValueError, match=message) as err:
+        prepare_linear_cfg(cfg, overrides)
+    assert "\n" not in str(err.value)

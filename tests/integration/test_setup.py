@@ -91,10 +91,13 @@ def test_setup_in_a_clean_clone_installs_once_then_reuses_everything(tmp_path):
     assert imported.stdout.strip().startswith(str(clone))
 
 
-def _setup_with_stand_ins(tmp_path, python: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+def _setup_with_stand_ins(
+    tmp_path, python: str, env_extra: dict[str, str] | None = None, succeeds: bool = True
+) -> tuple[subprocess.CompletedProcess, list[str]]:
     """Run a copy of setup.sh whose interpreter, ``dpkg`` and ``nvidia-smi`` are stand-ins: the
     interpreter records what it is asked and runs the bash ``python`` body given; every Debian
-    package is present and there is no GPU. Returns the run and the interpreter's calls."""
+    package is present and there is no GPU. ``env_extra`` is added to its environment; unless
+    ``succeeds`` is False it must exit 0. Returns the run and the interpreter's calls."""
     folder = tmp_path / "project"
     (folder / "scripts").mkdir(parents=True)
     for name in ("scripts/setup.sh", "pyproject.toml"):
@@ -112,11 +115,13 @@ def _setup_with_stand_ins(tmp_path, python: str) -> tuple[subprocess.CompletedPr
         (bin_dir / name).chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VENV": ""}
     env["PYTHON"] = str(bin_dir / "python")
+    env.update(env_extra or {})
     done = subprocess.run(
         ["bash", "scripts/setup.sh"], cwd=folder, env=env, capture_output=True, text=True
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done, calls.read_text().splitlines()
+    if succeeds:
+        assert done.returncode == 0, done.stdout + done.stderr
+    return done, calls.read_text().splitlines() if calls.exists() else []
 
 
 def test_an_unreachable_pytorch_index_is_tried_once_before_pypi(tmp_path):
@@ -177,3 +182,41 @@ def test_the_summary_names_a_cpu_build(tmp_path):
     last = done.stdout.strip().splitlines()[-1]
     assert "PyTorch 2.14.1+cpu, the CPU build, 4 MB on disk" in last, last
     assert "CUDA" not in last, last
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_a_solo_learn_src_that_is_not_solo_learn_is_refused_before_anything_is_installed(
+    tmp_path, present
+):
+    """``SOLO_LEARN_SRC`` naming a folder without solo-learn's ``setup.py`` and ``solo/`` package
+    ends in one line naming it and a non-zero exit, before any install, also when a solo-learn is
+    already installed."""
+    other = tmp_path / "not-solo"
+    other.mkdir()
+    (other / "setup.py").write_text("from setuptools import setup\nsetup(name='other')\n")
+    body = 'case "$*" in *"import importlib.metadata"*) exit 0 ;; esac\n' if present else ""
+    done, calls = _setup_with_stand_ins(
+        tmp_path, body, {"SOLO_LEARN_SRC": str(other)}, succeeds=False
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "setup: done" not in done.stdout
+    line = (done.stdout + done.stderr).strip().splitlines()[-1]
+    assert line == (
+        f"== setup: SOLO_LEARN_SRC={other} is not a solo-learn checkout (no solo/__init__.py "
+        "beside a setup.py or pyproject.toml); point it at a clone of "
+        "https://github.com/vturrisi/solo-learn, or unset it"
+    ), line
+    assert not [c for c in calls if "pip install" in c]
+
+
+def test_a_solo_learn_src_checkout_is_installed(tmp_path):
+    src = tmp_path / "solo-learn"
+    (src / "solo").mkdir(parents=True)
+    (src / "solo" / "__init__.py").write_text("")
+    (src / "setup.py").write_text("")
+    _, calls = _setup_with_stand_ins(
+        tmp_path,
+        'case "$*" in *"import torch"*|*importlib.metadata*) exit 1 ;; esac\n',
+        {"SOLO_LEARN_SRC": str(src)},
+    )
+    assert any("pip install" in c and c.endswith(str(src)) for c in calls), calls
