@@ -49,6 +49,7 @@ __all__ = [
     "build_loggers",
     "build_trainer",
     "checkpoint_callbacks",
+    "continue_metrics_csv",
     "csv_log_dir",
     "drop_folder_without_checkpoint",
     "furthest_checkpoint",
@@ -73,7 +74,9 @@ def _wandb_login_available() -> bool:
 def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, run: JobRun) -> list:
     """wandb (when ``wandb.enabled``) first, then a CSV logger writing ``metrics.csv`` into the
     run's checkpoint folder, ``<run id>`` with wandb, ``offline-<run id>`` without. Without stored
-    wandb credentials, wandb logs offline instead of prompting for a login."""
+    wandb credentials, wandb logs offline instead of prompting for a login. A resumed run's
+    folder keeps its ``metrics.csv``, which the new sitting appends to
+    (:func:`continue_metrics_csv`)."""
     from lightning.pytorch.loggers import CSVLogger
 
     loggers: list = []
@@ -97,8 +100,28 @@ def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, run: JobRun) ->
         version = run.run_id
     else:
         version = f"offline-{run.run_id}"
-    loggers.append(CSVLogger(save_dir=str(run_dir_root), name="", version=version))
+    csv_logger = CSVLogger(save_dir=str(run_dir_root), name="", version=version)
+    continue_metrics_csv(csv_logger)
+    loggers.append(csv_logger)
     return loggers
+
+
+def continue_metrics_csv(csv_logger) -> None:
+    """Makes a CSV logger writing into a run folder that already has a ``metrics.csv`` (a resumed
+    run continues in its own folder) append to it under its header: Lightning's writer starts
+    with no columns, would rewrite the file with only the columns of its first rows and append
+    its rows in another column order. A header with new columns is extended, as Lightning does.
+    """
+    path = Path(csv_logger.log_dir) / "metrics.csv"
+    if not path.is_file():
+        return
+    with open(path, newline="") as f:
+        header = next(csv.reader(f), [])
+    with warnings.catch_warnings():  # "Previous log files ... will be deleted": they are kept
+        warnings.filterwarnings("ignore", message="Experiment logs directory .* exists")
+        writer = csv_logger.experiment
+    if hasattr(writer, "metrics_keys"):  # rank 0's writer; the other ranks write nothing
+        writer.metrics_keys = list(header)
 
 
 def resume_line(run: JobRun, point: ResumePoint | None, world_size: int) -> str | None:

@@ -86,3 +86,32 @@ def test_a_resumed_offline_run_continues_in_its_own_folder(tmp_path):
     run = decide_job_run(BASE, root, resume=True, log=lambda _: None, shapes=SHAPES)
     assert run.ckpt_path is not None and Path(run.ckpt_path).parent == folder
     assert f"offline-{run.run_id}" == folder.name  # the CSV logger's and Checkpointer's folder
+
+
+def test_a_resumed_run_appends_to_its_metrics_csv_under_the_same_columns(tmp_path):
+    import csv
+
+    from omegaconf import OmegaConf
+
+    from solo_bayesncl.training.auto_resume import JobRun
+    from solo_bayesncl.training.trainer import build_loggers
+
+    cfg = OmegaConf.create({"wandb": {"enabled": False}, "name": "run"})
+    run = JobRun("b4f7b473", None, "f")
+    (first,) = build_loggers(cfg, tmp_path, run)
+    first.log_metrics({"train_loss": 1.0, "epoch": 0}, step=0)
+    first.log_metrics({"val_acc1": 50.0, "epoch": 0}, step=1)
+    first.save()
+    (second,) = build_loggers(cfg, tmp_path, JobRun("b4f7b473", "x.ckpt", "f"))
+    assert second.log_dir == first.log_dir  # the same folder
+    second.log_metrics({"epoch": 1, "train_loss": 0.5}, step=2)  # another order, fewer columns
+    second.log_metrics({"epoch": 1, "lr": 0.1}, step=3)  # a new column
+    second.save()
+    with open(tmp_path / "offline-b4f7b473" / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["step"], r["epoch"], r["train_loss"], r["val_acc1"], r["lr"]) for r in rows] == [
+        ("0", "0", "1.0", "", ""),
+        ("1", "0", "", "50.0", ""),
+        ("2", "1", "0.5", "", ""),
+        ("3", "1", "", "", "0.1"),
+    ]
