@@ -89,10 +89,10 @@ def _command_line() -> str:
     return " ".join([command, *map(shlex.quote, args)])
 
 
-def _checkpoint_line(summary: dict, checkpointing: bool) -> str:
+def _checkpoint_line(summary: dict) -> str:
     if summary["checkpoint"]:
         return summary["checkpoint"]
-    if not checkpointing:
+    if not summary["checkpointing"]:
         return "none (checkpoint.enabled=False)"
     if summary["interrupted"]:
         return (
@@ -115,12 +115,11 @@ def print_run_summary(title: str, trainer, resumes: bool = True) -> dict[str, st
     if not trainer.is_global_zero:
         return summary
     acc = summary["val_acc1"]
-    checkpointing = any(hasattr(c, "last_ckpt") for c in trainer.callbacks)
     ended = f"interrupted at {summary['interrupted']}" if summary["interrupted"] else "finished"
     lines = [
         f"== {title} {ended}",
         f"last validation top-1: {'n/a (no validation data)' if acc is None else f'{acc:.2f}%'}",
-        f"checkpoint:  {_checkpoint_line(summary, checkpointing)}",
+        f"checkpoint:  {_checkpoint_line(summary)}",
         f"metrics.csv: {summary['metrics_csv'] or 'none'}",
     ]
     if summary["interrupted"]:

@@ -433,7 +433,8 @@ def run_summary(trainer) -> dict[str, str | float | None]:
     finished run, also when the run was already finished and this fit trained nothing, the one
     to resume from after an interruption), ``metrics_csv``, and for an interrupted fit
     ``interrupted`` (``epoch E, step S``, where it stopped) and ``signal`` (``SIGINT`` or
-    ``SIGTERM``, :func:`stopping_signal`)."""
+    ``SIGTERM``, :func:`stopping_signal`), and whether the fit saved checkpoints
+    (``checkpointing``, ``checkpoint.enabled``)."""
     try:
         folder: Path | None = csv_log_dir(trainer)
     except ValueError:  # a Trainer built elsewhere, without the CSV logger
@@ -452,7 +453,10 @@ def run_summary(trainer) -> dict[str, str | float | None]:
         val_acc1 = float(trainer.callback_metrics["val_acc1"])
     stopped = stopping_signal(trainer)
     where = ResumePoint(trainer.current_epoch, trainer.global_step).phrase()
+    from solo.utils.checkpointer import Checkpointer
+
     return {
+        "checkpointing": any(isinstance(c, Checkpointer) for c in trainer.callbacks),
         "val_acc1": val_acc1,
         "checkpoint": checkpoint,
         "metrics_csv": metrics_csv,
