@@ -173,5 +173,10 @@ def fit(
                 f"{peer_timeout_s(cfg):g} s ({first_line(err)}); start the processes of every "
                 "node, or give them longer with distributed.timeout_s"
             ) from None
+        except Exception:
+            raise
+        except BaseException:  # a stop (the benchmark's SIGTERM, Lightning's), not a failure
+            drop_folder_without_checkpoint(trainer, cfg)
+            raise
     drop_folder_without_checkpoint(trainer, cfg)
     return trainer
