@@ -401,7 +401,7 @@ def stopping_signal(trainer) -> signal.Signals | None:
     None when the fit was not interrupted."""
     if not trainer.interrupted:
         return None
-    return signal.SIGTERM if trainer.received_sigterm else signal.SIGINT
+    return signal.SIGTERM if getattr(trainer, "received_sigterm", False) else signal.SIGINT
 
 
 def furthest_checkpoint(folder: Path) -> Path | None:

@@ -171,3 +171,22 @@ def test_a_launch_that_cannot_meet_its_peers_says_so_within_its_timeout(tmp_path
     )
     assert "distributed.timeout_s" in last
     assert "Traceback" not in done.stderr
+
+
+def test_a_benchmark_stage_stopped_by_sigterm_is_reported_as_terminated_not_finished():
+    from types import SimpleNamespace
+
+    from lightning.pytorch.trainer.states import TrainerStatus
+
+    from solo_bayesncl.benchmark.process import Terminated
+    from solo_bayesncl.benchmark.stages import check_finished
+
+    stopped = SimpleNamespace(
+        interrupted=True,
+        received_sigterm=True,
+        state=SimpleNamespace(status=TrainerStatus.INTERRUPTED),
+        current_epoch=2,
+        max_epochs=6,
+    )
+    with pytest.raises(Terminated):  # run_one exits 143, not 130 as after Ctrl-C
+        check_finished(stopped, "pretraining")
