@@ -17,7 +17,7 @@ from lightning.pytorch import Callback
 
 from solo_bayesncl.benchmark.machine import cpu_seconds
 from solo_bayesncl.benchmark.progress import StatusFile
-from solo_bayesncl.benchmark.sittings import per_epoch
+from solo_bayesncl.benchmark.sittings import metrics_rows, per_epoch
 from solo_bayesncl.io.files import write_text_replacing
 from solo_bayesncl.training.auto_resume import ResumePoint, read_position
 from solo_bayesncl.training.trainer import csv_log_dir
@@ -87,8 +87,10 @@ class AttemptLog(Callback):
         self.path = run_dir / f"{stage}_attempts.jsonl"
 
     def on_train_start(self, trainer, pl_module) -> None:
+        folder = csv_log_dir(trainer)
         entry = {
-            "folder": str(csv_log_dir(trainer)),
+            "folder": str(folder),
+            "rows_before": metrics_rows(folder),  # a resumed run appends to its metrics.csv
             "resumed_from": str(trainer.ckpt_path) if trainer.ckpt_path else None,
             "start_epoch": int(trainer.current_epoch),
             "start_step": int(trainer.global_step),

@@ -11,25 +11,23 @@ from typing import Any
 from solo_bayesncl.benchmark.machine import StageMeter, load_unreliable
 from solo_bayesncl.io.files import replacing
 
-__all__ = ["epoch_timing", "merge_metrics", "per_epoch"]
+__all__ = ["epoch_timing", "merge_metrics", "metrics_rows", "per_epoch"]
 
 
 def merge_metrics(run_dir: Path, final_folder: str, out: Path) -> Path:
     """One ``metrics.csv`` for a pretraining resumed over several sittings: each sitting's rows
     from where it started up to where the next sitting resumed, by (epoch, step), so that a
     sitting resumed within an epoch keeps the steps of that epoch its checkpoint had trained and
-    drops those it trained again (rows without an epoch go by their step alone)."""
-    attempts: dict[str, dict[str, Any]] = {}
+    drops those it trained again (rows without an epoch go by their step alone). Sittings that
+    resumed in their own folder are read from the rows each appended (:func:`_rows_of`)."""
     log = run_dir / "pretrain_attempts.jsonl"
-    for line in log.read_text().splitlines() if log.is_file() else []:
-        entry = json.loads(line)
-        attempts[entry["folder"]] = entry  # the last sitting that wrote to a folder
+    entries = [json.loads(x) for x in (log.read_text().splitlines() if log.is_file() else [])]
     chain: list[dict[str, Any]] = []
-    entry = attempts.get(final_folder)
-    while entry is not None and entry not in chain:
-        chain.insert(0, entry)
-        previous = entry["resumed_from"]
-        entry = attempts.get(str(Path(previous).parent)) if previous else None
+    index = _last_in(entries, final_folder, len(entries))
+    while index is not None and entries[index] not in chain:
+        chain.insert(0, entries[index])
+        previous = entries[index]["resumed_from"]
+        index = _last_in(entries, str(Path(previous).parent), index) if previous else None
     if not chain:
         chain = [{"folder": final_folder, "start_epoch": 0, "start_step": 0}]
     rows: list[dict[str, str]] = []
@@ -40,7 +38,7 @@ def merge_metrics(run_dir: Path, final_folder: str, out: Path) -> Path:
         if not path.is_file():
             continue
         with open(path, newline="") as f:
-            for row in csv.DictReader(f):
+            for row in _rows_of(sitting, entries, list(csv.DictReader(f))):
                 step = float(row.get("step") or 0)
                 if row.get("epoch"):
                     position = (float(row["epoch"]), step)
@@ -57,6 +55,41 @@ def merge_metrics(run_dir: Path, final_folder: str, out: Path) -> Path:
         writer.writeheader()
         writer.writerows(rows)
     return out
+
+
+def _last_in(entries: list[dict[str, Any]], folder: str, before: int) -> int | None:
+    """The index of the last sitting logged before ``before`` that wrote to ``folder``."""
+    return next((i for i in range(before - 1, -1, -1) if entries[i]["folder"] == folder), None)
+
+
+def _rows_of(
+    sitting: dict[str, Any], entries: list[dict[str, Any]], rows: list[dict[str, str]]
+) -> list[dict[str, str]]:
+    """The rows of ``metrics.csv`` that ``sitting`` wrote: a run resumed in its own folder
+    appends to the file, and each sitting's entry says how many rows were there when it started
+    (``rows_before``); the next sitting of the same folder's count ends it. An entry without the
+    count (sittings of their own folders) takes the whole file."""
+    begin = int(sitting.get("rows_before") or 0)
+    later = entries[entries.index(sitting) + 1 :] if sitting in entries else []
+    end = next(
+        (
+            int(e["rows_before"])
+            for e in later
+            if e["folder"] == sitting["folder"] and "rows_before" in e
+        ),
+        None,
+    )
+    return rows[begin:end]
+
+
+def metrics_rows(folder: Path) -> int:
+    """The data rows of ``folder``'s ``metrics.csv`` (0 without one): where a sitting resumed in
+    that folder starts appending."""
+    path = folder / "metrics.csv"
+    if not path.is_file():
+        return 0
+    with open(path, newline="") as f:
+        return sum(1 for _ in csv.DictReader(f))
 
 
 def per_epoch(times: list[dict[str, float]], key: str) -> float | None:

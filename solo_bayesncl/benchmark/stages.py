@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import resource
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import OmegaConf
 
 from solo_bayesncl.benchmark.callbacks import stage_callbacks
+from solo_bayesncl.benchmark.process import Terminated
 from solo_bayesncl.benchmark.sittings import epoch_timing, merge_metrics
 from solo_bayesncl.config.shipped import linear_dir_for
 from solo_bayesncl.evaluation.knn import knn_eval
@@ -36,7 +38,7 @@ from solo_bayesncl.evaluation.report import (
 from solo_bayesncl.io.checkpoints import load_checkpoint
 from solo_bayesncl.training.linear import linear_eval
 from solo_bayesncl.training.pretrain import pretrain
-from solo_bayesncl.training.trainer import csv_log_dir, last_logged_value
+from solo_bayesncl.training.trainer import csv_log_dir, last_logged_value, stopping_signal
 
 __all__ = [
     "KNN_BATCH_SIZE",
@@ -132,9 +134,13 @@ def compose(config_dir: Path, name: str, overrides: list[str]):
 
 
 def check_finished(trainer, what: str) -> None:
-    """Raises KeyboardInterrupt when Lightning swallowed one, StageUnfinished when the fit
-    stopped before ``max_epochs``."""
-    if trainer.interrupted:
+    """Raises KeyboardInterrupt when Lightning swallowed one (Ctrl-C), :class:`Terminated` when
+    the fit stopped on SIGTERM, StageUnfinished when the fit stopped before ``max_epochs``: a
+    stage interrupted is never reported as finished."""
+    stopped = stopping_signal(trainer)
+    if stopped == signal.SIGTERM:
+        raise Terminated
+    if stopped is not None:
         raise KeyboardInterrupt
     if trainer.state.status != TrainerStatus.FINISHED or trainer.current_epoch < trainer.max_epochs:
         raise StageUnfinished(

@@ -7,6 +7,7 @@ Only the entry points call these; importing the library changes no global state.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import sys
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
@@ -18,13 +19,14 @@ from solo_bayesncl.cli.invocation import command_name
 from solo_bayesncl.config.shipped import resolve_config_dir, shipped_configs
 from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
 from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
-from solo_bayesncl.training.trainer import run_summary
+from solo_bayesncl.training.trainer import PeersNotMet, run_summary
 
 __all__ = [
     "hydra_entry_point",
     "hydra_help_text",
     "input_errors",
     "input_errors_until_fit",
+    "exit_if_interrupted",
     "print_run_summary",
 ]
 
@@ -48,7 +50,8 @@ def input_errors_until_fit(command: str) -> Iterator[list]:
     """:func:`input_errors` for the whole start of a run: the block gets a list to pass as extra
     Lightning callbacks, and an input error raised before the Trainer's fit begins (building
     the model, the datasets, the loaders) is one line and exit status 2; once the fit has begun,
-    errors keep their traceback."""
+    errors keep their traceback. Processes of a job that never all connect
+    (:class:`~solo_bayesncl.training.trainer.PeersNotMet`) are one line and exit status 1."""
     from lightning.pytorch import Callback
 
     started: list[bool] = []
@@ -59,6 +62,9 @@ def input_errors_until_fit(command: str) -> Iterator[list]:
 
     try:
         yield [FitStarted()]
+    except PeersNotMet as err:
+        sys.stderr.write(f"{command}: error: {first_line(err)}\n")
+        raise SystemExit(1) from None
     except INPUT_ERRORS as err:
         if started:
             raise
@@ -66,22 +72,68 @@ def input_errors_until_fit(command: str) -> Iterator[list]:
         raise SystemExit(2) from None
 
 
-def print_run_summary(title: str, trainer) -> dict[str, str | float | None]:
+_INVOCATION: list[str] = []
+"""The command's name and ``sys.argv`` as the user typed them (:func:`hydra_entry_point` records
+them before Hydra reads ``sys.argv``), for the summary of an interrupted run."""
+
+EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143}
+"""The exit status of a run stopped by a signal, as a shell reports a process killed by it."""
+
+
+def _command_line() -> str:
+    """The command line that runs this command again: ``python main_pretrain.py ...`` for a
+    script, ``python -m ...`` for a module, the console script's name otherwise."""
+    command, argv0, *args = _INVOCATION or [sys.argv[0], *sys.argv]
+    if argv0.endswith(".py") and Path(argv0).name != "__main__.py":
+        command = f"python {shlex.quote(argv0)}"
+    return " ".join([command, *map(shlex.quote, args)])
+
+
+def _checkpoint_line(summary: dict) -> str:
+    if summary["checkpoint"]:
+        return summary["checkpoint"]
+    if not summary["checkpointing"]:
+        return "none (checkpoint.enabled=False)"
+    if summary["interrupted"]:
+        return (
+            "none (interrupted before the first checkpoint; its folder "
+            f"{summary['folder']} was removed)"
+        )
+    return "none"
+
+
+def print_run_summary(title: str, trainer, resumes: bool = True) -> dict[str, str | float | None]:
     """Prints :func:`solo_bayesncl.training.trainer.run_summary` after a run, one item per line;
     returns it. In a job of several processes only global rank 0 prints (the others return the
-    same summary)."""
+    same summary).
+
+    A finished run reads ``== <title> finished``; an interrupted one ``== <title> interrupted at
+    epoch E, step S``, then the checkpoint to resume from and the command that does (the same
+    command line; a run that does not ``resumes`` starts over with it). Raise
+    :func:`exit_if_interrupted` after it."""
     summary = run_summary(trainer)
     if not trainer.is_global_zero:
         return summary
     acc = summary["val_acc1"]
+    ended = f"interrupted at {summary['interrupted']}" if summary["interrupted"] else "finished"
     lines = [
-        f"== {title} finished",
+        f"== {title} {ended}",
         f"last validation top-1: {'n/a (no validation data)' if acc is None else f'{acc:.2f}%'}",
-        f"checkpoint:  {summary['checkpoint'] or 'none (checkpoint.enabled=False)'}",
+        f"checkpoint:  {_checkpoint_line(summary)}",
         f"metrics.csv: {summary['metrics_csv'] or 'none'}",
     ]
+    if summary["interrupted"]:
+        again = "resume with the same command" if resumes else "run it again (it starts over)"
+        lines.append(f"{again}: {_command_line()}")
     print("\n".join(lines), flush=True)
     return summary
+
+
+def exit_if_interrupted(summary: dict) -> None:
+    """Ends the process with status 130 (SIGINT) or 143 (SIGTERM) when ``summary`` (from
+    :func:`print_run_summary`) is of an interrupted run, as a shell reports a killed process."""
+    if summary.get("signal"):
+        raise SystemExit(EXIT_STATUS[str(summary["signal"])])
 
 
 def _absolute_config_path(argv: Sequence[str]) -> list[str]:
@@ -157,6 +209,7 @@ def hydra_entry_point(
     import hydra
 
     command = command_name(console_script)
+    _INVOCATION[:] = [command, *sys.argv]
     quiet_third_party_warnings()
     help_only = any(
         a in ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info") for a in sys.argv

@@ -13,6 +13,7 @@ from __future__ import annotations
 import omegaconf
 
 from solo_bayesncl.cli.console import (
+    exit_if_interrupted,
     hydra_entry_point,
     hydra_help_text,
     input_errors_until_fit,
@@ -61,7 +62,8 @@ def _run(cfg: omegaconf.DictConfig) -> None:
     with input_errors_until_fit(command_name(COMMAND)) as callbacks:
         prepared = prepare_linear_cfg(cfg, explicit)
         trainer = linear_eval(prepared[0], extra_callbacks=callbacks, prepared=prepared)
-    print_run_summary(f"linear evaluation {prepared[0].name}", trainer)
+    summary = print_run_summary(f"linear evaluation {prepared[0].name}", trainer, resumes=False)
+    exit_if_interrupted(summary)
 
 
 def main() -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import omegaconf
 
 from solo_bayesncl.cli.console import (
+    exit_if_interrupted,
     hydra_entry_point,
     hydra_help_text,
     input_errors_until_fit,
@@ -59,7 +60,7 @@ def _run(cfg: omegaconf.DictConfig) -> None:
     with input_errors_until_fit(command_name(COMMAND)) as callbacks:
         cfg = prepare_pretrain_cfg(cfg)
         trainer = pretrain(cfg, extra_callbacks=callbacks, prepared=True)
-    print_run_summary(f"pretraining {cfg.name}", trainer)
+    exit_if_interrupted(print_run_summary(f"pretraining {cfg.name}", trainer))
 
 
 def main() -> int:

@@ -83,6 +83,7 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "auto_augment",
     "auto_umap",
     "debug_augmentations",
+    "distributed",  # timeout_s: how long the processes of a job wait for each other
 )
 """Top-level keys solo-learn's pretraining and linear scripts or the plugin read (``probe``:
 the linear probe's normalisation, ``standard`` or ``official``); the arguments

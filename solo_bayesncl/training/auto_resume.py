@@ -48,7 +48,9 @@ from solo_bayesncl.core.distributed import launched_as_rank_zero
 
 __all__ = [
     "JOB_RUN_ENV",
+    "FINGERPRINT_KEY",
     "MAY_DIFFER",
+    "UNUSED_SECTIONS",
     "JobRun",
     "ResumePoint",
     "checkpoint_position",
@@ -73,6 +75,7 @@ MAY_DIFFER: tuple[str, ...] = (
     "auto_resume",
     "checkpoint",
     "devices",
+    "distributed",  # how long the processes wait for each other
     "enable_progress_bar",
     "num_nodes",
     "strategy",
@@ -101,6 +104,28 @@ def _may_differ(key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in MAY_DIFFER)
 
 
+#: Sections of the config that a run does not use, by what says so in its flattened config:
+#: solo-learn's ``parse_cfg`` adds ``dali.*`` when NVIDIA DALI is importable and ``auto_umap.*``
+#: when umap is, so installing an extra must not change a run that reads its images another way
+#: or draws no UMAP.
+UNUSED_SECTIONS: dict[str, Callable[[dict[str, Any]], bool]] = {
+    "dali": lambda flat: flat.get("data.format") != "dali",
+    "auto_umap": lambda flat: flat.get("auto_umap.enabled") is not True,
+}
+
+
+def _identity(cfg_container: dict[str, Any]) -> dict[str, Any]:
+    """The flattened keys of ``cfg_container`` that make a run's identity: all of them apart
+    from :data:`MAY_DIFFER` and the sections the run does not use (:data:`UNUSED_SECTIONS`)."""
+    flat = dict(_flatten(cfg_container))
+    unused = tuple(section + "." for section, idle in UNUSED_SECTIONS.items() if idle(flat))
+    return {
+        key: value
+        for key, value in flat.items()
+        if not _may_differ(key) and not key.startswith(unused)
+    }
+
+
 def _normalise(key: str, value: Any) -> Any:
     if key in _PATH_KEYS and isinstance(value, str) and value:
         return os.path.realpath(value)
@@ -111,12 +136,11 @@ def _normalise(key: str, value: Any) -> Any:
 
 def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """``(key, old value, new value)`` for every dotted key that differs between two configs
-    (plain containers, as ``args.json`` stores them), ignoring :data:`MAY_DIFFER`."""
-    flat_old, flat_new = dict(_flatten(old)), dict(_flatten(new))
+    (plain containers, as ``args.json`` stores them), ignoring :data:`MAY_DIFFER` and the
+    sections neither run uses (:data:`UNUSED_SECTIONS`)."""
+    flat_old, flat_new = _identity(old), _identity(new)
     diffs = []
     for key in sorted(set(flat_old) | set(flat_new)):
-        if _may_differ(key):
-            continue
         a = _normalise(key, flat_old.get(key, _MISSING))
         b = _normalise(key, flat_new.get(key, _MISSING))
         if a != b:
@@ -204,14 +228,35 @@ def _candidates(run_root: Path, max_hours: float) -> list[_Candidate]:
     return found
 
 
-def _readable(path: Path) -> str | None:
-    """None when the checkpoint loads, else why not (a truncated file from a killed write)."""
+FINGERPRINT_KEY = "solo_bayesncl_fingerprint"
+"""The entry of a checkpoint holding the :func:`config_fingerprint` of the run that saved it."""
+
+
+def _resumable(
+    path: Path, fingerprint: str | None, shapes: dict[str, tuple[int, ...]] | None
+) -> str | None:
+    """None when the checkpoint loads and belongs to this run, else why not: unreadable (a
+    process killed while writing it), saved by a run of another configuration (its
+    :data:`FINGERPRINT_KEY`), or holding weights of other names or shapes than ``shapes``."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as err:  # noqa: BLE001 - any failure means "not resumable"
-        return f"{type(err).__name__}: {err}"
+        return f"unreadable checkpoint {path} ({type(err).__name__}: {err}"[:300] + ")"
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
-        return "no state_dict in it"
+        return f"unreadable checkpoint {path} (no state_dict in it)"
+    saved_by = ckpt.get(FINGERPRINT_KEY)
+    if fingerprint is not None and saved_by is not None and saved_by != fingerprint:
+        return (
+            f"checkpoint {path}: saved by a run of another configuration (fingerprint "
+            f"{saved_by}, this run's {fingerprint})"
+        )
+    if shapes is not None:
+        theirs = {k: tuple(v.shape) for k, v in ckpt["state_dict"].items() if hasattr(v, "shape")}
+        if theirs != shapes:
+            odd = sorted(set(theirs) ^ set(shapes)) or sorted(
+                k for k in theirs if theirs[k] != shapes[k]
+            )
+            return f"checkpoint {path}: weights of another model ({len(odd)} differ, e.g. {odd[0]})"
     return None
 
 
@@ -227,6 +272,7 @@ def find_resume_checkpoint(
     run_root: str | Path,
     max_hours: float = 36,
     log: Callable[[str], None] = print,
+    shapes: dict[str, tuple[int, ...]] | None = None,
 ) -> tuple[Path | None, str | None]:
     """The checkpoint to resume the run ``cfg_container`` from, and its wandb run id.
 
@@ -234,7 +280,11 @@ def find_resume_checkpoint(
     ``Checkpointer`` would write to ``args.json``); ``run_root`` is ``checkpoint.dir/<method>``.
     Only checkpoints no older than ``max_hours`` count (solo-learn's ``auto_resume.max_hours``).
     Returns ``(None, None)`` when no earlier sitting of the same run exists; when earlier runs
-    exist with other settings, says which keys differed.
+    exist with other settings, says which keys differed. A checkpoint in a matching folder that
+    another configuration saved, or whose weights differ from ``shapes`` (the model's, name to
+    shape), is skipped with one line naming it (:func:`_resumable`), as is an unreadable one.
+    The run id returned is the folder's (``offline-<id>`` gives ``<id>``), so that the run
+    continues in its own folder.
     """
     run_root = Path(run_root)
     closest: tuple[Path, list] | None = None
@@ -246,13 +296,14 @@ def find_resume_checkpoint(
         elif closest is None or len(diffs) < len(closest[1]):
             closest = (candidate.folder, diffs)
     folders = dict(same_run)
+    fingerprint = config_fingerprint(cfg_container)
     for ckpt in resume_order([c for c, _ in same_run]):
         candidate = folders[ckpt]
-        problem = _readable(ckpt)
+        problem = _resumable(ckpt, fingerprint, shapes)
         if problem is None:
             log(f"auto-resume: resuming the same run from {ckpt}")
-            return ckpt, candidate.args.get("wandb_run_id")
-        log(f"auto-resume: skipping unreadable checkpoint {ckpt} ({problem[:200]})")
+            return ckpt, candidate.folder.name.removeprefix("offline-")
+        log(f"auto-resume: skipping {problem}")
     if closest is not None:
         log(
             f"auto-resume: no earlier run in {run_root} has the same settings; starting a new "
@@ -262,12 +313,11 @@ def find_resume_checkpoint(
 
 
 def config_fingerprint(cfg_container: dict[str, Any]) -> str:
-    """A short hash of the config, apart from :data:`MAY_DIFFER`: two processes of one job
-    (and two sittings of one run) give the same one."""
+    """A short hash of the config, apart from :data:`MAY_DIFFER` and the sections the run does
+    not use (:data:`UNUSED_SECTIONS`): two processes of one job (and two sittings of one run,
+    whatever extras are installed in between) give the same one."""
     flat = [
-        (key, _normalise(key, value))
-        for key, value in sorted(_flatten(cfg_container))
-        if not _may_differ(key)
+        (key, _normalise(key, value)) for key, value in sorted(_identity(cfg_container).items())
     ]
     return hashlib.sha256(json.dumps(flat, default=str).encode()).hexdigest()[:16]
 
@@ -306,13 +356,14 @@ def decide_job_run(
     max_hours: float = 36,
     explicit_ckpt: str | None = None,
     log: Callable[[str], None] = print,
+    shapes: dict[str, tuple[int, ...]] | None = None,
 ) -> JobRun:
     """The run this job trains, the same in every one of its processes (see the module
     docstring).
 
     ``explicit_ckpt`` (``resume_from_checkpoint``) wins over auto-resume; ``resume`` says whether
-    auto-resume looks for an earlier sitting (:func:`find_resume_checkpoint`). A resumed run keeps
-    its id when it had one from wandb. In a process Lightning's launcher started, the deciding
+    auto-resume looks for an earlier sitting (:func:`find_resume_checkpoint`, whose checkpoints
+    must fit ``shapes``). A run auto-resumed keeps its id, hence its folder. In a process Lightning's launcher started, the deciding
     process's choice is read from :data:`JOB_RUN_ENV`; a config that differs from the one it
     decided for is refused.
     """
@@ -330,11 +381,13 @@ def decide_job_run(
     ckpt_path, run_id = explicit_ckpt, None
     if ckpt_path is None and resume:
         found, run_id = find_resume_checkpoint(
-            cfg_container, run_root, max_hours, log=(lambda _: None) if quiet else log
+            cfg_container,
+            run_root,
+            max_hours,
+            log=(lambda _: None) if quiet else log,
+            shapes=shapes,
         )
         ckpt_path = None if found is None else str(found)
-    if run_id and str(run_id).startswith("offline-"):
-        run_id = None  # an offline sitting's folder name: the new sitting gets a folder of its own
     ckpt_path = None if ckpt_path is None else str(ckpt_path)
     return JobRun(run_id or _new_run_id(fingerprint, ckpt_path), ckpt_path, fingerprint)
 

@@ -10,6 +10,7 @@ What differs between the two (the model, the training data, resuming) is passed 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from torch.utils.data import DataLoader
 
 from solo_bayesncl.config.settings import PerformanceSettings, RunSettings
 from solo_bayesncl.core.distributed import launched_as_rank_zero
+from solo_bayesncl.core.validation import first_line
 from solo_bayesncl.data.datasets import build_val_loader
 from solo_bayesncl.training.auto_resume import JobRun, shared_with_launched_processes
 from solo_bayesncl.training.channels_last_max_pool import max_pools_via_channels_last
@@ -28,10 +30,13 @@ from solo_bayesncl.training.compiled import compile_training_forward
 from solo_bayesncl.training.resumable import resumable_fit
 from solo_bayesncl.training.small_map_convs import small_map_convs_as_products
 from solo_bayesncl.training.trainer import (
+    PeersNotMet,
     build_loggers,
     build_trainer,
     checkpoint_callbacks,
+    drop_folder_without_checkpoint,
     job_run_agreement,
+    peer_timeout_s,
     per_rank_random_streams,
 )
 
@@ -108,7 +113,18 @@ def fit(
     batch is drawn). With ``compile_backbone`` (pretraining), ``performance.compile`` decides
     whether the backbone's training forward is compiled (:mod:`solo_bayesncl.training.compiled`). Lightning's launcher starts the other processes
     inside ``fit``, which therefore runs with ``run`` in the environment.
+
+    An interrupted fit (Ctrl-C, or SIGTERM, which Lightning turns into an exception at the next
+    batch) returns its Trainer too, ``trainer.interrupted`` set
+    (:func:`~solo_bayesncl.training.trainer.stopping_signal` says which signal); its run folder
+    is removed when no checkpoint is in it
+    (:func:`~solo_bayesncl.training.trainer.drop_folder_without_checkpoint`). A job of several
+    processes says how long they wait for each other
+    (:func:`~solo_bayesncl.training.trainer.peer_timeout_s`) and raises
+    :class:`~solo_bayesncl.training.trainer.PeersNotMet` when they do not all connect in time.
     """
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
     dali = settings.dataset.format == "dali"
     val_loader = build_val_loader(
         settings.dataset, settings.batch_size, val_transform, settings.processes
@@ -141,6 +157,26 @@ def fit(
         ],
         train_batches=train_batches,
     )
-    with shared_with_launched_processes(run):
-        trainer.fit(model, ckpt_path=run.ckpt_path, **data)
+    if settings.processes > 1 and launched_as_rank_zero():
+        print(
+            f"distributed: the job's {settings.processes} processes wait up to "
+            f"{peer_timeout_s(cfg):g} s for each other (distributed.timeout_s)",
+            flush=True,
+        )
+    # Lightning stops a fit on SIGTERM with an exception; the trainer says it was interrupted
+    with shared_with_launched_processes(run), contextlib.suppress(SIGTERMException):
+        try:
+            trainer.fit(model, ckpt_path=run.ckpt_path, **data)
+        except torch.distributed.DistStoreError as err:
+            raise PeersNotMet(
+                f"the job's {settings.processes} processes did not all connect within "
+                f"{peer_timeout_s(cfg):g} s ({first_line(err)}); start the processes of every "
+                "node, or give them longer with distributed.timeout_s"
+            ) from None
+        except Exception:
+            raise
+        except BaseException:  # a stop (the benchmark's SIGTERM, Lightning's), not a failure
+            drop_folder_without_checkpoint(trainer, cfg)
+            raise
+    drop_folder_without_checkpoint(trainer, cfg)
     return trainer

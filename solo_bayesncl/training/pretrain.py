@@ -93,6 +93,7 @@ def pretrain(
         resume=settings.auto_resume,
         max_hours=settings.max_hours,
         explicit_ckpt=explicit_ckpt,
+        shapes={k: tuple(v.shape) for k, v in model.state_dict().items()},
     )
 
     def callbacks(val_loader) -> list:

@@ -20,6 +20,9 @@ import csv
 import inspect
 import os
 import random
+import re
+import shutil
+import signal
 import time
 import warnings
 from datetime import timedelta
@@ -32,19 +35,32 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.config.runtime import trainer_devices
 from solo_bayesncl.core.distributed import rank_seed
-from solo_bayesncl.training.auto_resume import JobRun, ResumePoint, checkpoint_position
+from solo_bayesncl.training.auto_resume import (
+    FINGERPRINT_KEY,
+    JobRun,
+    ResumePoint,
+    checkpoint_position,
+    resume_order,
+)
 
 __all__ = [
+    "PEER_TIMEOUT_S",
+    "PeersNotMet",
     "build_loggers",
     "build_trainer",
     "checkpoint_callbacks",
+    "continue_metrics_csv",
     "csv_log_dir",
+    "drop_folder_without_checkpoint",
+    "furthest_checkpoint",
     "interval_checkpoint",
     "job_run_agreement",
     "last_logged_value",
+    "peer_timeout_s",
     "per_rank_random_streams",
     "resume_line",
     "run_summary",
+    "stopping_signal",
 ]
 
 
@@ -58,7 +74,9 @@ def _wandb_login_available() -> bool:
 def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, run: JobRun) -> list:
     """wandb (when ``wandb.enabled``) first, then a CSV logger writing ``metrics.csv`` into the
     run's checkpoint folder, ``<run id>`` with wandb, ``offline-<run id>`` without. Without stored
-    wandb credentials, wandb logs offline instead of prompting for a login."""
+    wandb credentials, wandb logs offline instead of prompting for a login. A resumed run's
+    folder keeps its ``metrics.csv``, which the new sitting appends to
+    (:func:`continue_metrics_csv`)."""
     from lightning.pytorch.loggers import CSVLogger
 
     loggers: list = []
@@ -82,8 +100,28 @@ def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, run: JobRun) ->
         version = run.run_id
     else:
         version = f"offline-{run.run_id}"
-    loggers.append(CSVLogger(save_dir=str(run_dir_root), name="", version=version))
+    csv_logger = CSVLogger(save_dir=str(run_dir_root), name="", version=version)
+    continue_metrics_csv(csv_logger)
+    loggers.append(csv_logger)
     return loggers
+
+
+def continue_metrics_csv(csv_logger) -> None:
+    """Makes a CSV logger writing into a run folder that already has a ``metrics.csv`` (a resumed
+    run continues in its own folder) append to it under its header: Lightning's writer starts
+    with no columns, would rewrite the file with only the columns of its first rows and append
+    its rows in another column order. A header with new columns is extended, as Lightning does.
+    """
+    path = Path(csv_logger.log_dir) / "metrics.csv"
+    if not path.is_file():
+        return
+    with open(path, newline="") as f:
+        header = next(csv.reader(f), [])
+    with warnings.catch_warnings():  # "Previous log files ... will be deleted": they are kept
+        warnings.filterwarnings("ignore", message="Experiment logs directory .* exists")
+        writer = csv_logger.experiment
+    if hasattr(writer, "metrics_keys"):  # rank 0's writer; the other ranks write nothing
+        writer.metrics_keys = list(header)
 
 
 def resume_line(run: JobRun, point: ResumePoint | None, world_size: int) -> str | None:
@@ -102,7 +140,9 @@ def resume_line(run: JobRun, point: ResumePoint | None, world_size: int) -> str 
 def job_run_agreement(run: JobRun):
     """A callback that stops every process, before anything is restored or trained, when the
     processes of a job disagree on its :class:`~solo_bayesncl.training.auto_resume.JobRun`; once
-    the checkpoint is restored, global rank 0 prints :func:`resume_line`."""
+    the checkpoint is restored, global rank 0 prints :func:`resume_line`. Every checkpoint saved
+    holds the run's config fingerprint (:data:`~solo_bayesncl.training.auto_resume.FINGERPRINT_KEY`),
+    so that auto-resume never picks one of another configuration."""
     from lightning.pytorch import Callback
 
     class JobRunAgreement(Callback):
@@ -124,6 +164,9 @@ def job_run_agreement(run: JobRun):
 
         def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
             self.point = checkpoint_position(checkpoint)
+
+        def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+            checkpoint[FINGERPRINT_KEY] = run.fingerprint
 
         def on_fit_start(self, trainer, pl_module) -> None:
             line = resume_line(run, self.point, trainer.world_size)
@@ -156,6 +199,28 @@ def per_rank_random_streams():
     return PerRankRandomStreams()
 
 
+PEER_TIMEOUT_S = 300.0
+"""How long the processes of a job wait for each other by default (``distributed.timeout_s``):
+torch's own default is 30 minutes, and a launch whose other node never comes would wait that
+long with no word."""
+
+
+class PeersNotMet(RuntimeError):
+    """The processes of a multi-process or multi-node job did not all connect in time."""
+
+
+def peer_timeout_s(cfg: omegaconf.DictConfig) -> float:
+    """``distributed.timeout_s`` of ``cfg``, :data:`PEER_TIMEOUT_S` when not set: how long the
+    processes of a job wait to connect (and at any collective) before the job fails."""
+    value = OmegaConf.select(cfg, "distributed.timeout_s", default=None)
+    if value is None:
+        return PEER_TIMEOUT_S
+    seconds = float(value)
+    if not seconds > 0:
+        raise ValueError(f"distributed.timeout_s={value!r} must be a number of seconds above 0")
+    return seconds
+
+
 LIGHTNING_LOG_EVERY_N_STEPS = 50
 """Lightning's logging interval when ``Trainer(log_every_n_steps=None)``, its default."""
 
@@ -179,7 +244,8 @@ def build_trainer(
     Lightning's ``log_every_n_steps`` (:data:`LIGHTNING_LOG_EVERY_N_STEPS`) at the epoch, so that a short epoch is still logged and
     Lightning does not warn that it is shorter than the logging interval; a ``log_every_n_steps``
     in the config is kept. Lightning's own checkpointing runs only through a ``ModelCheckpoint``
-    among ``callbacks``.
+    among ``callbacks``. A DDP job's processes wait :func:`peer_timeout_s` for each other (to
+    connect, and at every collective) before the job fails.
     """
     from lightning.pytorch import Trainer
     from lightning.pytorch.callbacks import ModelCheckpoint
@@ -194,7 +260,9 @@ def build_trainer(
     if strategy == "ddp":
         from lightning.pytorch.strategies.ddp import DDPStrategy
 
-        strategy = DDPStrategy(find_unused_parameters=False)
+        strategy = DDPStrategy(
+            find_unused_parameters=False, timeout=timedelta(seconds=peer_timeout_s(cfg))
+        )
     kwargs.update(
         {
             "devices": trainer_devices(cfg),
@@ -207,14 +275,19 @@ def build_trainer(
     return Trainer(**kwargs)
 
 
+_WITHIN_EPOCH = re.compile(r"-ep=(\d+)-step=\d+\.ckpt$")
+
+
 def interval_checkpoint(cfg: omegaconf.DictConfig, run_root: Path, seconds: float):
     """Lightning's ``ModelCheckpoint`` saving every ``seconds`` within an epoch, into the folder
     solo-learn's ``Checkpointer`` writes (``run_root/<logger version>``, beside ``args.json``),
     as ``<name>-<version>-ep=<epoch>-step=<step>.ckpt``.
 
     Only the newest is kept, and it is removed once the ``Checkpointer`` saved the end of its
-    epoch; a sitting starts its own (nothing is carried over from the checkpoint it resumed
-    from, which stays). The last batch of an epoch is left to the epoch's checkpoint.
+    epoch, with any older one of the folder (the one a resumed run continued from, in the same
+    folder). The interval counts from the first training step (the start-up before it, data
+    loading and the sanity validation, does not count), which the run says in one line when
+    training starts. The last batch of an epoch is left to the epoch's checkpoint.
     """
     from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -237,6 +310,22 @@ def interval_checkpoint(cfg: omegaconf.DictConfig, run_root: Path, seconds: floa
                 warnings.filterwarnings("ignore", message="Checkpoint directory .* not empty")
                 super().setup(trainer, pl_module, stage)
 
+        def on_train_start(self, trainer, pl_module) -> None:
+            super().on_train_start(trainer, pl_module)
+            self._first_step = True
+            if trainer.is_global_zero:
+                print(
+                    f"checkpoint.time_interval_s={seconds:g}: a checkpoint every {seconds:g} s "
+                    f"of training within an epoch, the first {seconds:g} s after the first "
+                    "step (a run stopped before it has only its epochs' checkpoints)",
+                    flush=True,
+                )
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
+            if getattr(self, "_first_step", False):
+                self._first_step = False
+                self._last_time_checked = time.monotonic()  # the interval counts from here
+
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
             if batch_idx + 1 < trainer.num_training_batches:
                 super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
@@ -244,8 +333,12 @@ def interval_checkpoint(cfg: omegaconf.DictConfig, run_root: Path, seconds: floa
         def on_train_epoch_end(self, trainer, pl_module) -> None:
             saved = [getattr(cb, "last_ckpt", None) for cb in trainer.callbacks]
             ended = f"-ep={trainer.current_epoch}.ckpt"
-            if self.best_model_path and any(str(p).endswith(ended) for p in saved if p):
-                self._remove_checkpoint(trainer, self.best_model_path)
+            if any(str(p).endswith(ended) for p in saved if p) and trainer.is_global_zero:
+                # this sitting's and the one a resumed run started from: the epoch's end is further
+                for path in Path(self.dirpath).glob("*-ep=*-step=*.ckpt"):
+                    match = _WITHIN_EPOCH.search(path.name)
+                    if match and int(match.group(1)) <= trainer.current_epoch:
+                        self._remove_checkpoint(trainer, str(path))
                 self.best_model_path = ""
             self._last_time_checked = time.monotonic()  # an interval from the epoch's end
 
@@ -302,19 +395,72 @@ def csv_log_dir(trainer) -> Path:
     raise ValueError("the trainer has no CSV logger (build_loggers adds one to every run)")
 
 
-def run_summary(trainer) -> dict[str, str | float | None]:
-    """Last validation top-1 accuracy, last checkpoint and ``metrics.csv`` of a finished fit."""
-    checkpoint = None
-    for callback in trainer.callbacks:
-        last = getattr(callback, "last_ckpt", None)
-        if last:
-            checkpoint = str(last)
+def stopping_signal(trainer) -> signal.Signals | None:
+    """The signal that stopped the trainer's fit: SIGTERM when it received one (Lightning stops
+    at the next batch), SIGINT for Ctrl-C (Lightning catches the KeyboardInterrupt and returns);
+    None when the fit was not interrupted."""
+    if not trainer.interrupted:
+        return None
+    return signal.SIGTERM if getattr(trainer, "received_sigterm", False) else signal.SIGINT
+
+
+def furthest_checkpoint(folder: Path) -> Path | None:
+    """The checkpoint of a run folder that auto-resume would continue from (the furthest on,
+    :func:`~solo_bayesncl.training.auto_resume.resume_order`); None when it holds none."""
+    ckpts = resume_order(list(folder.glob("*.ckpt"))) if folder.is_dir() else []
+    return ckpts[0] if ckpts else None
+
+
+def drop_folder_without_checkpoint(trainer, cfg: omegaconf.DictConfig) -> Path | None:
+    """After an interrupted fit that saves checkpoints, removes its run folder when no checkpoint
+    is in it (it was stopped before the first one: nothing there can be resumed, and a folder of
+    ``args.json`` and logs only would be mistaken for a run); returns the removed folder."""
+    if not trainer.interrupted or not cfg.checkpoint.enabled or not trainer.is_global_zero:
+        return None
     try:
-        path = csv_log_dir(trainer) / "metrics.csv"
+        folder = csv_log_dir(trainer)
+    except ValueError:
+        return None
+    if not folder.is_dir() or any(folder.glob("*.ckpt")):
+        return None
+    shutil.rmtree(folder, ignore_errors=True)
+    return folder
+
+
+def run_summary(trainer) -> dict[str, str | float | None]:
+    """What a fit ended with: ``val_acc1`` (last validation top-1 accuracy), ``checkpoint`` (the
+    furthest checkpoint of the run's folder, :func:`furthest_checkpoint`: the last one of a
+    finished run, also when the run was already finished and this fit trained nothing, the one
+    to resume from after an interruption), ``metrics_csv``, and for an interrupted fit
+    ``interrupted`` (``epoch E, step S``, where it stopped) and ``signal`` (``SIGINT`` or
+    ``SIGTERM``, :func:`stopping_signal`), and whether the fit saved checkpoints
+    (``checkpointing``, ``checkpoint.enabled``)."""
+    try:
+        folder: Path | None = csv_log_dir(trainer)
     except ValueError:  # a Trainer built elsewhere, without the CSV logger
-        path = None
+        folder = None
+    furthest = furthest_checkpoint(folder) if folder is not None else None
+    checkpoint = str(furthest) if furthest is not None else None
+    if checkpoint is None:
+        for callback in trainer.callbacks:
+            last = getattr(callback, "last_ckpt", None)
+            if last and Path(last).is_file():
+                checkpoint = str(last)
+    path = folder / "metrics.csv" if folder is not None else None
     metrics_csv = str(path) if path is not None and path.is_file() else None
     val_acc1 = last_logged_value(Path(metrics_csv), "val_acc1") if metrics_csv else None
     if val_acc1 is None and "val_acc1" in trainer.callback_metrics:
         val_acc1 = float(trainer.callback_metrics["val_acc1"])
-    return {"val_acc1": val_acc1, "checkpoint": checkpoint, "metrics_csv": metrics_csv}
+    stopped = stopping_signal(trainer)
+    where = ResumePoint(trainer.current_epoch, trainer.global_step).phrase()
+    from solo.utils.checkpointer import Checkpointer
+
+    return {
+        "checkpointing": any(isinstance(c, Checkpointer) for c in trainer.callbacks),
+        "val_acc1": val_acc1,
+        "checkpoint": checkpoint,
+        "metrics_csv": metrics_csv,
+        "interrupted": where if stopped is not None else None,
+        "signal": stopped.name if stopped is not None else None,
+        "folder": str(folder) if folder is not None else None,
+    }

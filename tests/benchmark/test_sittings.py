@@ -99,3 +99,50 @@ def test_an_epoch_resumed_part_way_through_counts_for_the_share_it_trained(tmp_p
     walls = sum(times[e]["wall_s"] for e in times)
     assert epoch_timing(tmp_path, "pretrain", 4)["seconds_per_epoch"] == pytest.approx(walls / 3.4)
     assert timer.mean_wall_s() == pytest.approx(walls / 3.4)
+
+
+def test_sittings_resumed_in_one_folder_are_read_from_its_one_metrics_csv(tmp_path):
+    # the same two sittings as above, the second resumed in the first one's folder (appended)
+    folder = _sitting(
+        tmp_path / "a",
+        [
+            *({"epoch": 0, "step": s, "loss": s} for s in range(4)),
+            {"epoch": 0, "step": 3, "val_acc1": 10},
+            *({"epoch": 1, "step": s, "loss": s} for s in (4, 5, 6)),
+            *({"epoch": 1, "step": s, "loss": 100 + s} for s in (6, 7)),
+            {"epoch": 1, "step": 7, "val_acc1": 20},
+        ],
+    )
+    attempts = [
+        {
+            "folder": str(folder),
+            "rows_before": 0,
+            "resumed_from": None,
+            "start_epoch": 0,
+            "start_step": 0,
+        },
+        {
+            "folder": str(folder),
+            "rows_before": 8,  # the first sitting's rows
+            "resumed_from": str(folder / "x-ep=1-step=6.ckpt"),
+            "start_epoch": 1,
+            "start_step": 6,
+        },
+    ]
+    (tmp_path / "pretrain_attempts.jsonl").write_text(
+        "".join(json.dumps(a) + "\n" for a in attempts)
+    )
+    with open(merge_metrics(tmp_path, str(folder), tmp_path / "m.csv"), newline="") as f:
+        rows = [(r["epoch"], r["step"], r["loss"], r["val_acc1"]) for r in csv.DictReader(f)]
+    assert rows == [
+        ("0", "0", "0", ""),
+        ("0", "1", "1", ""),
+        ("0", "2", "2", ""),
+        ("0", "3", "3", ""),
+        ("0", "3", "", "10"),
+        ("1", "4", "4", ""),
+        ("1", "5", "5", ""),
+        ("1", "6", "106", ""),
+        ("1", "7", "107", ""),
+        ("1", "7", "", "20"),
+    ]

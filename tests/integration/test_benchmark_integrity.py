@@ -196,7 +196,7 @@ def test_resume_only_the_same_run_and_say_what_differed(tmp_path):
     same = _variant(data__num_workers=0, checkpoint__dir=str(tmp_path))
     ckpt, run_id = find_resume_checkpoint(same, root, log=lines.append)
     assert ckpt == root / "offline-a" / "bayesncl-fashion-mnist-offline-a-ep=1.ckpt"
-    assert run_id == "offline-a"
+    assert run_id == "a"  # the run id of folder offline-a: the run continues there
     assert lines == [f"auto-resume: resuming the same run from {ckpt}"]
 
 
