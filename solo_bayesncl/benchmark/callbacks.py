@@ -20,7 +20,7 @@ from solo_bayesncl.benchmark.progress import StatusFile
 from solo_bayesncl.benchmark.sittings import metrics_rows, per_epoch
 from solo_bayesncl.io.files import write_text_replacing
 from solo_bayesncl.training.auto_resume import ResumePoint, read_position
-from solo_bayesncl.training.trainer import csv_log_dir
+from solo_bayesncl.training.summary import csv_log_dir
 
 __all__ = ["AttemptLog", "EpochTimer", "Progress", "resumed_at", "stage_callbacks"]
 

@@ -38,7 +38,7 @@ from solo_bayesncl.evaluation.report import (
 from solo_bayesncl.io.checkpoints import load_checkpoint
 from solo_bayesncl.training.linear import linear_eval
 from solo_bayesncl.training.pretrain import pretrain
-from solo_bayesncl.training.trainer import csv_log_dir, last_logged_value, stopping_signal
+from solo_bayesncl.training.summary import csv_log_dir, last_logged_value, stopping_signal
 
 __all__ = [
     "KNN_BATCH_SIZE",

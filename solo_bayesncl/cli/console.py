@@ -19,7 +19,8 @@ from solo_bayesncl.cli.invocation import command_name
 from solo_bayesncl.config.shipped import resolve_config_dir, shipped_configs
 from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
 from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
-from solo_bayesncl.training.trainer import PeersNotMet, run_summary
+from solo_bayesncl.training.summary import run_summary
+from solo_bayesncl.training.trainer import PeersNotMet
 
 __all__ = [
     "hydra_entry_point",
@@ -103,7 +104,7 @@ def _checkpoint_line(summary: dict) -> str:
 
 
 def print_run_summary(title: str, trainer, resumes: bool = True) -> dict[str, str | float | None]:
-    """Prints :func:`solo_bayesncl.training.trainer.run_summary` after a run, one item per line;
+    """Prints :func:`solo_bayesncl.training.summary.run_summary` after a run, one item per line;
     returns it. In a job of several processes only global rank 0 prints (the others return the
     same summary).
 

@@ -29,12 +29,12 @@ from solo_bayesncl.training.channels_last_max_pool import max_pools_via_channels
 from solo_bayesncl.training.compiled import compile_training_forward
 from solo_bayesncl.training.resumable import resumable_fit
 from solo_bayesncl.training.small_map_convs import small_map_convs_as_products
+from solo_bayesncl.training.summary import drop_folder_without_checkpoint
 from solo_bayesncl.training.trainer import (
     PeersNotMet,
     build_loggers,
     build_trainer,
     checkpoint_callbacks,
-    drop_folder_without_checkpoint,
     job_run_agreement,
     peer_timeout_s,
     per_rank_random_streams,
@@ -116,9 +116,9 @@ def fit(
 
     An interrupted fit (Ctrl-C, or SIGTERM, which Lightning turns into an exception at the next
     batch) returns its Trainer too, ``trainer.interrupted`` set
-    (:func:`~solo_bayesncl.training.trainer.stopping_signal` says which signal); its run folder
+    (:func:`~solo_bayesncl.training.summary.stopping_signal` says which signal); its run folder
     is removed when no checkpoint is in it
-    (:func:`~solo_bayesncl.training.trainer.drop_folder_without_checkpoint`). A job of several
+    (:func:`~solo_bayesncl.training.summary.drop_folder_without_checkpoint`). A job of several
     processes says how long they wait for each other
     (:func:`~solo_bayesncl.training.trainer.peer_timeout_s`) and raises
     :class:`~solo_bayesncl.training.trainer.PeersNotMet` when they do not all connect in time.

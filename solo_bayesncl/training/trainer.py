@@ -21,8 +21,6 @@ import inspect
 import os
 import random
 import re
-import shutil
-import signal
 import time
 import warnings
 from datetime import timedelta
@@ -40,7 +38,6 @@ from solo_bayesncl.training.auto_resume import (
     JobRun,
     ResumePoint,
     checkpoint_position,
-    resume_order,
 )
 
 __all__ = [
@@ -50,17 +47,11 @@ __all__ = [
     "build_trainer",
     "checkpoint_callbacks",
     "continue_metrics_csv",
-    "csv_log_dir",
-    "drop_folder_without_checkpoint",
-    "furthest_checkpoint",
     "interval_checkpoint",
     "job_run_agreement",
-    "last_logged_value",
     "peer_timeout_s",
     "per_rank_random_streams",
     "resume_line",
-    "run_summary",
-    "stopping_signal",
 ]
 
 
@@ -373,94 +364,3 @@ def checkpoint_callbacks(
     if within_epochs and seconds:
         callbacks.append(interval_checkpoint(cfg, run_root, float(seconds)))
     return callbacks
-
-
-def last_logged_value(metrics_csv: Path, column: str) -> float | None:
-    """The last non-empty value of ``column`` in a Lightning ``metrics.csv``; None if never logged."""
-    value = None
-    with open(metrics_csv, newline="") as f:
-        for row in csv.DictReader(f):
-            if row.get(column):
-                value = float(row[column])
-    return value
-
-
-def csv_log_dir(trainer) -> Path:
-    """The folder of the trainer's CSV logger: where this fit's ``metrics.csv`` is written."""
-    from lightning.pytorch.loggers import CSVLogger
-
-    for logger in trainer.loggers:
-        if isinstance(logger, CSVLogger):
-            return Path(logger.log_dir)
-    raise ValueError("the trainer has no CSV logger (build_loggers adds one to every run)")
-
-
-def stopping_signal(trainer) -> signal.Signals | None:
-    """The signal that stopped the trainer's fit: SIGTERM when it received one (Lightning stops
-    at the next batch), SIGINT for Ctrl-C (Lightning catches the KeyboardInterrupt and returns);
-    None when the fit was not interrupted."""
-    if not trainer.interrupted:
-        return None
-    return signal.SIGTERM if getattr(trainer, "received_sigterm", False) else signal.SIGINT
-
-
-def furthest_checkpoint(folder: Path) -> Path | None:
-    """The checkpoint of a run folder that auto-resume would continue from (the furthest on,
-    :func:`~solo_bayesncl.training.auto_resume.resume_order`); None when it holds none."""
-    ckpts = resume_order(list(folder.glob("*.ckpt"))) if folder.is_dir() else []
-    return ckpts[0] if ckpts else None
-
-
-def drop_folder_without_checkpoint(trainer, cfg: omegaconf.DictConfig) -> Path | None:
-    """After an interrupted fit that saves checkpoints, removes its run folder when no checkpoint
-    is in it (it was stopped before the first one: nothing there can be resumed, and a folder of
-    ``args.json`` and logs only would be mistaken for a run); returns the removed folder."""
-    if not trainer.interrupted or not cfg.checkpoint.enabled or not trainer.is_global_zero:
-        return None
-    try:
-        folder = csv_log_dir(trainer)
-    except ValueError:
-        return None
-    if not folder.is_dir() or any(folder.glob("*.ckpt")):
-        return None
-    shutil.rmtree(folder, ignore_errors=True)
-    return folder
-
-
-def run_summary(trainer) -> dict[str, str | float | None]:
-    """What a fit ended with: ``val_acc1`` (last validation top-1 accuracy), ``checkpoint`` (the
-    furthest checkpoint of the run's folder, :func:`furthest_checkpoint`: the last one of a
-    finished run, also when the run was already finished and this fit trained nothing, the one
-    to resume from after an interruption), ``metrics_csv``, and for an interrupted fit
-    ``interrupted`` (``epoch E, step S``, where it stopped) and ``signal`` (``SIGINT`` or
-    ``SIGTERM``, :func:`stopping_signal`), and whether the fit saved checkpoints
-    (``checkpointing``, ``checkpoint.enabled``)."""
-    try:
-        folder: Path | None = csv_log_dir(trainer)
-    except ValueError:  # a Trainer built elsewhere, without the CSV logger
-        folder = None
-    furthest = furthest_checkpoint(folder) if folder is not None else None
-    checkpoint = str(furthest) if furthest is not None else None
-    if checkpoint is None:
-        for callback in trainer.callbacks:
-            last = getattr(callback, "last_ckpt", None)
-            if last and Path(last).is_file():
-                checkpoint = str(last)
-    path = folder / "metrics.csv" if folder is not None else None
-    metrics_csv = str(path) if path is not None and path.is_file() else None
-    val_acc1 = last_logged_value(Path(metrics_csv), "val_acc1") if metrics_csv else None
-    if val_acc1 is None and "val_acc1" in trainer.callback_metrics:
-        val_acc1 = float(trainer.callback_metrics["val_acc1"])
-    stopped = stopping_signal(trainer)
-    where = ResumePoint(trainer.current_epoch, trainer.global_step).phrase()
-    from solo.utils.checkpointer import Checkpointer
-
-    return {
-        "checkpointing": any(isinstance(c, Checkpointer) for c in trainer.callbacks),
-        "val_acc1": val_acc1,
-        "checkpoint": checkpoint,
-        "metrics_csv": metrics_csv,
-        "interrupted": where if stopped is not None else None,
-        "signal": stopped.name if stopped is not None else None,
-        "folder": str(folder) if folder is not None else None,
-    }

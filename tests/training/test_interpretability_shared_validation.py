@@ -17,7 +17,7 @@ def _pretrain(image_folder: Path, out: Path, extra: tuple[str, ...] = ()) -> dic
     """A 2-epoch BayesNCL pretraining evaluated every epoch (with the converged probe, which
     reads the backbone features too); returns each logged ``interp/*`` column by epoch."""
     from solo_bayesncl.training.pretrain import pretrain
-    from solo_bayesncl.training.trainer import csv_log_dir
+    from solo_bayesncl.training.summary import csv_log_dir
 
     cfg = compose(
         "scripts/pretrain/cifar",
