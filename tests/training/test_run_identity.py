@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from solo_bayesncl.training.auto_resume import (
@@ -88,6 +89,7 @@ def test_a_resumed_offline_run_continues_in_its_own_folder(tmp_path):
     assert f"offline-{run.run_id}" == folder.name  # the CSV logger's and Checkpointer's folder
 
 
+@pytest.mark.solo  # needs Lightning, installed with solo-learn
 def test_a_resumed_run_appends_to_its_metrics_csv_under_the_same_columns(tmp_path):
     import csv
 

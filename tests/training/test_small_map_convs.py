@@ -230,6 +230,7 @@ def test_subclasses_of_conv2d_are_left_alone() -> None:
     assert type(model[1]) is SmallMapConv2d
 
 
+@pytest.mark.solo  # needs Lightning, installed with solo-learn
 def test_on_unless_turned_off_and_other_values_refused_in_one_line() -> None:
     assert performance_settings(None, "cpu").small_map_convs is True
     assert performance_settings({}, "cpu").small_map_convs is True
@@ -243,6 +244,7 @@ def test_on_unless_turned_off_and_other_values_refused_in_one_line() -> None:
     )
 
 
+@pytest.mark.solo  # needs Lightning, installed with solo-learn
 def test_a_performance_key_the_plugin_does_not_read_is_refused_naming_the_known_ones() -> None:
     # performance.one_pixel_convs was this key's name before it covered 2 x 2 maps
     with pytest.raises(ConfigError) as err:
