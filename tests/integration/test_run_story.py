@@ -124,7 +124,6 @@ def test_sigterm_says_interrupted_and_exits_143(tmp_path):
     assert [ckpt.parent] == _folders(tmp_path)
 
 
-@pytest.mark.long
 def test_ctrl_c_to_a_linear_evaluation_says_interrupted_and_exits_130(image_folder, tmp_path):
     pretrained = untrained_checkpoint(
         tmp_path / "pretrained", "bayesncl.yaml", image_folder, 64, 32
@@ -146,7 +145,6 @@ def test_ctrl_c_to_a_linear_evaluation_says_interrupted_and_exits_130(image_fold
     assert "run it again (it starts over): python" in out
 
 
-@pytest.mark.long
 def test_an_interruption_before_the_first_checkpoint_leaves_no_folder_without_one(tmp_path):
     command = _command(tmp_path, "++checkpoint.time_interval_s=3600")
     code, out, err = _signal_after(command, "bayesncl/*/args.json", tmp_path, signal.SIGINT)
