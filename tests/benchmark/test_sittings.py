@@ -14,6 +14,30 @@ import torch
 
 from solo_bayesncl.benchmark.sittings import epoch_timing, merge_metrics
 
+MERGED = [
+    ("0", "0", "0", ""),
+    ("0", "1", "1", ""),
+    ("0", "2", "2", ""),
+    ("0", "3", "3", ""),
+    ("0", "3", "", "10"),
+    ("1", "4", "4", ""),
+    ("1", "5", "5", ""),
+    ("1", "6", "106", ""),
+    ("1", "7", "107", ""),
+    ("1", "7", "", "20"),
+]
+"""(epoch, step, loss, val_acc1) of two sittings merged: the second resumed at step 6 of epoch
+1, so its rows from there replace the first's (losses 106, 107, not 6, 7)."""
+
+
+def _merged(run_dir: Path, attempts: list[dict], last_folder: Path) -> list[tuple[str, ...]]:
+    """The rows ``merge_metrics`` writes for ``attempts`` (the run's sittings)."""
+    (run_dir / "pretrain_attempts.jsonl").write_text(
+        "".join(json.dumps(a) + "\n" for a in attempts)
+    )
+    with open(merge_metrics(run_dir, str(last_folder), run_dir / "m.csv"), newline="") as f:
+        return [(r["epoch"], r["step"], r["loss"], r["val_acc1"]) for r in csv.DictReader(f)]
+
 
 def _sitting(folder: Path, rows: list[dict]) -> Path:
     folder.mkdir()
@@ -52,23 +76,7 @@ def test_a_sitting_resumed_within_an_epoch_keeps_the_steps_its_checkpoint_traine
             "start_step": 6,
         },
     ]
-    (tmp_path / "pretrain_attempts.jsonl").write_text(
-        "".join(json.dumps(a) + "\n" for a in attempts)
-    )
-    with open(merge_metrics(tmp_path, str(second), tmp_path / "m.csv"), newline="") as f:
-        rows = [(r["epoch"], r["step"], r["loss"], r["val_acc1"]) for r in csv.DictReader(f)]
-    assert rows == [
-        ("0", "0", "0", ""),
-        ("0", "1", "1", ""),
-        ("0", "2", "2", ""),
-        ("0", "3", "3", ""),
-        ("0", "3", "", "10"),
-        ("1", "4", "4", ""),
-        ("1", "5", "5", ""),
-        ("1", "6", "106", ""),
-        ("1", "7", "107", ""),
-        ("1", "7", "", "20"),
-    ]
+    assert _merged(tmp_path, attempts, second) == MERGED
 
 
 def test_an_epoch_resumed_part_way_through_counts_for_the_share_it_trained(tmp_path):
@@ -129,20 +137,4 @@ def test_sittings_resumed_in_one_folder_are_read_from_its_one_metrics_csv(tmp_pa
             "start_step": 6,
         },
     ]
-    (tmp_path / "pretrain_attempts.jsonl").write_text(
-        "".join(json.dumps(a) + "\n" for a in attempts)
-    )
-    with open(merge_metrics(tmp_path, str(folder), tmp_path / "m.csv"), newline="") as f:
-        rows = [(r["epoch"], r["step"], r["loss"], r["val_acc1"]) for r in csv.DictReader(f)]
-    assert rows == [
-        ("0", "0", "0", ""),
-        ("0", "1", "1", ""),
-        ("0", "2", "2", ""),
-        ("0", "3", "3", ""),
-        ("0", "3", "", "10"),
-        ("1", "4", "4", ""),
-        ("1", "5", "5", ""),
-        ("1", "6", "106", ""),
-        ("1", "7", "107", ""),
-        ("1", "7", "", "20"),
-    ]
+    assert _merged(tmp_path, attempts, folder) == MERGED
