@@ -7,6 +7,7 @@ Only the entry points call these; importing the library changes no global state.
 from __future__ import annotations
 
 import contextlib
+import re
 import shlex
 import sys
 import textwrap
@@ -150,6 +151,26 @@ def _absolute_config_path(argv: Sequence[str]) -> list[str]:
     return args
 
 
+_OVERRIDE = re.compile(r"(\+{0,2}[A-Za-z_][\w.]*)=(.+)")
+_GRAMMAR = set("'\"()[]{},$ ")
+
+
+def _quoted_paths(argv: Sequence[str]) -> list[str]:
+    """``KEY=PATH`` overrides whose path holds ``=`` (Lightning names checkpoints
+    ``NAME-ep=1.ckpt``) quoted for Hydra, whose override grammar refuses an unquoted ``=`` in a
+    value ("mismatched input '='"): so such a value is never valid unquoted, and quoting it
+    changes no valid command. Values with Hydra's quotes, brackets or interpolations are kept."""
+    args = list(argv)
+    for i, arg in enumerate(args):
+        match = _OVERRIDE.fullmatch(arg)
+        if not match or arg.startswith("-"):
+            continue
+        key, value = match.groups()
+        if "=" in value and "/" in value and not _GRAMMAR & set(value):
+            args[i] = f"{key}='{value}'"
+    return args
+
+
 _HELP_FLAGS = ("--help", "-h")
 _HELP_WIDTH = 100
 
@@ -218,7 +239,7 @@ def hydra_entry_point(
     if not help_only:
         require_solo_learn(command)
     with input_errors(command):
-        sys.argv = [sys.argv[0], *_absolute_config_path(sys.argv[1:])]
+        sys.argv = [sys.argv[0], *_absolute_config_path(_quoted_paths(sys.argv[1:]))]
     if any(a in _HELP_FLAGS for a in sys.argv[1:]):
         print(help_text(command), flush=True)
         sys.argv.append("hydra.help.header=")  # ours replaces "<app> is powered by Hydra."

@@ -53,11 +53,18 @@ def _env() -> dict[str, str]:
     return {**env, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
-def _signal_after(command: list[str], pattern: str, root: Path, signum: int):
+def _signal_after(command: list[str], pattern: str, root: Path, signum: int, group: bool = False):
     """Starts ``command``, sends ``signum`` once a file matching ``pattern`` exists under
-    ``root``; returns the finished process's (status, stdout, stderr)."""
+    ``root`` (``group``: to its whole process group, as a terminal's Ctrl-C reaches every process
+    of a job); returns the finished process's (status, stdout, stderr)."""
     proc = subprocess.Popen(
-        command, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=group,
     )
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
@@ -65,7 +72,7 @@ def _signal_after(command: list[str], pattern: str, root: Path, signum: int):
             break
         time.sleep(0.2)
     assert proc.poll() is None, "the run ended before it could be signalled"
-    os.kill(proc.pid, signum)
+    (os.killpg if group else os.kill)(proc.pid, signum)
     out, err = proc.communicate(timeout=240)
     return proc.returncode, out, err
 
@@ -121,6 +128,28 @@ def test_sigterm_says_interrupted_and_exits_143(tmp_path):
     command = _command(tmp_path, "++checkpoint.time_interval_s=0.000001")
     code, out, err = _signal_after(command, "bayesncl/*/*-step=*.ckpt", tmp_path, signal.SIGTERM)
     ckpt = _assert_interrupted(code, out, err, 143, command)
+    assert [ckpt.parent] == _folders(tmp_path)
+
+
+def test_ctrl_c_to_a_two_process_ddp_run_says_interrupted_and_exits_130(tmp_path):
+    """A terminal's Ctrl-C reaches both processes of ``strategy=ddp devices=2``: the job stops,
+    the launching process tells the story once and exits 130, and the checkpoint it names
+    exists."""
+    command = _command(
+        tmp_path,
+        "strategy=ddp",
+        "devices=2",
+        "data.fraction=0.05",
+        "optimizer.batch_size=16",
+        "max_epochs=3",
+        "++limit_train_batches=6",
+        "++checkpoint.time_interval_s=0.000001",
+    )
+    code, out, err = _signal_after(
+        command, "bayesncl/*/*-step=*.ckpt", tmp_path, signal.SIGINT, group=True
+    )
+    ckpt = _assert_interrupted(code, out, err, 130, command)
+    assert out.count("== pretraining") == 1, out[-2000:]
     assert [ckpt.parent] == _folders(tmp_path)
 
 
