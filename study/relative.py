@@ -204,6 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     text = table()
+    for path in (args.out_md, args.out_png):  # the folders asked for are made, as a user expects
+        path.parent.mkdir(parents=True, exist_ok=True)
     args.out_md.write_text(
         "BayesNCL against NCL in the paper's terms, written by `python -m study.relative` from "
         "`study/records/*/runs/*/result.json`: per seed `100 (B - N) / N`, mean and 95% "

@@ -19,10 +19,10 @@ from solo_bayesncl.training.auto_resume import (
 __all__ = [
     "csv_log_dir",
     "drop_folder_without_checkpoint",
-    "furthest_checkpoint",
     "last_logged_value",
     "run_summary",
     "stopping_signal",
+    "this_runs_checkpoint",
 ]
 
 
@@ -55,11 +55,20 @@ def stopping_signal(trainer) -> signal.Signals | None:
     return signal.SIGTERM if getattr(trainer, "received_sigterm", False) else signal.SIGINT
 
 
-def furthest_checkpoint(folder: Path) -> Path | None:
-    """The checkpoint of a run folder that auto-resume would continue from (the furthest on,
-    :func:`~solo_bayesncl.training.auto_resume.resume_order`); None when it holds none."""
-    ckpts = resume_order(list(folder.glob("*.ckpt"))) if folder.is_dir() else []
-    return ckpts[0] if ckpts else None
+def this_runs_checkpoint(trainer) -> Path | None:
+    """The furthest checkpoint of this run (auto-resume's order,
+    :func:`~solo_bayesncl.training.auto_resume.resume_order`): the last one the fit saved or,
+    when it saved none (the run was already finished, or stopped again before its first save),
+    the one it resumed from. Never another file of the folder: a checkpoint another
+    configuration left there, which auto-resume skipped, is not this run's."""
+    paths = [
+        getattr(callback, name, None)
+        for callback in trainer.callbacks
+        for name in ("last_ckpt", "best_model_path")  # solo-learn's and Lightning's callbacks
+    ]
+    paths.append(trainer.ckpt_path)
+    found = [Path(p) for p in paths if p and Path(str(p)).is_file()]
+    return resume_order(found)[0] if found else None
 
 
 def drop_folder_without_checkpoint(trainer, cfg: omegaconf.DictConfig) -> Path | None:
@@ -79,8 +88,7 @@ def drop_folder_without_checkpoint(trainer, cfg: omegaconf.DictConfig) -> Path |
 
 
 def run_summary(trainer) -> dict[str, str | float | None]:
-    """What a fit ended with: ``val_acc1`` (last validation top-1 accuracy), ``checkpoint`` (the
-    furthest checkpoint of the run's folder, :func:`furthest_checkpoint`: the last one of a
+    """What a fit ended with: ``val_acc1`` (last validation top-1 accuracy), ``checkpoint`` (:func:`this_runs_checkpoint`: the last one of a
     finished run, also when the run was already finished and this fit trained nothing, the one
     to resume from after an interruption), ``metrics_csv``, and for an interrupted fit
     ``interrupted`` (``epoch E, step S``, where it stopped) and ``signal`` (``SIGINT`` or
@@ -90,13 +98,8 @@ def run_summary(trainer) -> dict[str, str | float | None]:
         folder: Path | None = csv_log_dir(trainer)
     except ValueError:  # a Trainer built elsewhere, without the CSV logger
         folder = None
-    furthest = furthest_checkpoint(folder) if folder is not None else None
+    furthest = this_runs_checkpoint(trainer)
     checkpoint = str(furthest) if furthest is not None else None
-    if checkpoint is None:
-        for callback in trainer.callbacks:
-            last = getattr(callback, "last_ckpt", None)
-            if last and Path(last).is_file():
-                checkpoint = str(last)
     path = folder / "metrics.csv" if folder is not None else None
     metrics_csv = str(path) if path is not None and path.is_file() else None
     val_acc1 = last_logged_value(Path(metrics_csv), "val_acc1") if metrics_csv else None

@@ -69,7 +69,8 @@ def test_the_pick_is_reported_on_its_held_out_seeds_apart_from_its_selection_see
     assert np.round(gain - ncl, 3).tolist() == [0.021, 0.021]
 
 
-def test_the_command_writes_the_table_and_the_figure(tmp_path):
-    main(["--out-md", str(tmp_path / "r.md"), "--out-png", str(tmp_path / "r.png")])
-    assert (tmp_path / "r.md").read_text().endswith(table())
-    assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def test_the_command_writes_the_table_and_the_figure_into_folders_it_makes(tmp_path):
+    md, png = tmp_path / "new" / "r.md", tmp_path / "figures" / "r.png"
+    main(["--out-md", str(md), "--out-png", str(png)])
+    assert md.read_text().endswith(table())
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -117,3 +117,36 @@ def test_a_resumed_run_appends_to_its_metrics_csv_under_the_same_columns(tmp_pat
         ("2", "1", "0.5", "", ""),
         ("3", "1", "", "", "0.1"),
     ]
+
+
+@pytest.mark.solo  # Lightning's CSVLogger
+def test_the_summary_names_this_runs_checkpoint_never_a_foreign_one_in_its_folder(tmp_path):
+    """The foreign checkpoint auto-resume skipped is further on by its name (ep=9); the summary
+    still names the one the run resumed from, then the one it saved."""
+    from types import SimpleNamespace
+
+    from lightning.pytorch.loggers import CSVLogger
+
+    from solo_bayesncl.training.summary import run_summary
+
+    logger = CSVLogger(tmp_path, name="bayesncl", version="offline-abc")
+    folder = Path(logger.log_dir)
+    folder.mkdir(parents=True)
+    resumed = folder / "bayesncl-offline-abc-ep=1.ckpt"
+    (folder / "zz-foreign-ep=9.ckpt").write_bytes(b"another configuration's")
+    resumed.write_bytes(b"this run's")
+    checkpointer = SimpleNamespace(last_ckpt=None)
+    trainer = SimpleNamespace(
+        loggers=[logger],
+        callbacks=[checkpointer],
+        ckpt_path=str(resumed),
+        interrupted=False,
+        current_epoch=2,
+        global_step=8,
+        callback_metrics={},
+    )
+    assert run_summary(trainer)["checkpoint"] == str(resumed)
+    saved = folder / "bayesncl-offline-abc-ep=2.ckpt"
+    saved.write_bytes(b"this run's, saved by this fit")
+    checkpointer.last_ckpt = str(saved)
+    assert run_summary(trainer)["checkpoint"] == str(saved)
