@@ -89,7 +89,7 @@ def export_hub_folder(
             f"{taken[0]} exists (an earlier export); pass --overwrite to replace it, or choose "
             "another folder"
         )
-    require_writable(folder.parent if not folder.exists() else folder)
+    require_writable(folder.parent if not folder.exists() else folder, what="--hub-folder")
     loaded, metrics = _read_run(ckpt, metrics)
     artifact = build_artifact(
         loaded.state_dict, loaded.cfg, loaded.method, fp16, metrics, keep_momentum

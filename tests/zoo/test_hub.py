@@ -340,6 +340,19 @@ def test_cli_export_hub_folder(exported, tmp_path, capsys):
     assert "exists" in capsys.readouterr().err
 
 
+def test_cli_export_hub_folder_onto_a_file_names_the_flag_and_keeps_the_file(
+    exported, tmp_path, capsys
+):
+    _, ckpt, _ = exported
+    mine = tmp_path / "notes.txt"
+    mine.write_text("the user's")
+    assert main(["export", str(ckpt), "--hub-folder", str(mine)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --hub-folder {mine}: {mine} exists and is not a folder"
+    )
+    assert mine.read_text() == "the user's"
+
+
 # ---------------------------------------------------------------- hf:// sources
 
 
