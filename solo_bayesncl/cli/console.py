@@ -163,7 +163,7 @@ def _quoted_paths(argv: Sequence[str]) -> list[str]:
     args = list(argv)
     for i, arg in enumerate(args):
         match = _OVERRIDE.fullmatch(arg)
-        if not match or arg.startswith("-"):
+        if not match:  # a flag (--config-name ...) or a value of one
             continue
         key, value = match.groups()
         if "=" in value and "/" in value and not _GRAMMAR & set(value):

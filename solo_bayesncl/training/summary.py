@@ -88,18 +88,18 @@ def drop_folder_without_checkpoint(trainer, cfg: omegaconf.DictConfig) -> Path |
 
 
 def run_summary(trainer) -> dict[str, str | float | None]:
-    """What a fit ended with: ``val_acc1`` (last validation top-1 accuracy), ``checkpoint`` (:func:`this_runs_checkpoint`: the last one of a
-    finished run, also when the run was already finished and this fit trained nothing, the one
-    to resume from after an interruption), ``metrics_csv``, and for an interrupted fit
-    ``interrupted`` (``epoch E, step S``, where it stopped) and ``signal`` (``SIGINT`` or
-    ``SIGTERM``, :func:`stopping_signal`), and whether the fit saved checkpoints
-    (``checkpointing``, ``checkpoint.enabled``)."""
+    """What a fit ended with: ``val_acc1`` (last validation top-1 accuracy), ``checkpoint``
+    (:func:`this_runs_checkpoint`: the last one of a finished run, also when the run was already
+    finished and this fit trained nothing, the one to resume from after an interruption),
+    ``metrics_csv``, and for an interrupted fit ``interrupted`` (``epoch E, step S``, where it
+    stopped) and ``signal`` (``SIGINT`` or ``SIGTERM``, :func:`stopping_signal`), and whether the
+    fit saved checkpoints (``checkpointing``, ``checkpoint.enabled``)."""
     try:
         folder: Path | None = csv_log_dir(trainer)
     except ValueError:  # a Trainer built elsewhere, without the CSV logger
         folder = None
-    furthest = this_runs_checkpoint(trainer)
-    checkpoint = str(furthest) if furthest is not None else None
+    own = this_runs_checkpoint(trainer)
+    checkpoint = str(own) if own is not None else None
     path = folder / "metrics.csv" if folder is not None else None
     metrics_csv = str(path) if path is not None and path.is_file() else None
     val_acc1 = last_logged_value(Path(metrics_csv), "val_acc1") if metrics_csv else None
