@@ -10,7 +10,11 @@
 #                    into the interpreter given by PYTHON itself). The venv sees the system's
 #                    packages, so a torch already installed there is reused, not downloaded again.
 #   PYTHON           the interpreter that creates the venv (default python3; 3.10 or newer).
-#   SOLO_LEARN_SRC   a local solo-learn source tree to install instead of the pinned GitHub commit.
+#   REQUIRE_SOLO_LEARN=1  fail when solo-learn could not be installed (CI: every test runs inside
+#                    its host), instead of going on without it.
+#   SOLO_LEARN_SRC   a local solo-learn to install instead of the pinned GitHub commit: a source
+#                    tree (a clone at that commit), or a wheel built from it
+#                    (solo_learn-1.0.6-py3-none-any.whl).
 #
 # `make setup`, `make test` and `make benchmark` call this script; so does the CI script.
 set -euo pipefail
@@ -18,6 +22,9 @@ cd "$(dirname "$0")/.."
 
 SOLO_LEARN_COMMIT=9187ea39c2c3f43c455ab06664d2b019a9802954
 SOLO_LEARN_VERSION=1.0.6
+# the wheel `pip wheel --no-deps` builds from that commit (setuptools < 81), for machines that
+# cannot reach GitHub
+SOLO_LEARN_WHEEL_SHA256=10cba871cdc24fdfa947849bf98f04652e0f6b15f908b0a2d9e2486a78ac8212
 TORCH=2.14.1
 TORCHVISION=0.29.1
 TESTS=0
@@ -26,12 +33,22 @@ TESTS=0
 say() { echo "== setup: $*"; }
 
 # a SOLO_LEARN_SRC that is not solo-learn would install something else (or nothing) and end "done"
-if [ -n "${SOLO_LEARN_SRC:-}" ] && ! { [ -f "$SOLO_LEARN_SRC/solo/__init__.py" ] \
-    && { [ -f "$SOLO_LEARN_SRC/setup.py" ] || [ -f "$SOLO_LEARN_SRC/pyproject.toml" ]; }; }; then
-  say "SOLO_LEARN_SRC=$SOLO_LEARN_SRC is not a solo-learn checkout (no solo/__init__.py beside" \
-    "a setup.py or pyproject.toml); point it at a clone of https://github.com/vturrisi/solo-learn," \
-    "or unset it" >&2
-  exit 2
+if [ -n "${SOLO_LEARN_SRC:-}" ]; then
+  if [ -f "$SOLO_LEARN_SRC" ]; then
+    case "$(basename "$SOLO_LEARN_SRC")" in
+      solo_learn-"$SOLO_LEARN_VERSION"-*.whl) ;;
+      *) say "SOLO_LEARN_SRC=$SOLO_LEARN_SRC is a file but not a solo-learn $SOLO_LEARN_VERSION" \
+           "wheel (solo_learn-$SOLO_LEARN_VERSION-py3-none-any.whl); give that wheel or a" \
+           "solo-learn source tree, or unset it" >&2
+         exit 2 ;;
+    esac
+  elif ! { [ -f "$SOLO_LEARN_SRC/solo/__init__.py" ] \
+      && { [ -f "$SOLO_LEARN_SRC/setup.py" ] || [ -f "$SOLO_LEARN_SRC/pyproject.toml" ]; }; }; then
+    say "SOLO_LEARN_SRC=$SOLO_LEARN_SRC is neither a solo-learn wheel nor a solo-learn checkout" \
+      "(no solo/__init__.py beside a setup.py or pyproject.toml); point it at a clone of" \
+      "https://github.com/vturrisi/solo-learn or a wheel built from one, or unset it" >&2
+    exit 2
+  fi
 fi
 
 VENV=${VENV-.venv}
@@ -127,8 +144,17 @@ say "PyTorch installed: $torch_desc"
 if "$PY" -c "import importlib.metadata as m, solo; assert m.version('solo-learn') == '$SOLO_LEARN_VERSION'" \
     2>/dev/null; then
   say "solo-learn $SOLO_LEARN_VERSION present"
+elif [ -f "${SOLO_LEARN_SRC:-}" ]; then
+  digest=$(sha256sum "$SOLO_LEARN_SRC" | cut -d' ' -f1)
+  if [ "$digest" = "$SOLO_LEARN_WHEEL_SHA256" ]; then
+    say "installing solo-learn from the wheel $SOLO_LEARN_SRC (sha256 matches the pinned build)"
+  else
+    say "installing solo-learn from the wheel $SOLO_LEARN_SRC (sha256 $digest: a build of your" \
+      "own, not the pinned $SOLO_LEARN_WHEEL_SHA256)"
+  fi
+  pip_install "$SOLO_LEARN_SRC"
 elif [ -n "${SOLO_LEARN_SRC:-}" ]; then
-  say "installing solo-learn from $SOLO_LEARN_SRC"
+  say "installing solo-learn from the source tree $SOLO_LEARN_SRC"
   pip_install --no-build-isolation "$SOLO_LEARN_SRC"
 else
   say "installing solo-learn from GitHub at the pinned commit ${SOLO_LEARN_COMMIT:0:7} (180 s at most)"
@@ -159,4 +185,9 @@ else
   mkdir -p build && echo "$inputs" > "$stamp"
 fi
 solo_learn=$("$PY" -c "import solo_bayesncl as s; print(s.SOLO_LEARN_AVAILABLE)")
+if [ "${REQUIRE_SOLO_LEARN:-0}" = 1 ] && [ "$solo_learn" != True ]; then
+  say "solo-learn is required (REQUIRE_SOLO_LEARN=1) but could not be installed: set" \
+    "SOLO_LEARN_SRC to a solo-learn source tree or to its wheel (docs/install.md)" >&2
+  exit 1
+fi
 say "done; PyTorch $torch_desc; solo-learn available: $solo_learn"

@@ -5,8 +5,11 @@ lays it out, a tiny checkpoint, a tiny benchmark preset and a fake benchmark res
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,51 @@ def run_command(args: list[str], timeout: float = 300) -> subprocess.CompletedPr
     return subprocess.run(
         [sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
     )
+
+
+def signals_at_default() -> None:
+    """A child's ``preexec_fn``: SIGINT and SIGTERM at their default disposition, whatever the
+    test process inherited. A shell starts a background job (``nohup make test &``) with SIGINT
+    ignored, a child inherits that, and Python installs its KeyboardInterrupt handler only where
+    SIGINT is not ignored at start-up: without this reset, a test's Ctrl-C would never arrive."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def signal_after(
+    command: list[str],
+    pattern: str,
+    root: Path,
+    signum: int,
+    *,
+    group: bool = False,
+    env: dict[str, str] | None = None,
+    cwd: Path = REPO,
+    timeout: float = 240,
+) -> tuple[int, str, str]:
+    """Starts ``command`` with its signals at their defaults (:func:`signals_at_default`), sends
+    ``signum`` once a file matching ``pattern`` exists under ``root`` (``group``: to its whole
+    process group, as a terminal's Ctrl-C reaches every process of a job); returns the finished
+    process's (status, stdout, stderr)."""
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=group,
+        preexec_fn=signals_at_default,
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if list(root.glob(pattern)):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be signalled"
+    (os.killpg if group else os.kill)(proc.pid, signum)
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
 
 
 def image_folder_overrides(image_folder: Path) -> list[str]:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import re
+import subprocess
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -50,3 +54,32 @@ def test_the_readme_and_docs_links_to_files_of_the_repository_exist():
             if target.startswith(("http://", "https://")):
                 continue
             assert (ROOT / document).parent.joinpath(target).exists(), f"{document}: {target}"
+
+
+def _bash_block_after(heading: str) -> list[str]:
+    """The lines of the first ``bash`` block under ``heading``."""
+    section = README.split(heading, 1)[1]
+    return section.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+
+
+def test_the_quick_start_runs_as_written_in_a_new_shell_without_an_activated_environment(
+    tmp_path,
+):
+    # a new shell: no environment activated, and a `python` on PATH that is not the project's
+    venv = ROOT / ".venv"
+    if not (venv / "bin" / "activate").is_file():
+        pytest.skip("no .venv in the checkout (set up with VENV=, into the interpreter itself)")
+    stranger = tmp_path / "bin"
+    stranger.mkdir()
+    (stranger / "python").write_text("#!/bin/sh\necho 'a python without the project' >&2\nexit 1\n")
+    (stranger / "python").chmod(0o755)
+    block = _bash_block_after("## Quick start")
+    before_first_command = list(itertools.takewhile(lambda line: "python " not in line, block))
+    check = "python -c 'import omegaconf, solo_bayesncl, sys; print(sys.prefix)'"
+    script = "\n".join([*before_first_command, check])
+    env = {"PATH": f"{stranger}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        ["bash", "-e", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()).resolve() == venv.resolve()

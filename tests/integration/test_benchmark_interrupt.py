@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, tiny_preset_file
+from helpers import REPO, signals_at_default, tiny_preset_file
 
 from solo_bayesncl.benchmark.records import read_result
 
@@ -82,6 +82,7 @@ def _launch(preset: Path, cwd: Path, output=subprocess.PIPE) -> subprocess.Popen
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
+        preexec_fn=signals_at_default,  # the signals below arrive however pytest was started
     )
 
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import FASHION_MNIST, REPO, TINY_FASHION_MNIST, untrained_checkpoint
+from helpers import FASHION_MNIST, REPO, TINY_FASHION_MNIST, signal_after, untrained_checkpoint
 
 pytestmark = [
     pytest.mark.solo,
@@ -54,27 +54,7 @@ def _env() -> dict[str, str]:
 
 
 def _signal_after(command: list[str], pattern: str, root: Path, signum: int, group: bool = False):
-    """Starts ``command``, sends ``signum`` once a file matching ``pattern`` exists under
-    ``root`` (``group``: to its whole process group, as a terminal's Ctrl-C reaches every process
-    of a job); returns the finished process's (status, stdout, stderr)."""
-    proc = subprocess.Popen(
-        command,
-        cwd=REPO,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=group,
-    )
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and proc.poll() is None:
-        if list(root.glob(pattern)):
-            break
-        time.sleep(0.2)
-    assert proc.poll() is None, "the run ended before it could be signalled"
-    (os.killpg if group else os.kill)(proc.pid, signum)
-    out, err = proc.communicate(timeout=240)
-    return proc.returncode, out, err
+    return signal_after(command, pattern, root, signum, group=group, env=_env())
 
 
 def _run(command: list[str]) -> subprocess.CompletedProcess:

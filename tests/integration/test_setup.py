@@ -3,6 +3,7 @@ through ``scripts/setup.sh``, which reuses what an earlier call installed."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -61,6 +62,9 @@ def test_setup_in_a_clean_clone_installs_once_then_reuses_everything(tmp_path):
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
     env = {**os.environ, "VENV": str(tmp_path / "venv"), "PYTHON": sys.executable}
     env.pop("PYTHONPATH", None)  # the venv's own install of the clone, not this checkout
+    wheel = REPO.parent / "shared" / "wheels" / "solo_learn-1.0.6-py3-none-any.whl"
+    if "SOLO_LEARN_SRC" not in env and wheel.is_file():
+        env["SOLO_LEARN_SRC"] = str(wheel)  # the new venv sees the system's packages, not ours
 
     def setup() -> str:
         done = subprocess.run(
@@ -202,9 +206,9 @@ def test_a_solo_learn_src_that_is_not_solo_learn_is_refused_before_anything_is_i
     assert "setup: done" not in done.stdout
     line = (done.stdout + done.stderr).strip().splitlines()[-1]
     assert line == (
-        f"== setup: SOLO_LEARN_SRC={other} is not a solo-learn checkout (no solo/__init__.py "
-        "beside a setup.py or pyproject.toml); point it at a clone of "
-        "https://github.com/vturrisi/solo-learn, or unset it"
+        f"== setup: SOLO_LEARN_SRC={other} is neither a solo-learn wheel nor a solo-learn "
+        "checkout (no solo/__init__.py beside a setup.py or pyproject.toml); point it at a clone "
+        "of https://github.com/vturrisi/solo-learn or a wheel built from one, or unset it"
     ), line
     assert not [c for c in calls if "pip install" in c]
 
@@ -220,3 +224,89 @@ def test_a_solo_learn_src_checkout_is_installed(tmp_path):
         {"SOLO_LEARN_SRC": str(src)},
     )
     assert any("pip install" in c and c.endswith(str(src)) for c in calls), calls
+
+
+PINNED_WHEEL_SHA256 = "10cba871cdc24fdfa947849bf98f04652e0f6b15f908b0a2d9e2486a78ac8212"
+NOT_INSTALLED = 'case "$*" in *"import torch"*|*importlib.metadata*) exit 1 ;; esac\n'
+
+
+def test_a_solo_learn_wheel_is_installed_and_its_digest_named(tmp_path):
+    wheel = tmp_path / "solo_learn-1.0.6-py3-none-any.whl"
+    wheel.write_bytes(b"a wheel of one's own build")
+    done, calls = _setup_with_stand_ins(tmp_path, NOT_INSTALLED, {"SOLO_LEARN_SRC": str(wheel)})
+    installs = [c for c in calls if "pip install" in c and c.endswith(str(wheel))]
+    assert len(installs) == 1 and "--no-build-isolation" not in installs[0], calls
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert (
+        f"== setup: installing solo-learn from the wheel {wheel} (sha256 {digest}: a build of "
+        f"your own, not the pinned {PINNED_WHEEL_SHA256})"
+    ) in done.stdout.splitlines()
+
+
+def test_the_setup_script_pins_the_digest_of_the_wheel_ci_installs():
+    # the same digest as the wheel's own README beside the checkout, where CI has one
+    assert f"SOLO_LEARN_WHEEL_SHA256={PINNED_WHEEL_SHA256}" in (REPO / "scripts/setup.sh").read_text()
+    beside = REPO.parent / "shared" / "wheels" / "solo_learn-1.0.6-py3-none-any.whl"
+    if beside.is_file():
+        assert hashlib.sha256(beside.read_bytes()).hexdigest() == PINNED_WHEEL_SHA256
+
+
+def test_a_file_that_is_not_a_solo_learn_wheel_is_refused_before_anything_is_installed(tmp_path):
+    other = tmp_path / "solo_learn-1.0.2-py3-none-any.whl"
+    other.write_bytes(b"")
+    done, calls = _setup_with_stand_ins(
+        tmp_path, NOT_INSTALLED, {"SOLO_LEARN_SRC": str(other)}, succeeds=False
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = (done.stdout + done.stderr).strip().splitlines()[-1]
+    assert line == (
+        f"== setup: SOLO_LEARN_SRC={other} is a file but not a solo-learn 1.0.6 wheel "
+        "(solo_learn-1.0.6-py3-none-any.whl); give that wheel or a solo-learn source tree, or "
+        "unset it"
+    ), line
+    assert not [c for c in calls if "pip install" in c]
+
+
+def test_ci_fails_the_setup_when_solo_learn_cannot_be_installed(tmp_path):
+    """REQUIRE_SOLO_LEARN=1 (CI) turns "solo-learn could not be installed" from a note into a
+    failure, so the suite never runs outside its host unnoticed."""
+    body = NOT_INSTALLED + 'case "$*" in *SOLO_LEARN_AVAILABLE*) echo False ;; esac\n'
+    wheel = tmp_path / "solo_learn-1.0.6-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    env = {"SOLO_LEARN_SRC": str(wheel), "REQUIRE_SOLO_LEARN": "1"}
+    done, _ = _setup_with_stand_ins(tmp_path, body, env, succeeds=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "setup: done" not in done.stdout
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "== setup: solo-learn is required (REQUIRE_SOLO_LEARN=1) but could not be installed"
+    )
+    assert "REQUIRE_SOLO_LEARN=1" in (REPO / ".ci/run").read_text()
+
+
+@pytest.mark.parametrize("github", ["unreachable", "reachable"])
+def test_ci_installs_solo_learn_from_the_wheel_beside_the_checkout_when_github_is_unreachable(
+    tmp_path, github
+):
+    project = tmp_path / "clone"
+    (project / ".ci").mkdir(parents=True)
+    shutil.copy(REPO / ".ci/run", project / ".ci/run")
+    wheel = tmp_path / "shared" / "wheels" / "solo_learn-1.0.6-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True)
+    wheel.write_bytes(b"")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_ins = {
+        "git": "exit 128\n" if github == "unreachable" else "exit 0\n",
+        "make": 'echo "make $* SOLO_LEARN_SRC=${SOLO_LEARN_SRC:-} REQUIRE=$REQUIRE_SOLO_LEARN"\n',
+    }
+    for name, body in stand_ins.items():
+        (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "SOLO_LEARN_SRC"}
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    done = subprocess.run(
+        ["bash", ".ci/run"], cwd=project, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    source = str(wheel) if github == "unreachable" else ""
+    assert done.stdout.splitlines()[-1] == f"make test SOLO_LEARN_SRC={source} REQUIRE=1"
