@@ -4,6 +4,7 @@ when upstream solo-learn is not installed. The shared helpers are in ``helpers.p
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,13 @@ import pytest
 from helpers import FASHION_MNIST
 
 from solo_bayesncl.host.availability import solo_learn_available
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one pytest worker per core (pytest-xdist): each, and every process a test
+    # starts, computes on one thread, instead of each worker's thread pool spinning on every core
+    # (set before torch is first imported, which reads it; a value the user set is kept)
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_variable, "1")
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -11,14 +11,14 @@ import textwrap
 
 from helpers import REPO
 
-# a stand-in for a command of the product: it says it is ready, then waits; Ctrl-C ends it with
-# 130, and running to its end exits 0
+# a stand-in for a command of the product: it says it is ready, then waits as long as it is told;
+# Ctrl-C ends it with 130, and running to its end exits 0
 CHILD = textwrap.dedent(
     """
     import pathlib, sys, time
     pathlib.Path(sys.argv[1]).touch()
     try:
-        time.sleep(20)
+        time.sleep(float(sys.argv[2]))
     except KeyboardInterrupt:
         sys.exit(130)
     """
@@ -33,7 +33,8 @@ PARENT = textwrap.dedent(
     sys.path.insert(0, "tests")
     import helpers
     root = Path(sys.argv[1])
-    command = [sys.executable, "-c", sys.argv[2], str(root / "ready")]
+    wait = "60" if sys.argv[3] == "helper" else "2"  # the plain child runs to its end
+    command = [sys.executable, "-c", sys.argv[2], str(root / "ready"), wait]
     if sys.argv[3] == "helper":
         code, _, _ = helpers.signal_after(command, "ready", root, signal.SIGINT, timeout=60)
     else:  # a plain start: the child inherits "ignore SIGINT"

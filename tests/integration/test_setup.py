@@ -31,10 +31,11 @@ def test_each_command_sets_up_first_then_runs_its_job():
     test = _make_dry_run("test").splitlines()
     assert "scripts/setup.sh --tests" in test[0]
     lint = ".venv/bin/python -m ruff check ."
-    assert test[1:] == [lint, '.venv/bin/python -m pytest -q -rs -m "not long"']
+    pytest_ = ".venv/bin/python -m pytest -q -rs -n auto --maxprocesses 4 --dist loadfile"
+    assert test[1:] == [lint, f'{pytest_} -m "not long"']
     every = _make_dry_run("test-all").splitlines()
     assert "scripts/setup.sh --tests" in every[0]
-    assert every[1:] == [lint, ".venv/bin/python -m pytest -q -rs"]
+    assert every[1:] == [lint, pytest_]
 
 
 def test_the_long_tier_is_a_registered_marker_the_suite_uses():
