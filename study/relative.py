@@ -12,8 +12,10 @@ terms, from the kept records alone (``study/records/<folder>/runs/*/result.json`
 
 Each ratio is taken seed by seed (BayesNCL's run against NCL's run on the same seed), then
 averaged, with a 95% Student-t interval over the seeds. The headline's comparisons (each
-five-seed setting on each dataset) also get a Bonferroni interval: the t quantile at
-``1 - 0.05 / (2 m)``, ``m`` the number of those comparisons. ::
+five-seed setting on each dataset) also get a Bonferroni interval, raw and chance-corrected: the
+t quantile at ``1 - 0.05 / (2 m)``, ``m`` the number of those comparisons. Beside the ratios,
+each row gives the two methods' mean consistency x100 over its seeds, the unit of the paper's
+Table 1 (the study's under the ``standard`` protocol, the paper's under its own). ::
 
     python -m study.relative [--out-md FILE] [--out-png FILE]
 
@@ -29,6 +31,10 @@ import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 RECORDS = Path(__file__).resolve().parent / "records"
 ROOT = RECORDS.parents[1]
@@ -115,6 +121,19 @@ def interval(values: list[float], p: float = 0.975) -> tuple[float, float, float
     return mean, mean - half, mean + half
 
 
+def consistency_x100(row: Row) -> tuple[float, float]:
+    """BayesNCL's and NCL's mean semantic consistency x100 over the seeds of ``row``."""
+    records = runs(row.folder)
+    ours = [records[(row.variant, seed)]["metrics"]["semantic_consistency"] for seed in row.seeds]
+    ncl = [records[("ncl", seed)]["metrics"]["semantic_consistency"] for seed in row.seeds]
+    return 100 * statistics.fmean(ours), 100 * statistics.fmean(ncl)
+
+
+def bonferroni() -> float:
+    """The upper quantile of a two-sided 95% interval corrected for the headline's comparisons."""
+    return 1 - 0.05 / (2 * HEADLINE_COMPARISONS)
+
+
 def _seeds(seeds: tuple[int, ...]) -> str:
     return (
         f"{seeds[0]}-{seeds[-1]}"
@@ -129,30 +148,34 @@ def _cell(mean: float, low: float, high: float) -> str:
 
 def table() -> str:
     """The Markdown table: the study's rows, then the paper's."""
-    bonferroni = 1 - 0.05 / (2 * HEADLINE_COMPARISONS)
+    m = HEADLINE_COMPARISONS
     lines = [
-        "| dataset (classes), 200 epochs | BayesNCL setting | seeds | raw consistency vs NCL | "
-        f"chance-corrected vs NCL | chance-corrected, Bonferroni (m = {HEADLINE_COMPARISONS}) |",
-        "|---|---|---|---|---|---|",
+        "| dataset (classes), 200 epochs | BayesNCL setting | seeds | consistency x100, BayesNCL vs "
+        f"NCL | raw consistency vs NCL | raw, Bonferroni (m = {m}) | chance-corrected vs NCL | "
+        f"chance-corrected, Bonferroni (m = {m}) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in ROWS:
         raw = per_seed(row, "semantic_consistency")
         gain = per_seed(row, "semantic_consistency_gain")
-        corrected = _cell(*interval(gain, bonferroni)) if row.headline else ""
+        ours, ncl = consistency_x100(row)
+        raw_m = _cell(*interval(raw, bonferroni())) if row.headline else ""
+        gain_m = _cell(*interval(gain, bonferroni())) if row.headline else ""
         lines.append(
-            f"| {row.dataset} (10) | {row.setting} | {_seeds(row.seeds)} | {_cell(*interval(raw))} | "
-            f"{_cell(*interval(gain))} | {corrected} |"
+            f"| {row.dataset} (10) | {row.setting} | {_seeds(row.seeds)} | {ours:.1f} vs {ncl:.1f} | "
+            f"{_cell(*interval(raw))} | {raw_m} | {_cell(*interval(gain))} | {gain_m} |"
         )
     for dataset, classes, ncl, ours in PAPER:
         lines.append(
-            f"| paper: {dataset} ({classes}) | paper's setting | not reported | "
-            f"{100 * (ours - ncl) / ncl:+.1f}% ({ours:.2f} vs {ncl:.2f}) | not reported | |"
+            f"| paper: {dataset} ({classes}) | paper's setting | not reported | {ours:.2f} vs "
+            f"{ncl:.2f} | {100 * (ours - ncl) / ncl:+.1f}% | | not reported | |"
         )
     return "\n".join(lines) + "\n"
 
 
-def figure(path: Path) -> None:
-    """The table as one picture: each comparison's mean and 95% interval, the paper's beside."""
+def draw() -> Figure:
+    """The table as one picture: each comparison's mean and 95% interval, the paper's beside.
+    The legend sits below the study's axes, clear of every row."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -164,7 +187,7 @@ def figure(path: Path) -> None:
         raws.append(interval(per_seed(row, "semantic_consistency")))
         gains.append(interval(per_seed(row, "semantic_consistency_gain")))
     fig, (left, right) = plt.subplots(
-        1, 2, figsize=(12, 5.2), gridspec_kw={"width_ratios": [3, 1.1]}, sharey=False
+        1, 2, figsize=(12, 5.8), gridspec_kw={"width_ratios": [3, 1.1]}, sharey=False
     )
     ys = list(range(len(labels)))[::-1]
     for offset, values, colour, name in (
@@ -179,16 +202,24 @@ def figure(path: Path) -> None:
     left.set_yticks(ys, labels, fontsize=8)
     left.set_xlabel("BayesNCL relative to NCL, % (mean and 95% interval over paired seeds)")
     left.set_title("This study: 5,000 images, 32 px, ResNet-18, 200 epochs (CPU)", fontsize=10)
-    left.legend(fontsize=8, loc="upper right", bbox_to_anchor=(1.0, 0.5))
+    left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     names = [f"{dataset}\n({classes} classes)" for dataset, classes, _, _ in PAPER]
     values = [100 * (ours - ncl) / ncl for _, _, ncl, ours in PAPER]
     right.barh(names[::-1], values[::-1], color="tab:orange")
     for y, value in enumerate(values[::-1]):
         right.text(value + 2, y, f"+{value:.1f}%", va="center", fontsize=9)
-    right.set_xlim(0, 175)
+    right.set_xlim(0, 200)
     right.set_title("The paper: raw, vs NCL", fontsize=10)
     right.set_xlabel("%")
     fig.tight_layout()
+    return fig
+
+
+def figure(path: Path) -> None:
+    """Draw the picture (``draw``) into ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig = draw()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -208,8 +239,10 @@ def main(argv: list[str] | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     args.out_md.write_text(
         "BayesNCL against NCL in the paper's terms, written by `python -m study.relative` from "
-        "`study/records/*/runs/*/result.json`: per seed `100 (B - N) / N`, mean and 95% "
-        "t-interval over the paired seeds.\n\n" + text
+        "`study/records/*/runs/*/result.json`: each method's mean consistency x100 over the "
+        "seeds (the paper's unit; the study's under the `standard` protocol), and per seed "
+        "`100 (B - N) / N`, mean and 95% t-interval over the paired seeds, with the Bonferroni "
+        "interval of the headline's comparisons.\n\n" + text
     )
     figure(args.out_png)
     print(text, end="")

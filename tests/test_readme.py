@@ -47,6 +47,16 @@ def test_the_findings_have_one_figure_beside_the_papers_figures():
         assert paper in section, paper
 
 
+def test_the_findings_open_with_a_one_sentence_answer_before_the_table():
+    section = README.split("## Findings", 1)[1].split("\n## ", 1)[0]
+    answer = " ".join(section.strip().split("\n\n", 1)[0].split())
+    assert not answer.startswith(("|", "!")) and answer.endswith(".") and "?" not in answer
+    assert len(re.findall(r"[.!?](?:\s|$)", answer)) == 1, "one sentence"
+    assert section.index(answer.split()[0]) < section.index("| dataset")
+    header = next(line for line in section.splitlines() if line.startswith("| dataset"))
+    assert "consistency x100" in header  # the paper's unit, beside its relative figures
+
+
 def test_the_readme_and_docs_links_to_files_of_the_repository_exist():
     for document in ("README.md", "docs/results.md", "study/README.md", "study/log.md"):
         text = (ROOT / document).read_text()

@@ -26,15 +26,41 @@ def _relative(folder: str, variant: str, key: str, seeds=(1, 2, 3, 4, 5)) -> np.
     return ours, ncl
 
 
-def test_one_cell_recomputed_independently():
-    """The paper's setting on shared backgrounds, raw and chance-corrected, seeds 1-5."""
-    row = table().splitlines()[2]
-    for key, column in (("semantic_consistency", 4), ("semantic_consistency_gain", 5)):
+# Student's t at 1 - 0.05 / 12 with 4 degrees of freedom, as tables give it: the Bonferroni
+# quantile of six two-sided 95% comparisons over five paired seeds.
+T_BONFERRONI_4 = 4.8509
+
+
+def _cell(ratio: np.ndarray, quantile: float) -> str:
+    half = quantile * ratio.std(ddof=1) / math.sqrt(len(ratio))
+    return f"{ratio.mean():+.1f}% [{ratio.mean() - half:+.1f}, {ratio.mean() + half:+.1f}]"
+
+
+def test_one_row_recomputed_independently():
+    """The paper's setting on shared backgrounds, seeds 1-5: the x100 means, raw and
+    chance-corrected, each with its 95% and its Bonferroni interval."""
+    cells = [cell.strip() for cell in table().splitlines()[2].split("|")]
+    ours, ncl = _relative("study_budget_200", "bayesncl", "semantic_consistency")
+    assert cells[4] == f"{100 * ours.mean():.1f} vs {100 * ncl.mean():.1f}" == "43.1 vs 39.2"
+    for key, column in (("semantic_consistency", 5), ("semantic_consistency_gain", 7)):
         ours, ncl = _relative("study_budget_200", "bayesncl", key)
         ratio = 100 * (ours - ncl) / ncl
-        half = t_quantile_975(4) * ratio.std(ddof=1) / math.sqrt(5)
-        cell = f"{ratio.mean():+.1f}% [{ratio.mean() - half:+.1f}, {ratio.mean() + half:+.1f}]"
-        assert row.split("|")[column].strip() == cell
+        assert cells[column] == _cell(ratio, t_quantile_975(4)), key
+        assert cells[column + 1] == _cell(ratio, T_BONFERRONI_4), key
+
+
+def test_the_x100_columns_give_the_papers_table_and_the_studys_means():
+    rows = [[cell.strip() for cell in line.split("|")] for line in table().splitlines()[2:]]
+    x100 = {(row[1], row[2]): row[4] for row in rows}
+    assert x100[("paper: ImageNet-100 (100)", "paper's setting")] == "36.14 vs 14.93"
+    assert x100[("paper: CIFAR-100 (100)", "paper's setting")] == "22.02 vs 9.91"
+    assert x100[("paper: CIFAR-10 (10)", "paper's setting")] == "56.50 vs 53.82"
+    paper = "paper's setting (rho 0.8, lambda 3e-5)"
+    assert x100[("plain Fashion-MNIST (10)", paper)] == "60.0 vs 55.9"
+    for row in ROWS:
+        ours, ncl = _relative(row.folder, row.variant, "semantic_consistency", row.seeds)
+        cell = x100[(f"{row.dataset} (10)", row.setting)]
+        assert cell == f"{100 * ours.mean():.1f} vs {100 * ncl.mean():.1f}", row
 
 
 @pytest.mark.parametrize(
@@ -67,6 +93,25 @@ def test_the_pick_is_reported_on_its_held_out_seeds_apart_from_its_selection_see
     gain, ncl = _relative("study_budget_fmnist_200", "bayesncl_rho0.3_kl1e-4",
                           "semantic_consistency_gain", (4, 5))  # fmt: skip
     assert np.round(gain - ncl, 3).tolist() == [0.021, 0.021]
+
+
+def test_the_figures_legend_is_clear_of_every_row():
+    """The legend sits outside the study's axes, so it hides no interval."""
+    import matplotlib.pyplot as plt
+
+    from study.relative import draw
+
+    fig = draw()
+    try:
+        renderer = fig.canvas.get_renderer()
+        left = fig.axes[0]
+        legend = left.get_legend()
+        assert legend is not None
+        box, axes = legend.get_window_extent(renderer), left.get_window_extent(renderer)
+        assert not box.overlaps(axes), (box, axes)
+        assert box.y1 < axes.y0  # below the axes, the rows' labels on the left untouched
+    finally:
+        plt.close(fig)
 
 
 def test_the_command_writes_the_table_and_the_figure_into_folders_it_makes(tmp_path):
