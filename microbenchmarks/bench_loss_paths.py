@@ -42,9 +42,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import bench_train_step
 import torch
 
-import bench_train_step
 from solo_bayesncl.core import fused_losses, gates
 from solo_bayesncl.core.gates import bernoulli_kl, gate_probabilities, hard_threshold_ste
 from solo_bayesncl.core.losses import (
@@ -150,9 +150,7 @@ def time_rounds(paths: dict[str, Step], rounds: int, warmup: int) -> dict[str, d
     """Wall and CPU seconds per path over ``rounds`` rounds after ``warmup``, the order
     rotating each round, and the loss of each path's first call."""
     names = list(paths)
-    times: dict[str, dict[str, list]] = {
-        c: {n: [] for n in names} for c in ("wall", "cpu", "loss")
-    }
+    times: dict[str, dict[str, list]] = {c: {n: [] for n in names} for c in ("wall", "cpu", "loss")}
     for r in range(warmup + rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
             wall, cpu = time.perf_counter(), time.process_time()
@@ -251,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--rounds must be >= 1, got {args.rounds}")
     bench_train_step.prepare_process(args.threads)
     import solo_bayesncl  # noqa: F401  (registers bayesncl with solo-learn)
+
     run(args)
 
 
