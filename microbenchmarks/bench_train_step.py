@@ -434,9 +434,9 @@ def breakdown(
     def gate_kl_norm() -> torch.Tensor:
         zr.grad = logits.grad = None
         gate = model.gate_output(logits, "hard")
-        v = model.objective.gated(zr, gate)  # the fused kernels, as in training
+        v = model.objective.gated(zr, gate)  # as in training
         kl = model.objective.kl(gate.probs)
-        (v.sum() + model.objective.kl_lambda * kl).backward()
+        (v.sum() + model.settings.bayesian_kl_lambda * kl).backward()
         return kl.detach()
 
     def ncl_norm() -> torch.Tensor:

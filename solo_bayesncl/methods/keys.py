@@ -3,7 +3,10 @@
 meaning and what they allow. From that declaration come the refusal message of a bad value (one
 line naming ``method_kwargs.<key>``, the value and what is allowed), the table in the method's
 docstring (:func:`settings_table`), the defaults solo-learn's ``add_and_assert_specific_cfg``
-writes into the config, and the check of the shipped yaml (a test).
+writes into the config, the check of the shipped yaml (a test), and the loss module built from
+the checked values (``settings.objective()``): the functions and modules of
+:mod:`solo_bayesncl.core` take every hyperparameter as a required argument under its config
+name, with no default or range check of their own.
 
 Importing this module needs no solo-learn: the pretraining entry point checks the keys before
 the method class is built (:func:`check_method_kwargs`).
@@ -19,6 +22,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 from solo_bayesncl.core.gates import GATE_MODES, GATE_TYPES, resolve_gate_type
+from solo_bayesncl.core.losses import BayesNCLLoss, NCLLoss
 from solo_bayesncl.core.nonneg import NON_NEGATIVITY_MAPS, resolve_non_neg
 from solo_bayesncl.core.validation import (
     MIN_TEMPERATURE,
@@ -159,6 +163,11 @@ class ContrastiveSettings:
         """How many activations are kept per sample (``topk_k`` when ``use_topk``, else None)."""
         return self.topk_k if self.use_topk else None
 
+    def objective(self, gather_distributed: bool = True, check_inputs: bool = True) -> NCLLoss:
+        """The method's loss module with these hyperparameters (``check_inputs``: as
+        :class:`~solo_bayesncl.core.losses.NCLLoss`)."""
+        raise NotImplementedError
+
 
 def _default(f: dataclasses.Field, values: Mapping[str, Any]) -> Any:
     source = f.metadata["default_from"]
@@ -183,6 +192,17 @@ class NCLSettings(ContrastiveSettings):
         integer(0),
         0,
     )
+
+    def objective(self, gather_distributed: bool = True, check_inputs: bool = True) -> NCLLoss:
+        """:class:`~solo_bayesncl.core.losses.NCLLoss` with these hyperparameters."""
+        return NCLLoss(
+            self.temperature,
+            self.non_neg,
+            self.top_k,
+            self.dimension_dropout,
+            gather_distributed=gather_distributed,
+            check_inputs=check_inputs,
+        )
 
     @classmethod
     def check_together(cls, values: Mapping[str, Any]) -> None:
@@ -231,15 +251,22 @@ class BayesNCLSettings(ContrastiveSettings):
         "hard",
     )
 
-    @property
-    def rho(self) -> float:
-        """The prior open probability (``bayesian_prior_prob``)."""
-        return self.bayesian_prior_prob
-
-    @property
-    def kl_lambda(self) -> float:
-        """The KL weight the loss uses: ``bayesian_kl_lambda``, 0 without ``use_kl``."""
-        return self.bayesian_kl_lambda if self.use_kl else 0.0
+    def objective(self, gather_distributed: bool = True, check_inputs: bool = True) -> BayesNCLLoss:
+        """:class:`~solo_bayesncl.core.losses.BayesNCLLoss` with these hyperparameters."""
+        return BayesNCLLoss(
+            self.temperature,
+            self.non_neg,
+            self.top_k,
+            bayesian_prior_prob=self.bayesian_prior_prob,
+            bayesian_kl_lambda=self.bayesian_kl_lambda,
+            use_kl=self.use_kl,
+            gate_type=self.gate_type,
+            gate_threshold=self.gate_threshold,
+            sigmoid_temperature=self.sigmoid_temperature,
+            kl_eps=self.kl_eps,
+            gather_distributed=gather_distributed,
+            check_inputs=check_inputs,
+        )
 
 
 METHOD_SETTINGS: dict[str, type[ContrastiveSettings]] = {
