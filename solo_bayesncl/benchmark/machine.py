@@ -20,11 +20,11 @@ __all__ = ["StageMeter", "cpu_seconds", "git_state", "load_unreliable"]
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
-NOT_RUN_BY_A_BENCHMARK: tuple[str, ...] = ("results/", "study/records/", "docs/", "*.md")
+NOT_RUN_BY_A_BENCHMARK: tuple[str, ...] = ("results/", "records/", "*/records/*", "docs/", "*.md")
 """Git pathspecs of the checkout whose changes do not make a result's commit dirty: the results
-a benchmark writes into ``results/`` and the study's records in ``study/records/`` (a run that
-follows another would otherwise count the first one's tables as uncommitted code) and the
-documentation."""
+a benchmark writes into ``results/``, the finished runs' records kept in any ``records/``
+folder (a run that follows another would otherwise count the first one's tables as uncommitted
+code) and the documentation."""
 
 
 def git_state(folder: Path = _PACKAGE_ROOT) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def git_state(folder: Path = _PACKAGE_ROOT) -> dict[str, Any]:
 
     Dirty means a changed tracked file that a run could execute or read (code, configs, presets).
     Untracked files (results, logs) do not count, nor do changes to :data:`NOT_RUN_BY_A_BENCHMARK`
-    (the study's committed records that the benchmark itself rewrites, and documentation).
+    (committed records that the benchmark itself rewrites, and documentation).
     """
 
     def git(*args: str) -> subprocess.CompletedProcess:

@@ -47,9 +47,9 @@ __all__ = [
 ]
 
 RUN_RECORDS: tuple[str, ...] = ("result.json", "pretrain_metrics.csv", "gate_measures.json")
-"""The files of a finished run that are kept with its results (the project's ``.gitignore``
-tracks exactly these under ``study/records/*/runs/``): the run's result, its per-epoch metrics (the
-budget curves) and, once measured, the gate measures read from its final checkpoint."""
+"""The files of a finished run that are kept with its results (a checkout that commits kept
+records tracks exactly these of each run): the run's result, its per-epoch metrics (the budget
+curves) and, once measured, the gate measures read from its final checkpoint."""
 
 RECORDED_PATHS: tuple[str, ...] = ("checkpoint", "pretrain_metrics_csv")
 """The keys of ``result.json`` that name a file of the run."""

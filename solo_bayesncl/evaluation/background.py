@@ -24,8 +24,8 @@ can be measured:
 
 :func:`solo_bayesncl.metrics.background.background_figures` computes the representation's
 measures from arrays (the training-time callback uses it every few epochs);
-:func:`background_measures` computes all of them for a checkpoint, :func:`gate_measures` only the
-gate's.
+:func:`background_measures` computes all of them for a checkpoint (:func:`gate_selectivity` the
+gate's).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from solo_bayesncl.io.checkpoints import load_checkpoint, load_method
 from solo_bayesncl.metrics.background import background_figures, gate_background_selectivity
 from solo_bayesncl.metrics.probe import logistic_probe
 
-__all__ = ["background_measures", "gate_measures"]
+__all__ = ["background_measures", "gate_selectivity", "scenes_checkpoint"]
 
 
 def _extract(model, loader) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,7 +80,7 @@ def _ungated_and_gate(model, loader) -> tuple[torch.Tensor, torch.Tensor, torch.
     return torch.cat(ungated), torch.cat(masks), torch.cat(probs)
 
 
-def _scenes_checkpoint(checkpoint: str | Path, device: str | None):
+def scenes_checkpoint(checkpoint: str | Path, device: str | None):
     """The checkpoint's config and method on ``device``; a clear error for other data."""
     loaded = load_checkpoint(checkpoint)
     name = dataset_spec(loaded.cfg).name
@@ -91,7 +91,8 @@ def _scenes_checkpoint(checkpoint: str | Path, device: str | None):
     return loaded.cfg, load_method(loaded, device=pick_device(device))
 
 
-def _gate_selectivity(model, cfg, val_data, batch_size: int, num_workers: int) -> dict[str, float]:
+def gate_selectivity(model, cfg, val_data, batch_size: int, num_workers: int) -> dict[str, float]:
+    """The gate's measures of the module docstring for a gated ``model`` on ``val_data``."""
     loader = DataLoader(val_data, batch_size=batch_size, num_workers=num_workers)
     ungated, mask, probs = _ungated_and_gate(model, loader)
     classes = np.asarray(_inner(val_data).targets)[_picks(val_data)]
@@ -114,22 +115,6 @@ def _picks(dataset):
     return np.asarray(dataset.indices) if hasattr(dataset, "indices") else slice(None)
 
 
-def gate_measures(
-    checkpoint: str | Path,
-    batch_size: int = 256,
-    num_workers: int = 2,
-    device: str | None = None,
-) -> dict[str, float]:
-    """Only the gate's measures of the module docstring (``ungated_background_dims_share``,
-    ``open_rate_*``) for a gated ``checkpoint`` on its scenes validation images: a forward pass,
-    no probe, for runs recorded before these measures existed."""
-    cfg, model = _scenes_checkpoint(checkpoint, device)
-    if not hasattr(model, "gate_output"):
-        raise ValueError(f"{checkpoint}: method {cfg.method} has no gate to measure")
-    val_data = build_val_dataset(cfg, validation_transform(cfg))
-    return _gate_selectivity(model, cfg, val_data, batch_size, num_workers)
-
-
 def background_measures(
     checkpoint: str | Path,
     batch_size: int = 256,
@@ -138,7 +123,7 @@ def background_measures(
 ) -> dict[str, Any]:
     """Every background measure of the module docstring for ``checkpoint`` on the scenes data
     it was trained on (its training subset for the probes, its validation subset otherwise)."""
-    cfg, model = _scenes_checkpoint(checkpoint, device)
+    cfg, model = scenes_checkpoint(checkpoint, device)
     transform = validation_transform(cfg)
     data = {
         "train": build_labelled_train_dataset(cfg, transform),
@@ -155,7 +140,7 @@ def background_measures(
         reps["val"], classes["val"], backgrounds["val"], OFFLINE_DATASETS[SCENES], k
     )
     if hasattr(model, "gate_output"):
-        out.update(_gate_selectivity(model, cfg, data["val"], batch_size, num_workers))
+        out.update(gate_selectivity(model, cfg, data["val"], batch_size, num_workers))
     out.update(
         num_backgrounds=k,
         probe_class_top1=logistic_probe(

@@ -48,13 +48,6 @@ class BlockSums(NamedTuple):
     peak: torch.Tensor
 
 
-def activity_mask(features: torch.Tensor, eps: float = EPS) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return ``(|Fn|, |Fn| > eps)`` for the row-normalised features ``Fn``."""
-    normalized = features.abs()
-    normalize_abs_rows_(normalized)
-    return normalized, normalized > eps
-
-
 def activity_masks(features: torch.Tensor, eps: float = EPS) -> Iterator[torch.Tensor]:
     """The activity ``|Fn| > eps`` of consecutive blocks of rows (see
     :func:`~solo_bayesncl.metrics._validation.row_blocks`) as zeros and ones of the feature dtype,
@@ -111,18 +104,6 @@ def batch_class_sums(
     return BlockSums(stats, active, raw_active, raw_abs_sum, peak)
 
 
-def class_statistics(
-    features: torch.Tensor, labels: torch.Tensor, num_classes: int, eps: float = EPS
-) -> ClassStatistics:
-    """Per-class activity counts and summed ``|Fn|`` for one batch (see the module docstring).
-
-    The batch sums are taken in the feature dtype (at least float32; counts are exact below
-    2**24 samples per batch) and returned as float64, ready to be added to running sums.
-    """
-    stats = batch_class_sums(features, labels, num_classes, eps, with_sums=True).stats
-    return ClassStatistics(*(field.double() for field in stats))
-
-
 def class_statistics_chunked(
     features: torch.Tensor,
     labels: torch.Tensor,
@@ -132,7 +113,7 @@ def class_statistics_chunked(
     keep_masks: bool = False,
     raw_abs_sum: torch.Tensor | None = None,
 ) -> tuple[ClassStatistics, list[torch.Tensor]]:
-    """:func:`class_statistics` over a whole matrix, a few large blocks of rows at a time
+    """:func:`batch_class_sums` (with its sums, in float64) over a whole matrix, a few large blocks of rows at a time
     (:func:`~solo_bayesncl.metrics._validation.row_blocks`; each block's sums in the feature
     dtype, added to float64 totals).
 
