@@ -3,9 +3,9 @@
 Training runs the plain definitions of ``core/losses.py`` and ``core/gates.py`` under torch
 autograd (``BayesNCLLoss``). Until commit ``1e9cdab`` it ran hand-written autograd kernels
 (``core/fused_losses.py``); that commit's version of this script timed them against the
-definitions, and they were removed because they saved 0.1-0.3% of a training step and no memory
-at its peak (tracker issue 67, "One loss that trains"; the figures are in docs/benchmark.md,
-"Micro-benchmarks"). To rerun that comparison: ``git archive 1e9cdab | tar -x -C DIR`` and run
+definitions, and they were removed: they saved no memory at a step's peak and a fraction of a
+percent of its time (tracker issue 67, "One loss that trains"; the figures are in
+docs/benchmark.md, "Micro-benchmarks"). To rerun that comparison: ``git archive 1e9cdab | tar -x -C DIR`` and run
 this script there with ``PYTHONPATH=DIR``. Two paths compute
 ``InfoNCE(normalize(u * m)) + lambda * KL`` (arXiv 2605.28441, section 3) on the same projector
 outputs and gate logits:
