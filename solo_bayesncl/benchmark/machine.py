@@ -1,10 +1,6 @@
-"""What a benchmark figure depends on besides the code: the commit it ran at, the CPU time it
-took beside its wall time, and how loaded the machine was meanwhile.
-
-Wall times on a shared machine grow with everything else that runs; CPU time barely does. Each
-stage therefore records both, and the 1-minute load average sampled while it ran, so that the
-table can mark wall times taken on a machine busy with other work (:func:`load_unreliable`).
-"""
+"""What a benchmark figure depends on besides the code: the commit it ran at, its CPU time beside
+its wall time, and the 1-minute load average while it ran, so the table can mark wall times
+taken on a busy machine (:func:`load_unreliable`)."""
 
 from __future__ import annotations
 
@@ -28,13 +24,8 @@ code) and the documentation."""
 
 
 def git_state(folder: Path = _PACKAGE_ROOT) -> dict[str, Any]:
-    """``{"commit": full hash, "dirty": bool}`` of the checkout holding the package, or
-    ``{"commit": "unknown", "dirty": "unknown"}`` outside a git checkout (an installed wheel).
-
-    Dirty means a changed tracked file that a run could execute or read (code, configs, presets).
-    Untracked files (results, logs) do not count, nor do changes to :data:`NOT_RUN_BY_A_BENCHMARK`
-    (committed records that the benchmark itself rewrites, and documentation).
-    """
+    """``{"commit": full hash, "dirty": bool}`` of the checkout holding the package, ``"unknown"``
+    for both outside one. Dirty: a changed tracked file outside :data:`NOT_RUN_BY_A_BENCHMARK`."""
 
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(

@@ -1,21 +1,11 @@
-"""BayesNCL's gate in one place: the gating head, the Bernoulli gate and its KL to the prior
-(Cui, Zhang & Hu, arXiv 2605.28441, section 3; docs/method.md: "The gate", "The KL to the prior").
+"""BayesNCL's gate: the gating head, the Bernoulli gate and its KL to the prior (Cui, Zhang & Hu,
+arXiv 2605.28441, section 3; docs/method.md: "The gate", "The KL to the prior").
 
-The gating head ``q`` (:class:`GatingHead`) reads the stop-gradient backbone features and gives
-one logit per feature dimension. Each dimension's gate is a Bernoulli variable with probability
-``alpha = sigmoid(q(sg(h)) / tau_g)``, open when ``alpha > t``, with a straight-through gradient
-through the threshold (:class:`BernoulliGate`). A Bernoulli(``rho``) prior on every gate enters
-the loss through the KL of :func:`bernoulli_kl`.
-
-The hyperparameters (``gate_threshold`` ``t``, ``sigmoid_temperature`` ``tau_g``,
-``bayesian_prior_prob`` ``rho``, ``kl_eps``) are required arguments under their config names:
-their defaults and allowed ranges are declared once, in
-:class:`solo_bayesncl.methods.keys.BayesNCLSettings`, which checks them. Example::
-
-    gating_head, gate = GatingHead(512, 2048, 256), BernoulliGate("ste", 0.5, 1.0)
-    out = gate(gating_head(h))                    # GateOutput(mask, probs); h gets no gradient
-    kl = bernoulli_kl(out.probs, 0.8, 0.01)       # v = normalize(u * out.mask)
-"""
+The gating head ``q`` reads the stop-gradient backbone features, one logit per dimension; each
+gate is open with probability ``alpha = sigmoid(q(sg(h)) / tau_g)``, hard when ``alpha > t``
+with a straight-through gradient; a Bernoulli(``rho``) prior enters through
+:func:`bernoulli_kl`. The hyperparameters are required arguments under their config names,
+declared and checked in :class:`solo_bayesncl.methods.keys.BayesNCLSettings`."""
 
 from __future__ import annotations
 
@@ -41,16 +31,9 @@ __all__ = [
 
 
 class GatingHead(nn.Sequential):
-    """BayesNCL's gating head ``a = q(sg(h))`` (arXiv 2605.28441, section 3): the projector's
-    ``Linear -> ReLU -> Linear`` on the *detached* backbone features, so that neither the gate
-    nor its KL pushes on the backbone. The layers keep the official state names
-    (``gating_head.0.weight``, ``gating_head.2.bias``...), so official checkpoints load.
-
-    Args:
-        in_dim: width of the backbone features ``h``.
-        hidden_dim: hidden width.
-        out_dim: number of gates, one per feature of the representation (``k``).
-    """
+    """BayesNCL's gating head ``a = q(sg(h))`` (arXiv 2605.28441, section 3): ``Linear -> ReLU ->
+    Linear`` on the *detached* backbone features, so neither the gate nor its KL pushes on the
+    backbone; the official state names (``gating_head.0.weight``...) load."""
 
     def __init__(self, in_dim: int, hidden_dim: int, out_dim: int) -> None:
         super().__init__(nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, out_dim))
@@ -76,12 +59,7 @@ GATE_MODES: tuple[str, ...] = ("hard", "soft")
 """How a trained gate is read: ``hard`` thresholds ``alpha`` (0/1 mask), ``soft`` uses ``alpha``
 itself as the mask (docs/method.md, "The gate")."""
 
-_GATE_ALIASES = {
-    "ste": "ste",
-    "binary_concrete": "binary_concrete",
-    "gumbel": "gumbel",
-    "gumbel_sigmoid": "gumbel",
-}
+_GATE_ALIASES = {**{name: name for name in GATE_TYPES}, "gumbel_sigmoid": "gumbel"}
 
 
 def resolve_gate_type(name: str, key: str = "gate_type") -> str:
@@ -154,37 +132,10 @@ def bernoulli_kl(
 
     ``KL = sum_k [alpha_k log(alpha_k / rho) + (1 - alpha_k) log((1 - alpha_k) / (1 - rho))]``
 
-    with ``alpha`` and ``rho`` clamped to ``[eps, 1 - eps]`` (``eps``: ``kl_eps``, official
-    0.01), computed in float32 whatever the input precision. A KL is never negative: where gates
-    at (or within rounding of) the prior make the rounded sum fall below 0 (down to -2e-5 for
-    ``alpha == rho`` in float32), it is 0, and passes no gradient back, as a clamp would (a NaN
-    sum stays NaN, with its gradient).
-
-    Args:
-        probs: gate probabilities ``alpha`` in [0, 1], shape ``(N, k)`` with ``N >= 1``; NaN
-            entries give a NaN KL (a broken gate stays visible).
-        bayesian_prior_prob: the prior open probability ``rho`` in (0, 1).
-        kl_eps: clamp margin in (0, 0.5).
-        check_inputs: refuse values outside [0, 1]; reads one count back from the device, so
-            the training step (whose ``alpha`` is a sigmoid) turns it off.
-
-    Raises:
-        ValueError: ``probs`` empty, or (with ``check_inputs``) holding values outside [0, 1]
-            (the clamp is for probabilities near 0 and 1, not for numbers that are not
-            probabilities).
-    """
-    _check_probabilities(probs, check_inputs)
-    eps = kl_eps
-    rho = min(max(float(bayesian_prior_prob), eps), 1.0 - eps)
-    alpha = probs.float().clamp(eps, 1.0 - eps)
-    open_ = alpha * (torch.log(alpha) - math.log(rho))
-    closed = (1.0 - alpha) * (torch.log(1.0 - alpha) - math.log1p(-rho))
-    kl = (open_ + closed).sum(dim=-1).mean()
-    return kl.masked_fill(kl < 0, 0.0)  # rounding below 0; NaN is kept
-
-
-def _check_probabilities(probs: torch.Tensor, check_inputs: bool) -> None:
-    """Raises as :func:`bernoulli_kl` says for its ``probs``."""
+    with ``alpha`` and ``rho`` clamped to ``[kl_eps, 1 - kl_eps]`` (official 0.01), in float32. A
+    sum rounded below 0 (gates at the prior) is 0 with no gradient; NaN stays NaN. Raises
+    ValueError for empty ``probs`` and, with ``check_inputs`` (one read back from the device),
+    values outside [0, 1]."""
     if probs.numel() == 0:
         raise ValueError(
             f"probs has shape {tuple(probs.shape)}: no gate probabilities, the KL's mean over "
@@ -197,6 +148,13 @@ def _check_probabilities(probs: torch.Tensor, check_inputs: bool) -> None:
             f"probs: {outside} of {probs.numel()} values lie outside [0, 1] (range {low:g} to "
             f"{high:g}); pass probabilities, e.g. sigmoid(logits)"
         )
+    eps = kl_eps
+    rho = min(max(float(bayesian_prior_prob), eps), 1.0 - eps)
+    alpha = probs.float().clamp(eps, 1.0 - eps)
+    open_ = alpha * (torch.log(alpha) - math.log(rho))
+    closed = (1.0 - alpha) * (torch.log(1.0 - alpha) - math.log1p(-rho))
+    kl = (open_ + closed).sum(dim=-1).mean()
+    return kl.masked_fill(kl < 0, 0.0)  # rounding below 0; NaN is kept
 
 
 _SAMPLERS = {"binary_concrete": binary_concrete_sample, "gumbel": gumbel_sample}
@@ -204,13 +162,8 @@ _SAMPLERS = {"binary_concrete": binary_concrete_sample, "gumbel": gumbel_sample}
 
 @dataclass
 class GateOutput:
-    """What :class:`BernoulliGate` returns.
-
-    Attributes:
-        mask: the gate applied to the features, shape ``(N, k)``: hard 0/1 values with a
-            straight-through gradient (training and ``mode="hard"``) or ``alpha`` (``mode="soft"``).
-        probs: ``alpha``, the gate probabilities the KL term reads.
-    """
+    """What :class:`BernoulliGate` returns: ``mask`` (hard 0/1 with a straight-through gradient, or
+    ``alpha`` in ``mode="soft"``) and ``probs`` (``alpha``, what the KL reads)."""
 
     mask: torch.Tensor
     probs: torch.Tensor
@@ -224,21 +177,10 @@ class GateOutput:
 class BernoulliGate(nn.Module):
     """Hard Bernoulli gate with a straight-through estimator (BayesNCL, arXiv 2605.28441).
 
-    Args:
-        gate_type: one of :data:`GATE_TYPES` (official ``"STE"`` and ``"gumbel_sigmoid"`` accepted).
-        gate_threshold: ``t`` in (0, 1); a gate opens when its (sampled) probability exceeds it.
-        sigmoid_temperature: ``tau_g`` > 0 of the sigmoid.
-
-    ``forward(logits, mode=None)``: ``mode`` is ``"hard"`` (default) or ``"soft"``; in training
-    with ``binary_concrete`` or ``gumbel`` the threshold is applied to a noisy sample, in evaluation to
-    ``alpha`` itself, so evaluation is deterministic. ``"soft"`` returns ``alpha`` as the mask
-    (the evaluation-time soft gate ``u * alpha``; it zeroes nothing). The hard threshold is
-    :func:`hard_threshold_ste`::
-
-        gate = BernoulliGate("binary_concrete", gate_threshold=0.5, sigmoid_temperature=1.0)
-        out = gate(gating_head(h))              # out.mask: 0/1, straight-through gradient
-        u_gated = u * out.mask
-    """
+    ``gate_type`` is one of :data:`GATE_TYPES`; a gate opens when its (sampled) probability exceeds
+    ``gate_threshold``. ``forward(logits, mode="hard")``: in training ``binary_concrete`` and
+    ``gumbel`` threshold a noisy sample, in evaluation ``alpha`` itself; ``"soft"`` returns
+    ``alpha`` as the mask."""
 
     def __init__(self, gate_type: str, gate_threshold: float, sigmoid_temperature: float):
         super().__init__()

@@ -7,18 +7,10 @@ With ``z`` the projector output of every view, ``phi`` the non-negativity map an
     L_NCL      = InfoNCE_T(u)
     L_BayesNCL = InfoNCE_T(v) + lambda * KL(alpha || rho)
 
-InfoNCE is SimCLR's NT-Xent (Chen et al., 2020); the gate and its KL are defined in
-:mod:`solo_bayesncl.core.gates`. The functions below are the plain PyTorch expression of each
-term, differentiated by autograd: the definition, and what trains. :class:`NCLLoss` and
-:class:`BayesNCLLoss` are the two objectives as ``nn.Module`` s, in any training loop (the
-solo-learn methods use them too). Their hyperparameters are required arguments under their
-config names; the defaults and allowed ranges are declared once, in
-:mod:`solo_bayesncl.methods.keys`, whose settings build the modules checked::
-
-    settings = BayesNCLSettings.from_kwargs({"proj_hidden_dim": 2048, "proj_output_dim": 256})
-    criterion = settings.objective()            # the paper's defaults, checked
-    loss = criterion(z, gate_logits, indexes)   # InfoNCE(v) + lambda * KL
-"""
+InfoNCE is SimCLR's NT-Xent (Chen et al., 2020); the gate and its KL are in
+:mod:`solo_bayesncl.core.gates`. Plain PyTorch under autograd: the definition, and what trains.
+The hyperparameters' defaults and ranges are declared in :mod:`solo_bayesncl.methods.keys`,
+whose ``settings.objective()`` builds :class:`NCLLoss` or :class:`BayesNCLLoss` checked."""
 
 from __future__ import annotations
 
@@ -49,29 +41,11 @@ NORMALIZE_EPS = 1e-12
 
 
 def normalize_rows(x: torch.Tensor, eps: float = NORMALIZE_EPS) -> torch.Tensor:
-    """``x / ||x||`` along the last dim, like ``F.normalize``; an all-zero row stays zero and
-    passes zero gradient.
-
-    ``F.normalize`` divides by ``max(||x||, eps)``, so at an all-zero row (every gate closed, or
-    ``rep_relu`` of an all-negative row) it multiplies the incoming gradient by ``1 / eps =
-    1e12``: finite in float32 but inf once cast to fp16 (e.g. into the gating head under mixed
-    precision). ``x / ||x||`` has no limit at 0, so such a row's gradient is taken as zero.
-    A row holding NaN or Inf comes out NaN (never zero), so a broken model stays visible.
-    """
+    """``x / ||x||`` along the last dim, like ``F.normalize``; an all-zero row stays zero and passes
+    zero gradient (``F.normalize``'s ``1 / eps`` would overflow fp16 there). A NaN or Inf row
+    comes out NaN, so a broken model stays visible."""
     norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
     return (x / norm.clamp_min(eps)).masked_fill(norm == 0, 0.0)
-
-
-def _non_negative(z: torch.Tensor, non_neg: str, top_k: int | None) -> torch.Tensor:
-    """``phi(z)`` in float32 (with the row maximum taken out first for ``exp``), its ``top_k``
-    largest entries alone with ``top_k``: what :func:`non_negative_representation` normalises."""
-    z = z.float()
-    if resolve_non_neg(non_neg) == "exp":
-        z = z - z.detach().amax(dim=-1, keepdim=True)
-    z_pos = non_negative(z, non_neg)
-    if top_k is not None:
-        z_pos = keep_top_k(z_pos, top_k)
-    return z_pos
 
 
 def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
@@ -86,27 +60,22 @@ def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def non_negative_representation(z: torch.Tensor, non_neg: str, top_k: int | None) -> torch.Tensor:
-    """``u = phi(z) / ||phi(z)||`` in float32 (NCL, arXiv 2403.12459); a row whose ``phi(z)`` is
-    all zero stays zero. With ``top_k``, only the ``top_k`` largest entries of ``phi(z)`` are kept
-    before normalising (the NCL+TopK baseline of arXiv 2605.28441).
-
-    For ``exp`` the row maximum is subtracted first: ``normalize(exp(z - c)) = normalize(exp(z))``
-    for any per-row ``c``, and without the shift ``exp`` overflows float32 (``z`` > 88, or its
-    squared norm from ``z`` > 44) and the row becomes NaN or silently zero.
-    """
-    return normalize_rows(_non_negative(z, non_neg, top_k))
+    """``u = phi(z) / ||phi(z)||`` in float32 (NCL, arXiv 2403.12459); with ``top_k`` only the
+    ``top_k`` largest entries of ``phi(z)`` are kept (NCL+TopK, arXiv 2605.28441). For ``exp`` the
+    row maximum is subtracted first (``normalize(exp(z - c)) = normalize(exp(z))``), else ``exp``
+    overflows float32."""
+    z = z.float()
+    if resolve_non_neg(non_neg) == "exp":
+        z = z - z.detach().amax(dim=-1, keepdim=True)
+    z_pos = non_negative(z, non_neg)
+    return normalize_rows(z_pos if top_k is None else keep_top_k(z_pos, top_k))
 
 
 def gated_representation(
     z: torch.Tensor, mask: torch.Tensor, non_neg: str, top_k: int | None
 ) -> torch.Tensor:
-    """``v = (u * m) / ||u * m||`` with ``u = normalize(phi(z))`` (arXiv 2605.28441, section 3).
-
-    ``mask`` is the gate ``m`` (hard with straight-through, or soft ``alpha``), of the shape of
-    ``z`` or broadcasting to it. A sample whose gates are all closed gives ``v = 0``; its gates
-    then get no gradient from the InfoNCE term (only the KL's). ``top_k`` is passed to
-    :func:`non_negative_representation` (None keeps every entry).
-    """
+    """``v = (u * m) / ||u * m||`` with ``u = normalize(phi(z))`` (arXiv 2605.28441, section 3);
+    ``mask`` broadcasts to ``z``. A sample whose gates are all closed gives ``v = 0``."""
     return normalize_rows(non_negative_representation(z, non_neg, top_k) * mask.float())
 
 
@@ -123,26 +92,11 @@ def info_nce_loss(
     ``s_ij = v_i . v_j``, ``P(i)`` the other views of the same image (same value in ``indexes``)
     and the denominator over every other row of the gathered batch; the loss is the mean over rows.
     With one positive per row this is SimCLR's loss (NT-Xent, Chen et al., arXiv 2002.05709,
-    eq. 1). Computed in float32 with autocast disabled, so it is exact under fp16/bf16 mixed
-    precision; rows of zeros give finite values.
+    eq. 1). Computed in float32 with autocast disabled.
 
-    Args:
-        v: ``(n, d)`` features, expected already L2-normalised (zero rows allowed).
-        indexes: ``(n,)`` image identifiers; rows with the same identifier are positives. Every
-            row needs at least one positive (two or more views per image).
-        temperature: ``T`` > 0.
-        gather_distributed: compare against the rows of every process (DDP), with gradients.
-        check_inputs: raise when a row of ``v`` holds NaN/Inf or has no positive. The check reads
-            two counts back from the device (one synchronisation); the training steps turn it off
-            (the config guarantees two views) and stop on a non-finite loss instead.
-
-    Raises:
-        ValueError: ``temperature`` is not a finite number > 0 whose inverse is finite,
-            ``v`` is not 2-D or has no rows, ``indexes`` does not match the rows of ``v``, and
-            with ``check_inputs``: a row of ``v`` is not finite, has an L2 norm above 1 (not
-            normalised, beyond the rounding of ``v``'s dtype: :func:`norm_tolerance`), or has
-            no positive (its loss would be infinite).
-    """
+    ``check_inputs`` refuses (ValueError) rows of ``v`` that are not finite, have a norm above 1
+    beyond ``v``'s rounding (:func:`norm_tolerance`) or no positive; it reads two counts back from
+    the device, so the training steps turn it off. A bad ``temperature`` or shape is always refused."""
     temperature = check_contrast(v, indexes, temperature)
     tolerance = norm_tolerance(v.dtype)  # the precision the rows were normalised at
     with torch.autocast(device_type=v.device.type, enabled=False):
@@ -165,14 +119,8 @@ def info_nce_loss(
 
 @dataclass
 class LossTerms:
-    """The parts of an objective's value, for a training step to log.
-
-    Attributes:
-        loss: the objective (what ``forward`` returns).
-        nce: its InfoNCE term.
-        representation: the representation InfoNCE compared (``u`` or ``v``).
-        logged: further terms under their log names (``train_kl_loss``, gate statistics).
-    """
+    """The parts of an objective's value for a training step to log: the loss, its InfoNCE term, the
+    representation it compared (``u`` or ``v``), further terms under their log names."""
 
     loss: torch.Tensor
     nce: torch.Tensor
@@ -181,30 +129,14 @@ class LossTerms:
 
 
 class NCLLoss(nn.Module):
-    """InfoNCE on ``u = normalize(phi(z))`` (NCL, Wang et al., arXiv 2403.12459).
+    """InfoNCE on ``u = normalize(phi(z))`` (NCL, Wang et al., arXiv 2403.12459), built with checked
+    settings by :class:`solo_bayesncl.methods.keys.NCLSettings`.
 
-    Args (``method_kwargs`` of :class:`solo_bayesncl.methods.keys.NCLSettings`, which declares
-    their defaults and ranges and builds this module from them: ``settings.objective()``):
-        temperature: ``T`` > 0.
-        non_neg: the non-negativity map ``phi`` (:data:`solo_bayesncl.core.nonneg.NON_NEGATIVITY_MAPS`).
-        top_k: keep only the ``top_k`` largest entries of ``phi(z)`` (the NCL+TopK baseline of
-            arXiv 2605.28441); None keeps all.
-        dimension_dropout: in training mode, the share ``p`` in [0, 1) of ``u``'s entries zeroed
-            at random (each entry of every row kept with probability ``1 - p``, independently;
-            then ``v = normalize(u * m)`` is compared, as a gate's mask would be); 0 compares
-            ``u``. A random gate with no gating head and no prior: the control for BayesNCL's
-            binary-concrete gate, whose noise closes gates at random in training.
-        gather_distributed: compare against the views of every process under DDP.
-        check_inputs: refuse non-finite, unnormalised or positive-less rows and (BayesNCL) gate
-            probabilities outside [0, 1] (each check reads one count back from the device).
-
-    ``forward(z, indexes)``: ``z`` the ``(n, k)`` projector outputs of every view, ``indexes``
-    the image of each row (views of one image are positives)::
-
-        criterion = NCLLoss(temperature=0.2, non_neg="rep_relu", top_k=None, dimension_dropout=0)
-        z = torch.cat([projector(backbone(x1)), projector(backbone(x2))])
-        loss = criterion(z, torch.cat([idx, idx]))
-    """
+    ``dimension_dropout``: in training, each entry of ``u`` is kept with probability ``1 - p`` and
+    ``v = normalize(u * m)`` compared; a random gate with no head and no prior, the control for
+    BayesNCL's noisy gate. ``check_inputs``: see :func:`info_nce_loss`.
+    ``forward(z, indexes)``: ``z`` the ``(n, k)`` projector outputs of every view, ``indexes`` the
+    image of each row (views of one image are positives)."""
 
     def __init__(
         self,
@@ -270,25 +202,12 @@ class NCLLoss(nn.Module):
 
 class BayesNCLLoss(NCLLoss):
     """InfoNCE on the gated ``v = normalize(u * m)`` plus ``lambda * KL(q(m) || Bernoulli(rho))``
-    (BayesNCL, Cui, Zhang & Hu, arXiv 2605.28441, section 3; docs/method.md, "The objective").
+    (BayesNCL, Cui, Zhang & Hu, arXiv 2605.28441, section 3; docs/method.md, "The objective"), built
+    with checked settings by :class:`solo_bayesncl.methods.keys.BayesNCLSettings`.
 
-    Args (``method_kwargs`` of :class:`solo_bayesncl.methods.keys.BayesNCLSettings`, which
-    declares their defaults and ranges and builds this module from them):
-        temperature, non_neg, top_k, gather_distributed, check_inputs: as :class:`NCLLoss`.
-        bayesian_prior_prob: ``rho`` in (0, 1), the prior open probability of a gate.
-        bayesian_kl_lambda: ``lambda`` >= 0, the weight of the KL.
-        use_kl: add the KL term; False weighs it by 0 (the gate trains by InfoNCE only).
-        gate_type, gate_threshold, sigmoid_temperature: the hard gate
-            (:class:`solo_bayesncl.core.gates.BernoulliGate`).
-        kl_eps: clamp of ``alpha`` and ``rho`` in the KL, in (0, 0.5).
-
-    ``forward(z, gate_logits, indexes)``: ``gate_logits`` are the gating head's outputs ``a`` for
-    the same rows as ``z`` (:class:`solo_bayesncl.core.gates.GatingHead`)::
-
-        criterion = BayesNCLSettings.from_kwargs({"proj_hidden_dim": 2048, ...}).objective()
-        h = torch.cat([backbone(x1), backbone(x2)])
-        loss = criterion(projector(h), gating_head(h), torch.cat([idx, idx]))
-    """
+    ``bayesian_prior_prob`` is ``rho``, ``bayesian_kl_lambda`` ``lambda`` (weighted 0 without
+    ``use_kl``); the gate's settings go to :class:`solo_bayesncl.core.gates.BernoulliGate`.
+    ``forward(z, gate_logits, indexes)``: ``gate_logits`` the gating head's outputs for the rows of ``z``."""
 
     def __init__(
         self,

@@ -170,20 +170,9 @@ def write_feature_bundle(
     dataset: str = "",
     metrics: Mapping[str, float] | None = None,
 ) -> Path:
-    """Write ``features.npz`` (and ``metrics.json`` when ``method`` is given) into ``path``.
-
-    Arrays may be numpy arrays or anything ``np.asarray`` accepts (CPU torch tensors included).
-    ``features`` keeps float16/float32; other float dtypes are stored as float32.
-    ``metrics.json`` is left untouched when ``method`` is None, so a report command that writes its
-    own ``metrics.json`` can call this for the arrays only.
-
-    Example::
-
-        write_feature_bundle("report/", features=F, labels=y, class_names=names,
-                             thumbnails=thumbs, method="bayesncl", metrics={"consistency": 0.5})
-
-    Returns the folder path.
-    """
+    """Write ``features.npz`` (and ``metrics.json`` when ``method`` is given, else it is left as it
+    is) into ``path``; return the folder. Arrays may be anything ``np.asarray`` accepts;
+    ``features`` keeps float16/float32, other floats are stored as float32."""
     out = Path(path)
     feats, labs, names, thumbs, gate = _validate(
         features, labels, class_names, thumbnails, gate_open_rate, source=str(out)

@@ -1,32 +1,18 @@
-"""Background measures for a checkpoint trained on ``fashion-mnist-scenes``.
-
-The paper's mechanism (arXiv 2605.28441, section 3) is that the gate closes dimensions that
-encode features common to many images (backgrounds) rather than classes. On
-``fashion-mnist-scenes`` every image carries a background label independent of its class, so this
-can be measured:
+"""Background measures for a checkpoint trained on ``fashion-mnist-scenes``, whose background label
+is independent of the class: the paper's gate should close dimensions that encode backgrounds
+(arXiv 2605.28441, section 3).
 
 ``background_consistency`` (``_shuffled``, ``_gain``)
-    semantic consistency of the representation (the same definition and label-shuffled baseline
-    as the class figure, :mod:`solo_bayesncl.metrics`) against the background labels.
+    semantic consistency (:mod:`solo_bayesncl.metrics`) against the background labels.
 ``background_dims_share``
-    the share of active dimensions whose activating images are more background-pure than
-    class-pure, purity measured above chance: ``(p_bg - 1/K) / (1 - 1/K)`` against
-    ``(p_class - 1/C) / (1 - 1/C)`` (``p``: share of the majority label among the images active
-    in the dimension, K backgrounds, C classes), so the two label sets compare on one scale.
-``ungated_background_dims_share``, ``open_rate_background_dims``, ``open_rate_class_dims``, ``open_rate_lift_correlation``, ``gate_probability_background_dims``, ``gate_probability_class_dims``
-    for a gated method only: what the gate does with the background-dominated dimensions of
-    ``u = normalize(phi(z))``, the representation it gates, as hard gates and as probabilities
+    the share of active dimensions more background-pure than class-pure, purity above chance:
+    ``(p_bg - 1/K) / (1 - 1/K)`` against ``(p_class - 1/C) / (1 - 1/C)`` (``p``: share of the
+    majority label among the images active in the dimension, K backgrounds, C classes).
+``ungated_background_dims_share``, ``open_rate_*``, ``gate_probability_*``
+    gated methods: the gate on the background-dominated dimensions of ``u``
     (:func:`solo_bayesncl.metrics.background.gate_background_selectivity`).
 ``probe_class_top1``, ``probe_background_top1``
-    accuracy (%) of the converged linear probe of :mod:`solo_bayesncl.metrics.probe` on
-    frozen backbone features, fitted on the training images and read on the validation images,
-    for each label.
-
-:func:`solo_bayesncl.metrics.background.background_figures` computes the representation's
-measures from arrays (the training-time callback uses it every few epochs);
-:func:`background_measures` computes all of them for a checkpoint (:func:`gate_selectivity` the
-gate's).
-"""
+    the converged linear probe (:mod:`solo_bayesncl.metrics.probe`) for each label, in %."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
 """The hyperparameters of each method, declared once: one frozen dataclass per method
-(:class:`NCLSettings`, :class:`BayesNCLSettings`) whose fields each carry their default, their
-meaning and what they allow. From that declaration come the refusal message of a bad value (one
-line naming ``method_kwargs.<key>``, the value and what is allowed), the table in the method's
-docstring (:func:`settings_table`), the defaults solo-learn's ``add_and_assert_specific_cfg``
-writes into the config, the check of the shipped yaml (a test), and the loss module built from
-the checked values (``settings.objective()``): the functions and modules of
-:mod:`solo_bayesncl.core` take every hyperparameter as a required argument under its config
-name, with no default or range check of their own.
-
-Importing this module needs no solo-learn: the pretraining entry point checks the keys before
-the method class is built (:func:`check_method_kwargs`).
-"""
+(:class:`NCLSettings`, :class:`BayesNCLSettings`) whose fields carry their default, meaning and
+allowed values. From it come the refusal of a bad value (naming ``method_kwargs.<key>``), the
+table in the method's docstring (:func:`settings_table`), the defaults written into the config,
+and the checked loss module (``settings.objective()``); :mod:`solo_bayesncl.core` takes every
+hyperparameter as a required argument under its config name. Needs no solo-learn."""
 
 from __future__ import annotations
 

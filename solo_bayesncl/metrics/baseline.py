@@ -1,16 +1,11 @@
 """Label-shuffled baseline for semantic consistency (docs/method.md, "Metrics").
 
-Semantic consistency has a chance floor that rises with sparsity: a dimension with few active
-samples has a high majority share by luck. The baseline recomputes the consistency on the same
-features with the labels randomly permuted over the whole set, averaged over a few permutations;
-comparisons of methods read the gain ``consistency - baseline``. The same chance argument orders
-dimensions for display: :func:`evidence_order` ranks a dimension by a lower confidence bound of
-its purity, so one firing on a handful of images never leads.
-
-Permutation ``p`` (``p = 0..P-1``) is the ``p``-th call of ``torch.randperm(N, generator=g)`` with
-``g = torch.Generator().manual_seed(seed)``, applied to the labels in sample order (the order in
-which samples were passed), so the baseline is reproducible and independent of batching.
-"""
+A dimension with few active samples has a high majority share by luck, so consistency has a
+chance floor that rises with sparsity: the baseline recomputes it with the labels permuted, and
+methods compare on the gain. :func:`evidence_order` ranks dimensions for display by a lower
+confidence bound of their purity. Permutation ``p`` is the ``p``-th ``torch.randperm(N,
+generator=torch.Generator().manual_seed(seed))``, applied in sample order, so it is reproducible
+and independent of batching."""
 
 from __future__ import annotations
 
@@ -51,13 +46,8 @@ def _shuffled_class_counts(
     permutations: int,
     seed: int,
 ) -> torch.Tensor:
-    """``(P, C, k)`` float64: active samples of each class per dimension under each permutation.
-
-    Per block, the mask becomes float32 once and each permutation scatters its rows into float32
-    counts (``index_add_``, a loop over the few permutations, never over dimensions); the counts
-    go to float64 totals every ``EXACT_FLOAT32_ROWS`` rows, while they are still exact. Everything
-    stays on the masks' device.
-    """
+    """``(P, C, k)`` float64: active samples of each class per dimension under each permutation,
+    scattered into float32 counts (``index_add_``) and moved to float64 while still exact."""
     if permutations < 1:
         raise ValueError(f"permutations must be >= 1, got {permutations}")
     permuted = permuted_labels(labels, permutations, seed)
