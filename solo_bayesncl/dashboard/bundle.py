@@ -1,23 +1,11 @@
 """The feature bundle: what an evaluation report folder holds for the dashboard.
 
-A report folder contains
-
-``features.npz``
-    ``features``  (N, k) float16/float32, the representation the interpretability metrics read
-                  (``v`` for BayesNCL, ``normalize(phi(z))`` for NCL, the normalized projection
-                  for SimCLR/MoCo; see docs/method.md);
-    ``labels``    (N,) integer class ids in ``[0, C)``;
-    ``class_names`` (C,) str;
-    ``thumbnails`` (N, h, w, 3) uint8, one small image per row of ``features``;
-    ``gate_open_rate`` (k,) float32, optional (BayesNCL only): share of images whose hard gate
-                  is open on each dimension.
-``metrics.json`` (optional)
-    ``{"method": str, "checkpoint": str, "dataset": str, "metrics": {name: float}}``; an
-    evaluation report's also says over how many top images it took the purity of the top images
-    (``selectivity.top_images``), and its dashboard takes the same number.
-
-:func:`write_feature_bundle` writes such a folder, :func:`load_feature_bundle` reads and checks it.
-"""
+``features.npz``: ``features`` (N, k) float16/float32, the representation the metrics read
+(docs/method.md); ``labels`` (N,) class ids in ``[0, C)``; ``class_names`` (C,);
+``thumbnails`` (N, h, w, 3) uint8; optional ``gate_open_rate`` (k,), BayesNCL's share of images
+whose hard gate is open on each dimension. Optional ``metrics.json``: ``{"method", "checkpoint",
+"dataset", "metrics": {name: float}}``, and a report's ``selectivity.top_images``, which its
+dashboard takes. :func:`write_feature_bundle` writes, :func:`load_feature_bundle` reads and checks."""
 
 from __future__ import annotations
 

@@ -123,14 +123,9 @@ def majority_p_values(
     permutations: int = MAJORITY_PERMUTATIONS,
     seed: int = 0,
 ) -> torch.Tensor:
-    """Per-dimension permutation p-value of its purity against the label-shuffled baseline.
-
-    Purity is the share of the majority class among a dimension's active samples; with the
-    labels permuted (as in :func:`shuffled_semantic_consistency`) it shows how pure the same
-    dimension looks by chance (a dimension active on few samples looks pure by luck). The
-    p-value is ``(1 + #{p : purity_p >= purity}) / (1 + permutations)``, a ``(k,)`` float64
-    tensor; a dimension with no active sample gets 1.
-    """
+    """Per-dimension permutation p-value of its purity against the label-shuffled baseline (a
+    dimension active on few samples looks pure by luck): ``(1 + #{p : purity_p >= purity}) / (1 +
+    permutations)``, a ``(k,)`` float64 tensor; 1 for a dimension with no active sample."""
     features = as_features(features)
     num_classes = check_num_classes(num_classes)
     labels = as_labels(labels, features.shape[0], num_classes, features.device)
@@ -177,15 +172,10 @@ def evidence_order(
     min_support: float = MIN_SUPPORT,
     z: float = WILSON_Z,
 ) -> np.ndarray:
-    """The dimensions that fire on at least one image, the best-evidenced concept first.
-
-    A dimension's *evidence* is :func:`wilson_lower_bound` of its purity (the share of its
-    majority class among the images it fires on, the per-dimension term of semantic consistency)
-    over the number of images it fires on: purity weighed by support. Dimensions firing on at
-    least ``min_support`` of the ``n_images`` come first, by evidence (then more images, then
-    lower index); those firing on fewer follow, ordered the same way, so a dimension firing on a
-    handful of images never leads. Returns int64 dimension indices.
-    """
+    """The dimensions that fire on at least one image, the best-evidenced first: by
+    :func:`wilson_lower_bound` of their purity over the images they fire on (then more images, then
+    lower index), those firing on under ``min_support`` of ``n_images`` after all others. Returns
+    int64 dimension indices."""
     count = np.asarray(active_count, dtype=np.int64)
     active = np.flatnonzero(count > 0)
     evidence = wilson_lower_bound(np.asarray(purity)[active], count[active], z)

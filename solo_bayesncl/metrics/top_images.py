@@ -26,14 +26,8 @@ report and in the dashboard alike (the dashboard's cards show these images)."""
 
 @dataclass(frozen=True)
 class TopImages:
-    """The top images of some dimensions (see the module docstring).
-
-    Attributes:
-        dims: ``(d,)`` int64, the dimensions, in the order of the rows below.
-        index: ``(d, count)`` int64, image indices, largest ``|F_ij|`` first; -1 pads a row when
-            the dimension fires on fewer than ``count`` images.
-        value: ``(d, count)`` float32, the signed activation ``F_ij`` of each; 0 where padded.
-    """
+    """The top images of some dimensions: ``dims`` ``(d,)``; ``index`` ``(d, count)`` image indices,
+    largest ``|F_ij|`` first, -1 padded; ``value`` the signed ``F_ij`` of each, 0 where padded."""
 
     dims: torch.Tensor
     index: torch.Tensor
