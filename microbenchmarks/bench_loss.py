@@ -5,9 +5,8 @@ within every round. Reported per path: the median wall time and process CPU time
 out the time spent waiting for a core another process holds), and against solo-learn's
 ``simclr_loss_func`` measured in the same run the median of the per-round paired ratios, for
 both clocks. Every path runs as the training steps do: through the loss modules
-(``NCLLoss``, ``BayesNCLLoss``), whose fused kernels (``core/fused_losses.py``) compute the
-definitions of ``core/losses.py``, with ``check_inputs=False`` (no input check, which reads the
-device). The paths:
+(``NCLLoss``, ``BayesNCLLoss``, built from the paper's settings as the methods build them), with
+``check_inputs=False`` (no input check, which reads the device). The paths:
 
 - ``solo simclr_loss_func``: ``normalize(z)``, then InfoNCE;
 - ``solo_bayesncl info_nce_loss``: the same work, ``F.normalize`` then ``NCLLoss.contrast``;
@@ -34,7 +33,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from solo_bayesncl.core.losses import BayesNCLLoss, NCLLoss
+from solo_bayesncl.methods.keys import BayesNCLSettings, NCLSettings
 
 CASES = ((256, 256), (512, 2048))  # (images per batch, feature dimension k); 2 views each
 TEMPERATURE = 0.2
@@ -83,9 +82,10 @@ def make_steps(n_images: int, k: int, solo_loss: Callable | None) -> dict[str, C
     z = torch.randn(2 * n_images, k, generator=g).requires_grad_(True)
     logits = torch.randn(2 * n_images, k, generator=g).requires_grad_(True)
     indexes = torch.arange(n_images).repeat(2)
-    contrast = NCLLoss(TEMPERATURE, check_inputs=False).contrast
-    ncl_loss = NCLLoss(TEMPERATURE, non_neg="rep_relu", check_inputs=False)
-    bayes = BayesNCLLoss(TEMPERATURE, non_neg="rep_relu", prior=0.8, check_inputs=False)
+    dims = {"proj_hidden_dim": 2048, "proj_output_dim": k, "temperature": TEMPERATURE}
+    ncl_loss = NCLSettings.from_kwargs(dims).objective(check_inputs=False)
+    contrast = ncl_loss.contrast
+    bayes = BayesNCLSettings.from_kwargs(dims).objective(check_inputs=False)
 
     def solo() -> None:
         z.grad = None
@@ -102,7 +102,8 @@ def make_steps(n_images: int, k: int, solo_loss: Callable | None) -> dict[str, C
     def gated() -> None:  # BayesNCLLoss's terms, without its logged gate statistics
         z.grad = logits.grad = None
         out = bayes.gate(logits)
-        loss = bayes.contrast(bayes.gated(z, out), indexes) + 3e-5 * bayes.kl(out.probs)
+        kl = bayes.bayesian_kl_lambda * bayes.kl(out.probs)
+        loss = bayes.contrast(bayes.gated(z, out), indexes) + kl
         loss.backward()
 
     steps = {SOLO: solo} if solo_loss is not None else {}

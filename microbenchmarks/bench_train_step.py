@@ -105,6 +105,7 @@ def build_model(cfg, device: torch.device) -> torch.nn.Module:
     """The method in train mode, set up as :func:`solo_bayesncl.training.pretrain.pretrain` does
     (the compiling, when ``performance.compile`` asks for it, comes after the FLOPs are counted:
     :func:`compile_if_asked`)."""
+    from solo_bayesncl.config.settings import run_settings
     from solo_bayesncl.host.models import build_method
     from solo_bayesncl.training.fit import seed_and_layout
 
@@ -113,7 +114,8 @@ def build_model(cfg, device: torch.device) -> torch.nn.Module:
     level = seed_notice.level
     seed_notice.setLevel(logging.WARNING)
     try:
-        model = seed_and_layout(cfg, lambda: build_method(cfg))
+        settings = run_settings(cfg)
+        model = seed_and_layout(settings.seed, settings.performance, lambda: build_method(cfg))
     finally:
         seed_notice.setLevel(level)
     model.log = lambda *a, **k: None  # no trainer to log to
@@ -432,9 +434,9 @@ def breakdown(
     def gate_kl_norm() -> torch.Tensor:
         zr.grad = logits.grad = None
         gate = model.gate_output(logits, "hard")
-        v = model.objective.gated(zr, gate)  # the fused kernels, as in training
+        v = model.objective.gated(zr, gate)  # as in training
         kl = model.objective.kl(gate.probs)
-        (v.sum() + model.objective.kl_lambda * kl).backward()
+        (v.sum() + model.settings.bayesian_kl_lambda * kl).backward()
         return kl.detach()
 
     def ncl_norm() -> torch.Tensor:

@@ -1,7 +1,7 @@
 """What the gate does with background dimensions, over the finished runs of a results folder.
 
 On ``fashion-mnist-scenes`` a gated method's background stage records the gate's measures of
-:func:`solo_bayesncl.evaluation.background.gate_measures`: the background-dominated share of
+:func:`solo_bayesncl.evaluation.background.gate_selectivity`: the background-dominated share of
 ``u = normalize(phi(z))``, the representation the gate reads off, and the open rates of u's
 background- and class-dominated dimensions. The paper's mechanism (arXiv 2605.28441, section 3)
 predicts that the gate opens the background-dominated ones less often.
@@ -37,6 +37,7 @@ from study.folders import finished_runs, folder_rows, results_folder_parser
 
 __all__ = [
     "GATE_KEYS",
+    "gate_measures",
     "MEASURES_FILE",
     "PROBABILITY_KEYS",
     "main",
@@ -50,13 +51,33 @@ GATE_KEYS = (
     "open_rate_class_dims",
     "open_rate_lift_correlation",
 )
-"""The keys :func:`~solo_bayesncl.evaluation.background.gate_measures` returns that every
-gated scenes run has (recorded, kept or measured)."""
+"""The keys :func:`gate_measures` returns that every gated scenes run has (recorded, kept or
+measured)."""
 PROBABILITY_KEYS = ("gate_probability_background_dims", "gate_probability_class_dims")
 """The keys it returns besides, taken from a run's checkpoint only while the checkpoint exists."""
 MEASURES_FILE = "gate_measures.json"
 MEASURED_AT = "gate_measured_at_commit"
 """Where a run measured afterwards records the commit of the code that measured it."""
+
+
+def gate_measures(
+    checkpoint: str | Path,
+    batch_size: int = 256,
+    num_workers: int = 2,
+    device: str | None = None,
+) -> dict[str, float]:
+    """Only the gate's measures (``ungated_background_dims_share``, ``open_rate_*``,
+    ``gate_probability_*``: :func:`solo_bayesncl.evaluation.background.gate_selectivity`) for a
+    gated ``checkpoint`` on its scenes validation images: a forward pass, no probe, for runs
+    recorded before these measures existed."""
+    from solo_bayesncl.evaluation import background
+
+    cfg, model = background.scenes_checkpoint(checkpoint, device)
+    if not hasattr(model, "gate_output"):
+        raise ValueError(f"{checkpoint}: method {cfg.method} has no gate to measure")
+    val_data = background.build_val_dataset(cfg, background.validation_transform(cfg))
+    return background.gate_selectivity(model, cfg, val_data, batch_size, num_workers)
+
 
 Measure = Callable[[Path], dict[str, float]]
 
@@ -102,7 +123,7 @@ def with_gate_measures(
 ) -> dict[str, Any]:
     """``result`` with the gate's measures in its ``background`` record: as recorded, else kept
     in ``run_dir/gate_measures.json``, else computed by ``measure`` (default
-    :func:`~solo_bayesncl.evaluation.background.gate_measures`) from the final checkpoint and
+    :func:`gate_measures`) from the final checkpoint and
     kept there (``log`` says so); recorded figures win over kept ones. :data:`PROBABILITY_KEYS`
     missing from both are measured while the checkpoint exists and left out once it is gone; a
     missing checkpoint is an error only for :data:`GATE_KEYS`. Runs without a gate or off the
@@ -117,8 +138,6 @@ def with_gate_measures(
         checkpoint = _checkpoint(run_dir, result)
         if checkpoint is not None:
             if measure is None:
-                from solo_bayesncl.evaluation.background import gate_measures
-
                 measure = gate_measures
             log(f"[gate] {run_dir.name}: measuring its final checkpoint")
             measures = finite_or_null(dict(measure(checkpoint)))

@@ -1,10 +1,5 @@
-"""Curves against the epoch: the figures the interpretability callback logs every few epochs of a
-run's pretraining, read back from its ``metrics.csv``.
-
-:data:`BUDGET_FIGURES` are the figures whose curves show whether a budget is long enough (the
-benchmark draws them, mean ± std over seeds, in ``budget_curves.png``); :func:`epoch_series`
-reads one of them, or any other logged column, from one run.
-"""
+"""Curves against the epoch, read back from a run's ``metrics.csv``: :data:`BUDGET_FIGURES` (drawn
+in ``budget_curves.png``) or any logged column (:func:`epoch_series`)."""
 
 from __future__ import annotations
 

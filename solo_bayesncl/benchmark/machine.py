@@ -1,10 +1,6 @@
-"""What a benchmark figure depends on besides the code: the commit it ran at, the CPU time it
-took beside its wall time, and how loaded the machine was meanwhile.
-
-Wall times on a shared machine grow with everything else that runs; CPU time barely does. Each
-stage therefore records both, and the 1-minute load average sampled while it ran, so that the
-table can mark wall times taken on a machine busy with other work (:func:`load_unreliable`).
-"""
+"""What a benchmark figure depends on besides the code: the commit it ran at, its CPU time beside
+its wall time, and the 1-minute load average while it ran, so the table can mark wall times
+taken on a busy machine (:func:`load_unreliable`)."""
 
 from __future__ import annotations
 
@@ -20,21 +16,16 @@ __all__ = ["StageMeter", "cpu_seconds", "git_state", "load_unreliable"]
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
-NOT_RUN_BY_A_BENCHMARK: tuple[str, ...] = ("results/", "study/records/", "docs/", "*.md")
+NOT_RUN_BY_A_BENCHMARK: tuple[str, ...] = ("results/", "records/", "*/records/*", "docs/", "*.md")
 """Git pathspecs of the checkout whose changes do not make a result's commit dirty: the results
-a benchmark writes into ``results/`` and the study's records in ``study/records/`` (a run that
-follows another would otherwise count the first one's tables as uncommitted code) and the
-documentation."""
+a benchmark writes into ``results/``, the finished runs' records kept in any ``records/``
+folder (a run that follows another would otherwise count the first one's tables as uncommitted
+code) and the documentation."""
 
 
 def git_state(folder: Path = _PACKAGE_ROOT) -> dict[str, Any]:
-    """``{"commit": full hash, "dirty": bool}`` of the checkout holding the package, or
-    ``{"commit": "unknown", "dirty": "unknown"}`` outside a git checkout (an installed wheel).
-
-    Dirty means a changed tracked file that a run could execute or read (code, configs, presets).
-    Untracked files (results, logs) do not count, nor do changes to :data:`NOT_RUN_BY_A_BENCHMARK`
-    (the study's committed records that the benchmark itself rewrites, and documentation).
-    """
+    """``{"commit": full hash, "dirty": bool}`` of the checkout holding the package, ``"unknown"``
+    for both outside one. Dirty: a changed tracked file outside :data:`NOT_RUN_BY_A_BENCHMARK`."""
 
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(

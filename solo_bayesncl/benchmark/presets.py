@@ -1,24 +1,16 @@
-"""Benchmark presets: YAML files, not code.
+"""Benchmark presets: YAML files, not code (``--preset NAME`` reads the shipped
+``presets/NAME.yaml``, ``--preset PATH.yaml`` any file).
 
-A preset names the shipped config folder, the methods and seeds, the overrides applied to every
-method (the equal budget), per-method overrides (each method's own recommended settings), and the
-evaluation settings. ``--preset NAME`` reads ``presets/NAME.yaml`` shipped with the package;
-``--preset PATH.yaml`` reads any file.
-
-``variants`` names settings of a method that run beside it, each with its own overrides (applied
-after the method's ``method_overrides``)::
+A preset names the config folder, methods and seeds, the overrides of every method (the equal
+budget), per-method overrides and the evaluation settings. ``variants`` run a method with
+further overrides beside it::
 
     variants:
       bayesncl_rho0.3: {method: bayesncl, overrides: [method_kwargs.rho=0.3]}
     methods: [ncl, bayesncl, bayesncl_rho0.3]
 
-A preset may pretrain on several devices (``devices=2`` in ``overrides``, with the other Trainer
-keys Lightning takes): each run's pretraining is then one DDP job started from the run's own
-process, and its linear probe, kNN and report run in that process alone.
-
-Every key and value is checked when the preset is read, before anything trains: an unknown key
-(``linear: {max_epoch: 1}``) or a value of the wrong type is refused with the known keys.
-"""
+Every key and value is checked when the preset is read: an unknown key or a wrong type is
+refused with the known keys."""
 
 from __future__ import annotations
 

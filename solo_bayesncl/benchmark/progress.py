@@ -1,20 +1,10 @@
-"""The benchmark's progress: the run process writes a small ``status.json``, the benchmark
-process reads it and shows one progress display.
+"""The benchmark's progress: the run process writes ``status.json``, the benchmark process shows
+one tqdm bar over every epoch of every run (kNN and the report one step each).
 
-The display is a single tqdm bar over every epoch of every run (pretraining and linear epochs,
-plus one step each for kNN and the report); its text names the current run's method, seed and
-stage, the epoch within the stage (and, for a resumed run, where it resumed), the run's elapsed
-time and an estimate of what is left of it and of all runs. Each run's log path is printed when
-the run starts.
-
-The estimate (:class:`RunEstimate`) adds up what is left of each stage at a measured pace,
-never at "elapsed time over progress": a resumed run's finished epochs, a run's start-up and an
-epoch's validation pause would each make that ratio swing. A stage with epochs takes the mean
-wall time of its finished epochs (the run process measures them, every sitting counted); kNN
-and the report take what they took in the finished runs of this results folder
-(:class:`StageTimes`). What no run has measured yet is guessed from the pretraining epoch
-(:data:`GUESSED_SHARE`); the first epoch of a benchmark with nothing measured is extrapolated
-from its own pace once a quarter of it is done.
+The time left (:class:`RunEstimate`) adds up each stage's remainder at a measured pace, never
+"elapsed over progress": the mean of the stage's finished epochs, else what the finished runs of
+this results folder took (:class:`StageTimes`), else a guess from the pretraining epoch
+(:data:`GUESSED_SHARE`), else the epoch's own pace once a quarter of it is done.
 """
 
 from __future__ import annotations
@@ -44,10 +34,7 @@ __all__ = [
 
 STAGES: tuple[str, ...] = ("pretrain", "linear", "knn", "report")
 GUESSED_SHARE: dict[str, float] = {"linear": 0.3, "knn": 0.4, "report": 0.7}
-"""A linear epoch, kNN and the report in pretraining epochs, until a run of the benchmark has
-measured them: a guess, which puts a run's evaluation (3 linear epochs, kNN, the report) at two
-pretraining epochs, as the study presets' notes have it (1.5 minutes of pretraining in 3
-epochs, 1 of evaluation)."""
+"""A linear epoch, kNN and the report in pretraining epochs, until a run has measured them."""
 _PARTIAL_EPOCH = 0.25
 """The share of an epoch after which its own pace is trusted when nothing else is measured."""
 
@@ -94,13 +81,9 @@ class RunProgress:
             return float(self.total)
         if stage not in STAGES:
             return 0.0
-        offsets = {
-            "pretrain": 0,
-            "linear": self.pretrain_epochs,
-            "knn": self.pretrain_epochs + self.linear_epochs,
-            "report": self.pretrain_epochs + self.linear_epochs + 1,
-        }
-        return min(float(offsets[stage]) + self.position(status), float(self.total))
+        p, n = self.pretrain_epochs, self.pretrain_epochs + self.linear_epochs
+        offset = dict(zip(STAGES, (0, p, n, n + 1), strict=True))[stage]
+        return min(float(offset) + self.position(status), float(self.total))
 
     @staticmethod
     def describe(status: dict[str, Any]) -> str:
@@ -139,15 +122,10 @@ class StageTimes:
     measured: dict[str, list[float]] = field(default_factory=dict)
 
     def learn(self, result: dict[str, Any], linear_epochs: int) -> None:
-        """Adds a finished run's ``result.json`` (its per-epoch pretraining time and its stages'
-        wall times)."""
+        """Adds a finished run's ``result.json``."""
         timing = result.get("timing") or {}
-        found = {
-            "pretrain": result.get("seconds_per_epoch"),
-            "linear": (timing.get("linear") or {}).get("wall_s"),
-            "knn": (timing.get("knn") or {}).get("wall_s"),
-            "report": (timing.get("report") or {}).get("wall_s"),
-        }
+        found = {s: (timing.get(s) or {}).get("wall_s") for s in STAGES[1:]}
+        found["pretrain"] = result.get("seconds_per_epoch")
         if found["linear"] is not None:
             found["linear"] /= max(linear_epochs, 1)
         for stage, seconds in found.items():
@@ -168,31 +146,17 @@ class StageTimes:
 
     def whole_run(self, run: RunProgress, pretrain_epoch_s: float | None) -> float | None:
         """Seconds a run not yet started will take; None while a stage's pace is unknown."""
-        units = {
-            "pretrain": run.pretrain_epochs,
-            "linear": run.linear_epochs,
-            "knn": 1,
-            "report": 1,
-        }
         pretrain = self.mean("pretrain") or pretrain_epoch_s
-        seconds = [
-            (self.unit(stage, pretrain) if stage != "pretrain" else pretrain) for stage in units
-        ]
+        seconds = [pretrain] + [self.unit(stage, pretrain) for stage in STAGES[1:]]
         if any(s is None for s in seconds):
             return None
-        return sum(n * s for n, s in zip(units.values(), seconds, strict=True))
+        units = (run.pretrain_epochs, run.linear_epochs, 1, 1)
+        return sum(n * s for n, s in zip(units, seconds, strict=True))
 
 
 class RunEstimate:
-    """Seconds left of the run in progress, from its statuses (see the module docstring).
-
-    ``update(status)`` returns the estimate, None while some stage's pace is unknown. The epoch
-    time of a stage is, by preference: the mean of its finished epochs in this run
-    (``status["epoch_s"]``), the finished runs' (``times``), for the linear probe the guessed
-    share of this run's pretraining epoch, and, for the first epoch with nothing measured, the
-    pace since this display first saw it, once a quarter of an epoch went by. A status without
-    an epoch (the stage is still loading its checkpoint) gives no estimate.
-    """
+    """Seconds left of the run in progress (see the module docstring): ``update(status)``
+    returns it, None while a stage's pace is unknown or the stage has no epoch yet."""
 
     def __init__(self, run: RunProgress, times: StageTimes, clock: Callable[[], float]) -> None:
         self.run, self.times, self.clock = run, times, clock
@@ -276,9 +240,8 @@ def format_seconds(seconds: float | None) -> str:
 
 
 class ProgressDisplay:
-    """One tqdm bar for the whole benchmark; its text is about the run in progress, and the
-    estimates of the time left are :class:`RunEstimate`'s, for the run and for all runs
-    (``runs``: every run of the benchmark in order; ``times``: what finished runs measured)."""
+    """One tqdm bar for the whole benchmark, with :class:`RunEstimate`'s time left for the run in
+    progress and for all ``runs``."""
 
     def __init__(
         self,

@@ -1,25 +1,10 @@
-"""A finished run's records: the few files its table row, epoch curves and gate measures are read
-from, and how they name the run's other files so that they can be moved, committed and read on
-another machine.
-
-A run folder (``RESULTS_DIR/runs/<method>-seed<seed>-<key>/``) holds the checkpoints, the stage
-files, the log and these records (:data:`RUN_RECORDS`). The records are small and name no path
-of the machine that trained: ``result.json`` names the run's checkpoint and metrics file relative
-to the run folder (:func:`recorded_path`). The checkpoints stay where they were trained (or go
-to the zoo); the tables, the budget curves, ``budget --shorter`` and ``background_gates`` for a
-run that logged its gate measures need nothing but the records.
-
-``result.json`` files written before the records were relative name absolute paths;
-:func:`read_result` finds those files inside the run folder when it has moved since. Every
-reader goes through :func:`load_result`, which refuses a ``result.json`` that is not a result
-(cut short by a full disk or a copy, edited by hand) with :class:`RecordsError` naming it.
-
-A study trains in a folder of its own (a pinned worktree, another disk) and keeps its finished
-runs in the committed one: :func:`keep_run_records` copies a finished run's records there, and
-:func:`add_commit_lines` notes in the folder's ``COMMIT`` file the commit each kept run was
-trained at. Neither ever replaces a record that differs from the one kept, nor keeps a run whose
-code was not a commit.
-"""
+"""A finished run's records (:data:`RUN_RECORDS`): the few small files its table row, epoch curves
+and gate measures are read from. They name no path of the machine that trained: ``result.json``
+names the run's files relative to the run folder (:func:`recorded_path`; older absolute paths are
+found inside a moved folder by :func:`read_result`). :func:`load_result` refuses a
+``result.json`` that is not a result with :class:`RecordsError`. :func:`keep_run_records` and
+:func:`add_commit_lines` keep a study's finished runs in the committed folder, never replacing a
+differing record nor keeping a run whose code was not a commit."""
 
 from __future__ import annotations
 
@@ -47,9 +32,9 @@ __all__ = [
 ]
 
 RUN_RECORDS: tuple[str, ...] = ("result.json", "pretrain_metrics.csv", "gate_measures.json")
-"""The files of a finished run that are kept with its results (the project's ``.gitignore``
-tracks exactly these under ``study/records/*/runs/``): the run's result, its per-epoch metrics (the
-budget curves) and, once measured, the gate measures read from its final checkpoint."""
+"""The files of a finished run that are kept with its results (a checkout that commits kept
+records tracks exactly these of each run): the run's result, its per-epoch metrics (the budget
+curves) and, once measured, the gate measures read from its final checkpoint."""
 
 RECORDED_PATHS: tuple[str, ...] = ("checkpoint", "pretrain_metrics_csv")
 """The keys of ``result.json`` that name a file of the run."""
@@ -141,14 +126,9 @@ def commit_line(result: dict[str, Any]) -> str:
 
 
 def records_to_keep(source_run: Path, kept_run: Path) -> list[str]:
-    """The records (:data:`RUN_RECORDS`) of the finished run ``source_run`` that ``kept_run``
-    lacks, ``result.json`` last; writes nothing.
-
-    Raises :class:`RecordsError` when the run is not finished (no ``result.json``), when it was
-    trained from a checkout with uncommitted changes (its ``result.json`` does not say
-    ``"dirty": false``, so no commit holds its code), or when ``kept_run`` holds a record of the
-    same name that differs from the source's: a kept record is never replaced.
-    """
+    """The records of the finished run ``source_run`` that ``kept_run`` lacks, ``result.json`` last;
+    writes nothing. :class:`RecordsError` when the run is not finished, was trained from
+    uncommitted changes (not ``"dirty": false``), or ``kept_run`` holds a differing record."""
     result_file = source_run / "result.json"
     if not result_file.is_file():
         raise RecordsError(f"{source_run}: not finished (no result.json); nothing is kept of it")

@@ -1,11 +1,7 @@
-"""Runs every (method, seed) of a preset, skipping finished runs, then writes table and plots.
-
-Each run is a child process (:mod:`solo_bayesncl.benchmark.process`: signals forwarded, the
-run's lock); it reports its progress in ``status.json``, shown here as one progress display.
-A run another live benchmark is training is refused with :class:`RunBusy`, or, asked to leave
-busy runs (``--leave-busy``), left to the other and the next one trained, so that several
-benchmarks share one preset's runs (one per GPU, or one per CPU core).
-"""
+"""Runs every (method, seed) of a preset, each in a child process
+(:mod:`solo_bayesncl.benchmark.process`), skipping finished runs, then writes table and plots.
+A run another live benchmark trains raises :class:`RunBusy`, or with ``--leave-busy`` is left
+to it, so several benchmarks share one preset's runs."""
 
 from __future__ import annotations
 
@@ -58,8 +54,7 @@ __all__ = [
 
 
 def results_folder(preset: Preset, out_dir: Path | None) -> Path:
-    """The results folder (``out_dir`` or the preset's), checked to be a writable folder before
-    anything is done; raises :class:`PresetError` naming it otherwise."""
+    """``out_dir`` or the preset's, checked writable first (:class:`PresetError` otherwise)."""
     out = Path(out_dir or preset.out_dir).expanduser().resolve()
     where = "--out" if out_dir else f"{preset.source}: out_dir"
     try:
@@ -92,9 +87,9 @@ def run_folder_name(preset: Preset, method: str, seed: int) -> str:
 
 
 def check_configs(preset: Preset) -> dict[str, int]:
-    """Composes every method's config with the preset's overrides, before anything trains, so
-    that a bad override fails here naming the preset and the method; returns each method's
-    ``max_epochs``."""
+    """Composes and checks (as pretraining does, the data excepted) every method's config with
+    the preset's overrides before anything trains, naming preset and method on a refusal;
+    returns each method's ``max_epochs``."""
     epochs = {}
     for method in preset.methods:
         overrides = preset.run_overrides(method)
@@ -110,19 +105,12 @@ def check_configs(preset: Preset) -> dict[str, int]:
                 f"{preset.source}: {method}: max_epochs must be a positive int, got {max_epochs!r}"
             )
         epochs[method] = max_epochs
-        _check_with_plugin(preset, method, cfg)
+        OmegaConf.set_struct(cfg, False)
+        try:
+            prepare_pretrain_cfg(cfg, check_data=False)
+        except INPUT_ERRORS as err:
+            raise PresetError(f"{preset.source}: {method}: {first_line(err)}") from None
     return epochs
-
-
-def _check_with_plugin(preset: Preset, method: str, cfg) -> None:
-    """Every check pretraining runs on its config (keys, ranges, names), the data excepted, so
-    that a bad override is refused here, naming the preset, the method and the key, before any
-    run starts."""
-    OmegaConf.set_struct(cfg, False)
-    try:
-        prepare_pretrain_cfg(cfg, check_data=False)
-    except INPUT_ERRORS as err:
-        raise PresetError(f"{preset.source}: {method}: {first_line(err)}") from None
 
 
 def _short_commit(result: dict[str, Any]) -> str:
@@ -137,11 +125,8 @@ def write_outputs(
     preset_name: str,
     missing: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Path]:
-    """``results.md``, ``results.csv``, ``paired_differences.csv``,
-    ``accuracy_vs_consistency.png``, ``metrics_over_epochs.png``, when BayesNCL's prior is
-    swept ``prior_sweep.png`` and, when the runs logged the converged probe,
-    ``budget_curves.png`` (each written to a temporary name and renamed, so none is ever
-    half-written)."""
+    """The tables and plots, each written to a temporary name and renamed; a plot with nothing
+    to draw (no prior sweep, no converged probe) is left out."""
     commit = ", ".join(sorted({_short_commit(r) for r in results})) or "unknown"
     date = dt.date.today().isoformat()
     rows = aggregate(results)
@@ -149,9 +134,7 @@ def write_outputs(
     writers = {
         "markdown": (
             "results.md",
-            lambda p: write_markdown(
-                rows, p, preset_name, commit, date, paired=paired, missing=missing
-            ),
+            lambda p: write_markdown(rows, p, preset_name, commit, date, paired, missing),
         ),
         "csv": ("results.csv", lambda p: write_csv(rows, p, commit, date)),
         "paired_csv": ("paired_differences.csv", lambda p: write_paired_csv(paired, p, commit)),
@@ -177,8 +160,8 @@ def write_outputs(
 def write_tables(
     preset: Preset, out_dir: Path | None = None, protocol: str = "standard", log=print
 ) -> list[dict[str, Any]]:
-    """Writes the table and plots from the preset's finished runs only, without training; the
-    runs not finished yet are listed under the table and counted nowhere."""
+    """The table and plots of the preset's finished runs, without training; the others are
+    listed as not finished."""
     out_dir = results_folder(preset, out_dir)
     results, missing = [], []
     for seed in preset.seeds:
@@ -200,15 +183,10 @@ def write_tables(
 def keep_records(
     preset: Preset, source_dir: Path, out_dir: Path | None = None, log=print
 ) -> list[dict[str, Any]]:
-    """Keeps the preset's runs that finished in ``source_dir`` (a results folder the runs trained
-    in, such as a pinned worktree's) in ``out_dir`` (the committed folder, default the preset's):
-    copies each one's records, adds its commit to ``COMMIT``, then writes the table and plots as
-    :func:`write_tables` does. Trains nothing; an unfinished run is listed, never kept.
-
-    Every run is checked before any file is written: a run trained from uncommitted changes, or
-    whose records differ from those already kept under its name, raises :class:`PresetError`
-    naming the file, and ``out_dir`` is left as it was.
-    """
+    """Copies the records of the preset's runs finished in ``source_dir`` to ``out_dir`` (the
+    committed folder), adds their commits to ``COMMIT`` and writes :func:`write_tables`. Every
+    run is checked first: one from uncommitted changes, or whose kept records differ, raises
+    :class:`PresetError` naming the file and nothing is written."""
     out_dir = results_folder(preset, out_dir)
     source_runs = Path(source_dir).expanduser().resolve() / "runs"
     if not source_runs.is_dir():
@@ -236,8 +214,7 @@ def keep_records(
 
 
 def check_seeds(preset: Preset, seeds: Sequence[int] | None) -> None:
-    """Raises :class:`PresetError` naming the first of ``seeds`` (``--seeds``) that is not one
-    of the preset's, and the preset's seeds."""
+    """Refuses (:class:`PresetError`) a ``--seeds`` value that is not one of the preset's."""
     unknown = sorted(set(seeds or ()) - set(preset.seeds))
     if unknown:
         raise PresetError(
@@ -247,9 +224,7 @@ def check_seeds(preset: Preset, seeds: Sequence[int] | None) -> None:
 
 
 def _finished(result_file: Path, protocol: str) -> bool:
-    """A run is finished when its result exists (with the paper figures when asked for);
-    :class:`~solo_bayesncl.benchmark.records.RecordsError` when the figures are to be read from
-    a result that is not one."""
+    """The result exists (with the paper figures for ``paper``); RecordsError when unreadable."""
     if not result_file.is_file():
         return False
     return protocol != "paper" or "metrics_paper" in load_result(result_file)
@@ -282,9 +257,7 @@ def _train_unless_finished(
     run_progress,
     log,
 ) -> bool:
-    """Trains a run, holding its lock, unless it finished (earlier, or in the benchmark that held
-    the lock before); True when it trained here. :class:`RunBusy` when another live benchmark
-    is training it."""
+    """Trains a run under its lock unless it finished; True when it trained here."""
     result_file = run_dir / "result.json"
     if not _finished(result_file, protocol):
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -310,18 +283,12 @@ def run_benchmark(
 ) -> list[dict[str, Any]]:
     """Runs the preset; returns the results of every run (finished earlier or now).
 
-    ``seeds`` runs only those of the preset's seeds (for instance seed by seed across several
-    presets, or on several machines); the table then covers every finished run of the preset
-    and lists the others as not finished.
-
-    ``protocol="paper"`` adds the official BayesNCL evaluation's figures to every run (a finished
-    run only gets that missing stage) and to the table. Raises :class:`~solo_bayesncl.benchmark.process.Interrupted` when stopped
-    by a signal and :class:`RunFailed` when a run fails; in both cases every stage that finished
-    is kept and the same call resumes. Raises :class:`RunBusy` when another live benchmark is
-    training a run of this results folder (nothing is trained twice), unless ``leave_busy``:
-    then that run is left to the other benchmark, the next one trains, and the table covers the
-    finished runs and lists the others as not finished, as with ``seeds``.
+    ``seeds`` runs only those seeds; ``protocol="paper"`` adds the official evaluation's figures.
+    Interrupted (a signal), :class:`RunFailed` and :class:`RunBusy` (unless ``leave_busy``) keep
+    every finished stage, and the same call resumes. With ``seeds`` or a run left busy the
+    table covers the finished runs and lists the others.
     """
+
     out_dir = results_folder(preset, out_dir)
     epochs = check_configs(preset)
     linear_epochs = int(preset.linear.get("max_epochs", 100))

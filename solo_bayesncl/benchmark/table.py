@@ -1,24 +1,13 @@
 """The benchmark table: one row per method (or named variant), the mean and the spread over seeds
-of each figure, and the paired differences against a reference method on the same seeds.
-
-Columns: linear top-1 (solo-learn's offline probe), the converged probe's top-1
-(:mod:`solo_bayesncl.metrics.probe`), kNN top-1, semantic consistency (with its label-shuffled baseline and the
-gain, which is what separates methods; docs/method.md "Chance floor"), semantic entropy, active dims, sparsity, effective rank,
-retrieval P@1, the share of open gates (BayesNCL), wall and CPU time per epoch (the wall time
-marked when the machine's load made it unreliable), peak memory; on
-``fashion-mnist-scenes`` also the background measures of
-:mod:`solo_bayesncl.evaluation.background`.
-
-The paired differences against the reference row (``ncl``), with their intervals over seeds, are
-computed in :mod:`solo_bayesncl.benchmark.paired` and written here below the table.
-"""
+of each figure of :data:`COLUMNS`, then the paired differences against ``ncl``
+(:mod:`solo_bayesncl.benchmark.paired`)."""
 
 from __future__ import annotations
 
 import csv
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,8 +145,7 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _present(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    """The columns with a value in at least one row (background and gate columns only appear
-    where they apply)."""
+    """The columns with a value in at least one row."""
     return [c for c in COLUMNS if any(not math.isnan(row[c[0]]) for row in rows)]
 
 
@@ -174,8 +162,7 @@ def _write_rows(path: Path, fields: Sequence[str], lines: Sequence[dict[str, Any
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path, commit: str, date: str) -> Path:
-    """The table as CSV: method, base method, seeds (how many, and which, space-separated), every
-    column and its ``_std``, commit, date (empty cells where a figure does not apply)."""
+    """The table as CSV: every column and its ``_std``; seeds space-separated."""
     fields = (
         ["method", "base_method", "seeds", "seed_list"]
         + [c for col, _, _ in COLUMNS for c in (col, f"{col}_std")]
@@ -201,9 +188,8 @@ def write_paired_csv(paired: Sequence[dict[str, Any]], path: Path, commit: str) 
 
 
 def _number(fmt: str, value: float) -> str:
-    """A figure written with ``fmt`` ("{:.3f}", ...); one that rounds to zero has no sign (the
-    "z" option), so a float's -1e-17 reads 0.000, not -0.000. Paired intervals keep the sign
-    (``_signed``): an end just below zero reads -0.000, which says on which side it lies."""
+    """A figure written with ``fmt``, no sign on one that rounds to zero (-1e-17 reads 0.000);
+    paired intervals keep it (``_signed``), to say on which side of zero an end lies."""
     return fmt.replace("{:", "{:z", 1).format(value)
 
 
@@ -213,10 +199,8 @@ def _signed(fmt: str, value: float) -> str:
 
 
 def paired_markdown(paired: Sequence[dict[str, Any]]) -> list[str]:
-    """The paired differences as a Markdown table: ``mean [95% CI]`` per column, one row per
-    method; a cell is marked ``*`` when its interval excludes 0. A difference the same on every
-    pair (an accuracy one image apart on each seed) has a zero-width interval, which says
-    nothing about the seed spread: it is shown as ``(no spread)``, unmarked."""
+    """The paired differences as Markdown, ``mean [95% CI]``, ``*`` when the interval excludes
+    0; a difference the same on every pair is ``(no spread)``, unmarked."""
     if not paired:
         return []
     fmts = {c: f for c, _, f in COLUMNS}
@@ -251,6 +235,44 @@ def paired_markdown(paired: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
+_COLUMN_NOTES: tuple[tuple[Callable[[str], bool], str], ...] = (
+    # (which columns bring the note, the note), in the order written under the table
+    (
+        lambda c: c.startswith("paper_"),
+        "`paper_*` columns: the official BayesNCL evaluation (`--protocol paper`: BatchNorm "
+        "in training mode over the unshuffled validation set, consistency x100, "
+        "orthogonality divided by d twice, singular-value entropy on one training batch, "
+        "P@1 of the signed-sum ranking with m = 512 dimensions); the other columns are the "
+        "standard protocol (eval-mode BatchNorm). See docs/fidelity.md.",
+    ),
+    (
+        lambda c: c.startswith(("bg_", "probe_")),
+        "Background measures (fashion-mnist-scenes): `bg_consistency_gain` is the "
+        "consistency gain against the background labels, `bg_dims_share` the share of "
+        "active dimensions more background-pure than class-pure (above chance), "
+        "`probe_bg_top1` the converged linear probe on frozen backbone features for the "
+        "background label (`probe_top1` is the same probe for the class).",
+    ),
+    (
+        lambda c: c.endswith(("_ungated", "_open_rate", "_gate_prob")),
+        "The gate (gated methods on fashion-mnist-scenes): `bg_dims_share_ungated` is "
+        "`bg_dims_share` read on `u = normalize(phi(z))`, what the gate reads off; "
+        "`bg_dims_open_rate` and `class_dims_open_rate` the mean share of open gates of "
+        "u's background- and class-dominated dimensions on the images each is active on, "
+        "`bg_dims_gate_prob` and `class_dims_gate_prob` the mean gate probability alpha "
+        "there (a noisy gate opens with it in training). A gate that closes background "
+        "features opens the first less often.",
+    ),
+    (
+        lambda c: c == "probe_top1",
+        "`probe_top1`: a logistic regression fitted to convergence (L-BFGS) on the frozen "
+        "backbone features of the un-augmented training images, read on the validation "
+        "images (`interpretability.probe`); `linear_top1` is solo-learn's offline probe "
+        "with the preset's epochs.",
+    ),
+)
+
+
 def write_markdown(
     rows: Sequence[dict[str, Any]],
     path: Path,
@@ -260,8 +282,7 @@ def write_markdown(
     paired: Sequence[dict[str, Any]] = (),
     missing: Sequence[str] = (),
 ) -> Path:
-    """The table as Markdown; with several seeds, cells read ``mean ± std`` (sample std over
-    seeds); the paired differences follow when given."""
+    """The table as Markdown (``mean ± std`` over seeds), then the paired differences."""
     columns = _present(rows)
     header = ["method", "seeds"] + [c for c, _, _ in columns]
     lines = [
@@ -310,43 +331,9 @@ def write_markdown(
         )
     probes = sorted({row.get("linear_probe") or "None" for row in rows})
     lines += ["", "Linear probe: " + "; ".join(f"`{p}`" for p in probes) + "."]
-    if any(c[0].startswith("paper_") for c in columns):
-        lines += [
-            "",
-            "`paper_*` columns: the official BayesNCL evaluation (`--protocol paper`: BatchNorm "
-            "in training mode over the unshuffled validation set, consistency x100, "
-            "orthogonality divided by d twice, singular-value entropy on one training batch, "
-            "P@1 of the signed-sum ranking with m = 512 dimensions); the other columns are the "
-            "standard protocol (eval-mode BatchNorm). See docs/fidelity.md.",
-        ]
-    if any(c[0].startswith(("bg_", "probe_")) for c in columns):
-        lines += [
-            "",
-            "Background measures (fashion-mnist-scenes): `bg_consistency_gain` is the "
-            "consistency gain against the background labels, `bg_dims_share` the share of "
-            "active dimensions more background-pure than class-pure (above chance), "
-            "`probe_bg_top1` the converged linear probe on frozen backbone features for the "
-            "background label (`probe_top1` is the same probe for the class).",
-        ]
-    if any(c[0].endswith(("_ungated", "_open_rate", "_gate_prob")) for c in columns):
-        lines += [
-            "",
-            "The gate (gated methods on fashion-mnist-scenes): `bg_dims_share_ungated` is "
-            "`bg_dims_share` read on `u = normalize(phi(z))`, what the gate reads off; "
-            "`bg_dims_open_rate` and `class_dims_open_rate` the mean share of open gates of "
-            "u's background- and class-dominated dimensions on the images each is active on, "
-            "`bg_dims_gate_prob` and `class_dims_gate_prob` the mean gate probability alpha "
-            "there (a noisy gate opens with it in training). A gate that closes background "
-            "features opens the first less often.",
-        ]
-    if any(c[0] == "probe_top1" for c in columns):
-        lines += [
-            "",
-            "`probe_top1`: a logistic regression fitted to convergence (L-BFGS) on the frozen "
-            "backbone features of the un-augmented training images, read on the validation "
-            "images (`interpretability.probe`); `linear_top1` is solo-learn's offline probe "
-            "with the preset's epochs.",
-        ]
+    for applies, note in _COLUMN_NOTES:
+        if any(applies(c[0]) for c in columns):
+            lines += ["", note]
     if missing:
         lines += [
             "",

@@ -1,14 +1,8 @@
 """Differentiable gathering of a batch across processes, for losses with global negatives.
 
-Under DDP every process holds part of the global batch. Contrastive losses compare each local
-sample with every sample of the global batch, so the features of the other processes are
-gathered with gradient: the backward pass sums, over processes, the gradients that every process's
-loss gives to this process's features (an all-reduce of the gathered gradient, of which each
-process keeps its own rows: gloo has no reduce-scatter). Combined
-with DDP's gradient averaging, parameters receive the gradient of the mean loss over the global
-batch, exactly as a single process on the whole batch would (solo-learn's SimCLR loss gathers the
-same way).
-"""
+The backward pass all-reduces the gathered gradient and keeps this process's rows (gloo has no
+reduce-scatter); with DDP's averaging, parameters get the gradient of the mean loss over the
+global batch, as one process on the whole batch would (as solo-learn's SimCLR loss gathers)."""
 
 from __future__ import annotations
 
@@ -108,15 +102,10 @@ def gather_no_grad(x: torch.Tensor) -> torch.Tensor:
 def whole_set_in_every_process(loader: DataLoader) -> DataLoader:
     """``loader`` again, reading every sample once and in order in every process of a job.
 
-    Lightning gives an evaluation loader a ``DistributedSampler`` under DDP, which splits the set
-    over the processes and pads it with repeated samples to an equal share (a set of 201 images
-    on 2 processes is read as 202); solo-learn then averages the processes' per-share means, so
-    validation accuracy and loss count some images twice. A sampler that already is a
-    ``DistributedSampler`` is kept by Lightning: this one has a single replica, so each process
-    reads the whole set, computes the figures of one process exactly, and the processes' mean of
-    equal figures is that figure. Validation thus takes the time of a one-process validation
-    pass however many processes train.
-    """
+    Lightning's ``DistributedSampler`` pads each process's share with repeated samples (201 images
+    on 2 processes read as 202), so solo-learn's mean of the processes' means counts some twice.
+    Lightning keeps a sampler that already is a ``DistributedSampler``: this one has one replica, so
+    every process computes the exact figures, and their mean is that figure."""
     sampler = DistributedSampler(loader.dataset, num_replicas=1, rank=0, shuffle=False)
     return DataLoader(
         loader.dataset,

@@ -1,20 +1,11 @@
-"""BayesNCL's gate in one place: the gating head, the Bernoulli gate and its KL to the prior
-(Cui, Zhang & Hu, arXiv 2605.28441, section 3; docs/method.md: "The gate", "The KL to the prior").
+"""BayesNCL's gate: the gating head, the Bernoulli gate and its KL to the prior (Cui, Zhang & Hu,
+arXiv 2605.28441, section 3; docs/method.md: "The gate", "The KL to the prior").
 
-The gating head ``q`` (:class:`GatingHead`) reads the stop-gradient backbone features and gives
-one logit per feature dimension. Each dimension's gate is a Bernoulli variable with probability
-``alpha = sigmoid(q(sg(h)) / tau_g)``, open when ``alpha > t``, with a straight-through gradient
-through the threshold (:class:`BernoulliGate`). A Bernoulli(``rho``) prior on every gate enters
-the loss through the KL of :func:`bernoulli_kl`.
-
-The functions are the plain PyTorch definitions; :class:`BernoulliGate` and the loss modules
-compute the threshold and the KL with the fused kernels of
-:mod:`solo_bayesncl.core.fused_losses`, tested equal to them. Example::
-
-    gating_head, gate = GatingHead(512, 2048, 256), BernoulliGate("ste", threshold=0.5)
-    out = gate(gating_head(h))                    # GateOutput(mask, probs); h gets no gradient
-    kl = bernoulli_kl(out.probs, prior=0.8)       # v = normalize(u * out.mask)
-"""
+The gating head ``q`` reads the stop-gradient backbone features, one logit per dimension; each
+gate is open with probability ``alpha = sigmoid(q(sg(h)) / tau_g)``, hard when ``alpha > t``
+with a straight-through gradient; a Bernoulli(``rho``) prior enters through
+:func:`bernoulli_kl`. The hyperparameters are required arguments under their config names,
+declared and checked in :class:`solo_bayesncl.methods.keys.BayesNCLSettings`."""
 
 from __future__ import annotations
 
@@ -24,8 +15,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from solo_bayesncl.core import fused_losses
-
 __all__ = [
     "GATE_MODES",
     "GATE_TYPES",
@@ -33,7 +22,6 @@ __all__ = [
     "GateOutput",
     "GatingHead",
     "bernoulli_kl",
-    "bernoulli_kl_prior",
     "binary_concrete_sample",
     "gate_probabilities",
     "gumbel_sample",
@@ -43,16 +31,9 @@ __all__ = [
 
 
 class GatingHead(nn.Sequential):
-    """BayesNCL's gating head ``a = q(sg(h))`` (arXiv 2605.28441, section 3): the projector's
-    ``Linear -> ReLU -> Linear`` on the *detached* backbone features, so that neither the gate
-    nor its KL pushes on the backbone. The layers keep the official state names
-    (``gating_head.0.weight``, ``gating_head.2.bias``...), so official checkpoints load.
-
-    Args:
-        in_dim: width of the backbone features ``h``.
-        hidden_dim: hidden width.
-        out_dim: number of gates, one per feature of the representation (``k``).
-    """
+    """BayesNCL's gating head ``a = q(sg(h))`` (arXiv 2605.28441, section 3): ``Linear -> ReLU ->
+    Linear`` on the *detached* backbone features, so neither the gate nor its KL pushes on the
+    backbone; the official state names (``gating_head.0.weight``...) load."""
 
     def __init__(self, in_dim: int, hidden_dim: int, out_dim: int) -> None:
         super().__init__(nn.Linear(in_dim, hidden_dim), nn.ReLU(), nn.Linear(hidden_dim, out_dim))
@@ -78,12 +59,7 @@ GATE_MODES: tuple[str, ...] = ("hard", "soft")
 """How a trained gate is read: ``hard`` thresholds ``alpha`` (0/1 mask), ``soft`` uses ``alpha``
 itself as the mask (docs/method.md, "The gate")."""
 
-_GATE_ALIASES = {
-    "ste": "ste",
-    "binary_concrete": "binary_concrete",
-    "gumbel": "gumbel",
-    "gumbel_sigmoid": "gumbel",
-}
+_GATE_ALIASES = {**{name: name for name in GATE_TYPES}, "gumbel_sigmoid": "gumbel"}
 
 
 def resolve_gate_type(name: str, key: str = "gate_type") -> str:
@@ -98,26 +74,26 @@ def resolve_gate_type(name: str, key: str = "gate_type") -> str:
     return canonical
 
 
-def gate_probabilities(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+def gate_probabilities(logits: torch.Tensor, sigmoid_temperature: float) -> torch.Tensor:
     """``alpha = sigmoid(logits / tau_g)`` (docs/method.md, "The gate"); at ``tau_g = 1`` the
     division (an exact no-op) is skipped."""
-    return torch.sigmoid(logits if temperature == 1.0 else logits / temperature)
+    tau = sigmoid_temperature
+    return torch.sigmoid(logits if tau == 1.0 else logits / tau)
 
 
-def hard_threshold_ste(probs: torch.Tensor, threshold: float = 0.5) -> torch.Tensor:
+def hard_threshold_ste(probs: torch.Tensor, gate_threshold: float) -> torch.Tensor:
     """Hard gate ``m = 1[probs > t]`` with a straight-through gradient: ``m + p - sg(p)``, the
     official code's expression (arXiv 2605.28441, section 3; docs/method.md, "The gate").
 
     The value is exactly 0 or 1 (NaN where ``probs`` is NaN, so a broken gate stays visible); the
-    gradient with respect to ``probs`` is the identity. :class:`BernoulliGate` computes it with
-    ``fused_losses.hard_threshold_ste`` (one pass each way).
+    gradient with respect to ``probs`` is the identity.
     """
-    return (probs > threshold).to(probs.dtype) + (probs - probs.detach())
+    return (probs > gate_threshold).to(probs.dtype) + (probs - probs.detach())
 
 
 def binary_concrete_sample(
     logits: torch.Tensor,
-    temperature: float = 1.0,
+    sigmoid_temperature: float,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """A relaxed Bernoulli sample ``sigmoid((logits + log U - log(1 - U)) / tau_g)``.
@@ -129,12 +105,12 @@ def binary_concrete_sample(
     u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
     u = u.clamp(torch.finfo(torch.float32).tiny, 1.0 - torch.finfo(torch.float32).eps)
     noise = (torch.log(u) - torch.log1p(-u)).to(logits.dtype)
-    return torch.sigmoid((logits + noise) / temperature)
+    return torch.sigmoid((logits + noise) / sigmoid_temperature)
 
 
 def gumbel_sample(
     logits: torch.Tensor,
-    temperature: float = 1.0,
+    sigmoid_temperature: float,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """``sigmoid((logits + g) / tau_g)`` with one Gumbel sample ``g = -log(-log(U + 1e-4) + 1e-4)``.
@@ -145,54 +121,21 @@ def gumbel_sample(
     """
     u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
     noise = (-torch.log(-torch.log(u + 1e-4) + 1e-4)).to(logits.dtype)
-    return torch.sigmoid((logits + noise) / temperature)
+    return torch.sigmoid((logits + noise) / sigmoid_temperature)
 
 
 def bernoulli_kl(
-    probs: torch.Tensor, prior: float, eps: float = 0.01, check_inputs: bool = True
+    probs: torch.Tensor, bayesian_prior_prob: float, kl_eps: float, check_inputs: bool = True
 ) -> torch.Tensor:
     """KL(Bernoulli(alpha) || Bernoulli(rho)), summed over dimensions, averaged over samples
     (arXiv 2605.28441, section 3; docs/method.md, "The KL to the prior"):
 
     ``KL = sum_k [alpha_k log(alpha_k / rho) + (1 - alpha_k) log((1 - alpha_k) / (1 - rho))]``
 
-    with ``alpha`` and ``rho`` clamped to ``[eps, 1 - eps]`` (official eps = 0.01), computed in
-    float32 whatever the input precision. A KL is never negative: where gates at (or within
-    rounding of) the prior make the rounded sum fall below 0 (down to -2e-5 for ``alpha == rho``
-    in float32), it is 0, and passes no gradient back, as a clamp would (a NaN sum stays NaN,
-    with its gradient). The loss modules compute it with ``fused_losses.bernoulli_kl``
-    (:func:`bernoulli_kl_prior` checks their inputs).
-
-    Args:
-        probs: gate probabilities ``alpha`` in [0, 1], shape ``(N, k)`` with ``N >= 1``; NaN
-            entries give a NaN KL (a broken gate stays visible).
-        prior: the prior open probability ``rho`` in (0, 1).
-        eps: clamp margin in (0, 0.5).
-        check_inputs: refuse values outside [0, 1]; reads one count back from the device, so
-            the training step (whose ``alpha`` is a sigmoid) turns it off.
-
-    Raises:
-        ValueError: ``prior`` outside (0, 1) or ``eps`` outside (0, 0.5), naming the argument;
-            ``probs`` empty, or (with ``check_inputs``) holding values outside [0, 1] (the clamp
-            is for probabilities near 0 and 1, not for numbers that are not probabilities).
-    """
-    rho = bernoulli_kl_prior(probs, prior, eps, check_inputs)
-    alpha = probs.float().clamp(eps, 1.0 - eps)
-    open_ = alpha * (torch.log(alpha) - math.log(rho))
-    closed = (1.0 - alpha) * (torch.log(1.0 - alpha) - math.log1p(-rho))
-    kl = (open_ + closed).sum(dim=-1).mean()
-    return kl.masked_fill(kl < 0, 0.0)  # rounding below 0; NaN is kept
-
-
-def bernoulli_kl_prior(
-    probs: torch.Tensor, prior: float, eps: float = 0.01, check_inputs: bool = True
-) -> float:
-    """Checks the arguments of :func:`bernoulli_kl` (raising as it says) and returns ``rho``
-    clamped to ``[eps, 1 - eps]``."""
-    if not 0.0 < float(prior) < 1.0:  # also refuses NaN
-        raise ValueError(f"prior={prior} must be in (0, 1)")
-    if not 0.0 < float(eps) < 0.5:
-        raise ValueError(f"eps={eps} must be in (0, 0.5)")
+    with ``alpha`` and ``rho`` clamped to ``[kl_eps, 1 - kl_eps]`` (official 0.01), in float32. A
+    sum rounded below 0 (gates at the prior) is 0 with no gradient; NaN stays NaN. Raises
+    ValueError for empty ``probs`` and, with ``check_inputs`` (one read back from the device),
+    values outside [0, 1]."""
     if probs.numel() == 0:
         raise ValueError(
             f"probs has shape {tuple(probs.shape)}: no gate probabilities, the KL's mean over "
@@ -205,7 +148,13 @@ def bernoulli_kl_prior(
             f"probs: {outside} of {probs.numel()} values lie outside [0, 1] (range {low:g} to "
             f"{high:g}); pass probabilities, e.g. sigmoid(logits)"
         )
-    return min(max(float(prior), eps), 1.0 - eps)
+    eps = kl_eps
+    rho = min(max(float(bayesian_prior_prob), eps), 1.0 - eps)
+    alpha = probs.float().clamp(eps, 1.0 - eps)
+    open_ = alpha * (torch.log(alpha) - math.log(rho))
+    closed = (1.0 - alpha) * (torch.log(1.0 - alpha) - math.log1p(-rho))
+    kl = (open_ + closed).sum(dim=-1).mean()
+    return kl.masked_fill(kl < 0, 0.0)  # rounding below 0; NaN is kept
 
 
 _SAMPLERS = {"binary_concrete": binary_concrete_sample, "gumbel": gumbel_sample}
@@ -213,13 +162,8 @@ _SAMPLERS = {"binary_concrete": binary_concrete_sample, "gumbel": gumbel_sample}
 
 @dataclass
 class GateOutput:
-    """What :class:`BernoulliGate` returns.
-
-    Attributes:
-        mask: the gate applied to the features, shape ``(N, k)``: hard 0/1 values with a
-            straight-through gradient (training and ``mode="hard"``) or ``alpha`` (``mode="soft"``).
-        probs: ``alpha``, the gate probabilities the KL term reads.
-    """
+    """What :class:`BernoulliGate` returns: ``mask`` (hard 0/1 with a straight-through gradient, or
+    ``alpha`` in ``mode="soft"``) and ``probs`` (``alpha``, what the KL reads)."""
 
     mask: torch.Tensor
     probs: torch.Tensor
@@ -233,34 +177,19 @@ class GateOutput:
 class BernoulliGate(nn.Module):
     """Hard Bernoulli gate with a straight-through estimator (BayesNCL, arXiv 2605.28441).
 
-    Args:
-        gate_type: one of :data:`GATE_TYPES` (official ``"STE"`` and ``"gumbel_sigmoid"`` accepted).
-        threshold: ``t`` in (0, 1); a gate opens when its (sampled) probability exceeds it.
-        temperature: ``tau_g`` > 0 of the sigmoid.
+    ``gate_type`` is one of :data:`GATE_TYPES`; a gate opens when its (sampled) probability exceeds
+    ``gate_threshold``. ``forward(logits, mode="hard")``: in training ``binary_concrete`` and
+    ``gumbel`` threshold a noisy sample, in evaluation ``alpha`` itself; ``"soft"`` returns
+    ``alpha`` as the mask."""
 
-    ``forward(logits, mode=None)``: ``mode`` is ``"hard"`` (default) or ``"soft"``; in training
-    with ``binary_concrete`` or ``gumbel`` the threshold is applied to a noisy sample, in evaluation to
-    ``alpha`` itself, so evaluation is deterministic. ``"soft"`` returns ``alpha`` as the mask
-    (the evaluation-time soft gate ``u * alpha``; it zeroes nothing). The hard threshold runs
-    as ``fused_losses.hard_threshold_ste``, defined by :func:`hard_threshold_ste`::
-
-        gate = BernoulliGate("binary_concrete", threshold=0.5, temperature=1.0)
-        out = gate(gating_head(h))              # out.mask: 0/1, straight-through gradient
-        u_gated = u * out.mask
-    """
-
-    def __init__(self, gate_type: str = "ste", threshold: float = 0.5, temperature: float = 1.0):
+    def __init__(self, gate_type: str, gate_threshold: float, sigmoid_temperature: float):
         super().__init__()
-        if not 0.0 < threshold < 1.0:
-            raise ValueError(f"gate_threshold={threshold} must be in (0, 1)")
-        if not (math.isfinite(temperature) and temperature > 0.0):
-            raise ValueError(f"sigmoid_temperature={temperature} must be > 0 and finite")
         self.gate_type = resolve_gate_type(gate_type)
-        self.threshold = float(threshold)
-        self.temperature = float(temperature)
+        self.gate_threshold = float(gate_threshold)
+        self.sigmoid_temperature = float(sigmoid_temperature)
 
     def forward(self, logits: torch.Tensor, mode: str = "hard") -> GateOutput:
-        probs = gate_probabilities(logits.float(), self.temperature)
+        probs = gate_probabilities(logits.float(), self.sigmoid_temperature)
         if mode not in GATE_MODES:
             raise ValueError(
                 f"gate mode={mode!r} is not supported; allowed values: {', '.join(GATE_MODES)}"
@@ -268,13 +197,12 @@ class BernoulliGate(nn.Module):
         if mode == "soft":
             return GateOutput(mask=probs, probs=probs)
         if self.gate_type in _SAMPLERS and self.training:
-            sample = _SAMPLERS[self.gate_type](logits.float(), self.temperature)
-            mask = fused_losses.hard_threshold_ste(sample, self.threshold)
-            return GateOutput(mask=mask, probs=probs)
-        return GateOutput(mask=fused_losses.hard_threshold_ste(probs, self.threshold), probs=probs)
+            sample = _SAMPLERS[self.gate_type](logits.float(), self.sigmoid_temperature)
+            return GateOutput(mask=hard_threshold_ste(sample, self.gate_threshold), probs=probs)
+        return GateOutput(mask=hard_threshold_ste(probs, self.gate_threshold), probs=probs)
 
     def extra_repr(self) -> str:
         return (
-            f"gate_type={self.gate_type!r}, threshold={self.threshold}, "
-            f"temperature={self.temperature}"
+            f"gate_type={self.gate_type!r}, gate_threshold={self.gate_threshold}, "
+            f"sigmoid_temperature={self.sigmoid_temperature}"
         )

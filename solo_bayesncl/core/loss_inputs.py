@@ -34,14 +34,8 @@ NORM_TOLERANCE = 1e-3
 
 def norm_tolerance(dtype: torch.dtype) -> float:
     """How far the L2 norm of a row of ``dtype`` may exceed 1 and still count as normalised:
-    :data:`NORM_TOLERANCE`, or twice the dtype's machine epsilon when that is larger.
-
-    A unit row normalised in, or rounded to, a half-precision dtype (``normalize_rows`` of a
-    bf16 projector output under ``torch.autocast``) has its norm computed, the division done
-    and every entry rounded at that precision, each moving the norm by up to half an epsilon
-    (bf16: ``2^-8``, norms up to 1.005 seen): bf16 rows get ``2 * 2^-7 = 0.0156``, fp16 rows
-    ``2 * 2^-10 = 0.002``; a row that was never normalised is still far outside.
-    """
+    :data:`NORM_TOLERANCE`, or twice the dtype's machine epsilon when larger (a unit row rounded to
+    bf16 reaches 1.005: bf16 gets ``2 * 2^-7``, fp16 ``2 * 2^-10``)."""
     if not dtype.is_floating_point:
         return NORM_TOLERANCE
     return max(NORM_TOLERANCE, 2.0 * torch.finfo(dtype).eps)

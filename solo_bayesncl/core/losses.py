@@ -7,32 +7,22 @@ With ``z`` the projector output of every view, ``phi`` the non-negativity map an
     L_NCL      = InfoNCE_T(u)
     L_BayesNCL = InfoNCE_T(v) + lambda * KL(alpha || rho)
 
-InfoNCE is SimCLR's NT-Xent (Chen et al., 2020); the gate and its KL are defined in
-:mod:`solo_bayesncl.core.gates`. The functions below are the plain PyTorch expression of each
-term: the definition. :class:`NCLLoss` and :class:`BayesNCLLoss` are the two objectives as
-``nn.Module`` s that own and check their hyperparameters once, in any training loop (the
-solo-learn methods use them too); they compute the same terms with the hand-written autograd
-functions of :mod:`solo_bayesncl.core.fused_losses` (same values, gradients equal to 2e-8:
-tests/core/test_loss_rewrites.py)::
-
-    criterion = BayesNCLLoss(temperature=0.2, prior=0.8, kl_lambda=3e-5)
-    loss = criterion(z, gate_logits, indexes)   # InfoNCE(v) + lambda * KL
-"""
+InfoNCE is SimCLR's NT-Xent (Chen et al., 2020); the gate and its KL are in
+:mod:`solo_bayesncl.core.gates`. Plain PyTorch under autograd: the definition, and what trains.
+The hyperparameters' defaults and ranges are declared in :mod:`solo_bayesncl.methods.keys`,
+whose ``settings.objective()`` builds :class:`NCLLoss` or :class:`BayesNCLLoss` checked."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-from solo_bayesncl.core import fused_losses
 from solo_bayesncl.core.distributed import gather_no_grad, gather_with_grad, rank
-from solo_bayesncl.core.gates import BernoulliGate, GateOutput, bernoulli_kl_prior
+from solo_bayesncl.core.gates import BernoulliGate, GateOutput, bernoulli_kl
 from solo_bayesncl.core.loss_inputs import check_contrast, check_unit_rows, norm_tolerance
 from solo_bayesncl.core.nonneg import non_negative, resolve_non_neg
-from solo_bayesncl.core.validation import require_int, require_range
 
 __all__ = [
     "BayesNCLLoss",
@@ -51,30 +41,11 @@ NORMALIZE_EPS = 1e-12
 
 
 def normalize_rows(x: torch.Tensor, eps: float = NORMALIZE_EPS) -> torch.Tensor:
-    """``x / ||x||`` along the last dim, like ``F.normalize``; an all-zero row stays zero and
-    passes zero gradient.
-
-    ``F.normalize`` divides by ``max(||x||, eps)``, so at an all-zero row (every gate closed, or
-    ``rep_relu`` of an all-negative row) it multiplies the incoming gradient by ``1 / eps =
-    1e12``: finite in float32 but inf once cast to fp16 (e.g. into the gating head under mixed
-    precision). ``x / ||x||`` has no limit at 0, so such a row's gradient is taken as zero.
-    A row holding NaN or Inf comes out NaN (never zero), so a broken model stays visible.
-    The loss modules run ``fused_losses.normalize_rows``, one autograd function.
-    """
+    """``x / ||x||`` along the last dim, like ``F.normalize``; an all-zero row stays zero and passes
+    zero gradient (``F.normalize``'s ``1 / eps`` would overflow fp16 there). A NaN or Inf row
+    comes out NaN, so a broken model stays visible."""
     norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
     return (x / norm.clamp_min(eps)).masked_fill(norm == 0, 0.0)
-
-
-def _non_negative(z: torch.Tensor, non_neg: str, top_k: int | None) -> torch.Tensor:
-    """``phi(z)`` in float32 (with the row maximum taken out first for ``exp``), its ``top_k``
-    largest entries alone with ``top_k``: what :func:`non_negative_representation` normalises."""
-    z = z.float()
-    if resolve_non_neg(non_neg) == "exp":
-        z = z - z.detach().amax(dim=-1, keepdim=True)
-    z_pos = non_negative(z, non_neg)
-    if top_k is not None:
-        z_pos = keep_top_k(z_pos, top_k)
-    return z_pos
 
 
 def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
@@ -88,37 +59,30 @@ def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
     return z * keep
 
 
-def non_negative_representation(
-    z: torch.Tensor, non_neg: str = "relu", top_k: int | None = None
-) -> torch.Tensor:
-    """``u = phi(z) / ||phi(z)||`` in float32 (NCL, arXiv 2403.12459); a row whose ``phi(z)`` is
-    all zero stays zero. With ``top_k``, only the ``top_k`` largest entries of ``phi(z)`` are kept
-    before normalising (the NCL+TopK baseline of arXiv 2605.28441).
-
-    For ``exp`` the row maximum is subtracted first: ``normalize(exp(z - c)) = normalize(exp(z))``
-    for any per-row ``c``, and without the shift ``exp`` overflows float32 (``z`` > 88, or its
-    squared norm from ``z`` > 44) and the row becomes NaN or silently zero.
-    """
-    return normalize_rows(_non_negative(z, non_neg, top_k))
+def non_negative_representation(z: torch.Tensor, non_neg: str, top_k: int | None) -> torch.Tensor:
+    """``u = phi(z) / ||phi(z)||`` in float32 (NCL, arXiv 2403.12459); with ``top_k`` only the
+    ``top_k`` largest entries of ``phi(z)`` are kept (NCL+TopK, arXiv 2605.28441). For ``exp`` the
+    row maximum is subtracted first (``normalize(exp(z - c)) = normalize(exp(z))``), else ``exp``
+    overflows float32."""
+    z = z.float()
+    if resolve_non_neg(non_neg) == "exp":
+        z = z - z.detach().amax(dim=-1, keepdim=True)
+    z_pos = non_negative(z, non_neg)
+    return normalize_rows(z_pos if top_k is None else keep_top_k(z_pos, top_k))
 
 
 def gated_representation(
-    z: torch.Tensor, mask: torch.Tensor, non_neg: str = "relu", top_k: int | None = None
+    z: torch.Tensor, mask: torch.Tensor, non_neg: str, top_k: int | None
 ) -> torch.Tensor:
-    """``v = (u * m) / ||u * m||`` with ``u = normalize(phi(z))`` (arXiv 2605.28441, section 3).
-
-    ``mask`` is the gate ``m`` (hard with straight-through, or soft ``alpha``), of the shape of
-    ``z`` or broadcasting to it. A sample whose gates are all closed gives ``v = 0``; its gates
-    then get no gradient from the InfoNCE term (only the KL's). ``top_k`` is passed to
-    :func:`non_negative_representation`. The loss modules run ``fused_losses.gated_normalize``.
-    """
+    """``v = (u * m) / ||u * m||`` with ``u = normalize(phi(z))`` (arXiv 2605.28441, section 3);
+    ``mask`` broadcasts to ``z``. A sample whose gates are all closed gives ``v = 0``."""
     return normalize_rows(non_negative_representation(z, non_neg, top_k) * mask.float())
 
 
 def info_nce_loss(
     v: torch.Tensor,
     indexes: torch.Tensor,
-    temperature: float = 0.2,
+    temperature: float,
     gather_distributed: bool = True,
     check_inputs: bool = True,
 ) -> torch.Tensor:
@@ -128,30 +92,21 @@ def info_nce_loss(
     ``s_ij = v_i . v_j``, ``P(i)`` the other views of the same image (same value in ``indexes``)
     and the denominator over every other row of the gathered batch; the loss is the mean over rows.
     With one positive per row this is SimCLR's loss (NT-Xent, Chen et al., arXiv 2002.05709,
-    eq. 1). Computed in float32 with autocast disabled, so it is exact under fp16/bf16 mixed
-    precision; rows of zeros give finite values. The loss modules run ``fused_losses.info_nce``
-    (same value, bit for bit; two matrix products per step where this takes three).
+    eq. 1). Computed in float32 with autocast disabled.
 
-    Args:
-        v: ``(n, d)`` features, expected already L2-normalised (zero rows allowed).
-        indexes: ``(n,)`` image identifiers; rows with the same identifier are positives. Every
-            row needs at least one positive (two or more views per image).
-        temperature: ``T`` > 0.
-        gather_distributed: compare against the rows of every process (DDP), with gradients.
-        check_inputs: raise when a row of ``v`` holds NaN/Inf or has no positive. The check reads
-            two counts back from the device (one synchronisation); the training steps turn it off
-            (the config guarantees two views) and stop on a non-finite loss instead.
-
-    Raises:
-        ValueError: ``temperature`` is not a finite number > 0 whose inverse is finite,
-            ``v`` is not 2-D or has no rows, ``indexes`` does not match the rows of ``v``, and
-            with ``check_inputs``: a row of ``v`` is not finite, has an L2 norm above 1 (not
-            normalised, beyond the rounding of ``v``'s dtype: :func:`norm_tolerance`), or has
-            no positive (its loss would be infinite).
-    """
+    ``check_inputs`` refuses (ValueError) rows of ``v`` that are not finite, have a norm above 1
+    beyond ``v``'s rounding (:func:`norm_tolerance`) or no positive; it reads two counts back from
+    the device, so the training steps turn it off. A bad ``temperature`` or shape is always refused."""
     temperature = check_contrast(v, indexes, temperature)
+    tolerance = norm_tolerance(v.dtype)  # the precision the rows were normalised at
     with torch.autocast(device_type=v.device.type, enabled=False):
-        v, all_v, different, offset = _contrasted(v, indexes, gather_distributed, check_inputs)
+        v = v.float()
+        all_v = gather_with_grad(v) if gather_distributed else v
+        all_idx = gather_no_grad(indexes) if gather_distributed else indexes
+        different = indexes[:, None] != all_idx[None, :]  # row j is another image than row i
+        if check_inputs:
+            check_unit_rows(v, different, tolerance)
+        offset = v.shape[0] * rank() if gather_distributed else 0  # row 0's column
         logits = v @ all_v.T / temperature
         lowest = torch.finfo(logits.dtype).min
         own = torch.zeros_like(different)
@@ -162,32 +117,10 @@ def info_nce_loss(
         return (log_den - log_num).mean()
 
 
-def _contrasted(
-    v: torch.Tensor, indexes: torch.Tensor, gather_distributed: bool, check_inputs: bool
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-    """``v`` in float32, the rows it is compared with (every process's under DDP, else ``v``
-    itself), ``different[i, j]`` (row ``j`` of those is another image than row ``i``) and the
-    column of row 0 among them; with ``check_inputs``, raises as :func:`info_nce_loss` says."""
-    tolerance = norm_tolerance(v.dtype)  # the precision the rows were normalised at
-    v = v.float()
-    all_v = gather_with_grad(v) if gather_distributed else v
-    all_idx = gather_no_grad(indexes) if gather_distributed else indexes
-    different = indexes[:, None] != all_idx[None, :]
-    if check_inputs:
-        check_unit_rows(v, different, tolerance)
-    return v, all_v, different, v.shape[0] * rank() if gather_distributed else 0
-
-
 @dataclass
 class LossTerms:
-    """The parts of an objective's value, for a training step to log.
-
-    Attributes:
-        loss: the objective (what ``forward`` returns).
-        nce: its InfoNCE term.
-        representation: the representation InfoNCE compared (``u`` or ``v``).
-        logged: further terms under their log names (``train_kl_loss``, gate statistics).
-    """
+    """The parts of an objective's value for a training step to log: the loss, its InfoNCE term, the
+    representation it compared (``u`` or ``v``), further terms under their log names."""
 
     loss: torch.Tensor
     nce: torch.Tensor
@@ -196,65 +129,45 @@ class LossTerms:
 
 
 class NCLLoss(nn.Module):
-    """InfoNCE on ``u = normalize(phi(z))`` (NCL, Wang et al., arXiv 2403.12459).
+    """InfoNCE on ``u = normalize(phi(z))`` (NCL, Wang et al., arXiv 2403.12459), built with checked
+    settings by :class:`solo_bayesncl.methods.keys.NCLSettings`.
 
-    Args:
-        temperature: ``T`` > 0.
-        non_neg: the non-negativity map ``phi`` (:data:`solo_bayesncl.core.nonneg.NON_NEGATIVITY_MAPS`).
-        top_k: keep only the ``top_k`` largest entries of ``phi(z)`` (the NCL+TopK baseline of
-            arXiv 2605.28441); None keeps all.
-        gather_distributed: compare against the views of every process under DDP.
-        check_inputs: refuse non-finite, unnormalised or positive-less rows and (BayesNCL) gate
-            probabilities outside [0, 1] (each check reads one count back from the device).
-        dimension_dropout: in training mode, the share ``p`` in [0, 1) of ``u``'s entries zeroed
-            at random (each entry of every row kept with probability ``1 - p``, independently;
-            then ``v = normalize(u * m)`` is compared, as a gate's mask would be); 0 compares
-            ``u``. A random gate with no gating head and no prior: the control for BayesNCL's
-            binary-concrete gate, whose noise closes gates at random in training.
-
-    ``forward(z, indexes)``: ``z`` the ``(n, k)`` projector outputs of every view, ``indexes``
-    the image of each row (views of one image are positives)::
-
-        criterion = NCLLoss(temperature=0.2, non_neg="rep_relu")
-        z = torch.cat([projector(backbone(x1)), projector(backbone(x2))])
-        loss = criterion(z, torch.cat([idx, idx]))
-    """
+    ``dimension_dropout``: in training, each entry of ``u`` is kept with probability ``1 - p`` and
+    ``v = normalize(u * m)`` compared; a random gate with no head and no prior, the control for
+    BayesNCL's noisy gate. ``check_inputs``: see :func:`info_nce_loss`.
+    ``forward(z, indexes)``: ``z`` the ``(n, k)`` projector outputs of every view, ``indexes`` the
+    image of each row (views of one image are positives)."""
 
     def __init__(
         self,
-        temperature: float = 0.2,
-        non_neg: str = "rep_relu",
-        top_k: int | None = None,
+        temperature: float,
+        non_neg: str,
+        top_k: int | None,
+        dimension_dropout: float,
         gather_distributed: bool = True,
         check_inputs: bool = True,
-        dimension_dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        self.temperature = require_range("temperature", temperature, low=0.0, high=math.inf)
+        self.temperature = float(temperature)
         self.non_neg = resolve_non_neg(non_neg)
-        self.top_k = None if top_k is None else require_int("top_k", top_k, low=1)
+        self.top_k = top_k
+        self.dimension_dropout = float(dimension_dropout)
         self.gather_distributed = bool(gather_distributed)
         self.check_inputs = bool(check_inputs)
-        self.dimension_dropout = require_range(
-            "dimension_dropout", dimension_dropout, 0.0, 1.0, low_inclusive=True
-        )
 
     def representation(self, z: torch.Tensor) -> torch.Tensor:
-        """``u = normalize(phi(z))``: :func:`non_negative_representation`, fused."""
-        z_pos = _non_negative(z, self.non_neg, self.top_k)
-        return fused_losses.normalize_rows(z_pos, NORMALIZE_EPS)
+        """``u = normalize(phi(z))``: :func:`non_negative_representation`."""
+        return non_negative_representation(z, self.non_neg, self.top_k)
 
     def masked(self, z: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``v = normalize(u * m)``: :func:`gated_representation`, fused."""
-        z_pos = _non_negative(z, self.non_neg, self.top_k)
-        return fused_losses.gated_normalize(z_pos, mask.float(), NORMALIZE_EPS)
+        """``v = normalize(u * m)``: :func:`gated_representation`."""
+        return gated_representation(z, mask, self.non_neg, self.top_k)
 
     def contrast(self, v: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:
-        """InfoNCE of a representation: :func:`info_nce_loss` with this loss's settings, fused."""
-        temperature = check_contrast(v, indexes, self.temperature)
-        with torch.autocast(device_type=v.device.type, enabled=False):
-            inputs = _contrasted(v, indexes, self.gather_distributed, self.check_inputs)
-            return fused_losses.info_nce(*inputs, temperature)
+        """InfoNCE of a representation: :func:`info_nce_loss` with this loss's settings."""
+        return info_nce_loss(
+            v, indexes, self.temperature, self.gather_distributed, self.check_inputs
+        )
 
     def dropout_mask(self, z: torch.Tensor) -> torch.Tensor | None:
         """The mask of ``dimension_dropout`` for the rows of ``z``, drawn from torch's global
@@ -274,12 +187,8 @@ class NCLLoss(nn.Module):
             return LossTerms(loss=nce, nce=nce, representation=u)
         v = self.masked(z, mask)
         nce = self.contrast(v, indexes)
-        return LossTerms(
-            loss=nce,
-            nce=nce,
-            representation=v,
-            logged={"train_dimension_kept_ratio": mask.float().mean()},
-        )
+        kept = {"train_dimension_kept_ratio": mask.float().mean()}
+        return LossTerms(loss=nce, nce=nce, representation=v, logged=kept)
 
     def forward(self, z: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:
         return self.terms(z, indexes).loss
@@ -293,52 +202,43 @@ class NCLLoss(nn.Module):
 
 class BayesNCLLoss(NCLLoss):
     """InfoNCE on the gated ``v = normalize(u * m)`` plus ``lambda * KL(q(m) || Bernoulli(rho))``
-    (BayesNCL, Cui, Zhang & Hu, arXiv 2605.28441, section 3; docs/method.md, "The objective").
+    (BayesNCL, Cui, Zhang & Hu, arXiv 2605.28441, section 3; docs/method.md, "The objective"), built
+    with checked settings by :class:`solo_bayesncl.methods.keys.BayesNCLSettings`.
 
-    Args:
-        temperature, non_neg, top_k, gather_distributed, check_inputs: as :class:`NCLLoss`.
-        prior: ``rho`` in (0, 1), the prior open probability of a gate.
-        kl_lambda: ``lambda`` >= 0, the weight of the KL (0 trains the gate by InfoNCE only).
-        gate_type, threshold, gate_temperature: the hard gate
-            (:class:`solo_bayesncl.core.gates.BernoulliGate`).
-        kl_eps: clamp of ``alpha`` and ``rho`` in the KL, in (0, 0.5).
-
-    ``forward(z, gate_logits, indexes)``: ``gate_logits`` are the gating head's outputs ``a`` for
-    the same rows as ``z`` (:class:`solo_bayesncl.core.gates.GatingHead`)::
-
-        criterion = BayesNCLLoss(temperature=0.2, prior=0.8, kl_lambda=3e-5)
-        h = torch.cat([backbone(x1), backbone(x2)])
-        loss = criterion(projector(h), gating_head(h), torch.cat([idx, idx]))
-    """
+    ``bayesian_prior_prob`` is ``rho``, ``bayesian_kl_lambda`` ``lambda`` (weighted 0 without
+    ``use_kl``); the gate's settings go to :class:`solo_bayesncl.core.gates.BernoulliGate`.
+    ``forward(z, gate_logits, indexes)``: ``gate_logits`` the gating head's outputs for the rows of ``z``."""
 
     def __init__(
         self,
-        temperature: float = 0.2,
-        non_neg: str = "rep_relu",
-        prior: float = 0.8,
-        kl_lambda: float = 3e-5,
-        gate_type: str = "ste",
-        threshold: float = 0.5,
-        gate_temperature: float = 1.0,
-        kl_eps: float = 0.01,
-        top_k: int | None = None,
+        temperature: float,
+        non_neg: str,
+        top_k: int | None,
+        *,
+        bayesian_prior_prob: float,
+        bayesian_kl_lambda: float,
+        use_kl: bool,
+        gate_type: str,
+        gate_threshold: float,
+        sigmoid_temperature: float,
+        kl_eps: float,
         gather_distributed: bool = True,
         check_inputs: bool = True,
     ) -> None:
-        super().__init__(temperature, non_neg, top_k, gather_distributed, check_inputs)
-        self.prior = require_range("prior", prior, low=0.0, high=1.0)
-        self.kl_lambda = require_range("kl_lambda", kl_lambda, 0.0, math.inf, low_inclusive=True)
-        self.kl_eps = require_range("kl_eps", kl_eps, low=0.0, high=0.5)
-        self.gate = BernoulliGate(gate_type, threshold, gate_temperature)
+        super().__init__(temperature, non_neg, top_k, 0.0, gather_distributed, check_inputs)
+        self.bayesian_prior_prob = float(bayesian_prior_prob)
+        self.bayesian_kl_lambda = float(bayesian_kl_lambda)
+        self.use_kl = bool(use_kl)
+        self.kl_eps = float(kl_eps)
+        self.gate = BernoulliGate(gate_type, gate_threshold, sigmoid_temperature)
 
     def gated(self, z: torch.Tensor, gate: GateOutput) -> torch.Tensor:
-        """``v = normalize(u * m)`` for a gate's mask (:func:`gated_representation`, fused)."""
+        """``v = normalize(u * m)`` for a gate's mask (:func:`gated_representation`)."""
         return self.masked(z, gate.mask)
 
     def kl(self, probs: torch.Tensor) -> torch.Tensor:
-        """``KL(alpha || rho)`` with this loss's prior and clamp (``gates.bernoulli_kl``, fused)."""
-        rho = bernoulli_kl_prior(probs, self.prior, self.kl_eps, self.check_inputs)
-        return fused_losses.bernoulli_kl(probs, rho, self.kl_eps)
+        """``KL(alpha || rho)`` with this loss's prior and clamp (``gates.bernoulli_kl``)."""
+        return bernoulli_kl(probs, self.bayesian_prior_prob, self.kl_eps, self.check_inputs)
 
     def terms(self, z: torch.Tensor, gate_logits: torch.Tensor, indexes: torch.Tensor) -> LossTerms:
         """The loss with its InfoNCE and KL terms, the gated representation and gate statistics."""
@@ -346,8 +246,9 @@ class BayesNCLLoss(NCLLoss):
         v = self.gated(z, gate)
         nce = self.contrast(v, indexes)
         kl = self.kl(gate.probs)
+        weight = self.bayesian_kl_lambda if self.use_kl else 0.0
         return LossTerms(
-            loss=nce + self.kl_lambda * kl,
+            loss=nce + weight * kl,
             nce=nce,
             representation=v,
             logged={
@@ -363,4 +264,7 @@ class BayesNCLLoss(NCLLoss):
         return self.terms(z, gate_logits, indexes).loss
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, prior={self.prior}, kl_lambda={self.kl_lambda}"
+        return (
+            f"{super().extra_repr()}, bayesian_prior_prob={self.bayesian_prior_prob}, "
+            f"bayesian_kl_lambda={self.bayesian_kl_lambda}, use_kl={self.use_kl}"
+        )

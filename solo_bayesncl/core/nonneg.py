@@ -1,16 +1,8 @@
 """Non-negativity maps ``phi`` applied to the projector output (docs/method.md, "Non-negativity").
 
-NCL (Wang et al., ICLR 2024, arXiv 2403.12459) makes contrastive features non-negative with a map
-``z+ = phi(z)``; BayesNCL (Cui, Zhang & Hu, ICML 2026, arXiv 2605.28441) keeps the same maps.
-``rep_relu`` is the reparameterised ReLU of the NCL code: ReLU's value in the forward pass and
-GELU's gradient in the backward pass, which keeps dead units trainable.
-
-Example::
-
-    z_pos = non_negative(z, "rep_relu")
-    phi = NonNegativity("relu")
-    u = torch.nn.functional.normalize(phi(z), dim=-1)
-"""
+NCL (Wang et al., ICLR 2024, arXiv 2403.12459) makes contrastive features non-negative with
+``z+ = phi(z)``; BayesNCL (arXiv 2605.28441) keeps the same maps. ``rep_relu`` is the NCL code's
+reparameterised ReLU: ReLU's value forward, GELU's gradient backward, so dead units still train."""
 
 from __future__ import annotations
 

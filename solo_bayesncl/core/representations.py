@@ -1,12 +1,7 @@
-"""The representation the interpretability metrics read, for every method (docs/method.md).
-
-- ``bayesncl``: ``v = normalize(normalize(phi(z)) * m)`` with the hard gate, or the soft gate
-  ``normalize(u * alpha)`` on request (it zeroes nothing, so on threshold-based metrics such as
-  sparsity and semantic consistency it equals no gate at all);
-- ``ncl``: ``normalize(phi(z))``;
-- SimCLR, MoCo v2+ and any other method with a projector: the normalised projection.
-The linear probe and kNN read the backbone features instead.
-"""
+"""The representation the interpretability metrics read (docs/method.md): ``bayesncl``
+``v = normalize(normalize(phi(z)) * m)`` (or the soft gate ``normalize(u * alpha)``), ``ncl``
+``normalize(phi(z))``, any other method with a projector the normalised projection. The linear
+probe and kNN read the backbone features."""
 
 from __future__ import annotations
 
@@ -53,19 +48,9 @@ input) or the backbone features (the linear probe's and kNN's input)."""
 
 @dataclass
 class RepresentationBatch:
-    """One batch of extracted features, on CPU.
-
-    Attributes:
-        features: ``(n, k)`` float32, the requested feature (representation with ``gate``, or
-            backbone features).
-        labels: ``(n,)`` int64.
-        soft_features: ``(n, k)`` float32, BayesNCL's soft-gate representation when
-            ``with_soft`` was asked; None otherwise and for methods without a gate.
-        backbone_features: ``(n, d)`` float32 backbone features when ``with_backbone`` was
-            asked, else None.
-        gate_open: ``(n, k)`` bool, the hard gate of BayesNCL; None for other methods.
-        images: the input batch when ``keep_images``, else None.
-    """
+    """One batch of extracted features, on CPU: ``features`` ``(n, k)`` float32 (the requested
+    feature), ``labels``; when asked, BayesNCL's ``soft_features``, the ``backbone_features``, the
+    input ``images``; ``gate_open`` the hard gate of BayesNCL (None for other methods)."""
 
     features: torch.Tensor
     labels: torch.Tensor
@@ -89,15 +74,10 @@ def extract_representations(
     represent: Callable[[nn.Module, dict[str, Any]], torch.Tensor] | None = None,
     train_mode: bool = False,
 ) -> Iterator[RepresentationBatch]:
-    """Yields the features of every ``(images, labels)`` batch of ``loader``: the one pass over
-    data that the training-time metrics, the evaluation report, kNN evaluation, the paper
-    protocol and the background measures share.
-
-    The batches are moved to the model's device. The model runs in eval mode, or in training
-    mode (BatchNorm on batch statistics, as the official BayesNCL evaluation) with
-    ``train_mode``; its mode is restored afterwards. ``represent(model, out)`` replaces
-    :func:`representation_from_output` for ``feature="representation"``.
-    """
+    """Yields the features of every ``(images, labels)`` batch of ``loader``, on the model's device,
+    in eval mode (or training mode with ``train_mode``, as the official BayesNCL evaluation), the
+    mode restored afterwards. ``represent(model, out)`` replaces
+    :func:`representation_from_output` for ``feature="representation"``."""
     if feature not in FEATURES:
         raise ValueError(
             f"feature={feature!r} is not supported; allowed values: {', '.join(FEATURES)}"

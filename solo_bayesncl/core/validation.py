@@ -1,14 +1,7 @@
-"""Checks of values that fail with a message naming the key, the value and what is allowed,
-before any training starts: the validators every layer uses (the losses for their arguments, the
-methods and the run checks for config keys).
-
-Booleans are parsed strictly: ``true``/``false`` in any of the spellings ``True``, ``False``,
-``true``, ``false``, ``1``, ``0``; anything else (``no``, ``yes``, ``off``) is refused rather than
-read as Python's ``bool("no") == True``. :func:`require_known_keys` refuses keys outside a known
-set, such as a misspelt ``method_kwargs`` entry. :data:`INPUT_ERRORS` are the exceptions a bad
-input raises while a run is prepared, and :func:`first_line` their message as one line, which
-every command and the benchmark print.
-"""
+"""Checks that refuse a value before any training starts with a message naming the key, the value
+and what is allowed. Booleans are parsed strictly (``no`` is refused, not read as True);
+:data:`INPUT_ERRORS` are what a bad input raises while a run is prepared, :func:`first_line`
+their one-line message."""
 
 from __future__ import annotations
 

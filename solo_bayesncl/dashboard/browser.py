@@ -1,10 +1,6 @@
-"""Drive a local headless Chromium over a built dashboard: screenshots and load timing.
-
-Needs the optional ``selenium`` package and a system Chromium with its matching driver (Debian:
-``apt-get install chromium chromium-driver``). Nothing is downloaded: the driver path is given
-explicitly, so selenium-manager never runs, and Chromium is started with its background
-networking, component updates and sync switched off. Pages are opened as ``file://`` URLs.
-"""
+"""Drive a local headless Chromium over a built dashboard (``file://``): screenshots and load
+timing. Needs ``selenium`` and a system Chromium with its driver, given by path, so nothing is
+downloaded; Chromium's background networking, updates and sync are off."""
 
 from __future__ import annotations
 

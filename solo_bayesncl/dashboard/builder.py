@@ -1,24 +1,9 @@
-"""Turn one report folder (optionally two) into a static, offline HTML dashboard.
-
-Output layout (everything relative, opens from ``file://`` with no server and no network)::
-
-    out/index.html      the header's figures (:mod:`.tiles`), cards of the active dimensions
-                        (best-evidenced first, :func:`solo_bayesncl.metrics.evidence_order`), class filter
-                        and search, a minimum-support filter, sorting
-    out/dim.html        one dimension, chosen by the query string (dim.html?d=ID)
-    out/data.js         ``window.DASHBOARD_DATA = {...}``: per-dimension summaries only
-    out/thumbs/         sprite sheets holding each referenced thumbnail once
-    out/assets/         dashboard.css, dashboard.js (shipped with the package)
-    out/compare.html    with a second report: per class, each model's most specific dimensions
-    out/b/              with a second report: the second model's own dashboard (same layout)
-    out/.dashboard-files.json   every file the build wrote; a rebuild removes only those
-
-A rebuild into the same folder removes the files the previous build listed in its manifest and
-nothing else (a ``logo.png`` a user put into ``assets/`` stays); a non-empty folder without a
-manifest is refused, since nothing says which of its files a build wrote.
-
-``data.js`` rather than JSON because browsers block ``fetch()`` of local files.
-"""
+"""Turn one report folder (optionally two) into a static, offline HTML dashboard (opens from
+``file://``): ``index.html`` (cards of the active dimensions, best-evidenced first),
+``dim.html?d=ID``, ``data.js`` (``window.DASHBOARD_DATA``: browsers block ``fetch()`` of local
+files), ``thumbs/`` sprite sheets, ``assets/``; with a second report ``compare.html`` and its
+dashboard in ``b/``. ``.dashboard-files.json`` lists every file a build wrote: a rebuild
+removes only those, and a non-empty folder without it is refused."""
 
 from __future__ import annotations
 
@@ -207,10 +192,7 @@ def _dashboard_data(
         "class_names": bundle.class_names,
         "class_sizes": class_sizes.tolist(),
         "sprite": layout.to_json(),
-        "images": {
-            "index": images.tolist(),
-            "label": bundle.labels[images].tolist(),
-        },
+        "images": {"index": images.tolist(), "label": bundle.labels[images].tolist()},
         "dims": {
             "id": order.tolist(),
             "count": summ.active_count[order].tolist(),
@@ -244,17 +226,8 @@ def _write_index(bundle: FeatureBundle, n_active: int, path: Path) -> None:
     """``index.html`` with this model's header: its title, leading and folded tiles."""
     template = resources.files(__package__).joinpath("assets", INDEX_PAGE).read_text("utf-8")
     lead, folded = header_tiles(bundle, n_active, skip=FACT_METRICS)
-    page = (
-        jinja2.Environment(autoescape=True)
-        .from_string(template)
-        .render(
-            method=bundle.method,
-            dataset=bundle.dataset,
-            checkpoint=bundle.checkpoint,
-            lead=lead,
-            folded=folded,
-        )
-    )
+    fields = {k: getattr(bundle, k) for k in ("method", "dataset", "checkpoint")}
+    page = jinja2.Template(template, autoescape=True).render(lead=lead, folded=folded, **fields)
     path.write_text(page, encoding="utf-8")
 
 
@@ -322,24 +295,13 @@ def build_dashboard(
     """Build the dashboard of ``report_dir`` into ``out_dir``; return the path of ``index.html``.
 
     Args:
-        report_dir: a report folder (``features.npz`` and optionally ``metrics.json``, see
-            :mod:`solo_bayesncl.dashboard.bundle`).
-        out_dir: output folder, created if needed; an earlier dashboard there is replaced (only
-            the files it listed in its manifest are removed). Checked writable first.
-        compare_dir: a second report over the same classes (for example NCL next to BayesNCL).
-            Adds ``compare.html`` and the second model's dashboard in ``out_dir/b/``.
-        top_k: top-activating images kept per dimension (the dimension page's gallery).
-        top_purity_images: top images the purity of the top images is taken over, the ones a
-            card shows; default: the report's own count (its ``metrics.json``'s
-            ``selectivity.top_images``), else :data:`solo_bayesncl.metrics.TOP_IMAGES`, the
-            report's default.
-        n_random: random firing images shown per dimension (seeded by ``seed``).
-        n_bins: bins of each activation histogram.
-        thumb_format: ``jpeg``, ``png`` or ``webp`` sprite sheets.
+        compare_dir: a second report over the same classes, shown beside the first.
+        top_k: top-activating images kept per dimension; ``top_purity_images`` those a card
+            shows (default: the report's own count, else :data:`solo_bayesncl.metrics.TOP_IMAGES`).
+        n_random: random firing images shown per dimension; n_bins: histogram bins.
         n_specific: dimensions listed per class on the compare page.
         min_support: share of the images a dimension must fire on to lead the default order
-            (:func:`solo_bayesncl.metrics.evidence_order`); also the index's minimum-support filter's
-            starting value.
+            (:func:`solo_bayesncl.metrics.evidence_order`).
     """
     if not 0 <= min_support <= 1:
         raise ValueError(f"min_support must lie in [0, 1], got {min_support}")
@@ -365,21 +327,11 @@ def build_dashboard(
         n_specific=n_specific,
         min_support=min_support,
     )
-    has_compare = other is not None
-    _build_one(
-        bundle,
-        out,
-        nav={"root": "", "compare": "compare.html" if has_compare else None, "side": "a"},
-        written=written,
-        **options,
-    )
+    compare = "compare.html" if other is not None else None
+    _build_one(bundle, out, {"root": "", "compare": compare, "side": "a"}, written, **options)
     if other is not None:
-        _build_one(
-            other,
-            out / COMPARE_SUBDIR,
-            nav={"root": "../", "compare": "../compare.html", "side": "b"},
-            written=written,
-            **options,
-        )
+        nav = {"root": "../", "compare": "../compare.html", "side": "b"}
+        _build_one(other, out / COMPARE_SUBDIR, nav, written, **options)
         _copy_static(out, ("compare.html",), written)
+
     return out / "index.html"

@@ -1,23 +1,11 @@
 """The feature bundle: what an evaluation report folder holds for the dashboard.
 
-A report folder contains
-
-``features.npz``
-    ``features``  (N, k) float16/float32, the representation the interpretability metrics read
-                  (``v`` for BayesNCL, ``normalize(phi(z))`` for NCL, the normalized projection
-                  for SimCLR/MoCo; see docs/method.md);
-    ``labels``    (N,) integer class ids in ``[0, C)``;
-    ``class_names`` (C,) str;
-    ``thumbnails`` (N, h, w, 3) uint8, one small image per row of ``features``;
-    ``gate_open_rate`` (k,) float32, optional (BayesNCL only): share of images whose hard gate
-                  is open on each dimension.
-``metrics.json`` (optional)
-    ``{"method": str, "checkpoint": str, "dataset": str, "metrics": {name: float}}``; an
-    evaluation report's also says over how many top images it took the purity of the top images
-    (``selectivity.top_images``), and its dashboard takes the same number.
-
-:func:`write_feature_bundle` writes such a folder, :func:`load_feature_bundle` reads and checks it.
-"""
+``features.npz``: ``features`` (N, k) float16/float32, the representation the metrics read
+(docs/method.md); ``labels`` (N,) class ids in ``[0, C)``; ``class_names`` (C,);
+``thumbnails`` (N, h, w, 3) uint8; optional ``gate_open_rate`` (k,), BayesNCL's share of images
+whose hard gate is open on each dimension. Optional ``metrics.json``: ``{"method", "checkpoint",
+"dataset", "metrics": {name: float}}``, and a report's ``selectivity.top_images``, which its
+dashboard takes. :func:`write_feature_bundle` writes, :func:`load_feature_bundle` reads and checks."""
 
 from __future__ import annotations
 
@@ -170,20 +158,9 @@ def write_feature_bundle(
     dataset: str = "",
     metrics: Mapping[str, float] | None = None,
 ) -> Path:
-    """Write ``features.npz`` (and ``metrics.json`` when ``method`` is given) into ``path``.
-
-    Arrays may be numpy arrays or anything ``np.asarray`` accepts (CPU torch tensors included).
-    ``features`` keeps float16/float32; other float dtypes are stored as float32.
-    ``metrics.json`` is left untouched when ``method`` is None, so a report command that writes its
-    own ``metrics.json`` can call this for the arrays only.
-
-    Example::
-
-        write_feature_bundle("report/", features=F, labels=y, class_names=names,
-                             thumbnails=thumbs, method="bayesncl", metrics={"consistency": 0.5})
-
-    Returns the folder path.
-    """
+    """Write ``features.npz`` (and ``metrics.json`` when ``method`` is given, else it is left as it
+    is) into ``path``; return the folder. Arrays may be anything ``np.asarray`` accepts;
+    ``features`` keeps float16/float32, other floats are stored as float32."""
     out = Path(path)
     feats, labs, names, thumbs, gate = _validate(
         features, labels, class_names, thumbnails, gate_open_rate, source=str(out)

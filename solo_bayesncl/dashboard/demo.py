@@ -1,10 +1,6 @@
-"""A demo report: real Fashion-MNIST images with synthetic, label-correlated sparse features.
-
-Used by the tests and to preview the dashboard without a trained model. The features are *not*
-from a network: dimension ``j`` prefers class ``j mod C`` and fires on a share ``p_in`` of that
-class's images and ``p_out`` of the others, with exponential activation values; the last
-``dead_share`` of the dimensions never fire. Real reports come from the evaluation command.
-"""
+"""A demo report: real Fashion-MNIST images with synthetic features, to preview the dashboard.
+Dimension ``j`` prefers class ``j mod C``: it fires on ``p_in`` of its images and ``p_out`` of
+the others, with exponential values; the last ``dead_share`` never fire."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
-"""Per-dimension summaries of a feature matrix, vectorised over dimensions.
+"""Per-dimension summaries of a feature matrix for the dashboard, per block of columns.
 
-Activity follows semantic consistency (``solo_bayesncl.metrics.semantics``): rows are
-L2-normalised (``Fn = F / ||F_i||``, a zero row stays zero) and dimension ``j`` *fires* on image
-``i`` when ``|Fn_ij| > eps`` (``solo_bayesncl.metrics.EPS``). Absolute values make this meaningful
-for signed features (SimCLR, MoCo) too; for unit-norm rows (the gated ``v`` of BayesNCL, NCL's
-``normalize(phi(z))``) it is the plain ``|F_ij| > eps``. Counts, majority class, purity and its
-significance, the top images and the purity of the top images come from
-:mod:`solo_bayesncl.metrics` (one definition for the report and the dashboard); this module adds
-what only the pages show: random images, activation histograms and means. Everything is computed
-per block of columns, with no Python loop over single dimensions.
-"""
+Dimension ``j`` *fires* on image ``i`` when ``|Fn_ij| > eps`` on the row-normalised features, as
+in semantic consistency. Counts, majority class, purity, its significance and the top images
+come from :mod:`solo_bayesncl.metrics`; this module adds what only the pages show: random
+images, activation histograms and means."""
 
 from __future__ import annotations
 
@@ -34,26 +28,17 @@ class DimensionSummaries:
     """Summaries of the k dimensions of an (N, k) feature matrix.
 
     Attributes:
-        active_count: (k,) number of images each dimension fires on (``|Fn_ij| > eps``).
-        class_counts: (k, C) number of images of each class each dimension fires on.
-        majority: (k,) most frequent class among the images a dimension fires on (-1 if none).
-        purity: (k,) share of that class among them, the per-dimension term of semantic
-            consistency; 0 for a dimension that never fires.
-        p_value: (k,) permutation p-value of the purity against the label-shuffled baseline
-            (:func:`solo_bayesncl.metrics.majority_p_values`); 1 for a dimension that never fires.
-        top_purity: (k,) share of the majority class among the dimension's first
-            ``top_purity_images`` top images (:func:`solo_bayesncl.metrics.top_image_purity`, the
-            report's figure); 0 for a dimension that never fires.
-        top_purity_images: how many top images ``top_purity`` is taken over.
+        active_count, class_counts: (k,), (k, C) images each dimension fires on, in all and by class.
+        majority, purity: (k,) its most frequent class among them (-1 if none) and that class's
+            share (0 if none), the per-dimension term of semantic consistency.
+        p_value: (k,) permutation p-value of the purity (:func:`solo_bayesncl.metrics.majority_p_values`).
+        top_purity: (k,) purity of the first ``top_purity_images`` top images
+            (:func:`solo_bayesncl.metrics.top_image_purity`).
         mean_active: (k,) mean |activation| over the images a dimension fires on.
-        top_index, top_value: (k, K) the dimension's top images
-            (:func:`solo_bayesncl.metrics.top_images`: the firing images with the largest
-            |activation|, signed value kept); padded with index -1 / value 0 when fewer than K fire.
-        random_index, random_value: (k, R) a uniformly random sample (without replacement, seeded)
-            of the images a dimension fires on, padded the same way.
-        hist_counts: (k, B) histogram of the activation values of the firing images, B equal bins
-            over ``[hist_low, hist_high]`` (the per-dimension min and max of those values).
-    """
+        top_index, top_value: (k, K) top images (:func:`solo_bayesncl.metrics.top_images`), signed.
+        random_index, random_value: (k, R) a seeded random sample of the firing images.
+            Both pad with index -1 / value 0.
+        hist_counts: (k, B) histogram of the firing values over ``[hist_low, hist_high]``."""
 
     active_count: np.ndarray
     class_counts: np.ndarray
@@ -194,15 +179,10 @@ def summarize_dimensions(
 
 
 def class_specificity(class_counts: np.ndarray, class_sizes: np.ndarray) -> np.ndarray:
-    """Specificity of every dimension to every class, a (k, C) array in [0, 1].
-
-    ``score[j, c] = purity_c(j) * coverage_c(j)`` where, with ``n_jc`` the number of images of
-    class c that dimension j fires on, ``purity_c(j) = n_jc / sum_c' n_jc'`` (share of c among the
-    images j fires on: precision of "j fires => class c") and ``coverage_c(j) = n_jc / |c|``
-    (share of c's images j fires on: recall). The product is 1 only for a dimension that fires on
-    every image of c and on nothing else; it ranks down both dimensions that are pure but fire on
-    a handful of images and dimensions that fire on everything.
-    """
+    """Specificity of every dimension to every class, a (k, C) array in [0, 1]:
+    ``score[j, c] = purity_c(j) * coverage_c(j)``, with ``n_jc`` the images of class c that j fires
+    on, ``purity_c(j) = n_jc / sum_c' n_jc'`` and ``coverage_c(j) = n_jc / |c|``. It is 1 only for a
+    dimension that fires on every image of c and nothing else."""
     counts = np.asarray(class_counts, dtype=np.float64)
     sizes = np.asarray(class_sizes, dtype=np.float64)
     purity = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1.0)

@@ -1,11 +1,6 @@
-"""The tiles of a dashboard's header: the few figures that compare methods lead, every other
-figure is folded away, and each tile carries a one-line explanation.
-
-Leading (:func:`header_tiles`, in this order, each only when known): the consistency gain, the
-active dimensions, the gates open (BayesNCL) and the accuracies a report's ``metrics.json``
-holds. Folded: the number of images, the gates never open, and every other metric of
-``metrics.json``, explained by :func:`solo_bayesncl.metrics.describe_metric`.
-"""
+"""The tiles of a dashboard's header: the figures that compare methods lead (the consistency gain,
+active dimensions, gates open, accuracies), every other one is folded away, each with a
+one-line explanation (:func:`solo_bayesncl.metrics.describe_metric`)."""
 
 from __future__ import annotations
 
@@ -22,14 +17,8 @@ __all__ = ["ACCURACY_METRICS", "LEAD_METRICS", "Tile", "header_tiles"]
 
 @dataclass(frozen=True)
 class Tile:
-    """One figure of the header.
-
-    Attributes:
-        key: the metric's name in ``metrics.json``, or the fact's (``active_dims``, ``images``...).
-        label: what the tile says under its value.
-        value: the value as shown (``"-"`` when not a finite number).
-        explanation: one line saying what the figure is (the tile's tooltip).
-    """
+    """One figure of the header: its ``key`` in ``metrics.json`` (or the fact's), its ``label``, its
+    ``value`` as shown (``"-"`` when not finite) and its one-line ``explanation`` (the tooltip)."""
 
     key: str
     label: str

@@ -1,32 +1,18 @@
-"""Background measures for a checkpoint trained on ``fashion-mnist-scenes``.
-
-The paper's mechanism (arXiv 2605.28441, section 3) is that the gate closes dimensions that
-encode features common to many images (backgrounds) rather than classes. On
-``fashion-mnist-scenes`` every image carries a background label independent of its class, so this
-can be measured:
+"""Background measures for a checkpoint trained on ``fashion-mnist-scenes``, whose background label
+is independent of the class: the paper's gate should close dimensions that encode backgrounds
+(arXiv 2605.28441, section 3).
 
 ``background_consistency`` (``_shuffled``, ``_gain``)
-    semantic consistency of the representation (the same definition and label-shuffled baseline
-    as the class figure, :mod:`solo_bayesncl.metrics`) against the background labels.
+    semantic consistency (:mod:`solo_bayesncl.metrics`) against the background labels.
 ``background_dims_share``
-    the share of active dimensions whose activating images are more background-pure than
-    class-pure, purity measured above chance: ``(p_bg - 1/K) / (1 - 1/K)`` against
-    ``(p_class - 1/C) / (1 - 1/C)`` (``p``: share of the majority label among the images active
-    in the dimension, K backgrounds, C classes), so the two label sets compare on one scale.
-``ungated_background_dims_share``, ``open_rate_background_dims``, ``open_rate_class_dims``, ``open_rate_lift_correlation``, ``gate_probability_background_dims``, ``gate_probability_class_dims``
-    for a gated method only: what the gate does with the background-dominated dimensions of
-    ``u = normalize(phi(z))``, the representation it gates, as hard gates and as probabilities
+    the share of active dimensions more background-pure than class-pure, purity above chance:
+    ``(p_bg - 1/K) / (1 - 1/K)`` against ``(p_class - 1/C) / (1 - 1/C)`` (``p``: share of the
+    majority label among the images active in the dimension, K backgrounds, C classes).
+``ungated_background_dims_share``, ``open_rate_*``, ``gate_probability_*``
+    gated methods: the gate on the background-dominated dimensions of ``u``
     (:func:`solo_bayesncl.metrics.background.gate_background_selectivity`).
 ``probe_class_top1``, ``probe_background_top1``
-    accuracy (%) of the converged linear probe of :mod:`solo_bayesncl.metrics.probe` on
-    frozen backbone features, fitted on the training images and read on the validation images,
-    for each label.
-
-:func:`solo_bayesncl.metrics.background.background_figures` computes the representation's
-measures from arrays (the training-time callback uses it every few epochs);
-:func:`background_measures` computes all of them for a checkpoint, :func:`gate_measures` only the
-gate's.
-"""
+    the converged linear probe (:mod:`solo_bayesncl.metrics.probe`) for each label, in %."""
 
 from __future__ import annotations
 
@@ -50,7 +36,7 @@ from solo_bayesncl.io.checkpoints import load_checkpoint, load_method
 from solo_bayesncl.metrics.background import background_figures, gate_background_selectivity
 from solo_bayesncl.metrics.probe import logistic_probe
 
-__all__ = ["background_measures", "gate_measures"]
+__all__ = ["background_measures", "gate_selectivity", "scenes_checkpoint"]
 
 
 def _extract(model, loader) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,7 +66,7 @@ def _ungated_and_gate(model, loader) -> tuple[torch.Tensor, torch.Tensor, torch.
     return torch.cat(ungated), torch.cat(masks), torch.cat(probs)
 
 
-def _scenes_checkpoint(checkpoint: str | Path, device: str | None):
+def scenes_checkpoint(checkpoint: str | Path, device: str | None):
     """The checkpoint's config and method on ``device``; a clear error for other data."""
     loaded = load_checkpoint(checkpoint)
     name = dataset_spec(loaded.cfg).name
@@ -91,7 +77,8 @@ def _scenes_checkpoint(checkpoint: str | Path, device: str | None):
     return loaded.cfg, load_method(loaded, device=pick_device(device))
 
 
-def _gate_selectivity(model, cfg, val_data, batch_size: int, num_workers: int) -> dict[str, float]:
+def gate_selectivity(model, cfg, val_data, batch_size: int, num_workers: int) -> dict[str, float]:
+    """The gate's measures of the module docstring for a gated ``model`` on ``val_data``."""
     loader = DataLoader(val_data, batch_size=batch_size, num_workers=num_workers)
     ungated, mask, probs = _ungated_and_gate(model, loader)
     classes = np.asarray(_inner(val_data).targets)[_picks(val_data)]
@@ -114,22 +101,6 @@ def _picks(dataset):
     return np.asarray(dataset.indices) if hasattr(dataset, "indices") else slice(None)
 
 
-def gate_measures(
-    checkpoint: str | Path,
-    batch_size: int = 256,
-    num_workers: int = 2,
-    device: str | None = None,
-) -> dict[str, float]:
-    """Only the gate's measures of the module docstring (``ungated_background_dims_share``,
-    ``open_rate_*``) for a gated ``checkpoint`` on its scenes validation images: a forward pass,
-    no probe, for runs recorded before these measures existed."""
-    cfg, model = _scenes_checkpoint(checkpoint, device)
-    if not hasattr(model, "gate_output"):
-        raise ValueError(f"{checkpoint}: method {cfg.method} has no gate to measure")
-    val_data = build_val_dataset(cfg, validation_transform(cfg))
-    return _gate_selectivity(model, cfg, val_data, batch_size, num_workers)
-
-
 def background_measures(
     checkpoint: str | Path,
     batch_size: int = 256,
@@ -138,7 +109,7 @@ def background_measures(
 ) -> dict[str, Any]:
     """Every background measure of the module docstring for ``checkpoint`` on the scenes data
     it was trained on (its training subset for the probes, its validation subset otherwise)."""
-    cfg, model = _scenes_checkpoint(checkpoint, device)
+    cfg, model = scenes_checkpoint(checkpoint, device)
     transform = validation_transform(cfg)
     data = {
         "train": build_labelled_train_dataset(cfg, transform),
@@ -155,7 +126,7 @@ def background_measures(
         reps["val"], classes["val"], backgrounds["val"], OFFLINE_DATASETS[SCENES], k
     )
     if hasattr(model, "gate_output"):
-        out.update(_gate_selectivity(model, cfg, data["val"], batch_size, num_workers))
+        out.update(gate_selectivity(model, cfg, data["val"], batch_size, num_workers))
     out.update(
         num_backgrounds=k,
         probe_class_top1=logistic_probe(

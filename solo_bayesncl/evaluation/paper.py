@@ -59,7 +59,7 @@ OFFICIAL_GATE_TEMPERATURE = 1.0
 OFFICIAL_GATE_THRESHOLD = 0.5
 """The official evaluation thresholds ``sigmoid(a / 1.0)`` at 0.5 whatever the run trained with."""
 _OFFICIAL_GATE = BernoulliGate(
-    threshold=OFFICIAL_GATE_THRESHOLD, temperature=OFFICIAL_GATE_TEMPERATURE
+    "ste", gate_threshold=OFFICIAL_GATE_THRESHOLD, sigmoid_temperature=OFFICIAL_GATE_TEMPERATURE
 ).eval()
 
 

@@ -20,7 +20,7 @@ import torch
 from solo.utils.misc import omegaconf_select
 
 from solo_bayesncl.core.gates import GateOutput, GatingHead
-from solo_bayesncl.core.losses import BayesNCLLoss, LossTerms
+from solo_bayesncl.core.losses import LossTerms
 from solo_bayesncl.core.validation import require_range
 from solo_bayesncl.methods.keys import BayesNCLSettings, settings_table
 from solo_bayesncl.methods.ncl import NCL
@@ -49,23 +49,6 @@ class BayesNCL(NCL):
             self.features_dim, settings.gating_head_hidden_dim, settings.proj_output_dim
         )
         self.gate = self.objective.gate
-
-    def build_objective(self) -> BayesNCLLoss:
-        """The BayesNCL objective with the run's gate, prior and KL weight (no KL with
-        ``use_kl: False``)."""
-        settings = self.settings
-        return BayesNCLLoss(
-            temperature=settings.temperature,
-            non_neg=settings.non_neg,
-            prior=settings.rho,
-            kl_lambda=settings.kl_lambda,
-            gate_type=settings.gate_type,
-            threshold=settings.gate_threshold,
-            gate_temperature=settings.sigmoid_temperature,
-            kl_eps=settings.kl_eps,
-            top_k=settings.top_k,
-            check_inputs=False,
-        )
 
     @staticmethod
     def add_and_assert_specific_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:

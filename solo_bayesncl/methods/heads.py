@@ -1,11 +1,6 @@
-"""The projector the plugin's methods put on the backbone features ``h``: ``z = g(h)``, SimCLR's
-``Linear -> ReLU -> Linear`` (NCL, arXiv 2403.12459; BayesNCL, arXiv 2605.28441). Its state
-names (``projector.0.weight``...) are the official codes', so their checkpoints load. BayesNCL's
-gating head is :class:`solo_bayesncl.core.gates.GatingHead`, beside the gate it feeds.
-Plain PyTorch: usable without solo-learn::
-
-    z = projector(512, 2048, 256)(feats)
-"""
+"""The projector ``z = g(h)``, SimCLR's ``Linear -> ReLU -> Linear`` (NCL, arXiv 2403.12459;
+BayesNCL, arXiv 2605.28441), under the official state names (``projector.0.weight``...), so
+their checkpoints load; plain PyTorch."""
 
 from __future__ import annotations
 

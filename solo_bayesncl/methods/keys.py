@@ -1,13 +1,9 @@
 """The hyperparameters of each method, declared once: one frozen dataclass per method
-(:class:`NCLSettings`, :class:`BayesNCLSettings`) whose fields each carry their default, their
-meaning and what they allow. From that declaration come the refusal message of a bad value (one
-line naming ``method_kwargs.<key>``, the value and what is allowed), the table in the method's
-docstring (:func:`settings_table`), the defaults solo-learn's ``add_and_assert_specific_cfg``
-writes into the config, and the check of the shipped yaml (a test).
-
-Importing this module needs no solo-learn: the pretraining entry point checks the keys before
-the method class is built (:func:`check_method_kwargs`).
-"""
+(:class:`NCLSettings`, :class:`BayesNCLSettings`) whose fields carry their default, meaning and
+allowed values. From it come the refusal of a bad value (naming ``method_kwargs.<key>``), the
+table in the method's docstring (:func:`settings_table`), the defaults written into the config,
+and the checked loss module (``settings.objective()``); :mod:`solo_bayesncl.core` takes every
+hyperparameter as a required argument under its config name. Needs no solo-learn."""
 
 from __future__ import annotations
 
@@ -19,6 +15,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 from solo_bayesncl.core.gates import GATE_MODES, GATE_TYPES, resolve_gate_type
+from solo_bayesncl.core.losses import BayesNCLLoss, NCLLoss
 from solo_bayesncl.core.nonneg import NON_NEGATIVITY_MAPS, resolve_non_neg
 from solo_bayesncl.core.validation import (
     MIN_TEMPERATURE,
@@ -159,6 +156,11 @@ class ContrastiveSettings:
         """How many activations are kept per sample (``topk_k`` when ``use_topk``, else None)."""
         return self.topk_k if self.use_topk else None
 
+    def objective(self, gather_distributed: bool = True, check_inputs: bool = True) -> NCLLoss:
+        """The method's loss module with these hyperparameters (``check_inputs``: as
+        :class:`~solo_bayesncl.core.losses.NCLLoss`)."""
+        raise NotImplementedError
+
 
 def _default(f: dataclasses.Field, values: Mapping[str, Any]) -> Any:
     source = f.metadata["default_from"]
@@ -183,6 +185,17 @@ class NCLSettings(ContrastiveSettings):
         integer(0),
         0,
     )
+
+    def objective(self, gather_distributed: bool = True, check_inputs: bool = True) -> NCLLoss:
+        """:class:`~solo_bayesncl.core.losses.NCLLoss` with these hyperparameters."""
+        return NCLLoss(
+            self.temperature,
+            self.non_neg,
+            self.top_k,
+            self.dimension_dropout,
+            gather_distributed=gather_distributed,
+            check_inputs=check_inputs,
+        )
 
     @classmethod
     def check_together(cls, values: Mapping[str, Any]) -> None:
@@ -231,15 +244,22 @@ class BayesNCLSettings(ContrastiveSettings):
         "hard",
     )
 
-    @property
-    def rho(self) -> float:
-        """The prior open probability (``bayesian_prior_prob``)."""
-        return self.bayesian_prior_prob
-
-    @property
-    def kl_lambda(self) -> float:
-        """The KL weight the loss uses: ``bayesian_kl_lambda``, 0 without ``use_kl``."""
-        return self.bayesian_kl_lambda if self.use_kl else 0.0
+    def objective(self, gather_distributed: bool = True, check_inputs: bool = True) -> BayesNCLLoss:
+        """:class:`~solo_bayesncl.core.losses.BayesNCLLoss` with these hyperparameters."""
+        return BayesNCLLoss(
+            self.temperature,
+            self.non_neg,
+            self.top_k,
+            bayesian_prior_prob=self.bayesian_prior_prob,
+            bayesian_kl_lambda=self.bayesian_kl_lambda,
+            use_kl=self.use_kl,
+            gate_type=self.gate_type,
+            gate_threshold=self.gate_threshold,
+            sigmoid_temperature=self.sigmoid_temperature,
+            kl_eps=self.kl_eps,
+            gather_distributed=gather_distributed,
+            check_inputs=check_inputs,
+        )
 
 
 METHOD_SETTINGS: dict[str, type[ContrastiveSettings]] = {

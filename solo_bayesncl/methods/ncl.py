@@ -83,14 +83,7 @@ class NCL(BaseMethod):
     def build_objective(self) -> NCLLoss:
         """The loss this method trains with (the config guarantees two views per image, so the
         per-step input check is off; a non-finite step stops training instead)."""
-        settings = self.settings
-        return NCLLoss(
-            settings.temperature,
-            settings.non_neg,
-            settings.top_k,
-            check_inputs=False,
-            dimension_dropout=settings.dimension_dropout,
-        )
+        return self.settings.objective(check_inputs=False)
 
     @staticmethod
     def add_and_assert_specific_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:

@@ -1,20 +1,14 @@
-"""Interpretability metrics shared by every method (docs/method.md, "Metrics").
-
-Host-independent: plain PyTorch and NumPy, no solo-learn or Lightning. One definition of each
-metric, vectorised over dimensions, device-agnostic (CPU or CUDA tensors) and streaming::
-
-    from solo_bayesncl.metrics import InterpretabilityAccumulator
+"""Interpretability metrics shared by every method (docs/method.md, "Metrics"): plain PyTorch and
+NumPy, one definition of each, vectorised over dimensions, on any device, streaming::
 
     acc = InterpretabilityAccumulator(num_classes=100)
     for features, labels in loader:        # features: B x k, labels: B
         acc.update(features, labels)
     metrics = acc.compute()                # {"semantic_consistency": ..., ...}
 
-or, for a matrix already in memory, ``compute_interpretability_metrics(F, y, num_classes)``.
-:data:`METRIC_DESCRIPTIONS` documents every key. Note that a soft gate (``u * alpha``) zeroes no
-entry, so on the threshold-based metrics (active dims, sparsity, consistency, entropy) it reads
-like no gate at all.
-"""
+or ``compute_interpretability_metrics(F, y, num_classes)``; :data:`METRIC_DESCRIPTIONS`
+documents every key. A soft gate (``u * alpha``) zeroes no entry, so threshold-based metrics
+read it like no gate."""
 
 from solo_bayesncl.metrics._validation import EPS, non_finite_rows, row_normalize
 from solo_bayesncl.metrics.accumulator import (

@@ -28,13 +28,8 @@ def row_blocks(features: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
 
 
 class Workspace:
-    """Block-sized buffers reused from one block of rows to the next.
-
-    A fresh temporary of a few MiB per block is page-faulted in anew whenever the allocator has
-    handed the memory back to the system, which on a CPU costs more than the operation that fills
-    it; one buffer per role, reused, is touched once. A buffer handed out for a block is
-    overwritten by the next block's.
-    """
+    """Block-sized buffers reused from one block of rows to the next (a fresh temporary is
+    page-faulted anew, which costs more on a CPU than filling it); the next block overwrites them."""
 
     def __init__(self) -> None:
         self._buffers: dict[str, torch.Tensor] = {}

@@ -13,16 +13,9 @@ bit-packed masks, labels      label-shuffled baseline                     ``N k 
 kept vectors, labels          retrieval                                   ``N_r k`` values
 ============================  ==========================================  ====================
 
-Running sums are float64; per-batch sums are taken in the feature dtype (at least float32) except
-the Gram, whose products are float64 too (the spectrum needs it). ``N_r`` is ``N`` or the cap
-``retrieval_max_samples`` (see :class:`~solo_bayesncl.metrics.retrieval.RetrievalBuffer` for how
-the cap picks samples); the vectors live on ``retrieval_device`` (CPU by default). Under DDP,
-gather the features and labels across processes before ``update`` (or call it on every rank with
-the gathered batch) so that every rank sees the whole set.
-
-:func:`compute_interpretability_metrics` is the one-shot form. :data:`METRIC_DESCRIPTIONS`
-documents every key of the returned dict.
-"""
+Running sums are float64 (``N_r``: ``N`` or ``retrieval_max_samples``). Under DDP, gather the
+features and labels across processes before ``update``. :func:`compute_interpretability_metrics`
+is the one-shot form; :data:`METRIC_DESCRIPTIONS` documents every key."""
 
 from __future__ import annotations
 
@@ -123,28 +116,15 @@ def describe_metric(key: str) -> str | None:
 class InterpretabilityAccumulator:
     """Accumulates batches and computes every interpretability metric (docs/method.md, "Metrics").
 
-    Example::
-
-        acc = InterpretabilityAccumulator(num_classes=10)
-        for features, labels in batches:
-            acc.update(features, labels)
-        metrics = acc.compute()            # flat dict, keys in METRIC_DESCRIPTIONS
-        dims = acc.per_dimension_stats()   # DimensionStats for pictures
-
     Args:
         num_classes: C; labels must lie in ``0..C-1``.
         eps: activity threshold (``|F_ij| > eps`` is active).
-        shuffle_permutations: permutations for the label-shuffled baseline (0 disables it and
-            the mask storage).
+        shuffle_permutations: permutations of the label-shuffled baseline (0 disables it).
         seed: seed of the permutations and of the retrieval cap's sample choice.
-        track_gram: keep the k x k Gram (effective rank, orthogonality); False for very large k.
-        retrieval: keep vectors and compute retrieval precision.
-        retrieval_ks: the K of P@K.
-        retrieval_dim_counts: the m of the top-m dims (default 32, 64, ..., k).
-        retrieval_max_samples: cap on the vectors kept for retrieval (None = all).
-        retrieval_device: where kept vectors live ("cpu" default; None = the features' device).
-        chunk_size: rows processed at a time inside ``update`` (bounds temporary memory).
-    """
+        track_gram: keep the k x k Gram (effective rank, orthogonality).
+        retrieval, retrieval_ks, retrieval_dim_counts: retrieval precision, its K and its m.
+        retrieval_max_samples, retrieval_device: cap on the kept vectors (None = all), and where.
+        chunk_size: rows processed at a time inside ``update``."""
 
     def __init__(
         self,

@@ -81,28 +81,15 @@ def gate_background_selectivity(
     num_backgrounds: int,
     probs: torch.Tensor | None = None,
 ) -> dict[str, float]:
-    """Whether a gate closes the background-dominated dimensions of what it gates.
-
-    ``ungated`` is ``u = normalize(phi(z))`` (one row per validation image), ``mask`` the hard
-    gate ``m`` on the same images. Each dimension active in ``u`` on some image is background-
-    or class-dominated by the rule of :func:`background_share`, read on ``u``; its *open rate* is
-    the share of the images it is active on whose gate is open. Returns:
-
-    - ``ungated_background_dims_share``: the background-dominated share of ``u``'s active
-      dimensions (``background_dims_share`` is the same on ``v = normalize(u * m)``);
-    - ``open_rate_background_dims``, ``open_rate_class_dims``: the mean open rate of the
-      background- and of the class-dominated dimensions (NaN for a group with none): a gate that
-      closes background features, as the paper describes (arXiv 2605.28441, section 3), opens
-      the first less often;
-    - ``open_rate_lift_correlation``: Pearson's correlation, over the active dimensions, between
-      a dimension's background lift minus its class lift and its open rate (negative: the more
-      background-dominated, the more often closed; NaN when either is constant);
-    - with ``probs``, the gate probabilities ``alpha`` on the same images,
-      ``gate_probability_background_dims`` and ``gate_probability_class_dims``: the same means of
-      ``alpha`` instead of the hard gate. A noisy gate in training (``binary_concrete``) opens
-      with probability ``alpha``, so these say which dimensions its noise closes, where the hard
-      gate read at evaluation may open every one.
-    """
+    """Whether a gate closes the background-dominated dimensions of what it gates (arXiv 2605.28441,
+    section 3). ``ungated`` is ``u = normalize(phi(z))`` per validation image, ``mask`` the hard gate
+    on the same images; a dimension active in ``u`` is background- or class-dominated by
+    :func:`background_share`'s rule, and its *open rate* is the share of its active images whose
+    gate is open. Returns ``ungated_background_dims_share``; ``open_rate_background_dims`` and
+    ``open_rate_class_dims`` (NaN for an empty group); ``open_rate_lift_correlation`` (Pearson's,
+    over active dimensions, of background lift minus class lift against open rate; NaN when
+    either is constant); with ``probs`` (``alpha``), ``gate_probability_background_dims`` and
+    ``gate_probability_class_dims``, the same means of ``alpha``, which a noisy gate opens with."""
     u = torch.as_tensor(ungated).detach().double()
     m = torch.as_tensor(mask).detach().double()
     if u.shape != m.shape or u.ndim != 2:

@@ -1,16 +1,11 @@
 """Label-shuffled baseline for semantic consistency (docs/method.md, "Metrics").
 
-Semantic consistency has a chance floor that rises with sparsity: a dimension with few active
-samples has a high majority share by luck. The baseline recomputes the consistency on the same
-features with the labels randomly permuted over the whole set, averaged over a few permutations;
-comparisons of methods read the gain ``consistency - baseline``. The same chance argument orders
-dimensions for display: :func:`evidence_order` ranks a dimension by a lower confidence bound of
-its purity, so one firing on a handful of images never leads.
-
-Permutation ``p`` (``p = 0..P-1``) is the ``p``-th call of ``torch.randperm(N, generator=g)`` with
-``g = torch.Generator().manual_seed(seed)``, applied to the labels in sample order (the order in
-which samples were passed), so the baseline is reproducible and independent of batching.
-"""
+A dimension with few active samples has a high majority share by luck, so consistency has a
+chance floor that rises with sparsity: the baseline recomputes it with the labels permuted, and
+methods compare on the gain. :func:`evidence_order` ranks dimensions for display by a lower
+confidence bound of their purity. Permutation ``p`` is the ``p``-th ``torch.randperm(N,
+generator=torch.Generator().manual_seed(seed))``, applied in sample order, so it is reproducible
+and independent of batching."""
 
 from __future__ import annotations
 
@@ -51,13 +46,8 @@ def _shuffled_class_counts(
     permutations: int,
     seed: int,
 ) -> torch.Tensor:
-    """``(P, C, k)`` float64: active samples of each class per dimension under each permutation.
-
-    Per block, the mask becomes float32 once and each permutation scatters its rows into float32
-    counts (``index_add_``, a loop over the few permutations, never over dimensions); the counts
-    go to float64 totals every ``EXACT_FLOAT32_ROWS`` rows, while they are still exact. Everything
-    stays on the masks' device.
-    """
+    """``(P, C, k)`` float64: active samples of each class per dimension under each permutation,
+    scattered into float32 counts (``index_add_``) and moved to float64 while still exact."""
     if permutations < 1:
         raise ValueError(f"permutations must be >= 1, got {permutations}")
     permuted = permuted_labels(labels, permutations, seed)
@@ -133,14 +123,9 @@ def majority_p_values(
     permutations: int = MAJORITY_PERMUTATIONS,
     seed: int = 0,
 ) -> torch.Tensor:
-    """Per-dimension permutation p-value of its purity against the label-shuffled baseline.
-
-    Purity is the share of the majority class among a dimension's active samples; with the
-    labels permuted (as in :func:`shuffled_semantic_consistency`) it shows how pure the same
-    dimension looks by chance (a dimension active on few samples looks pure by luck). The
-    p-value is ``(1 + #{p : purity_p >= purity}) / (1 + permutations)``, a ``(k,)`` float64
-    tensor; a dimension with no active sample gets 1.
-    """
+    """Per-dimension permutation p-value of its purity against the label-shuffled baseline (a
+    dimension active on few samples looks pure by luck): ``(1 + #{p : purity_p >= purity}) / (1 +
+    permutations)``, a ``(k,)`` float64 tensor; 1 for a dimension with no active sample."""
     features = as_features(features)
     num_classes = check_num_classes(num_classes)
     labels = as_labels(labels, features.shape[0], num_classes, features.device)
@@ -187,15 +172,10 @@ def evidence_order(
     min_support: float = MIN_SUPPORT,
     z: float = WILSON_Z,
 ) -> np.ndarray:
-    """The dimensions that fire on at least one image, the best-evidenced concept first.
-
-    A dimension's *evidence* is :func:`wilson_lower_bound` of its purity (the share of its
-    majority class among the images it fires on, the per-dimension term of semantic consistency)
-    over the number of images it fires on: purity weighed by support. Dimensions firing on at
-    least ``min_support`` of the ``n_images`` come first, by evidence (then more images, then
-    lower index); those firing on fewer follow, ordered the same way, so a dimension firing on a
-    handful of images never leads. Returns int64 dimension indices.
-    """
+    """The dimensions that fire on at least one image, the best-evidenced first: by
+    :func:`wilson_lower_bound` of their purity over the images they fire on (then more images, then
+    lower index), those firing on under ``min_support`` of ``n_images`` after all others. Returns
+    int64 dimension indices."""
     count = np.asarray(active_count, dtype=np.int64)
     active = np.flatnonzero(count > 0)
     evidence = wilson_lower_bound(np.asarray(purity)[active], count[active], z)

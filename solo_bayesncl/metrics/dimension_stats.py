@@ -18,24 +18,17 @@ from solo_bayesncl.metrics.semantics import ClassStatistics, class_statistics_ch
 
 @dataclass(frozen=True)
 class DimensionStats:
-    """Statistics of each of the k feature dimensions (CPU tensors).
-
-    Activity and class fields use the same convention as semantic consistency (rows
-    L2-normalised, sample ``i`` active in dim ``j`` when ``|Fn_ij| > eps``); activation fields
-    read the features as given.
+    """Statistics of each of the k feature dimensions (CPU tensors); activity as in semantic
+    consistency (``|Fn_ij| > eps`` on rows L2-normalised), activation sums on the features as given.
 
     Attributes:
-        num_samples: N, the number of samples summarised.
+        num_samples: N.
         active_count: (k,) int64, samples active in each dimension.
         class_histogram: (k, C) int64, active samples of each class per dimension.
-        majority_class: (k,) int64, most frequent class among the active samples (lowest class
-            index on ties), -1 for a dimension with no active sample.
-        purity: (k,) float64, share of the majority class among the active samples (the
-            dimension's semantic consistency), 0.0 for a dimension with no active sample.
+        majority_class: (k,) int64, the most frequent class (lowest on ties), -1 if none active.
+        purity: (k,) float64, the majority class's share (semantic consistency), 0.0 if none.
         class_activation_sum: (k, C) float64, sum of ``|Fn_ij|`` over the samples of each class.
-        activation_sum: (k,) float64, ``sum_i |F_ij|`` (the ranking used by retrieval).
-        activation_mean: (k,) float64, ``activation_sum / N``.
-    """
+        activation_sum: (k,) float64, ``sum_i |F_ij|`` (retrieval's ranking); activation_mean: / N."""
 
     num_samples: int
     active_count: torch.Tensor

@@ -138,16 +138,10 @@ def paper_retrieval(
     dims: tuple[int, ...] = RETRIEVAL_DIMS,
     chunk_size: int = 1024,
 ) -> dict[int, dict[int, float]]:
-    """Retrieval precision ``{m: {k: P@k}}`` of the official evaluation.
-
-    Dimensions are ranked by the signed sum of the row-normalised features; for each ``m`` the
-    top ``m`` are kept and the rows renormalised (``m = 0`` leaves zero vectors: ties, chance
-    level), the 11 most similar vectors by cosine are taken and the first dropped. Queries are
-    processed in chunks of ``chunk_size`` rows (the same result as the full matrix, less memory).
-
-    Raises:
-        ValueError: fewer than 11 vectors (the official code needs 11 neighbours).
-    """
+    """Retrieval precision ``{m: {k: P@k}}`` of the official evaluation: dimensions ranked by the
+    signed sum of the row-normalised features, the top ``m`` kept and rows renormalised, the 11 most
+    cosine-similar vectors taken and the first dropped; queries in chunks of ``chunk_size``.
+    ValueError for fewer than 11 vectors (the official code needs 11 neighbours)."""
     n = features.shape[0]
     if n < 11:
         raise ValueError(f"paper retrieval needs at least 11 vectors, got {n}")

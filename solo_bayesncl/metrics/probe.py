@@ -1,13 +1,8 @@
-"""A linear probe trained to convergence on frozen features.
-
-solo-learn's offline probe (``main_linear.py``) trains a linear layer with augmentation for a
-fixed number of epochs; at a short budget (a few SGD epochs) it reads the optimiser as much as
-the representation. This probe is the measure the study reads instead: a multinomial logistic
-regression (scikit-learn, L-BFGS, L2 penalty ``C = 1``) on standardised frozen features of the
-un-augmented training images, read on the validation images. L-BFGS stops when the largest
-gradient component falls below ``tol`` (1e-4), so a fit that ends before ``max_iter`` has
-converged; :class:`ProbeResult` says whether it did.
-"""
+"""A linear probe trained to convergence on frozen features, the measure the study reads where
+solo-learn's few-epoch offline probe reads the optimiser as much as the representation: a
+multinomial logistic regression (scikit-learn, L-BFGS, L2 ``C = 1``, ``tol`` 1e-4) on
+standardised features of the un-augmented training images, read on the validation images;
+:class:`ProbeResult` says whether it converged."""
 
 from __future__ import annotations
 
@@ -39,13 +34,7 @@ class ProbeResult:
 def logistic_probe(
     train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val_y: np.ndarray
 ) -> ProbeResult:
-    """Fits the probe on ``(train_x, train_y)`` and scores it on ``(val_x, val_y)``.
-
-    Example::
-
-        result = logistic_probe(train_feats, train_labels, val_feats, val_labels)
-        print(f"{result.top1:.2f}% (converged: {result.converged})")
-    """
+    """Fits the probe on ``(train_x, train_y)`` and scores it on ``(val_x, val_y)``."""
     train_x = np.asarray(train_x, dtype=np.float64)
     val_x = np.asarray(val_x, dtype=np.float64)
     if len(train_x) == 0 or len(val_x) == 0:

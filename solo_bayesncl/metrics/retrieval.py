@@ -1,19 +1,10 @@
 """Retrieval precision on the most activated dimensions (docs/method.md, "Metrics").
 
-Each sample queries all the others (the query itself is excluded) by cosine similarity computed
-on the ``m`` most activated dimensions only; P@K is the share of the K nearest neighbours that
-carry the query's label, averaged over queries. Dimensions are ranked by their summed activation
-``sum_i |F_ij|`` over the whole set (ties: lower dimension index first), and ``m`` runs over
-``32, 64, 128, ...`` (doubling, below k) and ``k`` itself.
-
-Neighbours with equal similarity are ranked by lower sample index (sample order = the order in
-which samples were passed), so results are deterministic. A zero row (or a row that is zero on
-the chosen dimensions) has cosine 0 with everything. With fewer than ``K + 1`` samples, P@K uses
-the ``N - 1`` available neighbours; with fewer than 2 samples it is NaN.
-
-Memory: the kept vectors (``N_r x k`` in the feature dtype) plus one similarity block of
-``chunk_size x N_r`` at a time.
-"""
+Each sample queries all the others by cosine similarity on the ``m`` most activated dimensions
+(ranked by ``sum_i |F_ij|``, ties by lower index; ``m`` = 32, 64, 128, ... below k, and k);
+P@K is the share of the K nearest neighbours with the query's label, averaged over queries.
+Equal similarities rank by lower sample index; a zero row has cosine 0 with everything. With
+fewer than ``K + 1`` samples P@K uses the ``N - 1`` neighbours; below 2 samples it is NaN."""
 
 from __future__ import annotations
 
@@ -151,15 +142,9 @@ def retrieval_precision(
     query_indices: torch.Tensor | None = None,
     chunk_size: int = 1024,
 ) -> dict[str, float]:
-    """Retrieval precision P@K using only the ``m`` most activated dimensions.
-
-    Definition (see the module docstring): rank dimensions by ``sum_i |F_ij|``; for each ``m``
-    in ``dim_counts`` (default ``32, 64, ..., k``), keep the top-``m`` columns, L2-normalise rows,
-    and for each query take the K most cosine-similar other samples (ties: lower index first);
-    P@K is the mean share of them with the query's label. Keys: ``retrieval_p@{K}_m{m}`` for
-    ``m < k`` and ``retrieval_p@{K}`` for ``m = k``. ``query_indices`` restricts the queries (the
-    gallery stays all samples).
-    """
+    """Retrieval precision P@K on the ``m`` most activated dimensions (the module docstring), under
+    ``retrieval_p@{K}_m{m}`` for ``m < k`` and ``retrieval_p@{K}`` for ``m = k``.
+    ``query_indices`` restricts the queries; the gallery stays all samples."""
     features = as_features(features)
     num_samples = features.shape[0]
     labels = torch.as_tensor(np.asarray(labels)) if not isinstance(labels, torch.Tensor) else labels
@@ -180,15 +165,10 @@ def _splitmix64(values: np.ndarray) -> np.ndarray:
 
 
 class RetrievalBuffer:
-    """Keeps the vectors that retrieval needs, optionally capped at ``max_samples``.
-
-    Without a cap every row is kept. With a cap, the kept rows are a uniform random subset of the
-    stream chosen by bottom-k sampling: sample number ``i`` (its position in the stream) gets the
-    key ``splitmix64(i + seed * 2**32)`` and the ``max_samples`` smallest keys are kept. The
-    choice depends only on the positions and the seed, not on how the stream is batched; kept
-    rows stay in stream order. Memory: ``min(N, max_samples) * k`` values in the feature dtype
-    on ``device`` (default CPU), plus int64 labels and positions.
-    """
+    """Keeps the vectors that retrieval needs, optionally capped at ``max_samples``: then a uniform
+    random subset by bottom-k sampling (sample ``i`` of the stream gets the key
+    ``splitmix64(i + seed * 2**32)``, the smallest keys are kept), independent of batching, kept
+    in stream order on ``device`` (default CPU)."""
 
     def __init__(
         self,

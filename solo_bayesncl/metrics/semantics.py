@@ -1,16 +1,13 @@
-"""Semantic consistency and semantic entropy of feature dimensions (docs/method.md, "Metrics").
+"""Semantic consistency and semantic entropy of feature dimensions (docs/method.md, "Metrics"; NCL,
+arXiv 2403.12459, and BayesNCL, arXiv 2605.28441).
 
-Both read the *row-normalised* features ``Fn = F / ||F_i||`` (a zero row stays zero) and call
-sample ``i`` active in dimension ``j`` when ``|Fn_ij| > eps``. A dimension enters the average when
-at least one sample is active in it (for unit-norm rows, e.g. the gated representation ``v``, this
-is the same set as :func:`~solo_bayesncl.metrics.sparsity.active_dims_mask`). Semantic consistency
-follows NCL (Wang et al., ICLR 2024, arXiv 2403.12459) and BayesNCL (arXiv 2605.28441); every
-statistic here is a function of three running sums, so it streams over batches:
+Both read the row-normalised ``Fn = F / ||F_i||`` (a zero row stays zero); sample ``i`` is active
+in dimension ``j`` when ``|Fn_ij| > eps``, and a dimension with an active sample enters the
+average. Every statistic is a function of three running sums, so it streams over batches:
 
 - ``class_active[c, j]``: number of samples of class ``c`` active in dimension ``j``;
 - ``class_abs_sum[c, j]``: sum of ``|Fn_ij|`` over all samples of class ``c``;
-- ``class_count[c]``: number of samples of class ``c``.
-"""
+- ``class_count[c]``: number of samples of class ``c``."""
 
 from __future__ import annotations
 
@@ -48,13 +45,6 @@ class BlockSums(NamedTuple):
     peak: torch.Tensor
 
 
-def activity_mask(features: torch.Tensor, eps: float = EPS) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return ``(|Fn|, |Fn| > eps)`` for the row-normalised features ``Fn``."""
-    normalized = features.abs()
-    normalize_abs_rows_(normalized)
-    return normalized, normalized > eps
-
-
 def activity_masks(features: torch.Tensor, eps: float = EPS) -> Iterator[torch.Tensor]:
     """The activity ``|Fn| > eps`` of consecutive blocks of rows (see
     :func:`~solo_bayesncl.metrics._validation.row_blocks`) as zeros and ones of the feature dtype,
@@ -77,18 +67,11 @@ def batch_class_sums(
     workspace: Workspace | None = None,
 ) -> BlockSums:
     """Class statistics of one block of rows in the feature dtype (at least float32; counts exact
-    below ``2**24`` rows per block), its activity ``|Fn| > eps`` as zeros and ones of that dtype,
-    ``peak`` (``max |F_ij|``, 0-d) and, when asked, per-column figures of the features as given:
-    ``raw_active`` (the count of ``|F_ij| > eps``) and ``raw_abs_sum`` (``sum_i |F_ij|``).
-
-    One ``|F|`` temporary serves everything: the raw figures read it, then it is row-normalised
-    in place. Class sums are scatter-adds of whole rows (``index_add_``): ``B k`` additions
-    whatever the number of classes, where a one-hot (C x B) by (B x k) product takes ``C B k``
-    multiply-adds. Callers add the sums to float64 totals in place, without a float64 copy per
-    block. Fields not asked for are empty tensors. With a ``workspace``, the block-sized
-    temporaries (and so the returned activity) live in its buffers, overwritten by the next
-    block's.
-    """
+    below ``2**24`` rows per block), its activity ``|Fn| > eps`` as zeros and ones, ``peak``
+    (``max |F_ij|``) and, when asked, ``raw_active`` (count of ``|F_ij| > eps``) and
+    ``raw_abs_sum`` (``sum_i |F_ij|``) of the features as given; fields not asked for are empty.
+    Class sums are ``index_add_`` scatter-adds (``B k`` additions whatever C). With a
+    ``workspace`` the temporaries, the activity included, are its buffers, reused by the next block."""
     magnitudes = magnitudes_of(features, workspace)
     dtype, device = magnitudes.dtype, features.device
     empty = torch.zeros(0, dtype=dtype, device=device)
@@ -111,18 +94,6 @@ def batch_class_sums(
     return BlockSums(stats, active, raw_active, raw_abs_sum, peak)
 
 
-def class_statistics(
-    features: torch.Tensor, labels: torch.Tensor, num_classes: int, eps: float = EPS
-) -> ClassStatistics:
-    """Per-class activity counts and summed ``|Fn|`` for one batch (see the module docstring).
-
-    The batch sums are taken in the feature dtype (at least float32; counts are exact below
-    2**24 samples per batch) and returned as float64, ready to be added to running sums.
-    """
-    stats = batch_class_sums(features, labels, num_classes, eps, with_sums=True).stats
-    return ClassStatistics(*(field.double() for field in stats))
-
-
 def class_statistics_chunked(
     features: torch.Tensor,
     labels: torch.Tensor,
@@ -132,14 +103,9 @@ def class_statistics_chunked(
     keep_masks: bool = False,
     raw_abs_sum: torch.Tensor | None = None,
 ) -> tuple[ClassStatistics, list[torch.Tensor]]:
-    """:func:`class_statistics` over a whole matrix, a few large blocks of rows at a time
-    (:func:`~solo_bayesncl.metrics._validation.row_blocks`; each block's sums in the feature
-    dtype, added to float64 totals).
-
-    Returns the summed statistics and, with ``keep_masks``, the per-block activity (zeros and
-    ones of the feature dtype, as :func:`batch_class_sums` gives it). A
-    float64 ``(k,)`` tensor passed as ``raw_abs_sum`` receives ``sum_i |F_ij|`` from the same pass.
-    """
+    """:func:`batch_class_sums` over a whole matrix in large blocks of rows, summed in float64; with
+    ``keep_masks`` also each block's activity. A float64 ``(k,)`` ``raw_abs_sum`` receives
+    ``sum_i |F_ij|`` from the same pass."""
     if features.shape[0] == 0:
         raise ValueError("features has no rows; the metrics need at least one sample")
     shape = (num_classes, features.shape[1])
@@ -218,14 +184,10 @@ def _prepare(features, labels, num_classes, eps):
 def semantic_consistency(
     features: torch.Tensor, labels: torch.Tensor, num_classes: int, eps: float = EPS
 ) -> float:
-    """Semantic consistency of the feature dimensions.
-
-    Definition: rows of ``F`` are L2-normalised (``Fn``); for each dimension ``j`` with at least
-    one sample ``|Fn_ij| > eps``, take those active samples and the share of the most frequent
-    class among them; average over those dimensions. Dense features sit at chance (about 1/C for
-    balanced labels), so read it beside :func:`shuffled_semantic_consistency`. 0.0 if no
-    dimension is active.
-    """
+    """Semantic consistency: for each dimension with an active sample (``|Fn_ij| > eps``, rows
+    L2-normalised), the share of the most frequent class among its active samples, averaged over
+    those dimensions; 0.0 if none. Dense features sit at chance (about 1/C): read it beside
+    :func:`shuffled_semantic_consistency`."""
     features, labels, num_classes, eps = _prepare(features, labels, num_classes, eps)
     stats, _ = class_statistics_chunked(features, labels, num_classes, eps, with_sums=False)
     return consistency_from_counts(stats.class_active)
@@ -234,22 +196,15 @@ def semantic_consistency(
 def semantic_entropy(
     features: torch.Tensor, labels: torch.Tensor, num_classes: int, eps: float = EPS
 ) -> dict[str, float]:
-    """Three semantic entropies (nats, lower = more class-selective), averaged over dimensions.
-
-    Rows are L2-normalised (``Fn``) and the average runs over the dimensions with at least one
-    sample ``|Fn_ij| > eps``. For such a dimension ``j``, the entropy of the class distribution
+    """Three semantic entropies (nats, lower = more class-selective, at most ``log C``), averaged over
+    the dimensions with an active sample. For such a dimension ``j``, the entropy of
     ``p_c = w_c / sum_c' w_c'`` with weights
 
     - ``freq``: ``w_c`` = number of samples of class ``c`` with ``|Fn_ij| > eps``;
     - ``sum``: ``w_c`` = sum of ``|Fn_ij|`` over the samples of class ``c``;
-    - ``mean``: ``w_c`` = that sum divided by the number of samples of class ``c`` in the whole
-      set (all of them, active or not), so the class sizes do not bias it; classes with no
-      sample get weight 0.
+    - ``mean``: ``w_c`` = that sum divided by the number of samples of class ``c`` in the whole set.
 
-    Sub-threshold entries (``|Fn_ij| <= eps``) add at most ``eps`` each to the ``sum``/``mean``
-    weights. Returns ``{"freq": ..., "sum": ..., "mean": ...}``; all 0.0 if no dimension is
-    active. The maximum is ``log C``.
-    """
+    Returns ``{"freq": ..., "sum": ..., "mean": ...}``; all 0.0 if no dimension is active."""
     features, labels, num_classes, eps = _prepare(features, labels, num_classes, eps)
     stats, _ = class_statistics_chunked(features, labels, num_classes, eps)
     return entropies_from_statistics(stats)

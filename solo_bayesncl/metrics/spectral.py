@@ -23,16 +23,10 @@ class EffectiveRank(NamedTuple):
 
 
 class RunningGram:
-    """``G = F^T F`` summed over blocks of rows, in float64, up to a positive scale factor (both
-    metrics read here are scale-invariant).
-
-    A float32 (or narrower) block is converted to float64 and multiplied as it is: the products
-    of float32 values are exact in float64 and cannot overflow or underflow there, so no scaling
-    pass is needed. Once a float64 block arrives, the Gram is kept as ``G / s^2``, ``s`` the
-    largest ``|F_ij|`` so far (rescaled when ``s`` grows), since squares of float64 values near
-    ``1e300`` would overflow. Only the block is ever copied to float64, never the whole matrix;
-    memory is ``8 k^2`` bytes.
-    """
+    """``G = F^T F`` summed over blocks of rows in float64, up to a positive scale factor (both
+    metrics read here are scale-invariant). Float32 products are exact in float64; once a float64
+    block arrives, ``G / s^2`` is kept, ``s`` the largest ``|F_ij|`` so far, so squares near
+    ``1e300`` cannot overflow. Only a block is copied to float64; memory ``8 k^2`` bytes."""
 
     def __init__(self, num_dims: int, device: torch.device | str | None = None) -> None:
         self.gram = torch.zeros(num_dims, num_dims, dtype=torch.float64, device=device)
@@ -120,12 +114,8 @@ def orthogonality_from_gram(gram: torch.Tensor, active: torch.Tensor) -> float:
 
 
 def effective_rank(features: torch.Tensor) -> EffectiveRank:
-    """Effective rank ``exp(H(s / sum s))`` over the singular values ``s`` of ``F`` (Roy &
-    Vetterli, 2007) and the entropy ``H`` itself (the figure the official BayesNCL code logs).
-
-    ``F`` is read as given. The singular values come from ``eigvalsh(F^T F)`` (the streaming
-    route, see :func:`singular_values_from_gram`).
-    """
+    """Effective rank ``exp(H(s / sum s))`` over the singular values ``s`` of ``F`` as given (Roy &
+    Vetterli, 2007), with ``H`` itself (the official BayesNCL code's figure), from ``eigvalsh(F^T F)``."""
     return effective_rank_from_singular_values(singular_values_from_gram(gram_matrix(features)))
 
 

@@ -1,16 +1,10 @@
-"""The top images of a dimension and the purity of its top images: one definition for the
-evaluation report (``metrics.json``, ``metrics.md``, ``top_activations.png``) and the dashboard.
-
-A dimension's top images are the images it fires on (the activity of semantic consistency: rows
-L2-normalised, ``|Fn_ij| > eps``) with the largest ``|F_ij|``, largest first, ties by lower image
-index. The purity of its top ``n`` images is the share of its majority class (the most frequent
-class among *all* the images it fires on, :class:`~solo_bayesncl.metrics.DimensionStats`) among
-those ``n`` images; both readers take ``n`` = :data:`TOP_IMAGES` by default and label the figure
-with its count ("purity of the top 8 images")::
+"""The top images of a dimension and the purity of its top images, for the evaluation report and
+the dashboard: the images it fires on (rows L2-normalised, ``|Fn_ij| > eps``) with the largest
+``|F_ij|``, ties by lower index; the purity of the top ``n`` (:data:`TOP_IMAGES` by default) is
+the share among them of the dimension's majority class over *all* the images it fires on::
 
     top = top_images(features, TOP_IMAGES)                    # (k, 8) indices, -1 padded
-    purity = top_image_purity(top.index, labels, stats.majority_class)
-"""
+    purity = top_image_purity(top.index, labels, stats.majority_class)"""
 
 from __future__ import annotations
 
@@ -32,14 +26,8 @@ report and in the dashboard alike (the dashboard's cards show these images)."""
 
 @dataclass(frozen=True)
 class TopImages:
-    """The top images of some dimensions (see the module docstring).
-
-    Attributes:
-        dims: ``(d,)`` int64, the dimensions, in the order of the rows below.
-        index: ``(d, count)`` int64, image indices, largest ``|F_ij|`` first; -1 pads a row when
-            the dimension fires on fewer than ``count`` images.
-        value: ``(d, count)`` float32, the signed activation ``F_ij`` of each; 0 where padded.
-    """
+    """The top images of some dimensions: ``dims`` ``(d,)``; ``index`` ``(d, count)`` image indices,
+    largest ``|F_ij|`` first, -1 padded; ``value`` the signed ``F_ij`` of each, 0 where padded."""
 
     dims: torch.Tensor
     index: torch.Tensor

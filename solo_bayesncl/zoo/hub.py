@@ -16,7 +16,6 @@ the cache never holds a file under a name that promises other bytes.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -36,7 +35,6 @@ from huggingface_hub.errors import (
 from huggingface_hub.file_download import repo_folder_name
 from tqdm.auto import tqdm
 
-from .errors import ZooError
 from .hashing import sha256_file
 
 HF_SCHEME = "hf://"
@@ -226,15 +224,6 @@ def fetch_hub_source(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def read_hub_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
-    """The run's config of a Hub folder (its ``config.json``)."""
-    path = Path(folder) / HUB_CONFIG
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise ZooError(f"{path}: not a readable JSON config ({err})") from None
-
-
 __all__ = [
     "HF_SCHEME",
     "HUB_CARD",
@@ -248,5 +237,4 @@ __all__ = [
     "hub_url",
     "is_hub_url",
     "parse_hub_url",
-    "read_hub_config",
 ]

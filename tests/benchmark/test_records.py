@@ -136,3 +136,33 @@ def test_commit_lines_are_added_once_after_the_kept_ones(tmp_path):
     assert (tmp_path / "COMMIT").read_text() == "aaa ncl seed 1\nbbb bayesncl_rho0.3 seed 2\n"
     assert add_commit_lines(tmp_path, results) == []
     assert add_commit_lines(tmp_path / "new", results[:1]) == ["aaa ncl seed 1"]
+
+
+def test_a_change_to_kept_records_or_docs_leaves_the_commit_clean_and_code_does_not(tmp_path):
+    """``git_state`` counts a change as dirty only where a run reads it: kept records in any
+    ``records/`` folder (a study's among them), results and documentation do not count."""
+    import subprocess
+
+    from solo_bayesncl.benchmark.machine import git_state
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    files = [
+        "code.py",
+        "study/records/p/runs/r/result.json",
+        "records/q/COMMIT",
+        "results/cpu/results.md",
+        "docs/x.txt",
+    ]
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    for name in files[1:]:
+        (tmp_path / name).write_text("2\n")
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "code.py").write_text("2\n")
+    assert git_state(tmp_path)["dirty"] is True

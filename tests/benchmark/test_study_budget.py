@@ -130,8 +130,9 @@ def test_callback_probe_and_background_figures_equal_the_checkpoint_measures(tmp
     loaders)."""
     from helpers import compose
 
-    from solo_bayesncl.evaluation.background import background_measures, gate_measures
+    from solo_bayesncl.evaluation.background import background_measures
     from solo_bayesncl.training.pretrain import pretrain
+    from study.background_gates import gate_measures
 
     cfg = compose(
         "scripts/pretrain/cifar",

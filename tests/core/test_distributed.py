@@ -84,10 +84,10 @@ def _gated(
 
     z = z.clone().requires_grad_(True)
     logits = logits.clone().requires_grad_(True)
-    out = BernoulliGate("ste", threshold=0.5, temperature=1.0)(logits)
-    v = gated_representation(z, out.mask, non_neg="rep_relu")
+    out = BernoulliGate("ste", 0.5, 1.0)(logits)
+    v = gated_representation(z, out.mask, "rep_relu", None)
     loss = info_nce_loss(v, idx, TEMPERATURE, gather_distributed=gather)
-    loss = loss + KL_LAMBDA * bernoulli_kl(out.probs, prior=0.8)
+    loss = loss + KL_LAMBDA * bernoulli_kl(out.probs, 0.8, 0.01)
     loss.backward()
     return loss.detach(), {"z": z.grad, "logits": logits.grad}
 
@@ -95,15 +95,14 @@ def _gated(
 def _module(
     z: torch.Tensor, logits: torch.Tensor, idx: torch.Tensor, gather: bool
 ) -> tuple[torch.Tensor, dict]:
-    """``_gated`` as ``BayesNCLLoss`` computes it: the fused kernels, whose InfoNCE backward
-    takes another product when the gathered rows are not this process's own."""
-    from solo_bayesncl.core.losses import BayesNCLLoss
+    """``_gated`` as ``BayesNCLLoss`` computes it, built from the settings as training builds it."""
+    from solo_bayesncl.methods.keys import BayesNCLSettings
 
     z = z.clone().requires_grad_(True)
     logits = logits.clone().requires_grad_(True)
-    criterion = BayesNCLLoss(
-        TEMPERATURE, "rep_relu", prior=0.8, kl_lambda=KL_LAMBDA, gather_distributed=gather
-    )
+    settings = {"proj_hidden_dim": 8, "proj_output_dim": 8, "temperature": TEMPERATURE}
+    settings["bayesian_kl_lambda"] = KL_LAMBDA
+    criterion = BayesNCLSettings.from_kwargs(settings).objective(gather_distributed=gather)
     loss = criterion(z, logits, idx)
     loss.backward()
     return loss.detach(), {"z": z.grad, "logits": logits.grad}

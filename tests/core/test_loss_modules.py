@@ -1,5 +1,6 @@
 """The objectives as modules (``NCLLoss``, ``BayesNCLLoss``): each equals the functions it wraps,
-term by term, and refuses a bad hyperparameter once, at construction, naming it."""
+term by term. (Their hyperparameters are checked where they are declared, by the settings of
+``methods/keys.py``: tests/methods/test_settings.py.)"""
 
 from __future__ import annotations
 
@@ -14,7 +15,13 @@ from solo_bayesncl.core.losses import (
     info_nce_loss,
     non_negative_representation,
 )
-from solo_bayesncl.core.validation import ConfigError
+from solo_bayesncl.methods.keys import BayesNCLSettings
+
+
+def _bayes(**changes) -> BayesNCLLoss:
+    """BayesNCL's loss at the declared defaults, with ``changes`` (config names)."""
+    dims = {"proj_hidden_dim": 8, "proj_output_dim": 16}
+    return BayesNCLSettings.from_kwargs({**dims, **changes}).objective()
 
 
 def _views(n_images: int = 6, k: int = 16, seed: int = 3):
@@ -28,7 +35,7 @@ def _views(n_images: int = 6, k: int = 16, seed: int = 3):
 def test_ncl_loss_is_info_nce_of_the_non_negative_representation(non_neg, top_k):
     z, _, indexes = _views()
     expected = info_nce_loss(non_negative_representation(z, non_neg, top_k), indexes, 0.3)
-    criterion = NCLLoss(temperature=0.3, non_neg=non_neg, top_k=top_k)
+    criterion = NCLLoss(0.3, non_neg, top_k, 0.0)
     assert torch.allclose(criterion(z, indexes), expected)
     terms = criterion.terms(z, indexes)
     assert torch.equal(terms.representation, non_negative_representation(z, non_neg, top_k))
@@ -37,13 +44,17 @@ def test_ncl_loss_is_info_nce_of_the_non_negative_representation(non_neg, top_k)
 @pytest.mark.parametrize("gate_type", ["ste", "gumbel"])
 def test_bayesncl_loss_is_info_nce_of_the_gated_representation_plus_lambda_kl(gate_type):
     z, logits, indexes = _views()
-    criterion = BayesNCLLoss(
-        temperature=0.2, prior=0.3, kl_lambda=0.5, gate_type=gate_type, threshold=0.4, kl_eps=0.02
+    criterion = _bayes(
+        bayesian_prior_prob=0.3,
+        bayesian_kl_lambda=0.5,
+        gate_type=gate_type,
+        gate_threshold=0.4,
+        kl_eps=0.02,
     ).eval()  # evaluation mode: the gate thresholds alpha itself, no noise
-    gate = BernoulliGate(gate_type, threshold=0.4, temperature=1.0).eval()(logits)
-    v = gated_representation(z, gate.mask, "rep_relu")
+    gate = BernoulliGate(gate_type, 0.4, 1.0).eval()(logits)
+    v = gated_representation(z, gate.mask, "rep_relu", None)
     nce = info_nce_loss(v, indexes, 0.2)
-    kl = bernoulli_kl(gate.probs, 0.3, eps=0.02)
+    kl = bernoulli_kl(gate.probs, 0.3, 0.02)
     terms = criterion.terms(z, logits, indexes)
     assert torch.allclose(terms.nce, nce) and torch.allclose(terms.logged["train_kl_loss"], kl)
     assert torch.allclose(criterion(z, logits, indexes), nce + 0.5 * kl)
@@ -53,7 +64,10 @@ def test_bayesncl_loss_is_info_nce_of_the_gated_representation_plus_lambda_kl(ga
 def test_bayesncl_loss_without_kl_weight_is_the_gated_info_nce_and_trains_the_gate():
     z, logits, indexes = _views()
     logits.requires_grad_(True)
-    criterion = BayesNCLLoss(kl_lambda=0.0)
+    for criterion in (_bayes(bayesian_kl_lambda=0.0), _bayes(use_kl=False)):
+        loss = criterion(z, logits, indexes)
+        assert torch.allclose(loss, criterion.terms(z, logits, indexes).nce)
+    criterion = _bayes(bayesian_kl_lambda=0.5, use_kl=False)
     loss = criterion(z, logits, indexes)
     assert torch.allclose(loss, criterion.terms(z, logits, indexes).nce)
     loss.backward()
@@ -62,59 +76,34 @@ def test_bayesncl_loss_without_kl_weight_is_the_gated_info_nce_and_trains_the_ga
 
 def test_dimension_dropout_compares_u_masked_at_random_in_training_only():
     z, _, indexes = _views(n_images=64, k=32)
-    criterion = NCLLoss(temperature=0.3, dimension_dropout=0.25)
+    criterion = NCLLoss(0.3, "rep_relu", None, dimension_dropout=0.25)
     torch.manual_seed(11)
     terms = criterion.terms(z, indexes)
     torch.manual_seed(11)  # the same draw, made here: each entry kept with probability 0.75
     keep = torch.rand(z.shape) >= 0.25
-    v = non_negative_representation(z, "rep_relu") * keep
+    v = non_negative_representation(z, "rep_relu", None) * keep
     v = v / v.norm(dim=1, keepdim=True)
     assert torch.allclose(terms.representation, v, atol=1e-6)
     assert torch.allclose(terms.loss, info_nce_loss(v, indexes, 0.3), atol=1e-6)
     assert torch.equal(terms.logged["train_dimension_kept_ratio"], keep.float().mean())
     assert abs(keep.float().mean().item() - 0.75) < 0.03  # 4,096 draws: std 0.007
-    dropped = non_negative_representation(z, "rep_relu").abs() > 0
+    dropped = non_negative_representation(z, "rep_relu", None).abs() > 0
     assert (terms.representation[dropped & ~keep] == 0).all()
-    u = non_negative_representation(z, "rep_relu")
+    u = non_negative_representation(z, "rep_relu", None)
     criterion.eval()
     assert torch.equal(criterion.terms(z, indexes).representation, u)
-    assert torch.allclose(criterion(z, indexes), NCLLoss(temperature=0.3)(z, indexes))
+    assert torch.allclose(criterion(z, indexes), NCLLoss(0.3, "rep_relu", None, 0.0)(z, indexes))
 
 
 def test_dimension_dropout_passes_no_gradient_through_a_dropped_entry():
     z, _, indexes = _views(n_images=8, k=16)
     z = z.abs().requires_grad_(True)  # every entry active under rep_relu
     torch.manual_seed(5)
-    NCLLoss(non_neg="relu", dimension_dropout=0.5)(z, indexes).backward()
+    NCLLoss(0.2, "relu", None, dimension_dropout=0.5)(z, indexes).backward()
     torch.manual_seed(5)
     keep = torch.rand(z.shape) >= 0.5
     # v = normalize(phi(z) * m) does not depend on a dropped entry: zero up to rounding
     assert z.grad[~keep].abs().max() < 1e-6 * z.grad[keep].abs().max()
-
-
-@pytest.mark.parametrize(
-    ("make", "message"),
-    [
-        (lambda: NCLLoss(dimension_dropout=1.0), "dimension_dropout=1.0 is out of range"),
-        (lambda: NCLLoss(temperature=0), "temperature=0 is out of range"),
-        (lambda: NCLLoss(non_neg="square"), "non_neg='square' is not supported"),
-        (lambda: NCLLoss(top_k=0), "top_k=0 is out of range"),
-        (lambda: BayesNCLLoss(prior=1.0), "prior=1.0 is out of range; allowed: a number in (0, 1)"),
-        (lambda: BayesNCLLoss(kl_lambda=-1), "kl_lambda=-1 is out of range"),
-        (lambda: BayesNCLLoss(kl_eps=0.5), "kl_eps=0.5 is out of range"),
-        (lambda: BayesNCLLoss(gate_type="hard"), "gate_type='hard' is not supported"),
-        (lambda: BayesNCLLoss(threshold=1.0), "gate_threshold=1.0 must be in (0, 1)"),
-    ],
-)
-def test_a_bad_hyperparameter_is_refused_at_construction_naming_it(make, message):
-    with pytest.raises(ValueError) as err:
-        make()
-    assert str(err.value).startswith(message)
-
-
-def test_the_validators_error_is_a_value_error_with_the_config_error_type():
-    with pytest.raises(ConfigError):
-        NCLLoss(temperature=float("nan"))
 
 
 def test_the_readme_any_training_loop_block_runs_and_trains_every_part():

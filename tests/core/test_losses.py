@@ -1,6 +1,6 @@
 """InfoNCE on (gated) non-negative features: values, gradients and numerical robustness, of the
-definitions in ``core/losses.py`` and (the ``gated_step`` fixture) of ``BayesNCLLoss``, which
-computes them with the fused kernels.
+definitions in ``core/losses.py`` and (the ``gated_step`` fixture) of ``BayesNCLLoss``, the
+module that trains, which runs them.
 
 The reference loss is solo-learn's SimCLR formula written as a plain Python loop over rows:
 ``mean_i -log( sum_{j in P(i)} e^{s_ij/T} / sum_{j != i} e^{s_ij/T} )``.
@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from solo_bayesncl.core import fused_losses
 from solo_bayesncl.core.gates import (
     BernoulliGate,
     bernoulli_kl,
@@ -24,7 +23,6 @@ from solo_bayesncl.core.gates import (
     hard_threshold_ste,
 )
 from solo_bayesncl.core.losses import (
-    BayesNCLLoss,
     gated_representation,
     info_nce_loss,
     keep_top_k,
@@ -32,6 +30,11 @@ from solo_bayesncl.core.losses import (
     normalize_rows,
 )
 from solo_bayesncl.core.nonneg import NON_NEGATIVITY_MAPS
+from solo_bayesncl.methods.keys import BayesNCLSettings, NCLSettings
+
+
+def _settings(k: int = 16, **changes) -> dict:
+    return {"proj_hidden_dim": 8, "proj_output_dim": k, **changes}
 
 
 def _loop_loss(v: torch.Tensor, indexes: torch.Tensor, temperature: float) -> float:
@@ -113,7 +116,7 @@ def test_gradient_matches_naive_formula(n_views: int) -> None:
 
 def test_non_negative_representation_is_unit_norm_of_phi() -> None:
     z = torch.randn(6, 10)
-    u = non_negative_representation(z, "relu")
+    u = non_negative_representation(z, "relu", None)
     expected = z.clamp_min(0) / z.clamp_min(0).norm(dim=-1, keepdim=True)
     torch.testing.assert_close(u, expected)
 
@@ -123,7 +126,7 @@ def test_gated_representation_zeroes_closed_gates_and_renormalises() -> None:
     mask = torch.tensor([[1.0, 0.0, 1.0, 1.0]])
     # relu -> [1, 2, 0, 2] / 3; gated -> [1, 0, 0, 2] / 3; renormalised -> [1, 0, 0, 2] / sqrt(5)
     expected = torch.tensor([[1.0, 0.0, 0.0, 2.0]]) / math.sqrt(5)
-    torch.testing.assert_close(gated_representation(z, mask, "relu"), expected)
+    torch.testing.assert_close(gated_representation(z, mask, "relu", None), expected)
 
 
 # ---------------------------------------------------------------- keep_top_k
@@ -171,7 +174,7 @@ class _Setup(nn.Module):
         self.backbone = nn.Linear(dim_in, dim_h)
         self.projector = nn.Linear(dim_h, k)
         self.gating_head = nn.Linear(dim_h, k)
-        self.gate = BernoulliGate("ste", threshold=0.5, temperature=1.0)
+        self.gate = BernoulliGate("ste", 0.5, 1.0)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         h = self.backbone(x)
@@ -187,7 +190,7 @@ def test_kl_gives_no_gradient_to_backbone_or_projector() -> None:
     model = _Setup()
     x, _ = _batch()
     _, _, logits = model(x)
-    bernoulli_kl(model.gate(logits).probs, prior=0.8).backward()
+    bernoulli_kl(model.gate(logits).probs, 0.8, 0.01).backward()
     for p in (*model.backbone.parameters(), *model.projector.parameters()):
         assert p.grad is None or not p.grad.any()
     assert model.gating_head.weight.grad.abs().sum() > 0
@@ -199,15 +202,15 @@ def test_full_loss_trains_gating_head_through_ste() -> None:
     lam, tau = 0.01, 1.0
     h, z, logits = model(x)
     out = model.gate(logits)
-    loss = info_nce_loss(gated_representation(z, out.mask, "rep_relu"), idx, 0.2)
-    (loss + lam * bernoulli_kl(out.probs, prior=0.8)).backward()
+    loss = info_nce_loss(gated_representation(z, out.mask, "rep_relu", None), idx, 0.2)
+    (loss + lam * bernoulli_kl(out.probs, 0.8, 0.01)).backward()
 
     # STE prediction: take the gradients of the loss w.r.t. the mask and the probabilities as
     # leaves, then d logits = (dL/dm + dL/dalpha) * alpha (1 - alpha) / tau.
     mask = out.mask.detach().requires_grad_(True)
     probs = out.probs.detach().requires_grad_(True)
-    loss2 = info_nce_loss(gated_representation(z.detach(), mask, "rep_relu"), idx, 0.2)
-    (loss2 + lam * bernoulli_kl(probs, prior=0.8)).backward()
+    loss2 = info_nce_loss(gated_representation(z.detach(), mask, "rep_relu", None), idx, 0.2)
+    (loss2 + lam * bernoulli_kl(probs, 0.8, 0.01)).backward()
     alpha = out.probs.detach()
     d_logits = (mask.grad + probs.grad) * alpha * (1 - alpha) / tau
     expected_weight_grad = d_logits.T @ h.detach()
@@ -225,7 +228,7 @@ def test_gating_head_gradient_does_not_reach_backbone() -> None:
     _, z, logits = model(x)
     out = model.gate(logits)
     # the projector output enters only detached: whatever the backbone gets here came via the gate
-    loss = info_nce_loss(gated_representation(z.detach(), out.mask, "relu"), idx, 0.2)
+    loss = info_nce_loss(gated_representation(z.detach(), out.mask, "relu", None), idx, 0.2)
     loss.backward()
     assert model.gating_head.weight.grad.abs().sum() > 0
     assert model.backbone.weight.grad is None
@@ -242,11 +245,12 @@ def _assert_all_finite(*tensors: torch.Tensor | None) -> None:
 GatedStep = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
-@pytest.fixture(params=["definition", "fast"])
+@pytest.fixture(params=["functions", "module"])
 def gated_step(request) -> GatedStep:
     """Gate + gated representation + InfoNCE + 3e-5 KL, backward; returns the InfoNCE value,
-    ``v`` and the gradients of ``z`` and of the gate logits. ``definition``: the plain functions;
-    ``fast``: ``BayesNCLLoss``, as training runs it (the fused kernels)."""
+    ``v`` and the gradients of ``z`` and of the gate logits. ``functions``: the definitions
+    composed by hand; ``module``: ``BayesNCLLoss`` as training runs it (built from the paper's
+    settings)."""
 
     def step(
         z: torch.Tensor,
@@ -257,15 +261,16 @@ def gated_step(request) -> GatedStep:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         z = z.detach().clone().requires_grad_(True)
         logits = logits.detach().clone().requires_grad_(True)
-        if request.param == "fast":
-            criterion = BayesNCLLoss(temperature, non_neg, prior=0.8, kl_lambda=3e-5)
+        if request.param == "module":
+            changes = _settings(temperature=temperature, non_neg=non_neg)
+            criterion = BayesNCLSettings.from_kwargs(changes).objective()
             terms = criterion.terms(z, logits, idx)
             terms.loss.backward()
             return terms.nce.detach(), terms.representation.detach(), z.grad, logits.grad
-        probs = gate_probabilities(logits.float())
-        v = gated_representation(z, hard_threshold_ste(probs, 0.5), non_neg)
+        probs = gate_probabilities(logits.float(), 1.0)
+        v = gated_representation(z, hard_threshold_ste(probs, 0.5), non_neg, None)
         nce = info_nce_loss(v, idx, temperature)
-        (nce + 3e-5 * bernoulli_kl(probs, 0.8)).backward()
+        (nce + 3e-5 * bernoulli_kl(probs, 0.8, 0.01)).backward()
         return nce.detach(), v.detach(), z.grad, logits.grad
 
     return step
@@ -315,7 +320,7 @@ def test_all_gates_closed_gate_gets_only_the_kl_gradient(gated_step: GatedStep) 
     _, _, _, logits_grad = gated_step(z, logits, idx)
     closed = logits[[1, 5]].detach().clone().requires_grad_(True)
     # only the KL term of these two rows (its mean is over all 8 rows) pulls on their gates
-    (3e-5 * bernoulli_kl(torch.sigmoid(closed), 0.8) * 2 / 8).backward()
+    (3e-5 * bernoulli_kl(torch.sigmoid(closed), 0.8, 0.01) * 2 / 8).backward()
     torch.testing.assert_close(logits_grad[[1, 5]], closed.grad)
 
 
@@ -334,7 +339,7 @@ def test_rep_relu_all_negative_row_has_bounded_gradient() -> None:
     z = torch.randn(4, 8)
     z[1] = -torch.rand(8) - 0.5
     z.requires_grad_(True)
-    u = non_negative_representation(z, "rep_relu")
+    u = non_negative_representation(z, "rep_relu", None)
     info_nce_loss(u, torch.arange(2).repeat(2), 0.2).backward()
     assert not u[1].any()
     assert not z.grad[1].any()
@@ -382,7 +387,7 @@ def test_exp_representation_does_not_overflow(scale: float) -> None:
     """normalize(exp(z)) is a softmax-like ratio: finite and unit-norm for any finite z."""
     g = torch.Generator().manual_seed(6)
     z = (torch.randn(6, 8, generator=g) * scale).requires_grad_(True)
-    u = non_negative_representation(z, "exp")
+    u = non_negative_representation(z, "exp", None)
     # reference in float64 with the row maximum taken out by hand
     z64 = z.detach().double()
     e = torch.exp(z64 - z64.max(dim=1, keepdim=True).values)
@@ -395,7 +400,7 @@ def test_exp_representation_does_not_overflow(scale: float) -> None:
 def test_exp_representation_gradient_unchanged_where_no_overflow() -> None:
     z = torch.randn(4, 5, dtype=torch.float64)
     za = z.clone().requires_grad_(True)
-    (non_negative_representation(za, "exp") * torch.arange(5.0)).sum().backward()
+    (non_negative_representation(za, "exp", None) * torch.arange(5.0)).sum().backward()
     zb = z.clone().requires_grad_(True)
     (F.normalize(torch.exp(zb), dim=-1) * torch.arange(5.0)).sum().backward()
     torch.testing.assert_close(za.grad, zb.grad, rtol=1e-5, atol=1e-7)
@@ -408,9 +413,9 @@ def test_cpu_bf16_autocast() -> None:
         _, z, logits = model(x)
         assert z.dtype == torch.bfloat16  # the projector really ran in bf16
         out = model.gate(logits)
-        v = gated_representation(z, out.mask, "rep_relu")
+        v = gated_representation(z, out.mask, "rep_relu", None)
         nce = info_nce_loss(v, idx, 0.2)
-        loss = nce + 3e-5 * bernoulli_kl(out.probs, 0.8)
+        loss = nce + 3e-5 * bernoulli_kl(out.probs, 0.8, 0.01)
     assert nce.dtype == torch.float32 and loss.dtype == torch.float32
     # the loss itself ran in float32 with autocast off: same value as outside autocast
     assert nce.item() == pytest.approx(info_nce_loss(v.detach(), idx, 0.2).item(), rel=1e-6)
@@ -447,13 +452,13 @@ def test_info_nce_refuses_rows_without_positive() -> None:
     v, _ = _views(3, 2, 8)
     idx = torch.tensor([0, 0, 1, 1, 2, 3])  # the last two rows are single views
     with pytest.raises(ValueError, match=r"^indexes: 2 of 6 rows have no positive"):
-        info_nce_loss(v, idx, gather_distributed=False)
+        info_nce_loss(v, idx, 0.2, gather_distributed=False)
 
 
 def test_info_nce_refuses_indexes_of_the_wrong_length() -> None:
     v, idx = _views(3, 2, 8)
     with pytest.raises(ValueError, match=r"^indexes must have shape \(6,\)"):
-        info_nce_loss(v, idx[:5], gather_distributed=False)
+        info_nce_loss(v, idx[:5], 0.2, gather_distributed=False)
 
 
 def test_info_nce_reports_non_finite_rows() -> None:
@@ -462,8 +467,8 @@ def test_info_nce_reports_non_finite_rows() -> None:
     v[1, 0] = math.nan
     v[5, 3] = math.inf
     with pytest.raises(ValueError, match=r"^v: 2 of 8 rows hold NaN or Inf"):
-        info_nce_loss(v, idx, gather_distributed=False)
-    unchecked = info_nce_loss(v, idx, gather_distributed=False, check_inputs=False)
+        info_nce_loss(v, idx, 0.2, gather_distributed=False)
+    unchecked = info_nce_loss(v, idx, 0.2, gather_distributed=False, check_inputs=False)
     assert math.isnan(float(unchecked))  # never a finite number from broken rows
 
 
@@ -474,10 +479,10 @@ def test_nan_and_inf_rows_stay_non_finite_through_the_representations(
 ) -> None:
     z = torch.randn(4, 8)
     z[2, 5] = bad
-    u = non_negative_representation(z, non_neg)
+    u = non_negative_representation(z, non_neg, None)
     assert torch.isfinite(u[[0, 1, 3]]).all()
     assert not torch.isfinite(u[2]).all()  # not turned into a zero row
-    v = gated_representation(z, torch.ones(4, 8), non_neg=non_neg)
+    v = gated_representation(z, torch.ones(4, 8), non_neg, None)
     assert not torch.isfinite(v[2]).all()
 
 
@@ -487,23 +492,21 @@ def test_nan_z_gives_a_nan_loss_not_a_finite_one() -> None:
     broken = z.detach().clone()
     broken[3] = math.nan
     broken.requires_grad_(True)
-    v = non_negative_representation(broken, "relu")
-    loss = info_nce_loss(v, idx, gather_distributed=False, check_inputs=False)
+    v = non_negative_representation(broken, "relu", None)
+    loss = info_nce_loss(v, idx, 0.2, gather_distributed=False, check_inputs=False)
     assert math.isnan(float(loss))
 
 
-@pytest.mark.parametrize("normalize", [normalize_rows, fused_losses.normalize_rows])
-def test_normalize_rows_gradient_matches_the_projection_formula(normalize) -> None:
+def test_normalize_rows_gradient_matches_the_projection_formula() -> None:
     """grad of x / ||x|| is (g - y (y . g)) / ||x||; a zero row gets zero gradient, a row below
-    the clamp ``eps`` gets g / eps (its norm is a constant there): the definition and the fast
-    path alike."""
+    the clamp ``eps`` gets g / eps (its norm is a constant there)."""
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(4, 6, generator=gen, dtype=torch.float64)
     x[1] = 0.0
     x[2] = 1e-14  # norm 2.4e-14 < eps = 1e-12
     g = torch.randn(4, 6, generator=gen, dtype=torch.float64)
     xr = x.clone().requires_grad_(True)
-    normalize(xr, 1e-12).backward(g)
+    normalize_rows(xr, 1e-12).backward(g)
     for i in (0, 3):
         norm = x[i].norm()
         y = x[i] / norm
@@ -533,27 +536,26 @@ def test_rows_normalised_under_bf16_autocast_are_accepted() -> None:
     v, indexes = _bf16_rows()
     assert torch.linalg.vector_norm(v.float(), dim=1).max() > 1.001  # the rows of the report
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss = info_nce_loss(v, indexes, gather_distributed=False)
+        loss = info_nce_loss(v, indexes, 0.2, gather_distributed=False)
     assert torch.isfinite(loss) and loss.dtype == torch.float32
-    exact = info_nce_loss(v.float(), indexes, gather_distributed=False, check_inputs=False)
+    exact = info_nce_loss(v.float(), indexes, 0.2, gather_distributed=False, check_inputs=False)
     assert loss.item() == exact.item()  # the check lets them through; the value is unchanged
     with pytest.raises(ValueError, match=r"^v: 1024 of 1024 rows have an L2 norm above 1"):
-        info_nce_loss(v * 1.05, indexes, gather_distributed=False)
+        info_nce_loss(v * 1.05, indexes, 0.2, gather_distributed=False)
     # float32 rows keep float32's tolerance
     with pytest.raises(ValueError, match=r"^v: 1024 of 1024 rows have an L2 norm above 1"):
-        info_nce_loss(normalize_rows(v.float()) * 1.004, indexes, gather_distributed=False)
+        info_nce_loss(normalize_rows(v.float()) * 1.004, indexes, 0.2, gather_distributed=False)
 
 
 @pytest.mark.parametrize("criterion", ["ncl", "bayesncl"])
 def test_loss_modules_train_a_step_under_bf16_autocast(criterion: str) -> None:
     """The loss modules under bf16 autocast on the CPU, with a bf16 projector and gating head
     and the input checks on: forward and backward run and every value is finite."""
-    from solo_bayesncl.core.losses import NCLLoss
-
     torch.manual_seed(0)
     n, d, k = 256, 32, 64
     backbone, projector, head = nn.Linear(d, d), nn.Linear(d, k), nn.Linear(d, k)
-    loss_fn = NCLLoss() if criterion == "ncl" else BayesNCLLoss()
+    settings = NCLSettings if criterion == "ncl" else BayesNCLSettings
+    loss_fn = settings.from_kwargs(_settings(k)).objective()
     indexes = torch.arange(n // 2).repeat(2)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         h = backbone(torch.randn(n, d))
@@ -562,10 +564,34 @@ def test_loss_modules_train_a_step_under_bf16_autocast(criterion: str) -> None:
         loss = loss_fn(z, indexes) if criterion == "ncl" else loss_fn(z, head(h), indexes)
         # the representation it compared, handed to the plain definition, is accepted too
         v = normalize_rows(z)
-        assert torch.isfinite(info_nce_loss(v, indexes, gather_distributed=False))
+        assert torch.isfinite(info_nce_loss(v, indexes, 0.2, gather_distributed=False))
     loss.backward()
     assert torch.isfinite(loss)
     params = [*backbone.parameters(), *projector.parameters()]
     if criterion == "bayesncl":
         params += list(head.parameters())
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in params)
+
+
+def test_row_without_positive_unchecked_gives_a_finite_gradient() -> None:
+    """Without the input check a row with no positive gives a loss near the float32 maximum
+    (its numerator is empty: a warning sign, not a silent number), and the backward stays
+    finite: the empty numerator passes no gradient (autograd's masked fill)."""
+    v = F.normalize(torch.randn(7, 16, generator=torch.Generator().manual_seed(4)), dim=-1)
+    v.requires_grad_(True)
+    indexes = torch.tensor([0, 0, 1, 1, 2, 2, 3])  # the last row is alone
+    loss = info_nce_loss(v, indexes, 0.2, gather_distributed=False, check_inputs=False)
+    assert loss.item() > 1e37
+    loss.backward()
+    assert torch.isfinite(v.grad).all() and v.grad.abs().max() < 1e3
+
+
+def test_a_mask_that_broadcasts_gates_every_row_alike() -> None:
+    z = torch.randn(6, 8, generator=torch.Generator().manual_seed(5))
+    column = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0])  # one mask for every row
+    expected = gated_representation(z, column.expand(6, 8), "relu", None)
+    assert torch.equal(gated_representation(z, column, "relu", None), expected)
+    logits = torch.randn(6, 8, requires_grad=True)
+    gate = BernoulliGate("ste", 0.5, 1.0)(logits)
+    gated_representation(z, gate.mask, "relu", None).sum().backward()  # z needs no gradient
+    assert logits.grad is not None and torch.isfinite(logits.grad).all()

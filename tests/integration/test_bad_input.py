@@ -658,11 +658,11 @@ def test_info_nce_loss_refuses_rows_it_cannot_compute():
 
     idx = torch.tensor([0, 0, 1, 1])
     with pytest.raises(ValueError, match=r"^v: 4 of 4 rows have an L2 norm above 1; "):
-        info_nce_loss(torch.full((4, 8), 1e30), idx, gather_distributed=False)
+        info_nce_loss(torch.full((4, 8), 1e30), idx, 0.2, gather_distributed=False)
     with pytest.raises(ValueError, match=r"^v has no rows"):
-        info_nce_loss(torch.zeros(0, 8), torch.zeros(0, dtype=torch.long), gather_distributed=False)
+        info_nce_loss(torch.zeros(0, 8), torch.zeros(0, dtype=torch.long), 0.2, False)
     with pytest.raises(ValueError, match=r"^v must be 2-D \(rows x dims\), got shape \(2, 4, 8\)$"):
-        info_nce_loss(torch.zeros(2, 4, 8), torch.tensor([0, 0]), gather_distributed=False)
+        info_nce_loss(torch.zeros(2, 4, 8), torch.tensor([0, 0]), 0.2, gather_distributed=False)
 
 
 def test_bernoulli_kl_refuses_values_that_are_not_probabilities():
@@ -670,10 +670,10 @@ def test_bernoulli_kl_refuses_values_that_are_not_probabilities():
 
     for value in (5.0, -3.0):
         with pytest.raises(ValueError, match=r"^probs: 8 of 8 values lie outside \[0, 1\]"):
-            bernoulli_kl(torch.full((2, 4), value), 0.8)
+            bernoulli_kl(torch.full((2, 4), value), 0.8, 0.01)
     with pytest.raises(ValueError, match=r"^probs has shape \(0, 4\): no gate probabilities"):
-        bernoulli_kl(torch.zeros(0, 4), 0.8)
-    assert math.isnan(float(bernoulli_kl(torch.full((1, 2), math.nan), 0.8)))  # still visible
+        bernoulli_kl(torch.zeros(0, 4), 0.8, 0.01)
+    assert math.isnan(float(bernoulli_kl(torch.full((1, 2), math.nan), 0.8, 0.01)))  # still visible
 
 
 @pytest.mark.parametrize(("dtype", "scale"), [(torch.float32, 1e30), (torch.float64, 1e300)])

@@ -72,10 +72,76 @@ def test_missing_required_key_names_its_meaning():
         NCLSettings.from_kwargs({"proj_hidden_dim": 8})
 
 
-def test_defaults_and_paper_names():
+def test_defaults():
     s = BayesNCLSettings.from_kwargs({"proj_hidden_dim": 8, "proj_output_dim": 4, "use_kl": "0"})
-    assert (s.rho, s.gate_threshold, s.sigmoid_temperature) == (0.8, 0.5, 1.0)
-    assert s.gating_head_hidden_dim == 8 and s.kl_lambda == 0.0 and s.top_k is None
+    assert (s.bayesian_prior_prob, s.gate_threshold, s.sigmoid_temperature) == (0.8, 0.5, 1.0)
+    assert (s.bayesian_kl_lambda, s.kl_eps, s.temperature, s.non_neg) == (
+        3e-5,
+        0.01,
+        0.2,
+        "rep_relu",
+    )
+    assert s.gating_head_hidden_dim == 8 and s.use_kl is False and s.top_k is None
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    ("key", "values", "allowed"),
+    [
+        ("bayesian_prior_prob", [1.5, 1.0, 0.0, -3.0, NAN], "a number in (0, 1)"),
+        ("kl_eps", [0.7, 0.5, 0.0, -0.01, NAN], "a number in (0, 0.5)"),
+        ("gate_threshold", [0.0, 1.0, -0.1, 1.5, NAN], "a number in (0, 1)"),
+        ("sigmoid_temperature", [0.0, -1.0, NAN, INF, -INF], "a number in ["),
+        ("bayesian_kl_lambda", [-1.0, NAN, INF], "a number in [0, inf)"),
+        ("temperature", [0.0, NAN], "a number in ["),
+    ],
+)
+def test_each_bayesncl_hyperparameter_has_its_one_range_check(key, values, allowed):
+    """The one range check of each hyperparameter is its declaration's: the loss modules and the
+    gate of ``core`` take the values as given (they have no default or check of their own)."""
+    for value in values:
+        with pytest.raises(ConfigError) as err:
+            BayesNCLSettings.from_kwargs({"proj_hidden_dim": 8, "proj_output_dim": 4, key: value})
+        assert str(err.value).startswith(f"method_kwargs.{key}={value} is out of range"), value
+        assert f"allowed: {allowed}" in str(err.value), value
+
+
+@pytest.mark.parametrize(
+    ("settings", "key", "value", "message"),
+    [
+        (NCLSettings, "dimension_dropout", 1.0, "dimension_dropout=1.0 is out of range"),
+        (NCLSettings, "non_neg", "square", "method_kwargs.non_neg='square' is not supported"),
+        (NCLSettings, "topk_k", 0, "topk_k=0 is out of range"),
+        (BayesNCLSettings, "gate_type", "hard", "method_kwargs.gate_type='hard' is not supported"),
+    ],
+)
+def test_the_other_hyperparameters_are_refused_naming_them(settings, key, value, message):
+    kwargs = {"proj_hidden_dim": 8, "proj_output_dim": 4, "use_topk": True, key: value}
+    with pytest.raises(ValueError, match=message):
+        settings.from_kwargs(kwargs)
+
+
+def test_the_objective_is_built_from_the_declared_values():
+    s = BayesNCLSettings.from_kwargs(
+        {"proj_hidden_dim": 8, "proj_output_dim": 4, "bayesian_prior_prob": 0.3, "use_kl": False}
+    )
+    loss = s.objective(check_inputs=False)
+    assert (loss.bayesian_prior_prob, loss.bayesian_kl_lambda, loss.use_kl) == (0.3, 3e-5, False)
+    assert (loss.gate.gate_threshold, loss.gate.sigmoid_temperature, loss.kl_eps) == (
+        0.5,
+        1.0,
+        0.01,
+    )
+    assert (loss.temperature, loss.non_neg, loss.top_k, loss.check_inputs) == (
+        0.2,
+        "rep_relu",
+        None,
+        False,
+    )
+    ncl = NCLSettings.from_kwargs({"proj_hidden_dim": 8, "proj_output_dim": 64, "use_topk": True})
+    assert (ncl.objective().top_k, ncl.objective().dimension_dropout) == (32, 0.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.bayesian_prior_prob = 0.3  # type: ignore[misc]
 

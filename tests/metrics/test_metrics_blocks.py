@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 
+import loop_reference
 import numpy as np
 import pytest
 import torch
 
 import solo_bayesncl.metrics as metrics
-from solo_bayesncl.metrics import _bitmask, _blocks, baseline, loop_reference, spectral
+from solo_bayesncl.metrics import _bitmask, _blocks, baseline, spectral
 from solo_bayesncl.metrics.semantics import batch_class_sums
 
 NUM_CLASSES = 5

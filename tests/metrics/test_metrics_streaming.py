@@ -6,15 +6,12 @@ import ast
 import math
 from pathlib import Path
 
+import loop_reference
 import pytest
 import torch
 
 import solo_bayesncl.metrics as metrics
-from solo_bayesncl.metrics import (
-    InterpretabilityAccumulator,
-    compute_interpretability_metrics,
-    loop_reference,
-)
+from solo_bayesncl.metrics import InterpretabilityAccumulator, compute_interpretability_metrics
 
 NUM_CLASSES = 6
 

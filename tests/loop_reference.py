@@ -1,4 +1,5 @@
-"""Plain per-dimension / per-query loop implementations of every metric.
+"""Plain per-dimension / per-query loop implementations of every metric: the tests' oracle
+(and ``microbenchmarks/bench_metrics.py``'s baseline), not part of the package.
 
 Written the way research code usually computes these figures (a Python loop over dimensions,
 samples or queries, one metric at a time, on the whole N x k matrix). They define the same

@@ -7,11 +7,12 @@ import pytest
 from omegaconf import OmegaConf
 
 import solo_bayesncl.evaluation.background as background
+from study.background_gates import gate_measures
 
 
 def test_a_method_without_a_gate_is_refused_before_any_data_is_read(monkeypatch, tmp_path):
     cfg = OmegaConf.create({"method": "ncl", "data": {"dataset": "fashion-mnist-scenes"}})
-    monkeypatch.setattr(background, "_scenes_checkpoint", lambda ckpt, device: (cfg, object()))
+    monkeypatch.setattr(background, "scenes_checkpoint", lambda ckpt, device: (cfg, object()))
 
     def no_data(*args, **kwargs):
         raise AssertionError("the data was read")
@@ -19,4 +20,4 @@ def test_a_method_without_a_gate_is_refused_before_any_data_is_read(monkeypatch,
     monkeypatch.setattr(background, "build_val_dataset", no_data)
     ckpt = tmp_path / "ncl-ep=49.ckpt"
     with pytest.raises(ValueError, match=r"ncl-ep=49.ckpt: method ncl has no gate to measure"):
-        background.gate_measures(ckpt)
+        gate_measures(ckpt)
