@@ -32,6 +32,7 @@ __all__ = [
     "canonical_name",
     "dataset_run_name",
     "dataset_spec",
+    "small_stem",
     "solo_normalization",
 ]
 
@@ -55,6 +56,16 @@ SMALL_IMAGE_DATASETS: tuple[str, ...] = ("cifar10", "cifar100")
 """Datasets whose ResNets get the small-image stem (solo-learn's rule for CIFAR). Fashion-MNIST
 keeps the ImageNet stem unless ``backbone.small_stem=True``: at 32 px the CIFAR stem costs ~14x the
 FLOPs, which decides whether a CPU run takes minutes or hours."""
+
+
+
+def small_stem(dataset: str | None, given: Any = None) -> bool:
+    """Whether a ResNet trained on ``dataset`` (``data.dataset`` as solo-learn reads it) gets the
+    small-image stem (3x3 stride-1 first convolution, no max-pool): always on
+    :data:`SMALL_IMAGE_DATASETS`, where solo-learn's ``BaseMethod`` gives it, elsewhere when
+    ``given`` (``backbone.small_stem``) says so. The one place the rule is written."""
+    return dataset in SMALL_IMAGE_DATASETS or bool(given)
+
 
 _RUN_NAME_TOKENS = sorted(
     {*SOLO_DATASETS, *OFFLINE_DATASETS, *ALIASES, "imagenet-100"}, key=len, reverse=True

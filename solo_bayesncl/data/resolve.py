@@ -26,9 +26,9 @@ from solo_bayesncl.data.names import (
     DALI_DATASETS,
     OFFLINE_DATASETS,
     SCENES,
-    SMALL_IMAGE_DATASETS,
     SOLO_DATASETS,
     dataset_spec,
+    small_stem,
 )
 from solo_bayesncl.data.scenes import scenes_mean_std
 
@@ -63,7 +63,7 @@ def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     OmegaConf.update(
         cfg,
         "backbone.small_stem",
-        name in SMALL_IMAGE_DATASETS if small is None else bool(small),
+        small_stem(name) if small is None else bool(small),
         force_add=True,
     )
     if OmegaConf.select(cfg, "data.format", default="image_folder") == "dali":

@@ -26,6 +26,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
+from solo_bayesncl.config.settings import RunSpec, saved_run_spec
 from solo_bayesncl.host import registration
 from solo_bayesncl.host.models import build_backbone, build_method, without_resume_warning
 from solo_bayesncl.host.registration import SUPPORTED_METHODS
@@ -48,13 +49,21 @@ class CheckpointError(ValueError):
 
 @dataclass
 class LoadedCheckpoint:
-    """A checkpoint's config (solo-learn's), its weights and the method name it builds."""
+    """A checkpoint's config read once into its spec (``spec``,
+    :func:`~solo_bayesncl.config.settings.saved_run_spec`), which every reader of the checkpoint
+    reads; ``cfg``, the same config as solo-learn takes it (``spec.solo``), is handed to
+    solo-learn's method when the model is built. Its weights, and the method name it builds."""
 
-    cfg: omegaconf.DictConfig
+    spec: RunSpec
     state_dict: dict[str, torch.Tensor]
     method: str
     path: Path
     metrics: dict[str, float] | None = None
+
+    @property
+    def cfg(self) -> omegaconf.DictConfig:
+        """The checkpoint's config as solo-learn takes it (``spec.solo``)."""
+        return self.spec.solo
 
 
 def _truthy(value: Any) -> bool:
@@ -192,10 +201,10 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
     if method == "bayesncl":
         _gate_flags(cfg, state_dict)
     cfg.pop("wandb_run_id", None)
-    dict_cfg = OmegaConf.create(cfg)
-    OmegaConf.set_struct(dict_cfg, False)
+    spec = saved_run_spec(cfg)
+    OmegaConf.set_struct(spec.solo, False)
     return LoadedCheckpoint(
-        cfg=dict_cfg, state_dict=state_dict, method=method, path=path, metrics=metrics
+        spec=spec, state_dict=state_dict, method=method, path=path, metrics=metrics
     )
 
 
