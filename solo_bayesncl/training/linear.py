@@ -5,16 +5,17 @@
 
 The backbone's architecture and stem come from the checkpoint (any of the four methods, and the
 official NCL/BayesNCL layouts, see :mod:`solo_bayesncl.io.checkpoints`), and so do the data it was
-trained on: the dataset, its paths, ``data.fraction``, ``data.val_fraction``, the crop size and
-the normalisation, each unless given as an override (:func:`inherit_from_checkpoint`). The
-config (``scripts/linear/cifar/linear.yaml``) gives the optimizer and the schedule. Results are
-logged to ``metrics.csv`` (and wandb when on) under ``checkpoint.dir/linear``.
+trained on: the dataset, its paths, ``data.fraction``, ``data.val_fraction``, the crop size and the
+normalisation, each unless given as an override
+(:func:`~solo_bayesncl.config.linear.inherit_from_checkpoint`). The config
+(``scripts/linear/cifar/linear.yaml``) gives the optimizer and the schedule. Results are logged to
+``metrics.csv`` (and wandb when on) under ``checkpoint.dir/linear``.
 
-``probe`` picks the data transforms (:data:`PROBES`): ``standard`` normalises the training and
-the validation images with the pretraining views' mean/std (CIFAR-100's for a CIFAR-100
-checkpoint), what the backbone was trained on; ``official`` uses solo-learn's classification
-transforms on both sides, as the official NCL/BayesNCL probe does (CIFAR-10's mean/std for
-CIFAR-100 too, bilinear random resized crops).
+``probe`` picks the data transforms (:data:`~solo_bayesncl.config.linear.PROBES`): ``standard``
+normalises the training and the validation images with the pretraining views' mean/std (CIFAR-100's
+for a CIFAR-100 checkpoint), what the backbone was trained on; ``official`` uses solo-learn's
+classification transforms on both sides, as the official NCL/BayesNCL probe does (CIFAR-10's
+mean/std for CIFAR-100 too, bilinear random resized crops).
 """
 
 from __future__ import annotations
@@ -25,18 +26,17 @@ from pathlib import Path
 
 import omegaconf
 import torch
-from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
 from solo_bayesncl.config.checks import check_solo_names
+from solo_bayesncl.config.linear import check_probe, linear_cfg, pretrained_path
 from solo_bayesncl.config.settings import RunSpec, resolve_with_solo, run_spec
-from solo_bayesncl.data.dali import check_linear_dali_cfg
+from solo_bayesncl.data.dali import check_linear_dali
 from solo_bayesncl.data.datasets import (
     build_labelled_train_dataset,
     linear_train_transform,
     official_transforms,
 )
-from solo_bayesncl.data.names import DatasetSpec
 from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.host.models import without_resume_warning
 from solo_bayesncl.host.registration import register
@@ -51,66 +51,18 @@ from solo_bayesncl.training.auto_resume import decide_job_run
 from solo_bayesncl.training.fit import fit, seed_and_layout
 
 __all__ = [
-    "PROBES",
     "PreparedLinear",
-    "inherit_from_checkpoint",
     "linear_eval",
     "prepare_linear",
     "prepare_linear_cfg",
     "train_linear",
 ]
 
-PROBES: tuple[str, ...] = ("standard", "official")
-"""``probe`` values: the transforms of the linear probe (see the module docstring)."""
-
-_DATASET_KEYS = (
-    ("data.train_path", "train_path"),
-    ("data.val_path", "val_path"),
-    ("data.fraction", "fraction"),
-    ("data.val_fraction", "val_fraction"),
-    ("data.num_backgrounds", "num_backgrounds"),
-    ("data.background_seed", "background_seed"),
-)
-"""The data settings a linear evaluation takes from the checkpoint while it evaluates on the
-checkpoint's dataset (the scenes' backgrounds included), with their field of the checkpoint's
-:class:`~solo_bayesncl.data.names.DatasetSpec`."""
-
-
-def _given(key: str, explicit: set[str]) -> bool:
-    return any(key == e or key.startswith(e + ".") for e in explicit)
-
-
-def inherit_from_checkpoint(
-    cfg: omegaconf.DictConfig, trained: DatasetSpec, explicit: Iterable[str] = ()
-) -> omegaconf.DictConfig:
-    """Takes the data settings of the pretraining run (``trained``, the dataset of its
-    ``args.json``) into a linear-evaluation config, except the keys in ``explicit`` (overrides
-    the user gave; a key also covers its children, ``data`` covers every ``data.*``).
-
-    The dataset always follows the checkpoint unless given. Its paths, ``fraction``,
-    ``val_fraction`` and normalisation follow only while the dataset is the checkpoint's; the
-    crop size always does (the backbone was trained at that resolution).
-    """
-    explicit = {k.split("=", 1)[0].lstrip("+~") for k in explicit}
-    if trained.name and not _given("data.dataset", explicit):
-        OmegaConf.update(cfg, "data.dataset", trained.name, force_add=True)
-    same = str(OmegaConf.select(cfg, "data.dataset", default="")) == trained.name
-    taken = {key: getattr(trained, name) for key, name in _DATASET_KEYS if same}
-    taken["data.augmentations.crop_size"] = trained.crop_size
-    if same:
-        for key in ("mean", "std"):
-            values = getattr(trained, key)
-            taken[f"data.augmentations.{key}"] = None if values is None else list(values)
-    for key, value in taken.items():
-        if value is not None and not _given(key, explicit):
-            OmegaConf.update(cfg, key, value, force_add=True)
-    return cfg
-
 
 @dataclass(frozen=True)
 class PreparedLinear:
     """A linear evaluation read once: its spec, the checkpoint it probes and the ``probe``
-    (:data:`PROBES`)."""
+    (:data:`~solo_bayesncl.config.linear.PROBES`)."""
 
     spec: RunSpec
     loaded: LoadedCheckpoint
@@ -124,30 +76,21 @@ def prepare_linear(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()) -> P
     (its config in range, weights that match it and are finite), as in every other command.
 
     The data settings come from the checkpoint except the keys in ``explicit``
-    (:func:`inherit_from_checkpoint`).
+    (:func:`~solo_bayesncl.config.linear.inherit_from_checkpoint`).
     """
     require_solo_learn("main_linear.py")
     register()
     from solo.args.linear import parse_cfg
     from solo.methods.linear import LinearModel
 
-    OmegaConf.set_struct(cfg, False)
-    path = OmegaConf.select(cfg, "pretrained_feature_extractor", default=None)
-    if path in (None, "None", "???"):
-        raise ValueError(
-            "pretrained_feature_extractor is missing: give the path of a pretrained checkpoint"
-        )
+    path = pretrained_path(cfg)
     check_solo_names(cfg, LinearModel._OPTIMIZERS, LinearModel._SCHEDULERS)
     loaded = load_checkpoint(path)
     load_method(loaded)  # the checks every command runs on a checkpoint (config, weights)
-    cfg = inherit_from_checkpoint(cfg, loaded.spec.data, explicit)
-    cfg.backbone = OmegaConf.create(OmegaConf.to_container(loaded.cfg.backbone))
-    cfg.pretrain_method = loaded.method
+    backbone = loaded.spec.trainer.arguments["backbone"]
+    cfg = linear_cfg(cfg, loaded.spec.data, backbone, loaded.method, explicit)
     cfg = resolve_with_solo(cfg, parse_cfg)
-    probe = OmegaConf.select(cfg, "probe", default=None) or "standard"
-    if probe not in PROBES:
-        raise ValueError(f"probe={probe!r} is not supported; allowed values: {', '.join(PROBES)}")
-    OmegaConf.update(cfg, "probe", probe, force_add=True)
+    probe = check_probe(cfg)
     spec = run_spec(cfg)
     if probe == "official" and official_transforms(spec.data) is None:
         raise ValueError(
@@ -157,7 +100,7 @@ def prepare_linear(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()) -> P
             "imagenet100); use probe=standard"
         )
     if spec.data.format == "dali":
-        check_linear_dali_cfg(spec.solo)
+        check_linear_dali(spec.data)
     return PreparedLinear(spec, loaded, probe)
 
 
@@ -255,4 +198,4 @@ def _dali_datamodule(spec: RunSpec):
     """solo-learn's DALI training pipeline (validated on this project's loader)."""
     from solo_bayesncl.data.dali_modules import build_linear_dali_datamodule
 
-    return build_linear_dali_datamodule(spec.solo)
+    return build_linear_dali_datamodule(spec.data, spec.optimizer.batch_size)

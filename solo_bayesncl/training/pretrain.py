@@ -18,7 +18,8 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.config.checks import check_solo_names
 from solo_bayesncl.config.settings import RunSpec, resolve_with_solo, run_spec
-from solo_bayesncl.data.pipelines import pretrain_fit_data, resolve_augment_on
+from solo_bayesncl.data.pipelines import pretrain_fit_data
+from solo_bayesncl.data.resolve import resolve_augment_on
 from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.host.models import build_method
 from solo_bayesncl.host.registration import register
@@ -111,7 +112,9 @@ def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
         model,
         dali_datamodule=_dali_datamodule,
         # per-image or batched augmentation (data.augment_on): solo-learn's transforms
-        fit_data=lambda spec, val_loader: pretrain_fit_data(spec.solo, val_loader),
+        fit_data=lambda spec, val_loader: pretrain_fit_data(
+            spec.data, spec.solo, spec.trainer.seed or 0, spec.optimizer.batch_size, val_loader
+        ),
         run=run,
         callbacks=callbacks,
         resumable=True,  # saves within epochs, resumes there as if never stopped
@@ -122,4 +125,4 @@ def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
 def _dali_datamodule(spec: RunSpec):
     from solo_bayesncl.data.dali_modules import build_pretrain_dali_datamodule
 
-    return build_pretrain_dali_datamodule(spec.solo)
+    return build_pretrain_dali_datamodule(spec.data, spec.optimizer.batch_size, spec.solo)

@@ -181,8 +181,8 @@ def test_main_linear_takes_the_data_from_the_checkpoint(bayesncl_checkpoint, tmp
 def test_linear_config_inherits_only_what_is_not_given():
     from omegaconf import OmegaConf
 
+    from solo_bayesncl.config.linear import inherit_from_checkpoint
     from solo_bayesncl.config.settings import saved_run_spec
-    from solo_bayesncl.training.linear import inherit_from_checkpoint
 
     trained = saved_run_spec(
         {
