@@ -118,19 +118,25 @@ class Loader:
         cfg = OmegaConf.create(OmegaConf.to_container(cfg))  # own copy
         cfg.data.num_workers = int(count[1:])
         if kind == "pil":
-            from solo_bayesncl.data.pipelines import per_image_loader
+            from solo_bayesncl.data.names import dataset_spec
+            from solo_bayesncl.data.pipelines import per_image_datamodule
 
             cfg.data.format = "image_folder"
-            self.loader = per_image_loader(cfg)
+            batch = int(cfg.optimizer.batch_size)
+            module = per_image_datamodule(dataset_spec(cfg), cfg, 0, batch)
+            self.loader = module.train_dataloader()
             self._iterator: Iterator | None = None
         else:
-            from solo_bayesncl.data.dali import resolve_dali_cfg
             from solo_bayesncl.data.dali_modules import build_pretrain_dali_datamodule
+            from solo_bayesncl.data.names import dataset_spec
+            from solo_bayesncl.data.resolve import resolve_dali_cfg
 
             cfg.data.format = "dali"
             OmegaConf.update(cfg, "dali.device", "cpu", force_add=True)
             resolve_dali_cfg(cfg)
-            module = build_pretrain_dali_datamodule(cfg)
+            module = build_pretrain_dali_datamodule(
+                dataset_spec(cfg), int(cfg.optimizer.batch_size), cfg
+            )
             module.trainer = SimpleNamespace(local_rank=0, global_rank=0, world_size=1)
             module.setup("fit")
             self.loader = module.train_dataloader()

@@ -98,20 +98,22 @@ class LoaderVariant:
     def __init__(self, cfg, kind: str, workers: int, device: torch.device) -> None:
         from omegaconf import OmegaConf
 
-        from solo_bayesncl.data.pipelines import batch_datamodule, per_image_loader
+        from solo_bayesncl.data.names import dataset_spec
+        from solo_bayesncl.data.pipelines import batch_datamodule, per_image_datamodule
 
         cfg = OmegaConf.create(OmegaConf.to_container(cfg))  # own copy
         cfg.data.num_workers = workers
         cfg.data.augment_on = kind
         self.device = device
+        data, batch = dataset_spec(cfg), int(cfg.optimizer.batch_size)
         if kind == "batch":
-            self.datamodule = batch_datamodule(cfg, num_workers=workers)
+            self.datamodule = batch_datamodule(data, cfg, 0, batch, num_workers=workers)
             self.loader = self.datamodule.train_dataloader()
             self.after_transfer: Callable[[list], list] = lambda b: (
                 self.datamodule.on_after_batch_transfer(b, 0)
             )
         else:
-            self.loader = per_image_loader(cfg)
+            self.loader = per_image_datamodule(data, cfg, 0, batch).train_dataloader()
             self.after_transfer = lambda b: b
 
     def batches(self) -> Iterator[list]:

@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("core", "metrics")),
     ("methods", ("methods",)),
-    ("library", ("data", "host", "io", "config", "training")),
+    ("library", ("data", "host", "config", "io", "training")),
     ("tools", ("dashboard", "zoo", "evaluation", "benchmark")),
     ("commands", ("cli",)),
 )

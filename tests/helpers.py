@@ -268,12 +268,12 @@ def few_training_steps(cfg, batch, steps: int = 3):
     """``steps`` optimisation steps of ``cfg``'s method on one batch, the model seeded and laid
     out as pretraining does (``seed_and_layout``), with its own optimizer and no trainer; returns
     the losses, the gradients of the first step and the model."""
-    from solo_bayesncl.config.settings import run_settings
+    from solo_bayesncl.config.settings import run_spec
     from solo_bayesncl.host.models import build_method
     from solo_bayesncl.training.fit import seed_and_layout
 
-    settings = run_settings(cfg)
-    model = seed_and_layout(settings.seed, settings.performance, lambda: build_method(cfg))
+    machine = run_spec(cfg).trainer
+    model = seed_and_layout(machine.seed, machine.performance, lambda: build_method(cfg))
     model.log = model.log_dict = lambda *a, **k: None  # no trainer attached
     model.scheduler = "none"
     optimizer = model.configure_optimizers()

@@ -16,6 +16,9 @@ from matplotlib.figure import Figure
 
 from solo_bayesncl.benchmark.curves import BUDGET_FIGURES, epoch_series
 from solo_bayesncl.benchmark.table import run_name
+from solo_bayesncl.config.settings import saved_run_spec
+from solo_bayesncl.core.validation import parse_bool
+from solo_bayesncl.methods.keys import BayesNCLSettings
 
 __all__ = [
     "plot_accuracy_vs_consistency",
@@ -167,17 +170,25 @@ def plot_budget_curves(results: Sequence[dict[str, Any]], path: Path) -> Path | 
 
 def prior_settings(result: dict[str, Any]) -> tuple[float, float] | None:
     """``(rho, lambda)`` of a BayesNCL run, read from the config saved beside its checkpoint
-    (``args.json``); None for other methods or when the file is missing."""
+    (``args.json``, :func:`~solo_bayesncl.config.settings.saved_run_spec`); lambda is the KL
+    weight the loss used (0 for a ``use_kl: False`` run,
+    :attr:`~solo_bayesncl.methods.keys.BayesNCLSettings.kl_lambda`). None for other methods or
+    when the file is missing."""
     if result.get("method") != "bayesncl" or not result.get("checkpoint"):
         return None
     args = Path(result["checkpoint"]).parent / "args.json"
     if not args.is_file():
         return None
-    kwargs = json.loads(args.read_text()).get("method_kwargs", {})
+    method = saved_run_spec(json.loads(args.read_text())).method
+    if isinstance(method.settings, BayesNCLSettings):
+        return method.settings.rho, method.settings.kl_lambda
+    kwargs = method.kwargs  # a config that names too little to build its method
     try:
-        return float(kwargs["bayesian_prior_prob"]), float(kwargs["bayesian_kl_lambda"])
+        use_kl = parse_bool("method_kwargs.use_kl", kwargs.get("use_kl", True))
+        rho, kl = float(kwargs["bayesian_prior_prob"]), float(kwargs["bayesian_kl_lambda"])
     except (KeyError, TypeError, ValueError):
         return None
+    return rho, kl if use_kl else 0.0
 
 
 _SWEEP_PANELS = (

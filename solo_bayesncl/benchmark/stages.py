@@ -213,7 +213,7 @@ def linear_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict
     linear = spec["linear"]
     epochs = int(linear.get("max_epochs", 100))
     # the data settings (dataset, paths, fractions, crop, normalisation, backgrounds) follow the
-    # checkpoint through linear_eval's inherit_from_checkpoint; these are the run's own
+    # checkpoint through linear_eval's inherit_from_checkpoint (config.linear); these are the run's own
     overrides = [
         f"pretrained_feature_extractor='{ckpt}'",
         f"data.num_workers={trained.data.num_workers}",

@@ -56,13 +56,14 @@ def _help(command: str) -> str:
 def _run(cfg: omegaconf.DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from solo_bayesncl.training.linear import linear_eval, prepare_linear_cfg
+    from solo_bayesncl.training.linear import prepare_linear, train_linear
 
     explicit = list(HydraConfig.get().overrides.task)
     with input_errors_until_fit(command_name(COMMAND)) as callbacks:
-        prepared = prepare_linear_cfg(cfg, explicit)
-        trainer = linear_eval(prepared[0], extra_callbacks=callbacks, prepared=prepared)
-    summary = print_run_summary(f"linear evaluation {prepared[0].name}", trainer, resumes=False)
+        prepared = prepare_linear(cfg, explicit)
+        trainer = train_linear(prepared, extra_callbacks=callbacks)
+    name = prepared.spec.trainer.name
+    summary = print_run_summary(f"linear evaluation {name}", trainer, resumes=False)
     exit_if_interrupted(summary)
 
 

@@ -55,12 +55,12 @@ def _help(command: str) -> str:
 
 
 def _run(cfg: omegaconf.DictConfig) -> None:
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg, pretrain
+    from solo_bayesncl.training.pretrain import prepare_pretrain, train_pretrain
 
     with input_errors_until_fit(command_name(COMMAND)) as callbacks:
-        cfg = prepare_pretrain_cfg(cfg)
-        trainer = pretrain(cfg, extra_callbacks=callbacks, prepared=True)
-    exit_if_interrupted(print_run_summary(f"pretraining {cfg.name}", trainer))
+        spec = prepare_pretrain(cfg)
+        trainer = train_pretrain(spec, extra_callbacks=callbacks)
+    exit_if_interrupted(print_run_summary(f"pretraining {spec.trainer.name}", trainer))
 
 
 def main() -> int:

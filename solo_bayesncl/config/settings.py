@@ -2,21 +2,26 @@
 
 :func:`resolve_with_solo` is the resolution every command's library half runs before a model is
 built: the run checks (:mod:`solo_bayesncl.config.checks`), the machine settings, the dataset
-mapping and early data checks, then solo-learn's ``parse_cfg``. :func:`run_settings` then reads
-the resolved config into a :class:`RunSettings`, which the library halves pass down instead of
-the config (its dataset: a :class:`~solo_bayesncl.data.names.DatasetSpec`).
+mapping and early data checks, then solo-learn's ``parse_cfg``. :func:`run_spec` then reads the
+resolved config once into a frozen :class:`RunSpec`, one sub-spec per section (data: a
+:class:`~solo_bayesncl.data.names.DatasetSpec`, optimizer, trainer and machine, checkpoint,
+interpretability, method), and each builder takes its own; :func:`saved_run_spec` reads a
+checkpoint's config into the same spec.
 
-solo-learn's own classes (the method, its ``Checkpointer``, the data modules) still read the
-config itself; everything the plugin decides reads these attributes.
+solo-learn's own classes (the method, its ``Checkpointer``, its DALI data modules) take the
+config itself, ``RunSpec.solo``: it is handed on, not read.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +31,34 @@ from omegaconf import OmegaConf
 from solo_bayesncl.config.checks import check_run_cfg
 from solo_bayesncl.config.global_batch import apply_global_batch
 from solo_bayesncl.config.runtime import resolve_runtime
-from solo_bayesncl.core.validation import ConfigError, parse_bool
+from solo_bayesncl.core.gates import GATE_MODES
+from solo_bayesncl.core.validation import (
+    ConfigError,
+    parse_bool,
+    require_choice,
+    require_int,
+    require_known_keys,
+)
 from solo_bayesncl.data.names import OFFLINE_DATASETS, DatasetSpec, dataset_run_name, dataset_spec
 from solo_bayesncl.data.resolve import check_dataset_available, resolve_dataset_cfg
+from solo_bayesncl.methods.keys import METHOD_SETTINGS, ContrastiveSettings
 
 __all__ = [
+    "PEER_TIMEOUT_S",
+    "CheckpointSpec",
+    "InterpretabilitySpec",
+    "MethodSpec",
+    "OptimizerSpec",
     "PerformanceSettings",
-    "RunSettings",
+    "RunSpec",
+    "TrainerSpec",
+    "WandbSpec",
+    "check_interpretability",
     "cpp_compiler",
     "performance_settings",
     "resolve_with_solo",
-    "run_settings",
+    "run_spec",
+    "saved_run_spec",
 ]
 
 
@@ -104,50 +126,251 @@ def performance_settings(
 
 
 @dataclass(frozen=True)
-class RunSettings:
-    """A resolved pretraining or linear-evaluation config, read once.
+class InterpretabilitySpec:
+    """The ``interpretability`` section (its callback:
+    :mod:`solo_bayesncl.training.callback`), defaults filled in; off unless ``enabled``."""
 
-    ``batch_size`` is the per-process batch (after :mod:`solo_bayesncl.config.global_batch`),
-    ``processes`` the job's ``len(devices) * num_nodes``, ``run_root`` the folder of the
-    method's runs (``checkpoint.dir/<method>``; a linear evaluation, which names no method:
-    ``checkpoint.dir/linear``).
+    enabled: bool = False
+    frequency: int = 1
+    gate: str = "hard"
+    max_samples: int | None = None
+    shuffle_permutations: int = 5
+    retrieval: bool = True
+    probe: bool = False
+
+
+def check_interpretability(cfg: omegaconf.DictConfig) -> InterpretabilitySpec:
+    """Checks ``cfg.interpretability``, writes the keys it holds back normalised (booleans
+    parsed strictly) and returns every setting, defaults filled in.
+
+    Raises :class:`~solo_bayesncl.core.validation.ConfigError` naming the key for an
+    unknown key or a value of the wrong type or range, and ``ValueError`` for ``enabled``
+    without labelled validation data. Runs before any model is built.
     """
+    if not OmegaConf.select(cfg, "interpretability", default=None):
+        OmegaConf.update(cfg, "interpretability", {}, merge=False, force_add=True)
+    section: Any = cfg.interpretability
+    key = "interpretability"
+    require_known_keys(key, section, [f.name for f in dataclasses.fields(InterpretabilitySpec)])
+    checked = {
+        "enabled": parse_bool(f"{key}.enabled", section.get("enabled", False)),
+        "frequency": require_int(f"{key}.frequency", section.get("frequency", 1), low=1),
+        "gate": require_choice(f"{key}.gate", section.get("gate", "hard"), GATE_MODES),
+        "max_samples": None,
+        "shuffle_permutations": require_int(
+            f"{key}.shuffle_permutations", section.get("shuffle_permutations", 5), low=1
+        ),
+        "retrieval": parse_bool(f"{key}.retrieval", section.get("retrieval", True)),
+        "probe": parse_bool(f"{key}.probe", section.get("probe", False)),
+    }
+    if section.get("max_samples", None) is not None:
+        checked["max_samples"] = require_int(f"{key}.max_samples", section["max_samples"], low=2)
+    no_labels = parse_bool("data.no_labels", OmegaConf.select(cfg, "data.no_labels", default=False))
+    custom = OmegaConf.select(cfg, "data.dataset", default=None) == "custom"
+    has_val = OmegaConf.select(cfg, "data.val_path", default=None) is not None
+    if checked["enabled"] and not (has_val and not (custom and no_labels)):
+        raise ValueError(
+            "interpretability.enabled=True needs labelled validation data (data.val_path)"
+        )
+    for name in section:
+        if section[name] != checked[name] or type(section[name]) is not type(checked[name]):
+            section[name] = checked[name]
+    return InterpretabilitySpec(**checked)
 
-    method: str | None
-    seed: int | None
-    batch_size: int
-    processes: int
-    dataset: DatasetSpec
-    performance: PerformanceSettings
-    run_root: Path
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """The ``optimizer`` section: ``batch_size`` per process (after
+    :mod:`solo_bayesncl.config.global_batch`)."""
+
+    name: str | None = None
+    lr: float | None = None
+    batch_size: int = 0
+
+
+@dataclass(frozen=True)
+class WandbSpec:
+    """The ``wandb`` section (its logger: :func:`solo_bayesncl.training.trainer.build_loggers`)."""
+
+    enabled: bool = False
+    offline: bool = False
+    project: str | None = None
+    entity: str | None = None
+
+
+PEER_TIMEOUT_S = 300.0
+"""How long the processes of a job wait for each other by default (``distributed.timeout_s``):
+torch's own default is 30 minutes, and a launch whose other node never comes would wait that
+long with no word."""
+
+
+@dataclass(frozen=True)
+class TrainerSpec:
+    """The Trainer and the machine: ``processes`` is the job's ``len(devices) * num_nodes``,
+    ``devices`` as Lightning's Trainer takes them (:func:`~solo_bayesncl.config.runtime.
+    trainer_devices`), ``peer_timeout_s`` how long the processes wait for each other
+    (``distributed.timeout_s``, else :data:`PEER_TIMEOUT_S`), ``arguments`` the whole config as
+    plain data, from which the Trainer takes the keys it has."""
+
+    name: str = "run"
+    seed: int | None = None
+    processes: int = 1
+    accelerator: str = ""
+    strategy: Any = "auto"
+    devices: Any = 1
+    peer_timeout_s: float = PEER_TIMEOUT_S
+    max_epochs: int | None = None
+    performance: PerformanceSettings = PerformanceSettings()
+    wandb: WandbSpec = WandbSpec()
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CheckpointSpec:
+    """The ``checkpoint`` and ``auto_resume`` sections. ``run_root`` is the folder of the
+    method's runs (``checkpoint.dir/<method>``; a linear evaluation, which names no method:
+    ``checkpoint.dir/linear``)."""
+
+    run_root: Path = Path(".")
+    enabled: bool = False
+    frequency: int = 1
+    keep_prev: bool = False
+    time_interval_s: float | None = None
     auto_resume: bool = False
     max_hours: Any = None
+    resume_from: str | None = None
 
 
-def run_settings(cfg: omegaconf.DictConfig, compiles: bool = True) -> RunSettings:
-    """The settings of a resolved config (see :class:`RunSettings`). Without ``compiles`` (linear
-    evaluation, which never compiles) ``performance.compile`` is not read and is off."""
-    devices = OmegaConf.select(cfg, "devices", default=None)
-    processes = (len(devices) if OmegaConf.is_list(devices) else 1) * int(
-        OmegaConf.select(cfg, "num_nodes", default=1) or 1
-    )
-    seed = OmegaConf.select(cfg, "seed", default=None)
-    method = OmegaConf.select(cfg, "method", default=None)
-    return RunSettings(
-        method=method,
-        seed=None if seed is None else int(seed),
-        batch_size=int(cfg.optimizer.batch_size),
-        processes=processes,
-        dataset=dataset_spec(cfg),
-        performance=performance_settings(
-            OmegaConf.select(cfg, "performance", default=None),
-            str(OmegaConf.select(cfg, "accelerator", default="")),
-            compiles,
+@dataclass(frozen=True)
+class MethodSpec:
+    """The method and its ``method_kwargs``; ``settings`` their checked form for the plugin's
+    methods (:data:`~solo_bayesncl.methods.keys.METHOD_SETTINGS`), else None."""
+
+    name: str | None = None
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    settings: ContrastiveSettings | None = None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A resolved pretraining or linear-evaluation config (or a checkpoint's), read once into one
+    frozen sub-spec per section; each builder takes its own. ``solo`` is the same config as
+    solo-learn takes it (its method, its ``Checkpointer``, its DALI module): handed on, never
+    read by the plugin."""
+
+    data: DatasetSpec
+    optimizer: OptimizerSpec
+    trainer: TrainerSpec
+    checkpoint: CheckpointSpec
+    interpretability: InterpretabilitySpec
+    method: MethodSpec
+    solo: omegaconf.DictConfig
+
+    @property
+    def fingerprint_source(self) -> dict[str, Any]:
+        """The config whose fingerprint names the run (auto-resume matches it whole)."""
+        return dict(self.trainer.arguments)
+
+
+def _peer_timeout_s(value: Any) -> float:
+    if value is None:
+        return PEER_TIMEOUT_S
+    seconds = float(value)
+    if not seconds > 0:
+        raise ValueError(f"distributed.timeout_s={value!r} must be a number of seconds above 0")
+    return seconds
+
+
+def _method_spec(name: Any, kwargs: Any) -> MethodSpec:
+    plain = dict(OmegaConf.to_container(kwargs) if OmegaConf.is_config(kwargs) else kwargs or {})
+    declared = METHOD_SETTINGS.get(str(name))
+    settings = None
+    if declared is not None:
+        try:
+            settings = declared.from_kwargs(plain)
+        except ConfigError:  # a checkpoint of another layout: its method checks it when built
+            settings = None
+    return MethodSpec(None if name is None else str(name), plain, settings)
+
+
+def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool = False) -> RunSpec:
+    """The spec of a resolved config (see :class:`RunSpec`), or of a checkpoint's saved config
+    (:func:`saved_run_spec`). A ``pretraining`` config also has its ``interpretability`` section
+    checked and written back normalised (:func:`check_interpretability`), its
+    ``resume_from_checkpoint`` taken out (the run's fingerprint and ``args.json`` never hold it)
+    and ``performance.compile`` read (elsewhere it is off). From here on the config is handed to
+    solo-learn as it is (its method fills defaults into it, so it is not made read-only) and
+    the plugin reads only the spec."""
+    select = partial(OmegaConf.select, cfg)
+    resume_from = select("resume_from_checkpoint", default=None)
+    if pretraining and "resume_from_checkpoint" in cfg:
+        del cfg.resume_from_checkpoint
+    compiles = pretraining
+    interp = InterpretabilitySpec()
+    if pretraining or saved:
+        try:  # a saved config is checked on a copy: it is handed on as it was saved
+            interp = check_interpretability(copy.deepcopy(cfg) if saved else cfg)
+        except ValueError:
+            if not saved:
+                raise  # a saved config's section is its run's; another layout's: off
+    devices = select("devices", default=None)
+    method = select("method", default=None)
+    seed = select("seed", default=None)
+    accelerator = str(select("accelerator", default="") or "")
+    timeout = select("distributed.timeout_s", default=None)
+    spec = RunSpec(
+        data=dataset_spec(cfg),
+        optimizer=OptimizerSpec(
+            name=select("optimizer.name", default=None),
+            lr=select("optimizer.lr", default=None),
+            batch_size=int(select("optimizer.batch_size", default=0) or 0),
         ),
-        run_root=Path(cfg.checkpoint.dir) / (method if method is not None else "linear"),
-        auto_resume=bool(OmegaConf.select(cfg, "auto_resume.enabled", default=False)),
-        max_hours=OmegaConf.select(cfg, "auto_resume.max_hours", default=None),
+        trainer=TrainerSpec(
+            name=str(select("name", default=None) or "run"),
+            seed=None if seed is None else int(seed),
+            processes=(len(devices) if OmegaConf.is_list(devices) else 1)
+            * int(select("num_nodes", default=1) or 1),
+            accelerator=accelerator,
+            strategy=select("strategy", default="auto"),
+            devices=(len(devices) if accelerator == "cpu" else list(devices))
+            if OmegaConf.is_list(devices)
+            else devices,
+            peer_timeout_s=_peer_timeout_s(timeout),
+            max_epochs=select("max_epochs", default=None),
+            performance=performance_settings(
+                select("performance", default=None), accelerator, compiles
+            ),
+            wandb=WandbSpec(
+                enabled=bool(select("wandb.enabled", default=False)),
+                offline=bool(select("wandb.offline", default=False)),
+                project=select("wandb.project", default=None),
+                entity=select("wandb.entity", default=None),
+            ),
+            arguments=OmegaConf.to_container(cfg),
+        ),
+        checkpoint=CheckpointSpec(
+            run_root=Path(str(select("checkpoint.dir", default=".")))
+            / (method if method is not None else "linear"),
+            enabled=bool(select("checkpoint.enabled", default=False)),
+            frequency=int(select("checkpoint.frequency", default=1) or 1),
+            keep_prev=bool(select("checkpoint.keep_prev", default=False)),
+            time_interval_s=select("checkpoint.time_interval_s", default=None),
+            auto_resume=bool(select("auto_resume.enabled", default=False)),
+            max_hours=select("auto_resume.max_hours", default=None),
+            resume_from=resume_from,
+        ),
+        interpretability=interp,
+        method=_method_spec(method, select("method_kwargs", default=None)),
+        solo=cfg,
     )
+    return spec
+
+
+def saved_run_spec(saved: Mapping[str, Any]) -> RunSpec:
+    """The spec of a checkpoint's saved config (its ``args.json``, a zoo artifact's ``cfg``):
+    the one reader of a checkpoint's config. Nothing is checked here (the checkpoint's method is
+    checked when it is built) and nothing is compiled."""
+    return run_spec(OmegaConf.create(dict(saved)), saved=True)
 
 
 def resolve_with_solo(

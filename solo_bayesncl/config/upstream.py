@@ -46,6 +46,7 @@ from solo_bayesncl.data.names import (
     SMALL_IMAGE_DATASETS,
     SOLO_DATASETS,
     canonical_name,
+    small_stem,
 )
 from solo_bayesncl.host.registration import register
 from solo_bayesncl.methods.keys import (
@@ -115,7 +116,7 @@ def _dataset_problem(cfg: omegaconf.DictConfig) -> str | None:
 def _small_stem_problem(cfg: omegaconf.DictConfig) -> str | None:
     small = OmegaConf.select(cfg, "backbone.small_stem", default=None)
     dataset = OmegaConf.select(cfg, "data.dataset", default=None)
-    if small is None or bool(small) == (dataset in SMALL_IMAGE_DATASETS):
+    if small is None or bool(small) == small_stem(dataset):
         return None
     return (
         f"backbone.small_stem={small}: upstream's script gives ResNets the small stem on "

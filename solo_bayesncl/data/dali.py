@@ -19,18 +19,16 @@ import importlib.util
 import os
 from pathlib import Path
 
-import omegaconf
-from omegaconf import OmegaConf
+from solo_bayesncl.data.names import DatasetSpec
 
 __all__ = [
     "DALI_DEVICES",
     "INSTALL_DALI",
     "DaliDataError",
     "check_dali_folder",
-    "check_linear_dali_cfg",
+    "check_linear_dali",
     "dali_available",
     "dali_file_list",
-    "resolve_dali_cfg",
 ]
 
 INSTALL_DALI = 'pip install "solo-bayesncl[dali]"'
@@ -69,34 +67,6 @@ def dali_available() -> bool:
         return importlib.util.find_spec("nvidia.dali") is not None
     except (ImportError, ValueError):
         return False
-
-
-def resolve_dali_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-    """Checks that DALI is installed and sets ``dali.device`` to ``cpu`` or ``gpu``.
-
-    Runs after the accelerator is resolved (:func:`solo_bayesncl.config.runtime.resolve_runtime`).
-    """
-    if not dali_available():
-        raise DaliDataError(f"data.format=dali needs NVIDIA DALI, not installed: {INSTALL_DALI}")
-    accelerator = str(OmegaConf.select(cfg, "accelerator", default="cpu"))
-    on_gpu = accelerator in {"gpu", "cuda"}
-    given = OmegaConf.select(cfg, "dali.device", default=None)
-    name = "auto" if given is None else str(given).lower()
-    if name == "auto":
-        name = "gpu" if on_gpu else "cpu"
-    if name not in DALI_DEVICES:
-        raise DaliDataError(
-            f"dali.device={given!r} is not supported; allowed values: auto, "
-            f"{', '.join(DALI_DEVICES)}"
-        )
-    device = DALI_DEVICES[name]
-    if device == "gpu" and not on_gpu:
-        raise DaliDataError(
-            f"dali.device={name} needs training on a GPU (accelerator={accelerator}); "
-            "use dali.device=cpu"
-        )
-    OmegaConf.update(cfg, "dali.device", device, force_add=True)
-    return cfg
 
 
 def dali_file_list(folder: Path, no_labels: bool = False) -> list[Path]:
@@ -156,26 +126,26 @@ def check_dali_folder(
     return len(files)
 
 
-def check_linear_dali_cfg(cfg: omegaconf.DictConfig) -> None:
+def check_linear_dali(data: DatasetSpec) -> None:
     """Linear evaluation through solo-learn's DALI classification pipeline, which trains on
     224 px random resized crops normalised with ImageNet's mean and std whatever the config says:
     the config must say the same, so that validation sees what training saw."""
-    aug = OmegaConf.select(cfg, "data.augmentations", default=None) or {}
-    crop = int(aug.get("crop_size", LINEAR_DALI_CROP))
+    crop = data.crop_size
     if crop != LINEAR_DALI_CROP:
         raise DaliDataError(
             f"data.augmentations.crop_size={crop}: linear evaluation with data.format=dali trains "
             f"on solo-learn's {LINEAR_DALI_CROP} px crops; set it to {LINEAR_DALI_CROP} or use "
             "data.format=image_folder"
         )
-    for key, expected in zip(("mean", "std"), IMAGENET_MEAN_STD, strict=True):
-        value = aug.get(key, None)
+    for key, value, expected in zip(
+        ("mean", "std"), (data.mean, data.std), IMAGENET_MEAN_STD, strict=True
+    ):
         if value is not None and any(
-            abs(float(v) - e) > 1e-3 for v, e in zip(value, expected, strict=True)
+            abs(v - e) > 1e-3 for v, e in zip(value, expected, strict=True)
         ):
             raise DaliDataError(
                 f"data.augmentations.{key}={list(value)}: linear evaluation with data.format=dali "
                 f"normalises with ImageNet's {key} {list(expected)}; remove the key or use "
                 "data.format=image_folder"
             )
-    check_dali_folder(cfg.data.val_path, "data.val_path")
+    check_dali_folder(str(data.val_path), "data.val_path")

@@ -27,6 +27,8 @@ from solo.data.dali_dataloader import (
 )
 from solo.data.pretrain_dataloader import FullTransformPipeline, NCropAugmentation
 
+from solo_bayesncl.data.names import DatasetSpec
+
 __all__ = [
     "ClassificationDALIData",
     "PretrainDALIData",
@@ -128,42 +130,45 @@ class ClassificationDALIData(ClassificationDALIDataModule):
         self.train_loader, self.val_loader = loaders["train"], loaders["val"]
 
 
-def build_pretrain_dali_datamodule(cfg: omegaconf.DictConfig) -> PretrainDALIData:
-    """The pretraining data module of a checked config, as solo-learn's ``main_pretrain.py``
-    builds it (its DALI augmentation recipe for every pipeline of ``cfg.augmentations``)."""
+def build_pretrain_dali_datamodule(
+    data: DatasetSpec, batch_size: int, solo_cfg: omegaconf.DictConfig
+) -> PretrainDALIData:
+    """The pretraining data module of a resolved run, as solo-learn's ``main_pretrain.py`` builds
+    it: its DALI augmentation recipe for every pipeline of solo-learn's config (``solo_cfg``,
+    handed on), ``batch_size`` per process."""
     transform = FullTransformPipeline(
         [
             NCropAugmentation(
-                build_transform_pipeline_dali(cfg.data.dataset, aug, dali_device=cfg.dali.device),
+                build_transform_pipeline_dali(data.loader, aug, dali_device=data.dali_device),
                 aug.num_crops,
             )
-            for aug in cfg.augmentations
+            for aug in solo_cfg.augmentations
         ]
     )
     return PretrainDALIData(
-        dataset=cfg.data.dataset,
-        train_data_path=cfg.data.train_path,
+        dataset=data.loader,
+        train_data_path=data.train_path,
         transforms=transform,
-        num_large_crops=cfg.data.num_large_crops,
-        num_small_crops=cfg.data.num_small_crops,
-        num_workers=max(1, int(cfg.data.num_workers)),  # DALI threads; 0 is not a thread count
-        batch_size=cfg.optimizer.batch_size,
-        no_labels=cfg.data.no_labels,
-        data_fraction=cfg.data.fraction,
-        dali_device=cfg.dali.device,
-        encode_indexes_into_labels=cfg.dali.encode_indexes_into_labels,
+        num_large_crops=data.large_crops,
+        num_small_crops=data.small_crops,
+        num_workers=max(1, data.num_workers),  # DALI threads; 0 is not a thread count
+        batch_size=batch_size,
+        no_labels=data.no_labels,
+        data_fraction=data.fraction,
+        dali_device=data.dali_device,
+        encode_indexes_into_labels=data.encode_indexes,
     )
 
 
-def build_linear_dali_datamodule(cfg: omegaconf.DictConfig) -> ClassificationDALIData:
-    """The linear-evaluation data module of a checked config, as solo-learn's ``main_linear.py``
-    builds it."""
+def build_linear_dali_datamodule(data: DatasetSpec, batch_size: int) -> ClassificationDALIData:
+    """The linear-evaluation data module of a resolved run, as solo-learn's ``main_linear.py``
+    builds it, ``batch_size`` per process."""
     return ClassificationDALIData(
-        dataset=cfg.data.dataset,
-        train_data_path=cfg.data.train_path,
-        val_data_path=cfg.data.val_path,
-        batch_size=cfg.optimizer.batch_size,
-        num_workers=max(1, int(cfg.data.num_workers)),
-        data_fraction=cfg.data.fraction,
-        dali_device=cfg.dali.device,
+        dataset=data.loader,
+        train_data_path=data.train_path,
+        val_data_path=data.val_path,
+        batch_size=batch_size,
+        num_workers=max(1, data.num_workers),
+        data_fraction=data.fraction,
+        dali_device=data.dali_device,
     )

@@ -32,6 +32,7 @@ __all__ = [
     "canonical_name",
     "dataset_run_name",
     "dataset_spec",
+    "small_stem",
     "solo_normalization",
 ]
 
@@ -55,6 +56,15 @@ SMALL_IMAGE_DATASETS: tuple[str, ...] = ("cifar10", "cifar100")
 """Datasets whose ResNets get the small-image stem (solo-learn's rule for CIFAR). Fashion-MNIST
 keeps the ImageNet stem unless ``backbone.small_stem=True``: at 32 px the CIFAR stem costs ~14x the
 FLOPs, which decides whether a CPU run takes minutes or hours."""
+
+
+def small_stem(dataset: str | None, given: Any = None) -> bool:
+    """Whether a ResNet trained on ``dataset`` (``data.dataset`` as solo-learn reads it) gets the
+    small-image stem (3x3 stride-1 first convolution, no max-pool): always on
+    :data:`SMALL_IMAGE_DATASETS`, where solo-learn's ``BaseMethod`` gives it, elsewhere when
+    ``given`` (``backbone.small_stem``) says so. The one place the rule is written."""
+    return dataset in SMALL_IMAGE_DATASETS or bool(given)
+
 
 _RUN_NAME_TOKENS = sorted(
     {*SOLO_DATASETS, *OFFLINE_DATASETS, *ALIASES, "imagenet-100"}, key=len, reverse=True
@@ -129,7 +139,9 @@ class DatasetSpec:
     datasets, which solo-learn sees as ``custom`` once resolved, by their own name); ``loader``
     is ``data.dataset`` as solo-learn reads it. ``crop_size``, ``mean`` and ``std`` are those of
     the first augmentation pipeline of a pretraining config, or of ``data.augmentations`` of a
-    linear one (``mean``/``std`` as written there, None when absent).
+    linear one (``mean``/``std`` as written there, None when absent). ``augment_on`` is the
+    pretraining pipeline (``data.augment_on``, resolved), ``dali_device``,
+    ``encode_indexes`` and the crop counts what solo-learn's DALI data modules take.
     """
 
     name: str
@@ -147,6 +159,11 @@ class DatasetSpec:
     crop_size: int = 224
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
+    augment_on: str = "per_image"
+    dali_device: str = "cpu"
+    encode_indexes: bool = False
+    large_crops: int = 0
+    small_crops: int = 0
 
     @property
     def is_offline(self) -> bool:
@@ -184,6 +201,7 @@ def dataset_spec(cfg: Mapping[str, Any]) -> DatasetSpec:
     loader = str(data.get("dataset", None) or "")
     pipelines = cfg.get("augmentations", None)
     aug = (pipelines[0] if pipelines else data.get("augmentations", None)) or {}
+    dali = cfg.get("dali", None) or {}
     num_classes = data.get("num_classes", None)
     return DatasetSpec(
         name=canonical_name(str(data.get("offline_dataset", None) or loader)),
@@ -201,6 +219,11 @@ def dataset_spec(cfg: Mapping[str, Any]) -> DatasetSpec:
         crop_size=int(aug.get("crop_size", None) or 224),
         mean=_numbers(aug.get("mean", None)),
         std=_numbers(aug.get("std", None)),
+        augment_on=str(data.get("augment_on", None) or "per_image"),
+        dali_device=str(dali.get("device", None) or "cpu"),
+        encode_indexes=bool(dali.get("encode_indexes_into_labels", None) or False),
+        large_crops=int(data.get("num_large_crops", None) or 0),
+        small_crops=int(data.get("num_small_crops", None) or 0),
     )
 
 

@@ -29,28 +29,27 @@ from typing import Any
 
 import omegaconf
 import torch
-from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, Dataset, default_collate
 from torchvision import datasets
 
 from solo_bayesncl.data.batch_augment import MultiViewAugmentation, Recipe, unsupported_reason
 from solo_bayesncl.data.datasets import build_train_dataset, offline_dataset, stratified_subset
-from solo_bayesncl.data.names import OFFLINE_DATASETS, DatasetSpec, dataset_spec, solo_normalization
+from solo_bayesncl.data.names import OFFLINE_DATASETS, DatasetSpec, solo_normalization
 from solo_bayesncl.data.sampler import EpochSampler
 
 __all__ = [
     "AUGMENT_ON",
+    "augmentations",
     "IN_MEMORY_DATASETS",
     "InMemoryImages",
     "batch_datamodule",
     "collate_batch",
     "load_in_memory",
+    "not_batchable",
     "per_image_datamodule",
-    "per_image_loader",
     "per_image_transform",
     "pretrain_fit_data",
     "recipes",
-    "resolve_augment_on",
 ]
 
 AUGMENT_ON = ("batch", "per_image")
@@ -62,7 +61,7 @@ IN_MEMORY_DATASETS: dict[str, int] = {
 """Datasets the batched path serves, with their image side in pixels."""
 
 
-def _not_batchable(spec: DatasetSpec, pipelines: Any) -> str | None:
+def not_batchable(spec: DatasetSpec, pipelines: Any) -> str | None:
     """Why the dataset ``spec`` with the augmentation ``pipelines`` cannot use the batched path,
     or None."""
     name = spec.name
@@ -78,28 +77,6 @@ def _not_batchable(spec: DatasetSpec, pipelines: Any) -> str | None:
         if reason:
             return f"augmentations[{i}]: {reason}"
     return None
-
-
-def resolve_augment_on(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-    """Validates ``data.augment_on`` (``batch`` or ``per_image``) and fills it when unset.
-
-    Runs after the dataset was resolved (the plugin's ``fashion-mnist`` is known by
-    ``data.offline_dataset``). An explicit ``batch`` that the data or recipe cannot honour fails
-    here with the reason; unset, it becomes ``batch`` only where it is allowed.
-    """
-    value = OmegaConf.select(cfg, "data.augment_on", default=None)
-    reason = _not_batchable(dataset_spec(cfg), OmegaConf.select(cfg, "augmentations", default=None))
-    if value is None:
-        value = "per_image" if reason else "batch"
-    value = str(value)
-    if value not in AUGMENT_ON:
-        raise ValueError(
-            f"data.augment_on={value!r} is not supported; allowed values: {', '.join(AUGMENT_ON)}"
-        )
-    if value == "batch" and reason:
-        raise ValueError(f"data.augment_on=batch is not available: {reason}; use per_image")
-    OmegaConf.update(cfg, "data.augment_on", value, force_add=True)
-    return cfg
 
 
 class InMemoryImages(Dataset):
@@ -138,10 +115,9 @@ def collate_batch(batch: Any) -> list:
     return default_collate(batch)
 
 
-def load_in_memory(cfg: omegaconf.DictConfig) -> Dataset:
-    """The training split of ``cfg``'s dataset as uint8 tensors, with ``data.fraction`` applied
-    the way the per-image path applies it (stratified, same seed)."""
-    spec = dataset_spec(cfg)
+def load_in_memory(spec: DatasetSpec) -> Dataset:
+    """The training split of the dataset as uint8 tensors, with ``data.fraction`` applied the way
+    the per-image path applies it (stratified, same seed)."""
     name = spec.name
     if name in OFFLINE_DATASETS:
         source = offline_dataset(spec, "train", root=spec.train_path)
@@ -160,12 +136,16 @@ def load_in_memory(cfg: omegaconf.DictConfig) -> Dataset:
     return stratified_subset(dataset, dataset.targets.tolist(), spec.fraction)
 
 
-def recipes(cfg: omegaconf.DictConfig) -> list[Recipe]:
-    """The config's augmentation pipelines, read as solo-learn reads them."""
-    loader = dataset_spec(cfg).loader
+def augmentations(solo_cfg: omegaconf.DictConfig) -> list:
+    """solo-learn's augmentation pipelines (``augmentations``) of its config, as it takes them."""
+    return list(solo_cfg.augmentations)
+
+
+def recipes(data: DatasetSpec, solo_cfg: omegaconf.DictConfig) -> list[Recipe]:
+    """The run's augmentation pipelines, read as solo-learn reads them."""
     return [
-        Recipe.from_cfg(aug, *solo_normalization(loader, aug.get("mean"), aug.get("std")))
-        for aug in cfg.augmentations
+        Recipe.from_cfg(aug, *solo_normalization(data.loader, aug.get("mean"), aug.get("std")))
+        for aug in augmentations(solo_cfg)
     ]
 
 
@@ -179,7 +159,8 @@ def _datamodule_class():
     class PretrainDataModule(pl.LightningDataModule):
         def __init__(
             self,
-            cfg: omegaconf.DictConfig,
+            seed: int,
+            batch_size: int,
             dataset: Dataset,
             val_loader: DataLoader | None,
             num_workers: int,
@@ -188,8 +169,8 @@ def _datamodule_class():
             super().__init__()
             self.dataset = dataset
             self.val_loader = val_loader
-            self.seed = int(OmegaConf.select(cfg, "seed", default=0) or 0)
-            self.batch_size = int(cfg.optimizer.batch_size)
+            self.seed = seed
+            self.batch_size = batch_size
             self.num_workers = num_workers
             self.collate_fn = collate_fn
             self._sampler: EpochSampler | None = None
@@ -233,7 +214,12 @@ def _datamodule_class():
 
 
 def batch_datamodule(
-    cfg: omegaconf.DictConfig, val_loader: DataLoader | None = None, num_workers: int = 0
+    data: DatasetSpec,
+    solo_cfg: omegaconf.DictConfig,
+    seed: int,
+    batch_size: int,
+    val_loader: DataLoader | None = None,
+    num_workers: int = 0,
 ):
     """The ``batch`` path as a Lightning data module: in-memory uint8 batches, augmented on the
     training device in ``on_after_batch_transfer`` (training batches only).
@@ -254,8 +240,10 @@ def batch_datamodule(
 
     class InMemoryPretrainDataModule(_datamodule_class()):
         def __init__(self) -> None:
-            super().__init__(cfg, load_in_memory(cfg), val_loader, num_workers, collate_batch)
-            self.augmentation = MultiViewAugmentation(recipes(cfg))
+            super().__init__(
+                seed, batch_size, load_in_memory(data), val_loader, num_workers, collate_batch
+            )
+            self.augmentation = MultiViewAugmentation(recipes(data, solo_cfg))
 
         def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
             if self.trainer is not None and not self.trainer.training:
@@ -270,7 +258,7 @@ def batch_datamodule(
     return InMemoryPretrainDataModule()
 
 
-def per_image_transform(cfg: omegaconf.DictConfig):
+def per_image_transform(data: DatasetSpec, solo_cfg: omegaconf.DictConfig):
     """solo-learn's per-image views: ``build_transform_pipeline`` per pipeline and crop."""
     from solo.data.pretrain_dataloader import (
         FullTransformPipeline,
@@ -280,13 +268,19 @@ def per_image_transform(cfg: omegaconf.DictConfig):
 
     return FullTransformPipeline(
         [
-            NCropAugmentation(build_transform_pipeline(cfg.data.dataset, aug), aug.num_crops)
-            for aug in cfg.augmentations
+            NCropAugmentation(build_transform_pipeline(data.loader, aug), aug.num_crops)
+            for aug in augmentations(solo_cfg)
         ]
     )
 
 
-def per_image_datamodule(cfg: omegaconf.DictConfig, val_loader: DataLoader | None = None):
+def per_image_datamodule(
+    data: DatasetSpec,
+    solo_cfg: omegaconf.DictConfig,
+    seed: int,
+    batch_size: int,
+    val_loader: DataLoader | None = None,
+):
     """solo-learn's path as a Lightning data module: its dataset applies the per-image views in
     the loader (``data.num_workers`` workers), shuffled with the last partial batch dropped as
     solo-learn's ``prepare_dataloader`` does, in the order of the plugin's sampler."""
@@ -294,17 +288,17 @@ def per_image_datamodule(cfg: omegaconf.DictConfig, val_loader: DataLoader | Non
     class PerImagePretrainDataModule(_datamodule_class()):
         pass
 
-    dataset = build_train_dataset(cfg, per_image_transform(cfg))
-    return PerImagePretrainDataModule(cfg, dataset, val_loader, int(cfg.data.num_workers))
+    dataset = build_train_dataset(data, per_image_transform(data, solo_cfg))
+    return PerImagePretrainDataModule(seed, batch_size, dataset, val_loader, data.num_workers)
 
 
-def per_image_loader(cfg: omegaconf.DictConfig) -> DataLoader:
-    """The per-image path's training loader of one process (the microbenchmarks time it)."""
-    return per_image_datamodule(cfg).train_dataloader()
-
-
-def pretrain_fit_data(cfg: omegaconf.DictConfig, val_loader: DataLoader | None) -> dict[str, Any]:
+def pretrain_fit_data(
+    data: DatasetSpec,
+    solo_cfg: omegaconf.DictConfig,
+    seed: int,
+    batch_size: int,
+    val_loader: DataLoader | None,
+) -> dict[str, Any]:
     """``Trainer.fit`` keyword arguments for the non-DALI pipelines, by ``data.augment_on``."""
-    if OmegaConf.select(cfg, "data.augment_on", default="per_image") == "batch":
-        return {"datamodule": batch_datamodule(cfg, val_loader)}
-    return {"datamodule": per_image_datamodule(cfg, val_loader)}
+    build = batch_datamodule if data.augment_on == "batch" else per_image_datamodule
+    return {"datamodule": build(data, solo_cfg, seed, batch_size, val_loader)}

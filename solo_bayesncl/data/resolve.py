@@ -19,24 +19,28 @@ from omegaconf import OmegaConf
 from torchvision import datasets
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from solo_bayesncl.data.dali import check_dali_folder, resolve_dali_cfg
+from solo_bayesncl.data import dali
+from solo_bayesncl.data.dali import check_dali_folder
 from solo_bayesncl.data.datasets import offline_dataset, scene_args
 from solo_bayesncl.data.fashion_mnist import MEAN_STD, fashion_mnist_root
 from solo_bayesncl.data.names import (
     DALI_DATASETS,
     OFFLINE_DATASETS,
     SCENES,
-    SMALL_IMAGE_DATASETS,
     SOLO_DATASETS,
     dataset_spec,
+    small_stem,
 )
+from solo_bayesncl.data.pipelines import AUGMENT_ON, not_batchable
 from solo_bayesncl.data.scenes import scenes_mean_std
 
 __all__ = [
     "DatasetUnavailableError",
     "check_dataset_available",
+    "resolve_augment_on",
     "cifar_layout",
     "check_subset_sizes",
+    "resolve_dali_cfg",
     "resolve_dataset_cfg",
     "switch_dataset",
 ]
@@ -63,7 +67,7 @@ def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     OmegaConf.update(
         cfg,
         "backbone.small_stem",
-        name in SMALL_IMAGE_DATASETS if small is None else bool(small),
+        small_stem(name) if small is None else bool(small),
         force_add=True,
     )
     if OmegaConf.select(cfg, "data.format", default="image_folder") == "dali":
@@ -96,6 +100,58 @@ def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     if OmegaConf.select(cfg, "data.augmentations", default=None) is not None:
         cfg.data.augmentations.mean = list(mean)
         cfg.data.augmentations.std = list(std)
+    return cfg
+
+
+def resolve_dali_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
+    """Checks that DALI is installed and sets ``dali.device`` to ``cpu`` or ``gpu``.
+
+    Runs after the accelerator is resolved (:func:`solo_bayesncl.config.runtime.resolve_runtime`).
+    """
+    if not dali.dali_available():
+        raise dali.DaliDataError(
+            f"data.format=dali needs NVIDIA DALI, not installed: {dali.INSTALL_DALI}"
+        )
+    accelerator = str(OmegaConf.select(cfg, "accelerator", default="cpu"))
+    on_gpu = accelerator in {"gpu", "cuda"}
+    given = OmegaConf.select(cfg, "dali.device", default=None)
+    name = "auto" if given is None else str(given).lower()
+    if name == "auto":
+        name = "gpu" if on_gpu else "cpu"
+    if name not in dali.DALI_DEVICES:
+        raise dali.DaliDataError(
+            f"dali.device={given!r} is not supported; allowed values: auto, "
+            f"{', '.join(dali.DALI_DEVICES)}"
+        )
+    device = dali.DALI_DEVICES[name]
+    if device == "gpu" and not on_gpu:
+        raise dali.DaliDataError(
+            f"dali.device={name} needs training on a GPU (accelerator={accelerator}); "
+            "use dali.device=cpu"
+        )
+    OmegaConf.update(cfg, "dali.device", device, force_add=True)
+    return cfg
+
+
+def resolve_augment_on(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
+    """Validates ``data.augment_on`` (``batch`` or ``per_image``) and fills it when unset.
+
+    Runs after the dataset was resolved (the plugin's ``fashion-mnist`` is known by
+    ``data.offline_dataset``). An explicit ``batch`` that the data or recipe cannot honour fails
+    here with the reason; unset, it becomes ``batch`` only where it is allowed.
+    """
+    value = OmegaConf.select(cfg, "data.augment_on", default=None)
+    reason = not_batchable(dataset_spec(cfg), OmegaConf.select(cfg, "augmentations", default=None))
+    if value is None:
+        value = "per_image" if reason else "batch"
+    value = str(value)
+    if value not in AUGMENT_ON:
+        raise ValueError(
+            f"data.augment_on={value!r} is not supported; allowed values: {', '.join(AUGMENT_ON)}"
+        )
+    if value == "batch" and reason:
+        raise ValueError(f"data.augment_on=batch is not available: {reason}; use per_image")
+    OmegaConf.update(cfg, "data.augment_on", value, force_add=True)
     return cfg
 
 

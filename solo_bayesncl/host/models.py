@@ -24,7 +24,7 @@ import omegaconf
 from omegaconf import OmegaConf
 from torch import nn
 
-from solo_bayesncl.data.names import SMALL_IMAGE_DATASETS
+from solo_bayesncl.data.names import small_stem
 from solo_bayesncl.host.registration import register
 
 __all__ = [
@@ -62,13 +62,12 @@ def without_resume_warning() -> Iterator[None]:
 
 
 def wants_small_stem(cfg: omegaconf.DictConfig) -> bool:
-    """True when a ResNet backbone gets the small-image stem: on CIFAR (solo-learn's rule) or
-    when ``backbone.small_stem`` is set."""
-    name = str(OmegaConf.select(cfg, "backbone.name", default=""))
-    dataset = OmegaConf.select(cfg, "data.dataset", default=None)
-    return name.startswith("resnet") and (
-        dataset in SMALL_IMAGE_DATASETS
-        or bool(OmegaConf.select(cfg, "backbone.small_stem", default=False))
+    """True when a ResNet backbone gets the small-image stem
+    (:func:`~solo_bayesncl.data.names.small_stem`)."""
+    backbone = cfg.get("backbone", None) or {}
+    dataset = (cfg.get("data", None) or {}).get("dataset", None)
+    return str(backbone.get("name", "")).startswith("resnet") and small_stem(
+        dataset, backbone.get("small_stem", None)
     )
 
 

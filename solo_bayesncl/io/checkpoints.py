@@ -23,12 +23,12 @@ from typing import Any
 
 import omegaconf
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 
+from solo_bayesncl.config.saved import SavedConfigError, checkpoint_spec
+from solo_bayesncl.config.settings import RunSpec
 from solo_bayesncl.host import registration
 from solo_bayesncl.host.models import build_backbone, build_method, without_resume_warning
-from solo_bayesncl.host.registration import SUPPORTED_METHODS
 from solo_bayesncl.io.artifact import is_artifact, read_artifact
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "load_backbone",
     "load_checkpoint",
     "load_method",
-    "official_method_name",
 ]
 
 
@@ -48,47 +47,21 @@ class CheckpointError(ValueError):
 
 @dataclass
 class LoadedCheckpoint:
-    """A checkpoint's config (solo-learn's), its weights and the method name it builds."""
+    """A checkpoint's config read once into its spec (``spec``,
+    :func:`~solo_bayesncl.config.settings.saved_run_spec`), which every reader of the checkpoint
+    reads; ``cfg``, the same config as solo-learn takes it (``spec.solo``), is handed to
+    solo-learn's method when the model is built. Its weights, and the method name it builds."""
 
-    cfg: omegaconf.DictConfig
+    spec: RunSpec
     state_dict: dict[str, torch.Tensor]
     method: str
     path: Path
     metrics: dict[str, float] | None = None
 
-
-def _truthy(value: Any) -> bool:
-    return value is True or str(value).lower() == "true"
-
-
-def _gate_flags(cfg: dict[str, Any], state_dict: dict[str, torch.Tensor]) -> None:
-    """A gated checkpoint has ``use_bayes: True`` (the official meaning: a gate exists); a
-    ``use_bayes: False`` beside a gating head is this plugin's former spelling of ``use_kl``."""
-    kwargs = cfg.get("method_kwargs")
-    if not isinstance(kwargs, dict) or not any(k.startswith("gating_head.") for k in state_dict):
-        return
-    if "use_kl" not in kwargs:
-        kwargs["use_kl"] = _truthy(kwargs.get("use_bayes", True))
-    kwargs["use_bayes"] = True
-
-
-def official_method_name(cfg: dict[str, Any], state_dict: dict[str, torch.Tensor]) -> str:
-    """The plugin method a config of the official codes means (``simclr`` + gate -> bayesncl,
-    ``simclr`` + ``non_neg`` -> ncl); other names are returned as they are.
-
-    The official ``use_bayes: False`` builds no gating head, so only a gating head in the weights
-    or ``use_bayes: True`` makes a gated model; the other gate keys are present in every official
-    config and say nothing."""
-    method = str(cfg.get("method", ""))
-    kwargs = cfg.get("method_kwargs") or {}
-    if method == "simclr":
-        if any(k.startswith("gating_head.") for k in state_dict) or _truthy(
-            kwargs.get("use_bayes")
-        ):
-            return "bayesncl"
-        if str(kwargs.get("non_neg")).lower() not in ("none", "null"):  # YAML None is "None"
-            return "ncl"
-    return method
+    @property
+    def cfg(self) -> omegaconf.DictConfig:
+        """The checkpoint's config as solo-learn takes it (``spec.solo``)."""
+        return self.spec.solo
 
 
 def _read_lightning_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
@@ -174,28 +147,13 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
         cfg, state_dict, metrics = read_artifact(path)
     else:
         cfg, state_dict = _read_lightning_checkpoint(path)
-    method = official_method_name(cfg, state_dict)
-    if method not in SUPPORTED_METHODS:
-        raise CheckpointError(
-            f"{path}: method {cfg.get('method')!r} is not supported; allowed: {', '.join(SUPPORTED_METHODS)}"
-        )
-    for section, key in (("data", "dataset"), ("backbone", "name")):
-        node = cfg.get(section)
-        if not isinstance(node, dict) or not node.get(key):
-            source = path if is_artifact(path) else path.parent / "args.json"
-            raise CheckpointError(
-                f"{source}: the config has no {section}.{key}, which says what the model was "
-                f"trained {'on' if section == 'data' else 'with'}; is it the args.json of a "
-                "pretraining run?"
-            )
-    cfg["method"] = method
-    if method == "bayesncl":
-        _gate_flags(cfg, state_dict)
-    cfg.pop("wandb_run_id", None)
-    dict_cfg = OmegaConf.create(cfg)
-    OmegaConf.set_struct(dict_cfg, False)
+    try:
+        spec = checkpoint_spec(cfg, state_dict)
+    except SavedConfigError as err:
+        config_file = path if is_artifact(path) else path.parent / "args.json"
+        raise CheckpointError(f"{config_file if err.in_config else path}: {err}") from None
     return LoadedCheckpoint(
-        cfg=dict_cfg, state_dict=state_dict, method=method, path=path, metrics=metrics
+        spec=spec, state_dict=state_dict, method=str(spec.method.name), path=path, metrics=metrics
     )
 
 

@@ -12,8 +12,8 @@ Config (all optional)::
       retrieval: True      # False skips the retrieval precisions (booleans are strict)
       probe: False         # also fit the converged linear probe (metrics/probe.py)
 
-:func:`check_interpretability_cfg` checks every key (type, range, known name) before anything
-is built; the pretraining entry point calls it with the other config checks.
+:func:`~solo_bayesncl.config.settings.check_interpretability` checks every key (type, range,
+known name) before anything is built, when the pretraining config is read into its spec.
 
 Metrics are logged as ``interp/<metric>`` to every logger (CSV and wandb). With ``probe: True``
 the backbone features of the un-augmented training images and of the validation images are
@@ -37,26 +37,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import omegaconf
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
-from omegaconf import OmegaConf
 from torch.utils.data import DataLoader
 
-from solo_bayesncl.core.gates import GATE_MODES
+from solo_bayesncl.config.settings import InterpretabilitySpec
 from solo_bayesncl.core.representations import (
     RepresentationBatch,
     extract_representations,
     representation_batch,
 )
-from solo_bayesncl.core.validation import (
-    parse_bool,
-    require_choice,
-    require_int,
-    require_known_keys,
-)
 from solo_bayesncl.data.datasets import build_labelled_train_dataset, validation_transform
-from solo_bayesncl.data.names import SCENES, dataset_spec
+from solo_bayesncl.data.names import SCENES, DatasetSpec
 from solo_bayesncl.data.scenes import background_labels
 from solo_bayesncl.metrics import InterpretabilityAccumulator
 from solo_bayesncl.metrics.background import background_figures
@@ -66,18 +58,7 @@ __all__ = [
     "Backgrounds",
     "InterpretabilityCallback",
     "build_interpretability_callback",
-    "check_interpretability_cfg",
 ]
-
-_KEYS = {
-    "enabled",
-    "frequency",
-    "gate",
-    "max_samples",
-    "shuffle_permutations",
-    "retrieval",
-    "probe",
-}
 
 
 @dataclass(frozen=True)
@@ -304,83 +285,45 @@ class InterpretabilityCallback(Callback):
             )
 
 
-def check_interpretability_cfg(cfg: omegaconf.DictConfig) -> dict[str, Any]:
-    """Checks ``cfg.interpretability``, writes the keys it holds back normalised (booleans
-    parsed strictly) and returns every setting, defaults filled in.
-
-    Raises :class:`~solo_bayesncl.core.validation.ConfigError` naming the key for an
-    unknown key or a value of the wrong type or range, and ``ValueError`` for ``enabled``
-    without labelled validation data. Runs before any model is built.
-    """
-    if not OmegaConf.select(cfg, "interpretability", default=None):
-        OmegaConf.update(cfg, "interpretability", {}, merge=False, force_add=True)
-    section: Any = cfg.interpretability
-    require_known_keys("interpretability", section, sorted(_KEYS))
-    key = "interpretability"
-    checked = {
-        "enabled": parse_bool(f"{key}.enabled", section.get("enabled", False)),
-        "frequency": require_int(f"{key}.frequency", section.get("frequency", 1), low=1),
-        "gate": require_choice(f"{key}.gate", section.get("gate", "hard"), GATE_MODES),
-        "max_samples": None,
-        "shuffle_permutations": require_int(
-            f"{key}.shuffle_permutations", section.get("shuffle_permutations", 5), low=1
-        ),
-        "retrieval": parse_bool(f"{key}.retrieval", section.get("retrieval", True)),
-        "probe": parse_bool(f"{key}.probe", section.get("probe", False)),
-    }
-    if section.get("max_samples", None) is not None:
-        checked["max_samples"] = require_int(f"{key}.max_samples", section["max_samples"], low=2)
-    no_labels = parse_bool("data.no_labels", OmegaConf.select(cfg, "data.no_labels", default=False))
-    custom = OmegaConf.select(cfg, "data.dataset", default=None) == "custom"
-    has_val = OmegaConf.select(cfg, "data.val_path", default=None) is not None
-    if checked["enabled"] and not (has_val and not (custom and no_labels)):
-        raise ValueError(
-            "interpretability.enabled=True needs labelled validation data (data.val_path)"
-        )
-    for name in section:
-        section[name] = checked[name]
-    return checked
-
-
 def build_interpretability_callback(
-    cfg: omegaconf.DictConfig, val_loader
+    settings: InterpretabilitySpec, data: DatasetSpec, batch_size: int, val_loader
 ) -> InterpretabilityCallback | None:
-    """The callback configured by ``cfg.interpretability``, or None when it is off.
+    """The callback ``settings`` (the checked ``interpretability`` section,
+    :func:`~solo_bayesncl.config.settings.check_interpretability`) configure on the run's
+    ``data``, or None when it is off. With ``probe`` the labelled training images are read in
+    batches of ``batch_size``.
 
-    Raises ``ValueError`` naming the key for anything :func:`check_interpretability_cfg`
-    refuses, or when it is switched on without labelled validation data.
+    Raises ``ValueError`` when it is switched on without labelled validation data.
     """
-    section = check_interpretability_cfg(cfg)
-    if not section["enabled"]:
+    if not settings.enabled:
         return None
     if val_loader is None:
         raise ValueError(
             "interpretability.enabled=True needs labelled validation data (data.val_path)"
         )
-    spec = dataset_spec(cfg)
     probe_loader = None
-    if section["probe"]:
+    if settings.probe:
         probe_loader = DataLoader(
-            build_labelled_train_dataset(spec, validation_transform(spec)),
-            batch_size=int(cfg.optimizer.batch_size),
+            build_labelled_train_dataset(data, validation_transform(data)),
+            batch_size=batch_size,
             shuffle=False,
-            num_workers=spec.num_workers,
+            num_workers=data.num_workers,
         )
     backgrounds = None
-    if spec.name == SCENES:
+    if data.name == SCENES:
         backgrounds = Backgrounds(
             val=background_labels(val_loader.dataset),
             train=background_labels(probe_loader.dataset) if probe_loader is not None else None,
-            num_backgrounds=int(cfg.data.num_backgrounds),
+            num_backgrounds=int(data.num_backgrounds),
         )
     return InterpretabilityCallback(
         val_loader,
-        num_classes=int(cfg.data.num_classes),
-        frequency=section["frequency"],
-        gate=section["gate"],
-        max_samples=section["max_samples"],
-        shuffle_permutations=section["shuffle_permutations"],
-        retrieval=section["retrieval"],
+        num_classes=data.classes,
+        frequency=settings.frequency,
+        gate=settings.gate,
+        max_samples=settings.max_samples,
+        shuffle_permutations=settings.shuffle_permutations,
+        retrieval=settings.retrieval,
         probe_loader=probe_loader,
         backgrounds=backgrounds,
     )

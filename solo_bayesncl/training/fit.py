@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import omegaconf
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from solo_bayesncl.config.settings import PerformanceSettings, RunSettings
+from solo_bayesncl.config.settings import PerformanceSettings, RunSpec
 from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.core.validation import first_line
 from solo_bayesncl.data.datasets import build_val_loader
@@ -36,7 +34,6 @@ from solo_bayesncl.training.trainer import (
     build_trainer,
     checkpoint_callbacks,
     job_run_agreement,
-    peer_timeout_s,
     per_rank_random_streams,
 )
 
@@ -85,26 +82,24 @@ def train_batches_per_process(data: dict[str, Any], processes: int, dali: bool) 
 
 
 def fit(
-    cfg: omegaconf.DictConfig,
-    settings: RunSettings,
+    spec: RunSpec,
     model: nn.Module,
-    run_root: Path,
     *,
-    dali_datamodule: Callable[[omegaconf.DictConfig], Any],
-    fit_data: Callable[[omegaconf.DictConfig, DataLoader | None], dict[str, Any]],
+    dali_datamodule: Callable[[RunSpec], Any],
+    fit_data: Callable[[RunSpec, DataLoader | None], dict[str, Any]],
     run: JobRun,
     callbacks: Callable[[DataLoader | None], list] = lambda val_loader: [],
     val_transform: Callable | None = None,
     resumable: bool = False,
     compile_backbone: bool = False,
 ):
-    """Trains ``model`` on ``cfg``'s data; returns the Trainer. ``settings`` is ``cfg`` read
-    once (:func:`~solo_bayesncl.config.settings.run_settings`); ``cfg`` itself goes to
-    solo-learn's classes (the Trainer's arguments, its Checkpointer, its DALI data module).
+    """Trains ``model`` on the data of ``spec`` (the run's config read once,
+    :func:`~solo_bayesncl.config.settings.run_spec`); returns the Trainer.
 
-    With ``data.format=dali`` the training data is ``dali_datamodule(cfg)`` (solo-learn's DALI
-    pipeline) validated on this project's loader, else ``fit_data(cfg, val_loader)`` gives the
-    ``Trainer.fit`` keyword arguments. Logs and checkpoints go under ``run_root``, in the folder
+    With ``data.format=dali`` the training data is ``dali_datamodule(spec)`` (solo-learn's DALI
+    pipeline) validated on this project's loader, else ``fit_data(spec, val_loader)`` gives the
+    ``Trainer.fit`` keyword arguments. Logs and checkpoints go under ``checkpoint.run_root``, in
+    the folder
     of ``run`` (resumed from ``run.ckpt_path`` when it has one). The callbacks are the run
     agreement between processes, the per-rank random streams, solo-learn's Checkpointer
     (``checkpoint.enabled``), then ``callbacks(val_loader)``. A ``resumable`` fit (pretraining)
@@ -120,24 +115,25 @@ def fit(
     is removed when no checkpoint is in it
     (:func:`~solo_bayesncl.training.summary.drop_folder_without_checkpoint`). A job of several
     processes says how long they wait for each other
-    (:func:`~solo_bayesncl.training.trainer.peer_timeout_s`) and raises
+    (``distributed.timeout_s``) and raises
     :class:`~solo_bayesncl.training.trainer.PeersNotMet` when they do not all connect in time.
     """
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-    dali = settings.dataset.format == "dali"
+    machine, checkpoint = spec.trainer, spec.checkpoint
+    dali = spec.data.format == "dali"
     val_loader = build_val_loader(
-        settings.dataset, settings.batch_size, val_transform, settings.processes
+        spec.data, spec.optimizer.batch_size, val_transform, machine.processes
     )
     if dali:
-        datamodule = dali_datamodule(cfg)
+        datamodule = dali_datamodule(spec)
         datamodule.val_dataloader = lambda: val_loader  # solo-learn's DALI module has none
         data = {"datamodule": datamodule}
     else:
-        data = fit_data(cfg, val_loader)
+        data = fit_data(spec, val_loader)
     own = list(callbacks(val_loader))  # checked with the data, before any logger is made
-    train_batches = train_batches_per_process(data, settings.processes, dali)
-    if compile_backbone and settings.performance.compile:
+    train_batches = train_batches_per_process(data, machine.processes, dali)
+    if compile_backbone and machine.performance.compile:
         compile_training_forward(model.backbone)
         if launched_as_rank_zero():
             print(
@@ -146,21 +142,21 @@ def fit(
                 flush=True,
             )
     trainer = build_trainer(
-        cfg,
-        build_loggers(cfg, run_root, run),
+        machine,
+        build_loggers(machine, checkpoint.run_root, run),
         [
             job_run_agreement(run),
             per_rank_random_streams(),
-            *checkpoint_callbacks(cfg, run_root, within_epochs=resumable),
+            *checkpoint_callbacks(checkpoint, machine.name, spec.solo, within_epochs=resumable),
             *own,
-            *([resumable_fit(int(settings.seed))] if resumable else []),
+            *([resumable_fit(int(machine.seed))] if resumable else []),
         ],
         train_batches=train_batches,
     )
-    if settings.processes > 1 and launched_as_rank_zero():
+    if machine.processes > 1 and launched_as_rank_zero():
         print(
-            f"distributed: the job's {settings.processes} processes wait up to "
-            f"{peer_timeout_s(cfg):g} s for each other (distributed.timeout_s)",
+            f"distributed: the job's {machine.processes} processes wait up to "
+            f"{machine.peer_timeout_s:g} s for each other (distributed.timeout_s)",
             flush=True,
         )
     # Lightning stops a fit on SIGTERM with an exception; the trainer says it was interrupted
@@ -169,14 +165,14 @@ def fit(
             trainer.fit(model, ckpt_path=run.ckpt_path, **data)
         except torch.distributed.DistStoreError as err:
             raise PeersNotMet(
-                f"the job's {settings.processes} processes did not all connect within "
-                f"{peer_timeout_s(cfg):g} s ({first_line(err)}); start the processes of every "
+                f"the job's {machine.processes} processes did not all connect within "
+                f"{machine.peer_timeout_s:g} s ({first_line(err)}); start the processes of every "
                 "node, or give them longer with distributed.timeout_s"
             ) from None
         except Exception:
             raise
         except BaseException:  # a stop (the benchmark's SIGTERM, Lightning's), not a failure
-            drop_folder_without_checkpoint(trainer, cfg)
+            drop_folder_without_checkpoint(trainer, checkpoint.enabled)
             raise
-    drop_folder_without_checkpoint(trainer, cfg)
+    drop_folder_without_checkpoint(trainer, checkpoint.enabled)
     return trainer

@@ -17,21 +17,22 @@ import omegaconf
 from omegaconf import OmegaConf
 
 from solo_bayesncl.config.checks import check_solo_names
-from solo_bayesncl.config.settings import resolve_with_solo, run_settings
-from solo_bayesncl.data.pipelines import pretrain_fit_data, resolve_augment_on
+from solo_bayesncl.config.settings import RunSpec, resolve_with_solo, run_spec
+from solo_bayesncl.data.pipelines import pretrain_fit_data
+from solo_bayesncl.data.resolve import resolve_augment_on
 from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.host.models import build_method
 from solo_bayesncl.host.registration import register
+from solo_bayesncl.methods.keys import check_method_kwargs, check_upstream_method_kwargs
 from solo_bayesncl.training.auto_resume import decide_job_run
 from solo_bayesncl.training.fit import fit, seed_and_layout
 
-__all__ = ["pretrain", "prepare_pretrain_cfg"]
+__all__ = ["pretrain", "prepare_pretrain", "prepare_pretrain_cfg", "train_pretrain"]
 
 
-def prepare_pretrain_cfg(
-    cfg: omegaconf.DictConfig, check_data: bool = True
-) -> omegaconf.DictConfig:
-    """Every check and default that must hold before a model is built.
+def prepare_pretrain(cfg: omegaconf.DictConfig, check_data: bool = True) -> RunSpec:
+    """Every check and default that must hold before a model is built, then the config read once
+    into its :class:`~solo_bayesncl.config.settings.RunSpec`.
 
     Resolves accelerator/devices/precision, the dataset (``fashion-mnist`` included), runs
     solo-learn's ``parse_cfg`` and the method's own ``add_and_assert_specific_cfg``, and checks
@@ -44,10 +45,6 @@ def prepare_pretrain_cfg(
     from solo.methods import METHODS
     from solo.methods.base import BaseMethod
 
-    # the methods package imports solo-learn (it registers its classes), the callback Lightning
-    from solo_bayesncl.methods.keys import check_method_kwargs, check_upstream_method_kwargs
-    from solo_bayesncl.training.callback import check_interpretability_cfg
-
     OmegaConf.set_struct(cfg, False)
     method = OmegaConf.select(cfg, "method", default=None)
     if method not in METHODS:
@@ -59,45 +56,51 @@ def prepare_pretrain_cfg(
     check_solo_names(cfg, BaseMethod._OPTIMIZERS, BaseMethod._SCHEDULERS, BaseMethod._BACKBONES)
     cfg = resolve_with_solo(cfg, parse_cfg, check_data)
     cfg = resolve_augment_on(cfg)
-    cfg = METHODS[method].add_and_assert_specific_cfg(cfg)
-    check_upstream_method_kwargs(cfg.method, cfg.method_kwargs)
-    check_interpretability_cfg(cfg)
-    run_settings(cfg)  # performance.compile=True needs a C++ compiler on the CPU
-    return cfg
+    cfg = METHODS[method].add_and_assert_specific_cfg(cfg)  # solo-learn's hand-off
+    spec = run_spec(cfg, pretraining=True)  # performance.compile=True needs a C++ compiler
+    check_upstream_method_kwargs(spec.method.name, spec.method.kwargs)
+    return spec
 
 
-def pretrain(
-    cfg: omegaconf.DictConfig, extra_callbacks: list | None = None, prepared: bool = False
-):
-    """Trains ``cfg.method`` as solo-learn's pretraining script would; returns the Trainer.
+def prepare_pretrain_cfg(
+    cfg: omegaconf.DictConfig, check_data: bool = True
+) -> omegaconf.DictConfig:
+    """:func:`prepare_pretrain`'s config as solo-learn takes it, for callers that
+    hand it on or only check it."""
+    return prepare_pretrain(cfg, check_data).solo
 
-    ``extra_callbacks`` are added to the Trainer's (e.g. the benchmark's epoch timer);
-    ``prepared`` says ``cfg`` already went through :func:`prepare_pretrain_cfg`.
-    """
-    if not prepared:
-        cfg = prepare_pretrain_cfg(cfg)
+
+def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
+    """Trains ``cfg.method`` as solo-learn's pretraining script would; returns the Trainer
+    (:func:`prepare_pretrain`, then :func:`train_pretrain`)."""
+    return train_pretrain(prepare_pretrain(cfg), extra_callbacks)
+
+
+def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
+    """Trains the method of a prepared ``spec``; returns the Trainer. ``extra_callbacks`` are
+    added to the Trainer's (e.g. the benchmark's epoch timer)."""
     from lightning.pytorch.callbacks import LearningRateMonitor
 
     from solo_bayesncl.training.callback import build_interpretability_callback  # Lightning
 
-    settings = run_settings(cfg)  # the config read once; solo-learn's classes get cfg itself
-    model = seed_and_layout(settings.seed, settings.performance, lambda: build_method(cfg))
-    explicit_ckpt = cfg.resume_from_checkpoint
-    if explicit_ckpt is not None:
-        del cfg.resume_from_checkpoint
+    model = seed_and_layout(
+        spec.trainer.seed, spec.trainer.performance, lambda: build_method(spec.solo)
+    )
     # one decision for the whole job, whatever the number of processes; the whole resolved config
     # must match an earlier sitting's, not solo-learn's dozen keys
     run = decide_job_run(
-        OmegaConf.to_container(cfg),
-        settings.run_root,
-        resume=settings.auto_resume,
-        max_hours=settings.max_hours,
-        explicit_ckpt=explicit_ckpt,
+        spec.fingerprint_source,
+        spec.checkpoint.run_root,
+        resume=spec.checkpoint.auto_resume,
+        max_hours=spec.checkpoint.max_hours,
+        explicit_ckpt=spec.checkpoint.resume_from,
         shapes={k: tuple(v.shape) for k, v in model.state_dict().items()},
     )
 
     def callbacks(val_loader) -> list:
-        interpretability = build_interpretability_callback(cfg, val_loader)
+        interpretability = build_interpretability_callback(
+            spec.interpretability, spec.data, spec.optimizer.batch_size, val_loader
+        )
         return [
             *([interpretability] if interpretability is not None else []),
             LearningRateMonitor(logging_interval="step"),
@@ -105,12 +108,13 @@ def pretrain(
         ]
 
     return fit(
-        cfg,
-        settings,
+        spec,
         model,
-        settings.run_root,
         dali_datamodule=_dali_datamodule,
-        fit_data=pretrain_fit_data,  # per-image or batched augmentation (data.augment_on)
+        # per-image or batched augmentation (data.augment_on): solo-learn's transforms
+        fit_data=lambda spec, val_loader: pretrain_fit_data(
+            spec.data, spec.solo, spec.trainer.seed or 0, spec.optimizer.batch_size, val_loader
+        ),
         run=run,
         callbacks=callbacks,
         resumable=True,  # saves within epochs, resumes there as if never stopped
@@ -118,7 +122,7 @@ def pretrain(
     )
 
 
-def _dali_datamodule(cfg: omegaconf.DictConfig):
+def _dali_datamodule(spec: RunSpec):
     from solo_bayesncl.data.dali_modules import build_pretrain_dali_datamodule
 
-    return build_pretrain_dali_datamodule(cfg)
+    return build_pretrain_dali_datamodule(spec.data, spec.optimizer.batch_size, spec.solo)

@@ -9,8 +9,6 @@ import shutil
 import signal
 from pathlib import Path
 
-import omegaconf
-
 from solo_bayesncl.training.auto_resume import (
     ResumePoint,
     resume_order,
@@ -71,11 +69,12 @@ def this_runs_checkpoint(trainer) -> Path | None:
     return resume_order(found)[0] if found else None
 
 
-def drop_folder_without_checkpoint(trainer, cfg: omegaconf.DictConfig) -> Path | None:
+def drop_folder_without_checkpoint(trainer, checkpointing: bool) -> Path | None:
     """After an interrupted fit that saves checkpoints, removes its run folder when no checkpoint
     is in it (it was stopped before the first one: nothing there can be resumed, and a folder of
-    ``args.json`` and logs only would be mistaken for a run); returns the removed folder."""
-    if not trainer.interrupted or not cfg.checkpoint.enabled or not trainer.is_global_zero:
+    ``args.json`` and logs only would be mistaken for a run); returns the removed folder.
+    ``checkpointing``: the fit saves checkpoints (``checkpoint.enabled``)."""
+    if not trainer.interrupted or not checkpointing or not trainer.is_global_zero:
         return None
     try:
         folder = csv_log_dir(trainer)

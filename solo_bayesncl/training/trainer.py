@@ -27,11 +27,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
-import omegaconf
 import torch
-from omegaconf import OmegaConf
 
-from solo_bayesncl.config.runtime import trainer_devices
+from solo_bayesncl.config.settings import CheckpointSpec, TrainerSpec
 from solo_bayesncl.core.distributed import rank_seed
 from solo_bayesncl.training.auto_resume import (
     FINGERPRINT_KEY,
@@ -41,7 +39,6 @@ from solo_bayesncl.training.auto_resume import (
 )
 
 __all__ = [
-    "PEER_TIMEOUT_S",
     "PeersNotMet",
     "build_loggers",
     "build_trainer",
@@ -49,7 +46,6 @@ __all__ = [
     "continue_metrics_csv",
     "interval_checkpoint",
     "job_run_agreement",
-    "peer_timeout_s",
     "per_rank_random_streams",
     "resume_line",
 ]
@@ -62,7 +58,7 @@ def _wandb_login_available() -> bool:
     return netrc.is_file() and "api.wandb.ai" in netrc.read_text(errors="ignore")
 
 
-def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, run: JobRun) -> list:
+def build_loggers(spec: TrainerSpec, run_dir_root: Path, run: JobRun) -> list:
     """wandb (when ``wandb.enabled``) first, then a CSV logger writing ``metrics.csv`` into the
     run's checkpoint folder, ``<run id>`` with wandb, ``offline-<run id>`` without. Without stored
     wandb credentials, wandb logs offline instead of prompting for a login. A resumed run's
@@ -71,22 +67,22 @@ def build_loggers(cfg: omegaconf.DictConfig, run_dir_root: Path, run: JobRun) ->
     from lightning.pytorch.loggers import CSVLogger
 
     loggers: list = []
-    if cfg.wandb.enabled:
+    if spec.wandb.enabled:
         from lightning.pytorch.loggers.wandb import WandbLogger
 
-        offline = bool(cfg.wandb.offline)
+        offline = spec.wandb.offline
         if not offline and not _wandb_login_available():
             print("wandb: no stored login (WANDB_API_KEY or ~/.netrc); logging offline instead.")
             offline = True
         wandb_logger = WandbLogger(
-            name=cfg.name,
-            project=cfg.wandb.project,
-            entity=cfg.wandb.entity,
+            name=spec.name,
+            project=spec.wandb.project,
+            entity=spec.wandb.entity,
             offline=offline,
             resume="allow" if run.ckpt_path else None,
             id=run.run_id,  # every process's logger names the same run
         )
-        wandb_logger.log_hyperparams(OmegaConf.to_container(cfg))
+        wandb_logger.log_hyperparams(dict(spec.arguments))
         loggers.append(wandb_logger)
         version = run.run_id
     else:
@@ -190,26 +186,8 @@ def per_rank_random_streams():
     return PerRankRandomStreams()
 
 
-PEER_TIMEOUT_S = 300.0
-"""How long the processes of a job wait for each other by default (``distributed.timeout_s``):
-torch's own default is 30 minutes, and a launch whose other node never comes would wait that
-long with no word."""
-
-
 class PeersNotMet(RuntimeError):
     """The processes of a multi-process or multi-node job did not all connect in time."""
-
-
-def peer_timeout_s(cfg: omegaconf.DictConfig) -> float:
-    """``distributed.timeout_s`` of ``cfg``, :data:`PEER_TIMEOUT_S` when not set: how long the
-    processes of a job wait to connect (and at any collective) before the job fails."""
-    value = OmegaConf.select(cfg, "distributed.timeout_s", default=None)
-    if value is None:
-        return PEER_TIMEOUT_S
-    seconds = float(value)
-    if not seconds > 0:
-        raise ValueError(f"distributed.timeout_s={value!r} must be a number of seconds above 0")
-    return seconds
 
 
 LIGHTNING_LOG_EVERY_N_STEPS = 50
@@ -227,36 +205,36 @@ def _batches_within_limit(batches: int, limit: int | float | None) -> int:
 
 
 def build_trainer(
-    cfg: omegaconf.DictConfig, loggers: list, callbacks: list, train_batches: int | None = None
+    spec: TrainerSpec, loggers: list, callbacks: list, train_batches: int | None = None
 ):
-    """A Trainer from the config's Trainer keys, with devices as Lightning takes them.
+    """A Trainer from the config's Trainer keys (``spec.arguments``), with devices as Lightning
+    takes them.
 
     ``train_batches``, the training batches of an epoch in each process when known, caps
     Lightning's ``log_every_n_steps`` (:data:`LIGHTNING_LOG_EVERY_N_STEPS`) at the epoch, so that a short epoch is still logged and
     Lightning does not warn that it is shorter than the logging interval; a ``log_every_n_steps``
     in the config is kept. Lightning's own checkpointing runs only through a ``ModelCheckpoint``
-    among ``callbacks``. A DDP job's processes wait :func:`peer_timeout_s` for each other (to
+    among ``callbacks``. A DDP job's processes wait ``distributed.timeout_s`` for each other (to
     connect, and at every collective) before the job fails.
     """
     from lightning.pytorch import Trainer
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    kwargs = OmegaConf.to_container(cfg)
     valid = inspect.signature(Trainer.__init__).parameters
-    kwargs = {k: v for k, v in kwargs.items() if k in valid}
+    kwargs = {k: v for k, v in spec.arguments.items() if k in valid}
     if train_batches is not None and kwargs.get("log_every_n_steps") is None:
         epoch = _batches_within_limit(train_batches, kwargs.get("limit_train_batches"))
         kwargs["log_every_n_steps"] = max(1, min(LIGHTNING_LOG_EVERY_N_STEPS, epoch))
-    strategy = cfg.strategy
+    strategy = spec.strategy
     if strategy == "ddp":
         from lightning.pytorch.strategies.ddp import DDPStrategy
 
         strategy = DDPStrategy(
-            find_unused_parameters=False, timeout=timedelta(seconds=peer_timeout_s(cfg))
+            find_unused_parameters=False, timeout=timedelta(seconds=spec.peer_timeout_s)
         )
     kwargs.update(
         {
-            "devices": trainer_devices(cfg),
+            "devices": spec.devices,
             "logger": loggers,
             "callbacks": callbacks,
             "enable_checkpointing": any(isinstance(c, ModelCheckpoint) for c in callbacks),
@@ -269,7 +247,7 @@ def build_trainer(
 _WITHIN_EPOCH = re.compile(r"-ep=(\d+)-step=\d+\.ckpt$")
 
 
-def interval_checkpoint(cfg: omegaconf.DictConfig, run_root: Path, seconds: float):
+def interval_checkpoint(name: str, run_root: Path, seconds: float):
     """Lightning's ``ModelCheckpoint`` saving every ``seconds`` within an epoch, into the folder
     solo-learn's ``Checkpointer`` writes (``run_root/<logger version>``, beside ``args.json``),
     as ``<name>-<version>-ep=<epoch>-step=<step>.ckpt``.
@@ -296,7 +274,7 @@ def interval_checkpoint(cfg: omegaconf.DictConfig, run_root: Path, seconds: floa
         def setup(self, trainer, pl_module, stage: str) -> None:
             version = str(trainer.logger.version)  # the Checkpointer's folder name
             self.dirpath = str(run_root / version)
-            self.filename = f"{cfg.name}-{version}-ep={{epoch}}-step={{step}}"
+            self.filename = f"{name}-{version}-ep={{epoch}}-step={{step}}"
             with warnings.catch_warnings():  # a resumed wandb run writes into its old folder
                 warnings.filterwarnings("ignore", message="Checkpoint directory .* not empty")
                 super().setup(trainer, pl_module, stage)
@@ -343,24 +321,21 @@ def interval_checkpoint(cfg: omegaconf.DictConfig, run_root: Path, seconds: floa
 
 
 def checkpoint_callbacks(
-    cfg: omegaconf.DictConfig, run_root: Path, within_epochs: bool = False
+    spec: CheckpointSpec, name: str, solo_cfg, within_epochs: bool = False
 ) -> list:
-    """solo-learn's Checkpointer (checkpoints and ``args.json`` under ``run_root``) when
-    ``checkpoint.enabled``, else no callback; with ``within_epochs`` (pretraining, which
-    resumes) and ``checkpoint.time_interval_s`` > 0 the :func:`interval_checkpoint` too."""
-    if not cfg.checkpoint.enabled:
+    """solo-learn's Checkpointer (checkpoints and ``args.json``, which it writes from
+    ``solo_cfg``, under ``spec.run_root``) when ``checkpoint.enabled``, else no callback; with
+    ``within_epochs`` (pretraining, which resumes) and ``checkpoint.time_interval_s`` > 0 the
+    :func:`interval_checkpoint` too, its files named after the run (``name``)."""
+    if not spec.enabled:
         return []
     from solo.utils.checkpointer import Checkpointer
 
     callbacks = [
         Checkpointer(
-            cfg,
-            logdir=run_root,
-            frequency=cfg.checkpoint.frequency,
-            keep_prev=cfg.checkpoint.keep_prev,
+            solo_cfg, logdir=spec.run_root, frequency=spec.frequency, keep_prev=spec.keep_prev
         )
     ]
-    seconds = OmegaConf.select(cfg, "checkpoint.time_interval_s", default=None)
-    if within_epochs and seconds:
-        callbacks.append(interval_checkpoint(cfg, run_root, float(seconds)))
+    if within_epochs and spec.time_interval_s:
+        callbacks.append(interval_checkpoint(name, spec.run_root, float(spec.time_interval_s)))
     return callbacks

@@ -49,13 +49,13 @@ def test_logistic_probe_refuses_empty_features_and_a_single_class():
 
 @pytest.mark.solo
 def test_interpretability_probe_must_be_a_boolean():
-    from solo_bayesncl.training.callback import build_interpretability_callback
+    from solo_bayesncl.config.settings import check_interpretability
 
     cfg = OmegaConf.create({"interpretability": {"enabled": True, "probe": "yes"}})
     with pytest.raises(
         ValueError, match=r"^interpretability\.probe='yes' is not a boolean; allowed: true, false"
     ):
-        build_interpretability_callback(cfg, val_loader=object())
+        check_interpretability(cfg)
 
 
 def _metrics_csv(path: Path, rows: list[dict[str, float]]) -> Path:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -253,6 +254,20 @@ def test_prior_sweep_plot_needs_a_sweep(tmp_path):
     assert plot_prior_sweep(one, tmp_path / "none.png") is None
     assert not (tmp_path / "none.png").exists()
     assert plot_accuracy_vs_consistency(runs, tmp_path / "acc.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_a_run_without_the_kl_term_is_plotted_at_lambda_zero(tmp_path, full):
+    from solo_bayesncl.benchmark.plots import prior_settings
+
+    result = _sweepfake_result(tmp_path, "bayesncl", 1, 0.3, 3e-5, 0.2)
+    args = Path(result["checkpoint"]).parent / "args.json"
+    kwargs = json.loads(args.read_text())["method_kwargs"]
+    kwargs["use_kl"] = False
+    if full:  # a whole method_kwargs, as a run saves it
+        kwargs.update(proj_hidden_dim=64, proj_output_dim=32)
+    args.write_text(json.dumps({"method": "bayesncl", "method_kwargs": kwargs}))
+    assert prior_settings(result) == (0.3, 0.0)
 
 
 def test_background_share_compares_purity_above_chance():

@@ -358,7 +358,7 @@ def test_dali_device_is_checked(device, message, tmp_path, fake_dali):
 
 
 def test_dali_mixed_is_solo_learns_gpu_path(tmp_path, fake_dali):
-    from solo_bayesncl.data.dali import resolve_dali_cfg
+    from solo_bayesncl.data.resolve import resolve_dali_cfg
 
     cfg = resolve_dali_cfg(OmegaConf.create({"accelerator": "gpu", "dali": {"device": "mixed"}}))
     assert cfg.dali.device == "gpu"
@@ -371,7 +371,11 @@ def test_dali_refused_for_datasets_that_are_not_folders(tmp_path, fake_dali):
 
 
 def test_linear_dali_needs_solo_learns_crop_and_normalisation(tmp_path):
-    from solo_bayesncl.data.dali import check_linear_dali_cfg
+    from solo_bayesncl.data.dali import check_linear_dali
+    from solo_bayesncl.data.names import dataset_spec
+
+    def check_linear_dali_cfg(cfg):
+        check_linear_dali(dataset_spec(cfg))
 
     _images(tmp_path / "a", 2)
     cfg = OmegaConf.create(

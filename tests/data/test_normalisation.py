@@ -181,10 +181,14 @@ def test_pretraining_views_validation_and_callback_get_the_views_stats(pretraine
 @pytest.mark.parametrize("dataset", DATASETS)
 @pytest.mark.parametrize("augment_on", ["per_image", "batch"])
 def test_pretraining_view_pipelines_use_solo_learns_table(fake_data, tmp_path, dataset, augment_on):
+    from solo_bayesncl.config.settings import run_spec
     from solo_bayesncl.data.pipelines import pretrain_fit_data
 
     cfg = pretrain_cfg(fake_data, dataset, tmp_path, f"++data.augment_on={augment_on}")
-    module = pretrain_fit_data(cfg, None)["datamodule"]  # both paths: a data module
+    spec = run_spec(cfg)
+    module = pretrain_fit_data(  # both paths: a data module
+        spec.data, cfg, spec.trainer.seed or 0, spec.optimizer.batch_size, None
+    )["datamodule"]
     batch = next(iter(module.train_dataloader()))
     views = module.on_after_batch_transfer(batch, 0)[1]  # the per-image path's: the batch itself
     assert len(views) == 2
@@ -250,13 +254,13 @@ def test_linear_probe_trains_and_validates_on_one_normalisation(
 def test_linear_probe_refuses_an_unknown_probe(tmp_path):
     from omegaconf import OmegaConf
 
-    from solo_bayesncl.training.linear import _check_probe
+    from solo_bayesncl.config.linear import check_probe
 
     cfg = OmegaConf.create({"probe": "offical", "data": {"dataset": "cifar100"}})
     with pytest.raises(
         ValueError, match=r"^probe='offical' is not supported; allowed values: standard, official$"
     ):
-        _check_probe(cfg)
+        check_probe(cfg)
 
 
 def _capturing_load_method(monkeypatch, module, into: list) -> None:

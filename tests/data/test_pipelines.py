@@ -10,7 +10,9 @@ from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, Subset
 
 from solo_bayesncl.data.fashion_mnist import fashion_mnist_root
-from solo_bayesncl.data.pipelines import InMemoryImages, collate_batch, resolve_augment_on
+from solo_bayesncl.data.names import dataset_spec
+from solo_bayesncl.data.pipelines import InMemoryImages, collate_batch
+from solo_bayesncl.data.resolve import resolve_augment_on
 
 AUG = OmegaConf.to_container(
     compose("scripts/pretrain/cifar", "bayesncl.yaml").augmentations, resolve=True
@@ -136,7 +138,7 @@ def test_scenes_in_memory_are_the_composited_images():
     cfg.data.update(
         num_backgrounds=5, background_seed=2, fraction=0.01, train_path=str(fashion_mnist_root())
     )
-    subset = load_in_memory(cfg)
+    subset = load_in_memory(dataset_spec(cfg))
     scenes = FashionMNISTScenes("train", num_backgrounds=5, seed=2)
     picks = subset.indices[:50]
     images = torch.stack([subset[i][1] for i in range(50)])
@@ -154,7 +156,7 @@ def test_datamodule_augments_training_batches_only():
     cfg = _cfg("fashion-mnist", "batch")
     cfg.data.update(train_path=str(fashion_mnist_root()), fraction=0.01, num_workers=0)
     cfg.optimizer = {"batch_size": 8}
-    dm = batch_datamodule(cfg)
+    dm = batch_datamodule(dataset_spec(cfg), cfg, 0, 8)
     batch = next(iter(dm.train_dataloader()))
     assert batch[1].dtype == torch.uint8 and batch[1].shape == (8, 1, 28, 28)
     dm.trainer = SimpleNamespace(training=False, world_size=1, global_rank=0)
@@ -182,7 +184,7 @@ def test_datamodule_splits_the_epoch_once_the_processes_are_known():
     cfg.optimizer = {"batch_size": 8}
     shares = []
     for rank in (0, 1):
-        dm = batch_datamodule(cfg)
+        dm = batch_datamodule(dataset_spec(cfg), cfg, 0, 8)
         whole = len(dm.train_dataloader())  # no Trainer yet: one process's view of the epoch
         dm.trainer = SimpleNamespace(training=True, world_size=2, global_rank=rank)
         loader = dm.train_dataloader()

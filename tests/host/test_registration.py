@@ -171,7 +171,6 @@ class _Called(Exception):
 
 @pytest.mark.solo
 def test_checkpoint_loader_calls_register(monkeypatch, tmp_path):
-    from omegaconf import OmegaConf
 
     from solo_bayesncl.host import registration
     from solo_bayesncl.io import checkpoints
@@ -180,8 +179,10 @@ def test_checkpoint_loader_calls_register(monkeypatch, tmp_path):
         raise _Called
 
     monkeypatch.setattr(registration, "register", called)
+    from solo_bayesncl.config.settings import saved_run_spec
+
     loaded = checkpoints.LoadedCheckpoint(
-        cfg=OmegaConf.create({"method": "bayesncl"}),
+        spec=saved_run_spec({"method": "bayesncl"}),
         state_dict={},
         method="bayesncl",
         path=tmp_path,

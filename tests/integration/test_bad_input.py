@@ -84,11 +84,15 @@ def test_every_interpretability_key_is_checked_before_the_model_is_built(overrid
 
 @needs_solo
 def test_interpretability_retrieval_false_really_stops_retrieval():
+    from solo_bayesncl.config.settings import run_spec
     from solo_bayesncl.training.callback import build_interpretability_callback
 
     cfg = _prepare(["++interpretability.enabled=True", "++interpretability.retrieval=False"])
     assert cfg.interpretability.retrieval is False
-    callback = build_interpretability_callback(cfg, val_loader=object())
+    spec = run_spec(cfg, pretraining=True)
+    callback = build_interpretability_callback(
+        spec.interpretability, spec.data, spec.optimizer.batch_size, val_loader=object()
+    )
     assert callback is not None and callback.retrieval is False
 
 

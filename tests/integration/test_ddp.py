@@ -213,7 +213,10 @@ def test_interpretability_figures_do_not_depend_on_the_process_count(ncl_runs, t
     }
     assert "semantic_consistency" in logged
     loaded = load_checkpoint(two.ckpt)
-    callback = build_interpretability_callback(loaded.cfg, build_val_loader(loaded.cfg))
+    spec = loaded.spec
+    callback = build_interpretability_callback(
+        spec.interpretability, spec.data, spec.optimizer.batch_size, build_val_loader(spec.data)
+    )
     here = callback.evaluate(load_method(loaded))  # one process, the whole set
     options = ReportOptions(num_workers=0, device="cpu")
     write_report(two.ckpt, tmp_path / "report", options, progress=False)

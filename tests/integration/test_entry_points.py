@@ -181,9 +181,10 @@ def test_main_linear_takes_the_data_from_the_checkpoint(bayesncl_checkpoint, tmp
 def test_linear_config_inherits_only_what_is_not_given():
     from omegaconf import OmegaConf
 
-    from solo_bayesncl.training.linear import inherit_from_checkpoint
+    from solo_bayesncl.config.linear import inherit_from_checkpoint
+    from solo_bayesncl.config.settings import saved_run_spec
 
-    trained = OmegaConf.create(
+    trained = saved_run_spec(
         {
             "data": {
                 "dataset": "custom",
@@ -195,7 +196,7 @@ def test_linear_config_inherits_only_what_is_not_given():
             },
             "augmentations": [{"crop_size": 28, "mean": [0.3] * 3, "std": [0.35] * 3}],
         }
-    )
+    ).data
 
     def linear_cfg():
         return OmegaConf.create(

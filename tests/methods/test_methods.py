@@ -390,7 +390,7 @@ def test_use_kl_false_keeps_the_gate_and_drops_the_kl(image_folder):
     ],
 )
 def test_official_checkpoint_method_names(kwargs, gating_head, expected):
-    from solo_bayesncl.io.checkpoints import official_method_name
+    from solo_bayesncl.config.saved import official_method_name
 
     weights = {"gating_head.0.weight": torch.zeros(1)} if gating_head else {}
     cfg = {"method": "simclr", "method_kwargs": kwargs}
@@ -400,7 +400,7 @@ def test_official_checkpoint_method_names(kwargs, gating_head, expected):
 def test_gated_checkpoint_reads_use_bayes_false_as_use_kl_false():
     """A gating head in the weights means a gate exists (official ``use_bayes: True``); this
     plugin's former ``use_bayes: False`` (KL off) beside it becomes ``use_kl: False``."""
-    from solo_bayesncl.io.checkpoints import _gate_flags
+    from solo_bayesncl.config.saved import _gate_flags
 
     weights = {"gating_head.0.weight": torch.zeros(1)}
     old = {"method_kwargs": {"use_bayes": False}}

@@ -11,7 +11,7 @@ from torch import nn
 
 from solo_bayesncl.config import settings
 from solo_bayesncl.config.checks import check_run_cfg
-from solo_bayesncl.config.settings import performance_settings, run_settings
+from solo_bayesncl.config.settings import performance_settings
 from solo_bayesncl.core.validation import ConfigError
 from solo_bayesncl.training.compiled import compile_training_forward, is_compiled
 
@@ -148,7 +148,7 @@ def test_a_compiled_pretraining_trains_as_the_eager_one(image_folder, tmp_path, 
 
     from solo_bayesncl.host.models import build_method
     from solo_bayesncl.training.fit import seed_and_layout
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg, pretrain
+    from solo_bayesncl.training.pretrain import prepare_pretrain, pretrain
 
     class Losses(Callback):
         def __init__(self) -> None:
@@ -175,10 +175,9 @@ def test_a_compiled_pretraining_trains_as_the_eager_one(image_folder, tmp_path, 
         model = trainer.lightning_module
         return model, {k: v.detach().clone() for k, v in model.state_dict().items()}, losses
 
-    start_cfg = prepare_pretrain_cfg(cfg("false"))
-    start = run_settings(start_cfg)
+    start = prepare_pretrain(cfg("false"))
     untrained = seed_and_layout(
-        start.seed, start.performance, lambda: build_method(start_cfg)
+        start.trainer.seed, start.trainer.performance, lambda: build_method(start.solo)
     ).state_dict()
     _, eager, eager_losses = run("false")
     assert "performance.compile:" not in capsys.readouterr().out

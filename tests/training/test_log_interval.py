@@ -9,6 +9,7 @@ import torch
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
+from solo_bayesncl.config.settings import run_spec
 from solo_bayesncl.training.fit import train_batches_per_process
 from solo_bayesncl.training.trainer import LIGHTNING_LOG_EVERY_N_STEPS, build_trainer
 
@@ -16,16 +17,18 @@ pytest.importorskip("lightning", reason="needs Lightning (installed with solo-le
 
 
 def _cfg(**keys):
-    return OmegaConf.create(
-        {
-            "accelerator": "cpu",
-            "devices": [0],
-            "strategy": "auto",
-            "max_epochs": 1,
-            "data": {"format": "image_folder"},
-            **keys,
-        }
-    )
+    return run_spec(
+        OmegaConf.create(
+            {
+                "accelerator": "cpu",
+                "devices": [0],
+                "strategy": "auto",
+                "max_epochs": 1,
+                "data": {"format": "image_folder"},
+                **keys,
+            }
+        )
+    ).trainer
 
 
 @pytest.mark.parametrize(

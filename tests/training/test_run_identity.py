@@ -95,10 +95,11 @@ def test_a_resumed_run_appends_to_its_metrics_csv_under_the_same_columns(tmp_pat
 
     from omegaconf import OmegaConf
 
+    from solo_bayesncl.config.settings import run_spec
     from solo_bayesncl.training.auto_resume import JobRun
     from solo_bayesncl.training.trainer import build_loggers
 
-    cfg = OmegaConf.create({"wandb": {"enabled": False}, "name": "run"})
+    cfg = run_spec(OmegaConf.create({"wandb": {"enabled": False}, "name": "run"})).trainer
     run = JobRun("b4f7b473", None, "f")
     (first,) = build_loggers(cfg, tmp_path, run)
     first.log_metrics({"train_loss": 1.0, "epoch": 0}, step=0)

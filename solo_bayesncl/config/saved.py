@@ -1,0 +1,92 @@
+"""A checkpoint's saved config (its ``args.json``, a zoo artifact's ``cfg``) read into its
+:class:`~solo_bayesncl.config.settings.RunSpec`: the official codes' method names and gate flags
+read as the plugin's, then :func:`~solo_bayesncl.config.settings.saved_run_spec`. The one place a
+checkpoint's config keys are read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from solo_bayesncl.config.settings import RunSpec, saved_run_spec
+from solo_bayesncl.host.registration import SUPPORTED_METHODS
+
+__all__ = ["SavedConfigError", "checkpoint_spec", "official_method_name"]
+
+
+class SavedConfigError(ValueError):
+    """A saved config no supported model can be built from; ``in_config``: a key the config
+    lacks (else a method the plugin does not build)."""
+
+    def __init__(self, message: str, in_config: bool) -> None:
+        super().__init__(message)
+        self.in_config = in_config
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).lower() == "true"
+
+
+def _gated(weights: Iterable[str]) -> bool:
+    return any(k.startswith("gating_head.") for k in weights)
+
+
+def _gate_flags(cfg: dict[str, Any], weights: Iterable[str]) -> None:
+    """A gated checkpoint has ``use_bayes: True`` (the official meaning: a gate exists); a
+    ``use_bayes: False`` beside a gating head is this plugin's former spelling of ``use_kl``."""
+    kwargs = cfg.get("method_kwargs")
+    if not isinstance(kwargs, dict) or not _gated(weights):
+        return
+    if "use_kl" not in kwargs:
+        kwargs["use_kl"] = _truthy(kwargs.get("use_bayes", True))
+    kwargs["use_bayes"] = True
+
+
+def official_method_name(cfg: dict[str, Any], weights: Iterable[str]) -> str:
+    """The plugin method a config of the official codes means (``simclr`` + gate -> bayesncl,
+    ``simclr`` + ``non_neg`` -> ncl); other names are returned as they are. ``weights``: the
+    names of the checkpoint's weights.
+
+    The official ``use_bayes: False`` builds no gating head, so only a gating head in the weights
+    or ``use_bayes: True`` makes a gated model; the other gate keys are present in every official
+    config and say nothing."""
+    method = str(cfg.get("method", ""))
+    kwargs = cfg.get("method_kwargs") or {}
+    if method == "simclr":
+        if _gated(weights) or _truthy(kwargs.get("use_bayes")):
+            return "bayesncl"
+        if str(kwargs.get("non_neg")).lower() not in ("none", "null"):  # YAML None is "None"
+            return "ncl"
+    return method
+
+
+def checkpoint_spec(cfg: dict[str, Any], weights: Iterable[str]) -> RunSpec:
+    """The spec of a checkpoint's saved config ``cfg`` (changed in place: its method as the
+    plugin names it, the gate flags of a gated model, no ``wandb_run_id``), ``weights`` the names
+    of its weights. Raises :class:`SavedConfigError` for a method the plugin does not build or a
+    config without ``data.dataset`` or ``backbone.name``."""
+    names = list(weights)
+    method = official_method_name(cfg, names)
+    if method not in SUPPORTED_METHODS:
+        raise SavedConfigError(
+            f"method {cfg.get('method')!r} is not supported; allowed: {', '.join(SUPPORTED_METHODS)}",
+            in_config=False,
+        )
+    for section, key in (("data", "dataset"), ("backbone", "name")):
+        node = cfg.get(section)
+        if not isinstance(node, dict) or not node.get(key):
+            raise SavedConfigError(
+                f"the config has no {section}.{key}, which says what the model was trained "
+                f"{'on' if section == 'data' else 'with'}; is it the args.json of a pretraining "
+                "run?",
+                in_config=True,
+            )
+    cfg["method"] = method
+    if method == "bayesncl":
+        _gate_flags(cfg, names)
+    cfg.pop("wandb_run_id", None)
+    spec = saved_run_spec(cfg)
+    OmegaConf.set_struct(spec.solo, False)
+    return spec
