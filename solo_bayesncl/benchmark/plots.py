@@ -171,9 +171,8 @@ def plot_budget_curves(results: Sequence[dict[str, Any]], path: Path) -> Path | 
 def prior_settings(result: dict[str, Any]) -> tuple[float, float] | None:
     """``(rho, lambda)`` of a BayesNCL run, read from the config saved beside its checkpoint
     (``args.json``, :func:`~solo_bayesncl.config.settings.saved_run_spec`); lambda is the KL
-    weight the loss used (0 for a ``use_kl: False`` run,
-    :attr:`~solo_bayesncl.methods.keys.BayesNCLSettings.kl_lambda`). None for other methods or
-    when the file is missing."""
+    weight the loss used (0 for a ``use_kl: False`` run). None for other methods or when the file
+    is missing."""
     if result.get("method") != "bayesncl" or not result.get("checkpoint"):
         return None
     args = Path(result["checkpoint"]).parent / "args.json"
@@ -181,7 +180,9 @@ def prior_settings(result: dict[str, Any]) -> tuple[float, float] | None:
         return None
     method = saved_run_spec(json.loads(args.read_text())).method
     if isinstance(method.settings, BayesNCLSettings):
-        return method.settings.rho, method.settings.kl_lambda
+        settings = method.settings
+        kl = settings.bayesian_kl_lambda if settings.use_kl else 0.0
+        return settings.bayesian_prior_prob, kl
     kwargs = method.kwargs  # a config that names too little to build its method
     try:
         use_kl = parse_bool("method_kwargs.use_kl", kwargs.get("use_kl", True))
