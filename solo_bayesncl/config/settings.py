@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import omegaconf
 from omegaconf import OmegaConf
@@ -41,7 +41,9 @@ from solo_bayesncl.core.validation import (
 )
 from solo_bayesncl.data.names import OFFLINE_DATASETS, DatasetSpec, dataset_run_name, dataset_spec
 from solo_bayesncl.data.resolve import check_dataset_available, resolve_dataset_cfg
-from solo_bayesncl.methods.keys import METHOD_SETTINGS, ContrastiveSettings
+
+if TYPE_CHECKING:
+    from solo_bayesncl.methods.keys import ContrastiveSettings
 
 __all__ = [
     "PEER_TIMEOUT_S",
@@ -282,6 +284,11 @@ def _peer_timeout_s(value: Any) -> float:
 
 
 def _method_spec(name: Any, kwargs: Any) -> MethodSpec:
+    # the methods package imports solo-learn when it is installed (it defines the method
+    # classes): imported here, not at the top, so the commands answer --help and input errors
+    # without loading solo-learn, Lightning and timm
+    from solo_bayesncl.methods.keys import METHOD_SETTINGS
+
     plain = dict(OmegaConf.to_container(kwargs) if OmegaConf.is_config(kwargs) else kwargs or {})
     declared = METHOD_SETTINGS.get(str(name))
     settings = None
