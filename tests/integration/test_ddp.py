@@ -215,7 +215,7 @@ def test_interpretability_figures_do_not_depend_on_the_process_count(ncl_runs, t
     loaded = load_checkpoint(two.ckpt)
     spec = loaded.spec
     callback = build_interpretability_callback(
-        spec.interpretability, spec.data, spec.optimizer.batch_size, build_val_loader(spec.data)
+        spec.interpretability, spec.data, spec.optimizer.batch_size, build_val_loader(loaded.cfg)
     )
     here = callback.evaluate(load_method(loaded))  # one process, the whole set
     options = ReportOptions(num_workers=0, device="cpu")
