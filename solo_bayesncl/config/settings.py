@@ -183,11 +183,12 @@ def check_interpretability(cfg: omegaconf.DictConfig) -> InterpretabilitySpec:
 @dataclass(frozen=True)
 class OptimizerSpec:
     """The ``optimizer`` section: ``batch_size`` per process (after
-    :mod:`solo_bayesncl.config.global_batch`)."""
+    :mod:`solo_bayesncl.config.global_batch`); ``scheduler``: ``scheduler.name``."""
 
     name: str | None = None
     lr: float | None = None
     batch_size: int = 0
+    scheduler: str | None = None
 
 
 @dataclass(frozen=True)
@@ -334,6 +335,7 @@ def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool =
             name=select("optimizer.name", default=None),
             lr=select("optimizer.lr", default=None),
             batch_size=int(select("optimizer.batch_size", default=0) or 0),
+            scheduler=select("scheduler.name", default=None),
         ),
         trainer=TrainerSpec(
             name=str(select("name", default=None) or "run"),
