@@ -30,7 +30,7 @@ CEILINGS: dict[str, int] = {
     "evaluation/background.py": 3,
     "methods/ncl.py": 3,  # solo-learn's BaseMethod takes the config
     "evaluation/paper.py": 1,  # solo-learn's transforms take its augmentation pipelines
-    "training/pretrain.py": 2,
+    "training/pretrain.py": 2,  # the method a raw config names, checked before it is resolved
     "benchmark/runner.py": 1,
 }
 
