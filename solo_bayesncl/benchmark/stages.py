@@ -27,6 +27,7 @@ from omegaconf import OmegaConf
 from solo_bayesncl.benchmark.callbacks import stage_callbacks
 from solo_bayesncl.benchmark.process import Terminated
 from solo_bayesncl.benchmark.sittings import epoch_timing, merge_metrics
+from solo_bayesncl.config.settings import RunSpec, run_spec
 from solo_bayesncl.config.shipped import linear_dir_for
 from solo_bayesncl.evaluation.knn import knn_eval
 from solo_bayesncl.evaluation.report import (
@@ -169,7 +170,8 @@ def pretrain_stage(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any
     ``devices`` > 1 it is one Lightning DDP job started from this process (rank 0)."""
     cfg = _pretrain_cfg(spec, run_dir)
     # no epoch yet: a resumed run learns its own once the checkpoint is restored
-    status.update(stage="pretrain", epochs=int(cfg.max_epochs), batch=0, batches=None)
+    epochs = run_spec(cfg).trainer.max_epochs
+    status.update(stage="pretrain", epochs=int(epochs), batch=0, batches=None)
     trainer = pretrain(cfg, extra_callbacks=stage_callbacks(run_dir, status, "pretrain"))
     if torch.distributed.is_initialized():  # a multi-process job, over: the later stages run in
         torch.distributed.destroy_process_group()  # this process alone, with no group to sync
@@ -209,9 +211,8 @@ def pretrain_other_rank(spec: dict[str, Any], run_dir: Path) -> None:
 
 
 def linear_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict[str, Any]:
-    trained = load_checkpoint(ckpt).cfg
+    trained = load_checkpoint(ckpt).spec
     linear = spec["linear"]
-    epochs = int(linear.get("max_epochs", 100))
     # the data settings (dataset, paths, fractions, crop, normalisation, backgrounds) follow the
     # checkpoint through linear_eval's inherit_from_checkpoint (config.linear); these are the run's own
     overrides = [
@@ -221,7 +222,7 @@ def linear_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict
         f"checkpoint.dir={run_dir / 'linear'}",
         "wandb.enabled=False",
         "++enable_progress_bar=False",
-        f"accelerator={trained.accelerator}",
+        f"accelerator={trained.trainer.accelerator}",
         *linear.get("overrides", []),
         "devices=1",  # the probe runs in this process (pretraining may have used several)
     ]
@@ -233,13 +234,14 @@ def linear_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict
         overrides.append(f"optimizer.lr={linear['lr']}")
     config_dir = spec.get("linear_config_dir") or linear_dir_for(spec["config_dir"])
     config_name = linear.get("config", LINEAR_CONFIG)
-    cfg = compose(Path(config_dir), config_name, overrides)
-    if "max_epochs" in linear and cfg.scheduler.name == "step":
+    cfg = compose(Path(config_dir), config_name, overrides)  # linear_eval's, handed on
+    plan = run_spec(cfg)
+    if "max_epochs" in linear and plan.optimizer.scheduler == "step":
         epochs = int(linear["max_epochs"])
         cfg.scheduler.lr_decay_steps = [int(epochs * 0.6), int(epochs * 0.8)]
-    validate_at_end_only(cfg)
-    probe = linear_probe_label(config_name, cfg)
-    status.update(stage="linear", epochs=int(cfg.max_epochs), batch=0, batches=None)
+    validate_at_end_only(cfg, plan)
+    probe = linear_probe_label(config_name, plan)
+    status.update(stage="linear", epochs=int(plan.trainer.max_epochs), batch=0, batches=None)
     trainer = linear_eval(
         cfg, overrides, extra_callbacks=stage_callbacks(run_dir, status, "linear")
     )
@@ -251,22 +253,23 @@ def linear_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict
     return {"linear_top1": top1, "linear_metrics_csv": str(metrics), "linear_probe": probe}
 
 
-def validate_at_end_only(cfg) -> None:
-    """The probe validates once, after its last epoch, and runs no sanity check: the stage
-    reads only the last ``val_acc1``, and validation takes nothing from the training's random
-    stream, so that figure is the one of a probe validating every epoch. A schedule that reads
-    the validation loss (``reduce``) keeps validating every epoch."""
-    if cfg.scheduler.name == "reduce":
-        return
-    cfg.check_val_every_n_epoch = int(cfg.max_epochs)
-    cfg.num_sanity_val_steps = 0
+def validate_at_end_only(cfg, spec: RunSpec) -> None:
+    """The probe (``cfg``, whose spec is ``spec``) validates once, after its last epoch, and
+    runs no sanity check: the stage reads only the last ``val_acc1``, and validation takes
+    nothing from the training's random stream, so that figure is the one of a probe validating
+    every epoch. A schedule that reads the validation loss (``reduce``) keeps validating every
+    epoch."""
+    if spec.optimizer.scheduler != "reduce":
+        epochs = int(spec.trainer.max_epochs)  # type: ignore[arg-type]  # a probe has one
+        cfg.merge_with({"check_val_every_n_epoch": epochs, "num_sanity_val_steps": 0})
 
 
-def linear_probe_label(config_name: str, cfg) -> str:
+def linear_probe_label(config_name: str, spec: RunSpec) -> str:
     """Which probe a run used, for the table: config file, optimizer, lr, schedule, epochs."""
+    opt = spec.optimizer
     return (
-        f"{config_name}: {cfg.optimizer.name} lr {cfg.optimizer.lr:g}, {cfg.scheduler.name}, "
-        f"{cfg.max_epochs} epochs, batch {cfg.optimizer.batch_size}"
+        f"{config_name}: {opt.name} lr {opt.lr:g}, {opt.scheduler}, "
+        f"{spec.trainer.max_epochs} epochs, batch {opt.batch_size}"
     )
 
 

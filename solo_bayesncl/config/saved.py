@@ -5,15 +5,16 @@ checkpoint's config keys are read."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from solo_bayesncl.config.settings import RunSpec, saved_run_spec
+from solo_bayesncl.data.names import dataset_spec
 from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
-__all__ = ["SavedConfigError", "checkpoint_spec", "official_method_name"]
+__all__ = ["SavedConfigError", "checkpoint_spec", "official_method_name", "saved_model"]
 
 
 class SavedConfigError(ValueError):
@@ -60,6 +61,17 @@ def official_method_name(cfg: dict[str, Any], weights: Iterable[str]) -> str:
         if str(kwargs.get("non_neg")).lower() not in ("none", "null"):  # YAML None is "None"
             return "ncl"
     return method
+
+
+def saved_model(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``method``, ``backbone`` and ``dataset`` a saved config names, as a zoo entry lists
+    them (None where it names none): its method as written, ``backbone.name`` and the dataset
+    trained on (:func:`~solo_bayesncl.data.names.dataset_spec`)."""
+    return {
+        "method": cfg.get("method"),
+        "backbone": (cfg.get("backbone") or {}).get("name"),
+        "dataset": dataset_spec(cfg).name or None,
+    }
 
 
 def checkpoint_spec(cfg: dict[str, Any], weights: Iterable[str]) -> RunSpec:

@@ -183,11 +183,12 @@ def check_interpretability(cfg: omegaconf.DictConfig) -> InterpretabilitySpec:
 @dataclass(frozen=True)
 class OptimizerSpec:
     """The ``optimizer`` section: ``batch_size`` per process (after
-    :mod:`solo_bayesncl.config.global_batch`)."""
+    :mod:`solo_bayesncl.config.global_batch`); ``scheduler``: ``scheduler.name``."""
 
     name: str | None = None
     lr: float | None = None
     batch_size: int = 0
+    scheduler: str | None = None
 
 
 @dataclass(frozen=True)
@@ -245,10 +246,12 @@ class CheckpointSpec:
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """The method and its ``method_kwargs``; ``settings`` their checked form for the plugin's
-    methods (:data:`~solo_bayesncl.methods.keys.METHOD_SETTINGS`), else None."""
+    """The method, its backbone (``backbone.name``) and its ``method_kwargs``; ``settings``
+    their checked form for the plugin's methods
+    (:data:`~solo_bayesncl.methods.keys.METHOD_SETTINGS`), else None."""
 
     name: str | None = None
+    backbone: str | None = None
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     settings: ContrastiveSettings | None = None
 
@@ -283,7 +286,7 @@ def _peer_timeout_s(value: Any) -> float:
     return seconds
 
 
-def _method_spec(name: Any, kwargs: Any) -> MethodSpec:
+def _method_spec(name: Any, kwargs: Any, backbone: Any) -> MethodSpec:
     # the methods package imports solo-learn when it is installed (it defines the method
     # classes): imported here, not at the top, so the commands answer --help and input errors
     # without loading solo-learn, Lightning and timm
@@ -297,7 +300,8 @@ def _method_spec(name: Any, kwargs: Any) -> MethodSpec:
             settings = declared.from_kwargs(plain)
         except ConfigError:  # a checkpoint of another layout: its method checks it when built
             settings = None
-    return MethodSpec(None if name is None else str(name), plain, settings)
+    name = None if name is None else str(name)
+    return MethodSpec(name, None if backbone is None else str(backbone), plain, settings)
 
 
 def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool = False) -> RunSpec:
@@ -331,6 +335,7 @@ def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool =
             name=select("optimizer.name", default=None),
             lr=select("optimizer.lr", default=None),
             batch_size=int(select("optimizer.batch_size", default=0) or 0),
+            scheduler=select("scheduler.name", default=None),
         ),
         trainer=TrainerSpec(
             name=str(select("name", default=None) or "run"),
@@ -367,7 +372,9 @@ def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool =
             resume_from=resume_from,
         ),
         interpretability=interp,
-        method=_method_spec(method, select("method_kwargs", default=None)),
+        method=_method_spec(
+            method, select("method_kwargs", default=None), select("backbone.name", default=None)
+        ),
         solo=cfg,
     )
     return spec

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import omegaconf
 import torch
-from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, Dataset, Subset
 from torchvision import transforms
 from torchvision.datasets import ImageFolder
@@ -43,7 +42,6 @@ __all__ = [
     "linear_train_transform",
     "official_transforms",
     "offline_dataset",
-    "process_count",
     "scene_args",
     "seeded_subset",
     "stratified_subset",
@@ -236,15 +234,11 @@ def build_val_dataset(source: DataSource, transform=None) -> Dataset | None:
 
 
 def build_val_loader(
-    source: DataSource,
-    batch_size: int | None = None,
-    transform=None,
-    processes: int | None = None,
+    spec: DatasetSpec, batch_size: int, transform=None, processes: int = 1
 ) -> DataLoader | None:
     """Validation loader in solo-learn's ``(X, y)`` format, None when there is no labelled data.
 
-    ``batch_size`` and ``processes`` (``len(devices) * num_nodes``) default to a config's
-    (``source`` a config). With several processes every process reads the whole set
+    With several ``processes`` (``len(devices) * num_nodes``) every process reads the whole set
     (:func:`solo_bayesncl.core.distributed.whole_set_in_every_process`): the validation figures are
     those of the whole set, each image counted once, as with one process.
 
@@ -253,11 +247,6 @@ def build_val_loader(
     crop) normalised with the pretraining views' mean/std (:func:`image_params`) in place of its
     own, which is CIFAR-10's for CIFAR-100 too; :func:`validation_transform` for the others.
     """
-    spec = as_spec(source)
-    if batch_size is None:
-        batch_size = int(source.optimizer.batch_size)
-    if processes is None:
-        processes = process_count(source)
     if transform is None:
         official = official_transforms(spec)
         _, mean, std = image_params(spec)
@@ -278,15 +267,6 @@ def build_val_loader(
         drop_last=False,
     )
     return whole_set_in_every_process(loader) if processes > 1 else loader
-
-
-def process_count(cfg: omegaconf.DictConfig) -> int:
-    """The processes a config trains in: ``len(devices)`` (a list once resolved) x
-    ``num_nodes``."""
-    devices = OmegaConf.select(cfg, "devices", default=None)
-    return (len(devices) if OmegaConf.is_list(devices) else 1) * int(
-        OmegaConf.select(cfg, "num_nodes", default=1) or 1
-    )
 
 
 def class_names(dataset, num_classes: int | None) -> list[str]:

@@ -38,6 +38,7 @@ from solo_bayesncl.core.losses import gated_representation, keep_top_k
 from solo_bayesncl.core.nonneg import non_negative
 from solo_bayesncl.core.representations import extract_representations
 from solo_bayesncl.data.datasets import (
+    as_spec,
     build_train_dataset,
     official_transforms,
     validation_transform,
@@ -130,9 +131,10 @@ def _training_batch_entropy(
 ) -> float | None:
     """Singular-value entropy of the features of one training batch (two augmented views per
     image, the pretraining augmentations), or None when the config has no training data here."""
-    pipelines = OmegaConf.select(cfg, "augmentations", default=None)
+    pipelines = OmegaConf.select(cfg, "augmentations", default=None)  # solo-learn's to build
     if not pipelines:
         return None
+    spec = as_spec(cfg)
     from solo.data.pretrain_dataloader import (
         FullTransformPipeline,
         NCropAugmentation,
@@ -141,12 +143,12 @@ def _training_batch_entropy(
 
     transform = FullTransformPipeline(
         [
-            NCropAugmentation(build_transform_pipeline(cfg.data.dataset, aug), aug.num_crops)
+            NCropAugmentation(build_transform_pipeline(spec.loader, aug), aug.num_crops)
             for aug in pipelines
         ]
     )
     try:
-        train = build_train_dataset(cfg, transform)
+        train = build_train_dataset(spec, transform)
     except (OSError, RuntimeError, ValueError, AssertionError):
         return None
     if len(train) == 0:

@@ -1,6 +1,7 @@
 """The model card of a Hub folder: the ``README.md`` a Hugging Face model repository shows.
 
-It is written from the run alone (its config and the evaluation figures given to the export):
+It is written from the run alone (its spec, its config as stored and the evaluation figures given
+to the export):
 YAML front matter that the Hub indexes (license, datasets, tags, ``base_model`` when given, and
 the figures as ``model-index`` results), then the method, the data, the training budget, the
 recipe, the figures, how to load the weights with this package and with plain PyTorch and
@@ -15,8 +16,9 @@ from typing import Any
 
 import yaml
 
+from solo_bayesncl.config.settings import RunSpec
+
 from .hub import HUB_CONFIG, HUB_WEIGHTS
-from .manifest import trained_dataset
 
 #: Where to put the repository id in a card written before the repository exists.
 REPO_PLACEHOLDER = "OWNER/NAME"
@@ -83,14 +85,13 @@ def _metric_type(name: str) -> str:
 def front_matter(
     *,
     name: str,
-    cfg: Mapping[str, Any],
+    spec: RunSpec,
     metrics: Mapping[str, float],
     license: str,
     base_model: str | None = None,
 ) -> dict[str, Any]:
     """The card's YAML metadata as a dict (the Hub's model card fields)."""
-    method = str(cfg.get("method"))
-    dataset = str(trained_dataset(cfg))
+    method, dataset = str(spec.method.name), str(spec.data.name or None)
     hub_id, pretty = HUB_DATASETS.get(dataset, (dataset, dataset))
     tags = ["solo-bayesncl", "solo-learn", "self-supervised-learning", "contrastive-learning"]
     tags += [method, "image-feature-extraction", "safetensors"]
@@ -124,10 +125,9 @@ def front_matter(
     return meta
 
 
-def _plain_loading(cfg: Mapping[str, Any], small_stem: bool) -> str:
+def _plain_loading(backbone: str, small_stem: bool) -> str:
     """Plain torchvision + safetensors code giving the backbone (ResNets, which solo-learn takes
     from torchvision), or a description of the keys for the other backbones."""
-    backbone = str(_get(cfg, "backbone.name"))
     if backbone not in ("resnet18", "resnet50"):
         return (
             f"The `backbone.*` tensors are solo-learn's `{backbone}` backbone "
@@ -160,6 +160,7 @@ def _plain_loading(cfg: Mapping[str, Any], small_stem: bool) -> str:
 def model_card(
     *,
     name: str,
+    spec: RunSpec,
     cfg: Mapping[str, Any],
     metrics: Mapping[str, float],
     dtype: str,
@@ -169,17 +170,17 @@ def model_card(
     repo_id: str | None = None,
     description: str | None = None,
 ) -> str:
-    """The ``README.md`` of a Hub folder (see the module docstring)."""
-    method = str(cfg.get("method"))
-    dataset = str(trained_dataset(cfg))
+    """The ``README.md`` of a Hub folder (see the module docstring): what the run is from its
+    ``spec``, its budget and recipe as the stored config ``cfg`` shows them."""
+    method, dataset = str(spec.method.name), str(spec.data.name or None)
     pretty = HUB_DATASETS.get(dataset, (dataset, dataset))[1]
-    backbone = str(_get(cfg, "backbone.name"))
+    backbone = str(spec.method.backbone)
     title, citation, arxiv = PAPERS.get(method, (method, method, ""))
     if method == "bayesncl":  # it builds on NCL
         citation += "\n\n" + PAPERS["ncl"][1]
     repo = repo_id or REPO_PLACEHOLDER
     meta = yaml.safe_dump(
-        front_matter(name=name, cfg=cfg, metrics=metrics, license=license, base_model=base_model),
+        front_matter(name=name, spec=spec, metrics=metrics, license=license, base_model=base_model),
         sort_keys=False,
         allow_unicode=True,
     )
@@ -190,7 +191,7 @@ def model_card(
     budget += [f"- devices: {devices}" if devices is not None else None]
     budget_text = "\n".join(b for b in budget if b) or "- not recorded in the config"
     recipe = [(label, _get(cfg, key)) for label, key in _RECIPE]
-    kwargs = cfg.get("method_kwargs")
+    kwargs = _get(cfg, "method_kwargs")
     if isinstance(kwargs, Mapping):  # every method setting of the run, as it is
         recipe += [(f"method_kwargs.{k}", v) for k, v in sorted(kwargs.items())]
     recipe_rows = "\n".join(
@@ -259,7 +260,7 @@ backbone = load_artifact(path, as_="backbone")      # backbone(images): (B, D) f
 
 With plain PyTorch and safetensors (no solo-learn):
 
-{_plain_loading(cfg, small_stem)}
+{_plain_loading(backbone, small_stem)}
 
 ## Files
 

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from solo_bayesncl.config.saved import saved_model
 from solo_bayesncl.host.availability import solo_learn_available
 from solo_bayesncl.io.artifact import (
     Artifact,
@@ -44,7 +45,7 @@ from solo_bayesncl.io.files import require_writable
 
 from .errors import ArtifactError
 from .hashing import sha256_file
-from .manifest import ZOO_METHODS, trained_dataset, validate_entry
+from .manifest import ZOO_METHODS, validate_entry
 
 #: Top-level state-dict modules that are training state only (MoCo's negative queue).
 TRAINING_ONLY_STATE = ("queue", "queue_ptr")
@@ -144,11 +145,10 @@ def build_artifact(
     """The artifact content of a model's weights: module weights only, momentum copies and
     MoCo's queue left out unless ``keep_momentum`` (listed in ``omitted``), float16 when
     ``fp16``; the arguments as in :func:`export_state_dict`."""
-    plain_cfg = _plain_config(cfg)
-    method = method or plain_cfg.get("method")
+    saved = _plain_config(cfg)
+    method = method or saved_model(saved)["method"]
     if method not in ZOO_METHODS:
         raise ArtifactError(f"method {method!r} is not one of the zoo's methods {ZOO_METHODS}")
-    plain_cfg["method"] = method
     bad = [k for k, v in state_dict.items() if not isinstance(v, torch.Tensor)]
     if bad:
         raise ArtifactError(f"state_dict values must be tensors; not tensors: {bad[:5]}")
@@ -161,7 +161,7 @@ def build_artifact(
     }
     return Artifact(
         method=method,
-        cfg=plain_cfg,
+        cfg={**saved, "method": method},
         state_dict=cast_floating(kept, torch.float16 if fp16 else torch.float32),
         metrics=_plain_metrics(metrics),
         dtype="float16" if fp16 else "float32",
@@ -202,18 +202,18 @@ def export_state_dict(
             file of that name is refused (nothing is written).
     """
     artifact = build_artifact(state_dict, cfg, method, fp16, metrics, keep_momentum)
-    method, plain_cfg, dtype = artifact.method, artifact.cfg, artifact.dtype
+    method, plain, dtype = artifact.method, artifact.cfg, artifact.dtype
     out_dir = Path(out_dir)
     filename = f"{name}.pt"
     entry = {
         "name": name,
         "method": method,
-        "dataset": trained_dataset(plain_cfg),
-        "backbone": plain_cfg["backbone"]["name"],
+        "dataset": saved_model(plain)["dataset"],
+        "backbone": saved_model(plain)["backbone"],
         "urls": _expand_urls(urls, filename),
         "sha256": "0" * 64,  # placeholder while validating the rest before writing
         "size": 1,
-        "config": plain_cfg,
+        "config": plain,
         "metrics": artifact.metrics,
         "file": filename,
         "dtype": dtype,

@@ -21,6 +21,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from solo_bayesncl.config.saved import saved_model
 from solo_bayesncl.host.models import wants_small_stem
 from solo_bayesncl.io.artifact import (
     open_artifact,
@@ -35,7 +36,7 @@ from .errors import ArtifactError
 from .export import _read_run, build_artifact
 from .hashing import sha256_file
 from .hub import HUB_CARD, HUB_CONFIG, HUB_WEIGHTS
-from .manifest import trained_dataset, validate_entry
+from .manifest import validate_entry
 
 
 def hub_name(text: str) -> str:
@@ -96,6 +97,7 @@ def export_hub_folder(
     )
     card = model_card(
         name=name,
+        spec=loaded.spec,
         cfg=artifact.cfg,
         metrics=artifact.metrics,
         dtype=artifact.dtype,
@@ -137,7 +139,7 @@ def hub_entry(
     entry: dict[str, Any] = {
         "name": hub_name(name),
         "method": art.method,
-        "dataset": trained_dataset(art.cfg),
+        "dataset": saved_model(art.cfg)["dataset"],
         "backbone": art.cfg["backbone"]["name"],
         "urls": list(urls),
         "sha256": sha256_file(weights),

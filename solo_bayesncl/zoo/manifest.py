@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from solo_bayesncl.data.names import dataset_spec
+from solo_bayesncl.config.saved import saved_model
 from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
 from .errors import ManifestError, UnknownModelError
@@ -201,20 +201,9 @@ def validate_entry(
         raise ManifestError(f"{where}: file must be a bare file name, got {data['file']!r}")
 
 
-def trained_dataset(config: Mapping[str, Any]) -> str | None:
-    """The dataset a training config names: the plugin's offline dataset (``fashion-mnist``,
-    which solo-learn sees as ``custom``) when set, else ``data.dataset``."""
-    return dataset_spec(config).name or None
-
-
 def _check_config_agrees(config: Mapping[str, Any], data: Mapping[str, Any], where: str) -> None:
     """The entry's method/backbone/dataset must be the ones its config trained."""
-    pairs = {
-        "method": config.get("method"),
-        "backbone": (config.get("backbone") or {}).get("name"),
-        "dataset": trained_dataset(config),
-    }
-    for key, from_cfg in pairs.items():
+    for key, from_cfg in saved_model(config).items():
         if from_cfg != data[key]:
             raise ManifestError(
                 f"{where}: {key} {data[key]!r} disagrees with its config ({from_cfg!r})"

@@ -156,9 +156,11 @@ def test_the_linear_stage_validates_once_after_its_last_epoch(checkpoint, tmp_pa
 def test_a_schedule_reading_the_validation_loss_keeps_validating_every_epoch():
     from omegaconf import OmegaConf
 
+    from solo_bayesncl.config.settings import run_spec
+
     cfg = OmegaConf.create({"max_epochs": 4, "scheduler": {"name": "reduce"}})
-    stages.validate_at_end_only(cfg)
+    stages.validate_at_end_only(cfg, run_spec(cfg))
     assert "check_val_every_n_epoch" not in cfg
     cfg.scheduler.name = "step"
-    stages.validate_at_end_only(cfg)
+    stages.validate_at_end_only(cfg, run_spec(cfg))
     assert (cfg.check_val_every_n_epoch, cfg.num_sanity_val_steps) == (4, 0)

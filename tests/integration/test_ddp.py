@@ -174,7 +174,11 @@ def _one_process_validation(ckpt: Path) -> tuple[float, float, int]:
     model = load_method(loaded)
     correct, loss_sum, count = 0, 0.0, 0
     with torch.no_grad():
-        for images, labels in build_val_loader(loaded.cfg):
+        spec = loaded.spec
+        batches = build_val_loader(
+            spec.data, spec.optimizer.batch_size, None, spec.trainer.processes
+        )
+        for images, labels in batches:
             logits = model(images)["logits"]
             loss_sum += float(F.cross_entropy(logits, labels, reduction="sum"))
             correct += int((logits.argmax(1) == labels).sum())
@@ -215,7 +219,10 @@ def test_interpretability_figures_do_not_depend_on_the_process_count(ncl_runs, t
     loaded = load_checkpoint(two.ckpt)
     spec = loaded.spec
     callback = build_interpretability_callback(
-        spec.interpretability, spec.data, spec.optimizer.batch_size, build_val_loader(loaded.cfg)
+        spec.interpretability,
+        spec.data,
+        spec.optimizer.batch_size,
+        build_val_loader(spec.data, spec.optimizer.batch_size, None, spec.trainer.processes),
     )
     here = callback.evaluate(load_method(loaded))  # one process, the whole set
     options = ReportOptions(num_workers=0, device="cpu")
