@@ -233,6 +233,11 @@ def upstream_src() -> Path:
             "main_pretrain.py) to run upstream's own scripts"
         )
     src = Path(value).expanduser()
+    if src.is_file():
+        pytest.skip(
+            f"SOLO_LEARN_SRC={value} is a wheel, which carries solo-learn's package but not "
+            "upstream's scripts: set it to a solo-learn checkout to run them"
+        )
     missing = [s for s in ("main_pretrain.py", "main_linear.py") if not (src / s).is_file()]
     if missing:
         pytest.skip(f"SOLO_LEARN_SRC={value} holds no {' or '.join(missing)}")

@@ -118,7 +118,11 @@ def _setup_with_stand_ins(
     for name, body in stand_ins.items():
         (bin_dir / name).write_text("#!/usr/bin/env bash\n" + body)
         (bin_dir / name).chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VENV": ""}
+    # what the caller's environment says of solo-learn (CI exports both) is not the stand-in's
+    inherited = {
+        k: v for k, v in os.environ.items() if k not in ("SOLO_LEARN_SRC", "REQUIRE_SOLO_LEARN")
+    }
+    env = {**inherited, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VENV": ""}
     env["PYTHON"] = str(bin_dir / "python")
     env.update(env_extra or {})
     done = subprocess.run(
