@@ -105,7 +105,7 @@ def build_model(cfg, device: torch.device) -> torch.nn.Module:
     """The method in train mode, set up as :func:`solo_bayesncl.training.pretrain.pretrain` does
     (the compiling, when ``performance.compile`` asks for it, comes after the FLOPs are counted:
     :func:`compile_if_asked`)."""
-    from solo_bayesncl.config.settings import run_settings
+    from solo_bayesncl.config.settings import run_spec
     from solo_bayesncl.host.models import build_method
     from solo_bayesncl.training.fit import seed_and_layout
 
@@ -114,8 +114,12 @@ def build_model(cfg, device: torch.device) -> torch.nn.Module:
     level = seed_notice.level
     seed_notice.setLevel(logging.WARNING)
     try:
-        settings = run_settings(cfg)
-        model = seed_and_layout(settings.seed, settings.performance, lambda: build_method(cfg))
+        spec = run_spec(cfg)
+        model = seed_and_layout(
+            spec.trainer.seed,
+            spec.trainer.performance,
+            lambda: build_method(spec.method.name, cfg, spec.method.small_stem),
+        )
     finally:
         seed_notice.setLevel(level)
     model.log = lambda *a, **k: None  # no trainer to log to

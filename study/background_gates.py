@@ -72,11 +72,12 @@ def gate_measures(
     recorded before these measures existed."""
     from solo_bayesncl.evaluation import background
 
-    cfg, model = background.scenes_checkpoint(checkpoint, device)
+    spec, model = background.scenes_checkpoint(checkpoint, device)
     if not hasattr(model, "gate_output"):
-        raise ValueError(f"{checkpoint}: method {cfg.method} has no gate to measure")
-    val_data = background.build_val_dataset(cfg, background.validation_transform(cfg))
-    return background.gate_selectivity(model, cfg, val_data, batch_size, num_workers)
+        raise ValueError(f"{checkpoint}: method {spec.method.name} has no gate to measure")
+    val_data = background.build_val_dataset(spec.data, background.validation_transform(spec.data))
+    k = int(spec.data.num_backgrounds)
+    return background.gate_selectivity(model, k, val_data, batch_size, num_workers)
 
 
 Measure = Callable[[Path], dict[str, float]]

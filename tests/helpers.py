@@ -155,7 +155,6 @@ def untrained_checkpoint(
     import torch
     from omegaconf import OmegaConf
 
-    from solo_bayesncl.host.models import build_method
     from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
 
     cfg = prepare_pretrain_cfg(
@@ -173,7 +172,7 @@ def untrained_checkpoint(
         check_data=False,
     )
     torch.manual_seed(0)
-    model = build_method(cfg)
+    model = method_of(cfg)
     if edit is not None:
         with torch.no_grad():
             edit(model)
@@ -264,16 +263,24 @@ def real_image_batch(image_folder: Path, size: int = 8):
     return torch.arange(size), [x1, torch.flip(x1, dims=[3])], torch.arange(size) % 6
 
 
+def method_of(cfg):
+    """The freshly built method of a prepared pretraining config, as pretraining builds it."""
+    from solo_bayesncl.config.settings import run_spec
+    from solo_bayesncl.host.models import build_method
+
+    method = run_spec(cfg).method
+    return build_method(method.name, cfg, method.small_stem)
+
+
 def few_training_steps(cfg, batch, steps: int = 3):
     """``steps`` optimisation steps of ``cfg``'s method on one batch, the model seeded and laid
     out as pretraining does (``seed_and_layout``), with its own optimizer and no trainer; returns
     the losses, the gradients of the first step and the model."""
     from solo_bayesncl.config.settings import run_spec
-    from solo_bayesncl.host.models import build_method
     from solo_bayesncl.training.fit import seed_and_layout
 
     machine = run_spec(cfg).trainer
-    model = seed_and_layout(machine.seed, machine.performance, lambda: build_method(cfg))
+    model = seed_and_layout(machine.seed, machine.performance, lambda: method_of(cfg))
     model.log = model.log_dict = lambda *a, **k: None  # no trainer attached
     model.scheduler = "none"
     optimizer = model.configure_optimizers()

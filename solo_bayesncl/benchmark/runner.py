@@ -39,7 +39,7 @@ from solo_bayesncl.benchmark.table import aggregate, write_csv, write_markdown, 
 from solo_bayesncl.config.shipped import linear_dir_for
 from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
 from solo_bayesncl.io.files import NotWritableError, replacing, require_writable
-from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+from solo_bayesncl.training.pretrain import prepare_pretrain
 
 __all__ = [
     "RunBusy",
@@ -96,20 +96,13 @@ def check_configs(preset: Preset) -> dict[str, int]:
         try:
             with initialize_config_dir(config_dir=str(preset.config_dir), version_base="1.2"):
                 cfg = compose(config_name=f"{preset.base_method(method)}.yaml", overrides=overrides)
-            max_epochs = OmegaConf.select(cfg, "max_epochs", default=None)
-        except (HydraException, OmegaConfBaseException, ValueError) as err:
-            message = str(err).strip().splitlines()[0]
-            raise PresetError(f"{preset.source}: {method}: {message}") from None
-        if not isinstance(max_epochs, int) or isinstance(max_epochs, bool) or max_epochs < 1:
-            raise PresetError(
-                f"{preset.source}: {method}: max_epochs must be a positive int, got {max_epochs!r}"
-            )
-        epochs[method] = max_epochs
-        OmegaConf.set_struct(cfg, False)
-        try:
-            prepare_pretrain_cfg(cfg, check_data=False)
-        except INPUT_ERRORS as err:
+            OmegaConf.set_struct(cfg, False)
+            max_epochs = prepare_pretrain(cfg, check_data=False).trainer.max_epochs
+        except (HydraException, OmegaConfBaseException, *INPUT_ERRORS) as err:
             raise PresetError(f"{preset.source}: {method}: {first_line(err)}") from None
+        if max_epochs is None:
+            raise PresetError(f"{preset.source}: {method}: max_epochs must be set")
+        epochs[method] = max_epochs
     return epochs
 
 

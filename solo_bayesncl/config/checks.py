@@ -22,7 +22,7 @@ from solo_bayesncl.core.validation import (
     require_known_keys,
     require_range,
 )
-from solo_bayesncl.data.names import SCENES, dataset_spec
+from solo_bayesncl.data.names import SCENES, dataset_name
 
 __all__ = [
     "CHECKPOINT_KEYS",
@@ -245,7 +245,7 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     for section, known in SECTION_KEYS.items():
         if isinstance(present(section), omegaconf.DictConfig | dict):
             require_known_keys(section, present(section), known)
-    dataset = dataset_spec(cfg).name
+    dataset = dataset_name(cfg)
     for name in SCENE_KEYS:
         if present(f"data.{name}") is not None and dataset != SCENES:
             raise ConfigError(

@@ -5,16 +5,24 @@ checkpoint's config keys are read."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from solo_bayesncl.config.settings import RunSpec, saved_run_spec
-from solo_bayesncl.data.names import dataset_spec
+from solo_bayesncl.data.resolve import resolve_dataset_cfg
 from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
-__all__ = ["SavedConfigError", "checkpoint_spec", "official_method_name", "saved_model"]
+__all__ = [
+    "SavedConfigError",
+    "checkpoint_spec",
+    "official_method_name",
+    "saved_model",
+    "switched_dataset",
+]
 
 
 class SavedConfigError(ValueError):
@@ -66,12 +74,31 @@ def official_method_name(cfg: dict[str, Any], weights: Iterable[str]) -> str:
 def saved_model(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The ``method``, ``backbone`` and ``dataset`` a saved config names, as a zoo entry lists
     them (None where it names none): its method as written, ``backbone.name`` and the dataset
-    trained on (:func:`~solo_bayesncl.data.names.dataset_spec`)."""
+    trained on (read by :func:`~solo_bayesncl.config.settings.saved_run_spec`)."""
+    spec = saved_run_spec(cfg)
     return {
-        "method": cfg.get("method"),
-        "backbone": (cfg.get("backbone") or {}).get("name"),
-        "dataset": dataset_spec(cfg).name or None,
+        "method": spec.method.name,
+        "backbone": spec.method.backbone,
+        "dataset": spec.data.name or None,
     }
+
+
+def switched_dataset(spec: RunSpec, dataset: str | Path | None) -> RunSpec:
+    """A checkpoint's ``spec`` with its data switched to ``dataset``, resolved: a dataset name or
+    an image folder (validation images with labels); None keeps the checkpoint's own."""
+    if dataset is None:
+        return spec
+    cfg = spec.solo.copy()
+    folder = Path(str(dataset))
+    cfg.data.pop("offline_dataset", None)
+    if folder.is_dir():
+        cfg.data.dataset = "custom"
+        cfg.data.format = "image_folder"
+        cfg.data.val_path = str(folder)
+        cfg.data.no_labels = False
+    else:
+        cfg.data.dataset = str(dataset)
+    return dataclasses.replace(spec, data=resolve_dataset_cfg(cfg), solo=cfg)
 
 
 def checkpoint_spec(cfg: dict[str, Any], weights: Iterable[str]) -> RunSpec:

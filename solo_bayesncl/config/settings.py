@@ -39,8 +39,19 @@ from solo_bayesncl.core.validation import (
     require_int,
     require_known_keys,
 )
-from solo_bayesncl.data.names import OFFLINE_DATASETS, DatasetSpec, dataset_run_name, dataset_spec
-from solo_bayesncl.data.resolve import check_dataset_available, resolve_dataset_cfg
+from solo_bayesncl.data.names import (
+    OFFLINE_DATASETS,
+    DatasetSpec,
+    dataset_run_name,
+    dataset_spec,
+    small_stem,
+)
+from solo_bayesncl.data.resolve import (
+    batch_and_processes,
+    check_dataset_available,
+    resolve_augment_on,
+    resolve_dataset_cfg,
+)
 
 if TYPE_CHECKING:
     from solo_bayesncl.methods.keys import ContrastiveSettings
@@ -246,14 +257,17 @@ class CheckpointSpec:
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """The method, its backbone (``backbone.name``) and its ``method_kwargs``; ``settings``
-    their checked form for the plugin's methods
+    """The method, its backbone (``backbone.name``, ``backbone.kwargs``, whether a ResNet gets the
+    small-image stem: :func:`~solo_bayesncl.data.names.small_stem`) and its ``method_kwargs``;
+    ``settings`` their checked form for the plugin's methods
     (:data:`~solo_bayesncl.methods.keys.METHOD_SETTINGS`), else None."""
 
     name: str | None = None
     backbone: str | None = None
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     settings: ContrastiveSettings | None = None
+    backbone_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    small_stem: bool = False
 
 
 @dataclass(frozen=True)
@@ -286,13 +300,17 @@ def _peer_timeout_s(value: Any) -> float:
     return seconds
 
 
-def _method_spec(name: Any, kwargs: Any, backbone: Any) -> MethodSpec:
+def _plain(node: Any) -> dict[str, Any]:
+    return dict(OmegaConf.to_container(node) if OmegaConf.is_config(node) else node or {})
+
+
+def _method_spec(name: Any, kwargs: Any, backbone: Any, dataset: str) -> MethodSpec:
     # the methods package imports solo-learn when it is installed (it defines the method
     # classes): imported here, not at the top, so the commands answer --help and input errors
     # without loading solo-learn, Lightning and timm
     from solo_bayesncl.methods.keys import METHOD_SETTINGS
 
-    plain = dict(OmegaConf.to_container(kwargs) if OmegaConf.is_config(kwargs) else kwargs or {})
+    plain = _plain(kwargs)
     declared = METHOD_SETTINGS.get(str(name))
     settings = None
     if declared is not None:
@@ -300,8 +318,16 @@ def _method_spec(name: Any, kwargs: Any, backbone: Any) -> MethodSpec:
             settings = declared.from_kwargs(plain)
         except ConfigError:  # a checkpoint of another layout: its method checks it when built
             settings = None
-    name = None if name is None else str(name)
-    return MethodSpec(name, None if backbone is None else str(backbone), plain, settings)
+    backbone = _plain(backbone)
+    net = backbone.get("name", None)
+    return MethodSpec(
+        None if name is None else str(name),
+        None if net is None else str(net),
+        plain,
+        settings,
+        _plain(backbone.get("kwargs", None)),
+        str(net).startswith("resnet") and small_stem(dataset, backbone.get("small_stem", None)),
+    )
 
 
 def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool = False) -> RunSpec:
@@ -329,8 +355,9 @@ def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool =
     seed = select("seed", default=None)
     accelerator = str(select("accelerator", default="") or "")
     timeout = select("distributed.timeout_s", default=None)
+    data = dataset_spec(cfg)
     spec = RunSpec(
-        data=dataset_spec(cfg),
+        data=data,
         optimizer=OptimizerSpec(
             name=select("optimizer.name", default=None),
             lr=select("optimizer.lr", default=None),
@@ -373,7 +400,10 @@ def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool =
         ),
         interpretability=interp,
         method=_method_spec(
-            method, select("method_kwargs", default=None), select("backbone.name", default=None)
+            method,
+            select("method_kwargs", default=None),
+            select("backbone", default=None),
+            data.loader,
         ),
         solo=cfg,
     )
@@ -391,19 +421,21 @@ def resolve_with_solo(
     cfg: omegaconf.DictConfig,
     parse_cfg: Callable[[omegaconf.DictConfig], omegaconf.DictConfig],
     check_data: bool = True,
+    pretraining: bool = False,
 ) -> omegaconf.DictConfig:
     """Machine settings, dataset mapping and early data checks, then solo-learn's ``parse_cfg``
-    (pretraining's or linear evaluation's), then the plugin datasets' class counts. The run name
-    is made to say the dataset (:func:`solo_bayesncl.data.names.dataset_run_name`)."""
+    (pretraining's or linear evaluation's), then the plugin datasets' class counts and, for
+    ``pretraining``, where its views are made (``data.augment_on``). The run name is made to say
+    the dataset (:func:`solo_bayesncl.data.names.dataset_run_name`)."""
     cfg = check_run_cfg(cfg)  # every value read as written, or refused, before anything else
     cfg = apply_global_batch(resolve_runtime(cfg))  # the paper's global batch on any machine
-    cfg = resolve_dataset_cfg(cfg)
-    name = str(OmegaConf.select(cfg, "name", default=None) or "run")
-    dataset = dataset_spec(cfg).name
-    cfg.name = dataset_run_name(name, dataset)
+    data = resolve_dataset_cfg(cfg)  # the one decoding of the dataset while resolving
+    cfg.name = dataset_run_name(
+        str(OmegaConf.select(cfg, "name", default=None) or "run"), data.name
+    )
     if check_data:
-        check_dataset_available(cfg)
+        check_dataset_available(data, *batch_and_processes(cfg))
     cfg = parse_cfg(cfg)
-    if dataset in OFFLINE_DATASETS:
-        cfg.data.num_classes = OFFLINE_DATASETS[dataset]
-    return cfg
+    if data.name in OFFLINE_DATASETS:
+        cfg.data.num_classes = OFFLINE_DATASETS[data.name]
+    return resolve_augment_on(cfg, data) if pretraining else cfg

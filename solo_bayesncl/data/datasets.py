@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import omegaconf
 import torch
 from torch.utils.data import DataLoader, Dataset, Subset
 from torchvision import transforms
@@ -20,7 +19,7 @@ from torchvision.datasets import ImageFolder
 
 from solo_bayesncl.core.distributed import whole_set_in_every_process
 from solo_bayesncl.data.fashion_mnist import FashionMNIST
-from solo_bayesncl.data.names import SCENES, SOLO_LOADER_DATASETS, DatasetSpec, dataset_spec
+from solo_bayesncl.data.names import SCENES, SOLO_LOADER_DATASETS, DatasetSpec
 from solo_bayesncl.data.scenes import (
     DEFAULT_BACKGROUND_SEED,
     DEFAULT_BACKGROUNDS,
@@ -29,9 +28,7 @@ from solo_bayesncl.data.scenes import (
 )
 
 __all__ = [
-    "DataSource",
     "LabelledImages",
-    "as_spec",
     "build_labelled_train_dataset",
     "build_train_dataset",
     "build_val_dataset",
@@ -47,16 +44,6 @@ __all__ = [
     "stratified_subset",
     "validation_transform",
 ]
-
-
-DataSource = DatasetSpec | omegaconf.DictConfig
-"""What the builders here read the dataset from: its spec, or a config they decode
-(:func:`~solo_bayesncl.data.names.dataset_spec`)."""
-
-
-def as_spec(source: DataSource) -> DatasetSpec:
-    """``source`` itself when it is a spec, else the spec of the config."""
-    return source if isinstance(source, DatasetSpec) else dataset_spec(source)
 
 
 def scene_args(spec: DatasetSpec) -> tuple[int, int]:
@@ -107,11 +94,10 @@ def stratified_subset(dataset: Dataset, targets, fraction: float, seed: int = 42
     return Subset(dataset, sorted(kept))
 
 
-def build_train_dataset(source: DataSource, transform) -> Dataset:
+def build_train_dataset(spec: DatasetSpec, transform) -> Dataset:
     """The pretraining dataset, yielding ``(index, views, target)`` as solo-learn expects."""
     from solo.data.pretrain_dataloader import prepare_datasets
 
-    spec = as_spec(source)
     if spec.is_offline:
         dataset = offline_dataset(spec, "train", transform, spec.train_path, with_index=True)
         return stratified_subset(dataset, dataset.targets, spec.fraction)
@@ -125,24 +111,23 @@ def build_train_dataset(source: DataSource, transform) -> Dataset:
     )
 
 
-def image_params(source: DataSource) -> tuple[int, list[float], list[float]]:
+def image_params(spec: DatasetSpec) -> tuple[int, list[float], list[float]]:
     """``(crop_size, mean, std)`` of a pretraining config (first augmentation pipeline) or of a
     linear-evaluation config (``data.augmentations``): the mean/std are the pretraining views'
     (:func:`~solo_bayesncl.data.names.solo_normalization`, solo-learn's table for CIFAR,
     STL-10 and ImageNet), so that every evaluation feeds what the backbone was trained on."""
-    spec = as_spec(source)
     mean, std = spec.normalization
     return spec.crop_size, mean, std
 
 
 def official_transforms(
-    source: DataSource,
+    spec: DatasetSpec,
 ) -> tuple[transforms.Compose, transforms.Compose] | None:
     """solo-learn's classification ``(train, validation)`` transforms of the dataset, which the
     official NCL/BayesNCL probe and evaluation use (CIFAR-100 included: CIFAR-10's mean/std on
     both sides); None for datasets solo-learn does not know by name (image folders and the
     plugin's offline datasets), where the plugin's own transforms are the only ones."""
-    name = as_spec(source).name
+    name = spec.name
     if name not in SOLO_LOADER_DATASETS:
         return None
     from solo.data.classification_dataloader import prepare_transforms
@@ -159,13 +144,13 @@ def _normalized_as(transform: transforms.Compose, mean, std) -> transforms.Compo
     return transforms.Compose(steps)
 
 
-def validation_transform(source: DataSource) -> transforms.Compose:
+def validation_transform(spec: DatasetSpec) -> transforms.Compose:
     """Resize and centre-crop to the training crop size, normalised like the training views.
 
     Small images (crop <= 64 px) are resized straight to the crop size, larger ones to
     ``crop / 0.875`` first (224 px crops read a 256 px resize, as in solo-learn).
     """
-    crop, mean, std = image_params(source)
+    crop, mean, std = image_params(spec)
     resize = crop if crop <= 64 else int(round(crop / 0.875))
     return transforms.Compose(
         [
@@ -177,9 +162,9 @@ def validation_transform(source: DataSource) -> transforms.Compose:
     )
 
 
-def linear_train_transform(source: DataSource) -> transforms.Compose:
+def linear_train_transform(spec: DatasetSpec) -> transforms.Compose:
     """Random resized crop and flip at the training crop size (offline linear evaluation)."""
-    crop, mean, std = image_params(source)
+    crop, mean, std = image_params(spec)
     return transforms.Compose(
         [
             transforms.RandomResizedCrop(
@@ -192,9 +177,8 @@ def linear_train_transform(source: DataSource) -> transforms.Compose:
     )
 
 
-def build_labelled_train_dataset(source: DataSource, transform) -> Dataset:
+def build_labelled_train_dataset(spec: DatasetSpec, transform) -> Dataset:
     """The labelled training set as ``(image, label)`` pairs (linear evaluation, kNN)."""
-    spec = as_spec(source)
     if spec.is_offline:
         dataset = offline_dataset(spec, "train", transform, spec.train_path)
         return stratified_subset(dataset, dataset.targets, spec.fraction)
@@ -208,9 +192,8 @@ def build_labelled_train_dataset(source: DataSource, transform) -> Dataset:
     return train
 
 
-def build_val_dataset(source: DataSource, transform=None) -> Dataset | None:
+def build_val_dataset(spec: DatasetSpec, transform=None) -> Dataset | None:
     """The labelled validation dataset, or None when the config has none."""
-    spec = as_spec(source)
     transform = transform or validation_transform(spec)
     if spec.is_offline:
         dataset = offline_dataset(spec, "val", transform, spec.val_path)
@@ -305,17 +288,16 @@ class LabelledImages:
     std: list[float]
 
 
-def labelled_val_images(source: DataSource, max_images: int | None = None) -> LabelledImages | None:
-    """The labelled validation images of ``cfg`` at the training resolution (a seeded subset
+def labelled_val_images(spec: DatasetSpec, max_images: int | None = None) -> LabelledImages | None:
+    """The labelled validation images of the dataset ``spec`` at the training resolution (a seeded subset
     of ``max_images``), or None when the config has none.
 
     Raises ValueError when the dataset names no classes and ``data.num_classes`` is unset, or
     for a ``max_images`` below 1.
     """
-    val = build_val_dataset(source, validation_transform(source))
+    val = build_val_dataset(spec, validation_transform(spec))
     if val is None:
         return None
-    spec = as_spec(source)
     names = class_names(val, spec.num_classes)
     _, mean, std = image_params(spec)
     return LabelledImages(seeded_subset(val, max_images), names, spec.label, mean, std)

@@ -192,6 +192,13 @@ def _numbers(values: Sequence[Any] | None) -> tuple[float, ...] | None:
     return None if values is None else tuple(float(v) for v in values)
 
 
+def dataset_name(cfg: Mapping[str, Any]) -> str:
+    """The canonical name of the dataset a config trains on: ``data.offline_dataset`` once
+    resolved, else ``data.dataset`` ("" when unset)."""
+    data = cfg.get("data", None) or {}
+    return canonical_name(str(data.get("offline_dataset", None) or data.get("dataset", None) or ""))
+
+
 def dataset_spec(cfg: Mapping[str, Any]) -> DatasetSpec:
     """The dataset of a config (a DictConfig or the plain mapping of a checkpoint's config),
     read once: see :class:`DatasetSpec`. Reads ``data.*``, the first ``augmentations`` pipeline
@@ -204,7 +211,7 @@ def dataset_spec(cfg: Mapping[str, Any]) -> DatasetSpec:
     dali = cfg.get("dali", None) or {}
     num_classes = data.get("num_classes", None)
     return DatasetSpec(
-        name=canonical_name(str(data.get("offline_dataset", None) or loader)),
+        name=dataset_name(cfg),
         loader=loader,
         num_classes=None if num_classes is None else int(num_classes),
         train_path=_optional_str(data.get("train_path", None)),

@@ -138,7 +138,7 @@ def load_in_memory(spec: DatasetSpec) -> Dataset:
 
 def augmentations(solo_cfg: omegaconf.DictConfig) -> list:
     """solo-learn's augmentation pipelines (``augmentations``) of its config, as it takes them."""
-    return list(solo_cfg.augmentations)
+    return list(solo_cfg.get("augmentations", None) or [])
 
 
 def recipes(data: DatasetSpec, solo_cfg: omegaconf.DictConfig) -> list[Recipe]:

@@ -28,6 +28,7 @@ from solo_bayesncl.data.names import (
     OFFLINE_DATASETS,
     SCENES,
     SOLO_DATASETS,
+    DatasetSpec,
     dataset_spec,
     small_stem,
 )
@@ -39,10 +40,10 @@ __all__ = [
     "check_dataset_available",
     "resolve_augment_on",
     "cifar_layout",
+    "batch_and_processes",
     "check_subset_sizes",
     "resolve_dali_cfg",
     "resolve_dataset_cfg",
-    "switch_dataset",
 ]
 
 
@@ -50,8 +51,9 @@ class DatasetUnavailableError(RuntimeError):
     """The configured dataset is not on disk and cannot be fetched."""
 
 
-def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-    """Validates ``data.dataset`` and maps the plugin's datasets onto solo-learn's ``custom``.
+def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> DatasetSpec:
+    """Validates ``data.dataset``, maps the plugin's datasets onto solo-learn's ``custom`` in
+    ``cfg`` and returns the dataset's spec as resolved.
 
     Must run before solo-learn's ``parse_cfg``. Sets ``backbone.small_stem`` (3x3 stride-1 first
     convolution, no max-pool, as solo-learn does for CIFAR) for small-image datasets unless given.
@@ -78,7 +80,7 @@ def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
             )
         resolve_dali_cfg(cfg)
     if name not in OFFLINE_DATASETS:
-        return cfg
+        return spec
     root = fashion_mnist_root()
     mean, std = MEAN_STD
     if name == SCENES:
@@ -100,7 +102,7 @@ def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     if OmegaConf.select(cfg, "data.augmentations", default=None) is not None:
         cfg.data.augmentations.mean = list(mean)
         cfg.data.augmentations.std = list(std)
-    return cfg
+    return dataset_spec(cfg)
 
 
 def resolve_dali_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
@@ -133,15 +135,14 @@ def resolve_dali_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     return cfg
 
 
-def resolve_augment_on(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
+def resolve_augment_on(cfg: omegaconf.DictConfig, spec: DatasetSpec) -> omegaconf.DictConfig:
     """Validates ``data.augment_on`` (``batch`` or ``per_image``) and fills it when unset.
 
-    Runs after the dataset was resolved (the plugin's ``fashion-mnist`` is known by
-    ``data.offline_dataset``). An explicit ``batch`` that the data or recipe cannot honour fails
+    Runs after the dataset was resolved into ``spec``. An explicit ``batch`` that the data or recipe cannot honour fails
     here with the reason; unset, it becomes ``batch`` only where it is allowed.
     """
     value = OmegaConf.select(cfg, "data.augment_on", default=None)
-    reason = not_batchable(dataset_spec(cfg), OmegaConf.select(cfg, "augmentations", default=None))
+    reason = not_batchable(spec, OmegaConf.select(cfg, "augmentations", default=None))
     if value is None:
         value = "per_image" if reason else "batch"
     value = str(value)
@@ -155,8 +156,7 @@ def resolve_augment_on(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     return cfg
 
 
-def _check_folder(cfg: omegaconf.DictConfig, key: str) -> None:
-    path = OmegaConf.select(cfg, key, default=None)
+def _check_folder(path: str | None, key: str) -> None:
     if path is not None and not Path(str(path)).is_dir():
         raise DatasetUnavailableError(f"{key}={path!r} is not a folder")
 
@@ -183,40 +183,45 @@ def _subset_size(key: str, fraction: float, total: int, classes: int, batch: int
         )
 
 
-def _global_batch(cfg: omegaconf.DictConfig) -> int | None:
+def batch_and_processes(cfg: omegaconf.DictConfig) -> tuple[int | None, int]:
+    """``optimizer.batch_size`` (per process; None when unset) and the number of processes."""
     batch = OmegaConf.select(cfg, "optimizer.batch_size", default=None)
-    if not isinstance(batch, int):
-        return None
     devices = OmegaConf.select(cfg, "devices", default=None)
     count = len(devices) if isinstance(devices, list | omegaconf.ListConfig) else 1
-    return batch * count * int(OmegaConf.select(cfg, "num_nodes", default=1) or 1)
+    processes = count * int(OmegaConf.select(cfg, "num_nodes", default=1) or 1)
+    return (batch if isinstance(batch, int) else None), processes
 
 
-def check_subset_sizes(cfg: omegaconf.DictConfig, train: int | None, val: int | None) -> None:
+def check_subset_sizes(
+    spec: DatasetSpec, batch: int | None, train: int | None, val: int | None
+) -> None:
     """``data.fraction`` and ``data.val_fraction`` against the number of training and validation
-    images (None: not known): see :func:`_subset_size`."""
-    spec = dataset_spec(cfg)
+    images (None: not known) and the global ``batch``: see :func:`_subset_size`."""
     if train is not None:
-        _subset_size("data.fraction", spec.fraction, train, spec.classes, _global_batch(cfg))
+        _subset_size("data.fraction", spec.fraction, train, spec.classes, batch)
     if val is not None and spec.is_offline:  # the others ignore data.val_fraction
         _subset_size("data.val_fraction", spec.val_fraction, val, spec.classes, None)
 
 
 def check_dataset_available(
-    cfg: omegaconf.DictConfig, download_timeout: float = 30.0, train: bool = True
+    spec: DatasetSpec,
+    batch_size: int | None = None,
+    processes: int = 1,
+    download_timeout: float = 30.0,
+    train: bool = True,
 ) -> None:
     """Fails early, with a message naming the key or file, when the data is not usable: both
     splits are read (``train=False``: the validation split only, for evaluations that read no
     training data), and the data fractions must leave a stratified subset and, for training,
-    one batch (:func:`check_subset_sizes`).
+    one batch of ``batch_size`` images in each of the ``processes`` (:func:`check_subset_sizes`).
 
     CIFAR is downloaded into ``data.train_path`` when missing (as solo-learn does); if that is not
     possible the error says so, states the folder layout torchvision reads there
     (:func:`cifar_layout`) and points at the offline ``data.dataset=fashion-mnist`` option, and
     the folders the attempt created are not left behind empty.
     """
-    spec = dataset_spec(cfg)
     name = spec.name
+    batch = None if batch_size is None else batch_size * processes
     if spec.is_offline:
         roots = {"train": spec.train_path, "val": spec.val_path}
         sizes = [
@@ -225,24 +230,21 @@ def check_dataset_available(
             else None
             for split in ("train", "val")
         ]
-        check_subset_sizes(cfg, sizes[0] if train else None, sizes[1])
+        check_subset_sizes(spec, batch, sizes[0] if train else None, sizes[1])
         return
     if name in ("cifar10", "cifar100"):
-        train_set = _check_cifar(cfg, name, download_timeout, train)
-        check_subset_sizes(cfg, len(train_set) if train_set is not None else None, None)
+        train_set = _check_cifar(spec, download_timeout, train)
+        check_subset_sizes(spec, batch, len(train_set) if train_set is not None else None, None)
         return
-    if OmegaConf.select(cfg, "data.format", default="image_folder") == "dali" and train:
+    if spec.format == "dali" and train:
         check_dali_folder(
-            cfg.data.train_path,
-            "data.train_path",
-            no_labels=bool(OmegaConf.select(cfg, "data.no_labels", default=False)),
-            batch_size=OmegaConf.select(cfg, "optimizer.batch_size", default=None),
+            spec.train_path, "data.train_path", no_labels=spec.no_labels, batch_size=batch_size
         )
     if train:
-        _check_folder(cfg, "data.train_path")
-        if OmegaConf.select(cfg, "data.format", default="image_folder") == "image_folder":
-            _check_folder_batch(cfg)
-    _check_folder(cfg, "data.val_path")
+        _check_folder(spec.train_path, "data.train_path")
+        if spec.format == "image_folder":
+            _check_folder_batch(spec, batch)
+    _check_folder(spec.val_path, "data.val_path")
 
 
 def _count_images(root: str | Path, enough: int) -> int:
@@ -255,14 +257,13 @@ def _count_images(root: str | Path, enough: int) -> int:
     return count
 
 
-def _check_folder_batch(cfg: omegaconf.DictConfig) -> None:
+def _check_folder_batch(spec: DatasetSpec, batch: int | None) -> None:
     """An image folder's ``data.fraction`` must keep one global batch (each process its share of
     the images, at least its batch): counted only as far as that needs."""
-    batch = _global_batch(cfg)
-    path = OmegaConf.select(cfg, "data.train_path", default=None)
+    path = spec.train_path
     if batch is None or path is None:
         return
-    fraction = dataset_spec(cfg).fraction
+    fraction = spec.fraction
     enough = math.ceil((batch + 1) / fraction) if 0 < fraction < 1 else batch
     count = _count_images(path, enough)
     if count:  # none at all: the dataset builder names what the folder lacks
@@ -297,7 +298,7 @@ def _remove_if_empty(folders: list[Path]) -> None:
 
 
 def _check_cifar(
-    cfg: omegaconf.DictConfig, name: str, download_timeout: float, train: bool
+    spec: DatasetSpec, download_timeout: float, train: bool
 ) -> datasets.VisionDataset | None:
     """Reads (downloading when missing, as solo-learn does) the CIFAR splits the run needs: the
     training split from ``data.train_path`` (``train``), the test split from ``data.val_path``
@@ -306,11 +307,12 @@ def _check_cifar(
     When that fails, the folders the attempt created (torchvision creates the root before it
     downloads) are removed again if still empty, and the error names the key and the layout
     torchvision looks for there."""
+    name = spec.name
     cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
-    splits = [("data.train_path", str(cfg.data.train_path), True)] if train else []
-    val = OmegaConf.select(cfg, "data.val_path", default=None)
+    splits = [("data.train_path", str(spec.train_path), True)] if train else []
+    val = spec.val_path
     splits.append(
-        ("data.train_path", str(cfg.data.train_path), False)
+        ("data.train_path", str(spec.train_path), False)
         if val is None
         else ("data.val_path", str(val), False)
     )
@@ -336,21 +338,3 @@ def _check_cifar(
     finally:
         socket.setdefaulttimeout(previous)
     return train_set
-
-
-def switch_dataset(cfg: omegaconf.DictConfig, dataset: str | Path | None) -> omegaconf.DictConfig:
-    """A copy of a resolved config (a checkpoint's) with its data switched to ``dataset``: a
-    dataset name or an image folder; None keeps the config's own."""
-    cfg = cfg.copy()
-    if dataset is None:
-        return cfg
-    folder = Path(str(dataset))
-    cfg.data.pop("offline_dataset", None)
-    if folder.is_dir():
-        cfg.data.dataset = "custom"
-        cfg.data.format = "image_folder"
-        cfg.data.val_path = str(folder)
-        cfg.data.no_labels = False
-    else:
-        cfg.data.dataset = str(dataset)
-    return resolve_dataset_cfg(cfg)

@@ -30,7 +30,7 @@ from solo_bayesncl.data.datasets import (
     build_val_dataset,
     validation_transform,
 )
-from solo_bayesncl.data.names import OFFLINE_DATASETS, SCENES, dataset_spec
+from solo_bayesncl.data.names import OFFLINE_DATASETS, SCENES
 from solo_bayesncl.data.scenes import background_labels
 from solo_bayesncl.io.checkpoints import load_checkpoint, load_method
 from solo_bayesncl.metrics.background import background_figures, gate_background_selectivity
@@ -67,18 +67,21 @@ def _ungated_and_gate(model, loader) -> tuple[torch.Tensor, torch.Tensor, torch.
 
 
 def scenes_checkpoint(checkpoint: str | Path, device: str | None):
-    """The checkpoint's config and method on ``device``; a clear error for other data."""
+    """The checkpoint's spec and method on ``device``; a clear error for other data."""
     loaded = load_checkpoint(checkpoint)
-    name = dataset_spec(loaded.cfg).name
+    name = loaded.spec.data.name
     if name != SCENES:
         raise ValueError(
             f"{loaded.path}: trained on data.dataset={name}; background measures need {SCENES}"
         )
-    return loaded.cfg, load_method(loaded, device=pick_device(device))
+    return loaded.spec, load_method(loaded, device=pick_device(device))
 
 
-def gate_selectivity(model, cfg, val_data, batch_size: int, num_workers: int) -> dict[str, float]:
-    """The gate's measures of the module docstring for a gated ``model`` on ``val_data``."""
+def gate_selectivity(
+    model, num_backgrounds: int, val_data, batch_size: int, num_workers: int
+) -> dict[str, float]:
+    """The gate's measures of the module docstring for a gated ``model`` on ``val_data`` (scenes
+    drawn on ``num_backgrounds`` backgrounds)."""
     loader = DataLoader(val_data, batch_size=batch_size, num_workers=num_workers)
     ungated, mask, probs = _ungated_and_gate(model, loader)
     classes = np.asarray(_inner(val_data).targets)[_picks(val_data)]
@@ -88,7 +91,7 @@ def gate_selectivity(model, cfg, val_data, batch_size: int, num_workers: int) ->
         classes,
         background_labels(val_data),
         OFFLINE_DATASETS[SCENES],
-        int(cfg.data.num_backgrounds),
+        num_backgrounds,
         probs=probs,
     )
 
@@ -109,11 +112,11 @@ def background_measures(
 ) -> dict[str, Any]:
     """Every background measure of the module docstring for ``checkpoint`` on the scenes data
     it was trained on (its training subset for the probes, its validation subset otherwise)."""
-    cfg, model = scenes_checkpoint(checkpoint, device)
-    transform = validation_transform(cfg)
+    spec, model = scenes_checkpoint(checkpoint, device)
+    transform = validation_transform(spec.data)
     data = {
-        "train": build_labelled_train_dataset(cfg, transform),
-        "val": build_val_dataset(cfg, transform),
+        "train": build_labelled_train_dataset(spec.data, transform),
+        "val": build_val_dataset(spec.data, transform),
     }
     feats, reps, classes, backgrounds = {}, {}, {}, {}
     for split, dataset in data.items():
@@ -121,12 +124,12 @@ def background_measures(
         feats[split], reps[split] = _extract(model, loader)
         classes[split] = np.asarray(_inner(dataset).targets)[_picks(dataset)]
         backgrounds[split] = background_labels(dataset)
-    k = int(cfg.data.num_backgrounds)
+    k = int(spec.data.num_backgrounds)
     out = background_figures(
         reps["val"], classes["val"], backgrounds["val"], OFFLINE_DATASETS[SCENES], k
     )
     if hasattr(model, "gate_output"):
-        out.update(gate_selectivity(model, cfg, data["val"], batch_size, num_workers))
+        out.update(gate_selectivity(model, k, data["val"], batch_size, num_workers))
     out.update(
         num_backgrounds=k,
         probe_class_top1=logistic_probe(

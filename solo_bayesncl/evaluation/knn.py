@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from solo_bayesncl.config.runtime import pick_device
+from solo_bayesncl.config.saved import switched_dataset
 from solo_bayesncl.core.representations import extract_representations
 from solo_bayesncl.core.validation import require_int, require_range
 from solo_bayesncl.data.datasets import (
@@ -20,7 +21,6 @@ from solo_bayesncl.data.datasets import (
     build_val_dataset,
     validation_transform,
 )
-from solo_bayesncl.data.resolve import switch_dataset
 from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.io.checkpoints import LoadedCheckpoint, load_checkpoint, load_method
 from solo_bayesncl.metrics import non_finite_rows
@@ -88,11 +88,11 @@ def knn_eval(
             f"distance={distance!r} is not supported; allowed values: {', '.join(DISTANCES)}"
         )
     loaded = checkpoint if isinstance(checkpoint, LoadedCheckpoint) else load_checkpoint(checkpoint)
-    cfg = switch_dataset(loaded.cfg, dataset)
+    data = switched_dataset(loaded.spec, dataset).data
     if model is None:
         model = load_method(loaded, device=pick_device(device))
-    transform = validation_transform(cfg)
-    splits = (build_labelled_train_dataset(cfg, transform), build_val_dataset(cfg, transform))
+    transform = validation_transform(data)
+    splits = (build_labelled_train_dataset(data, transform), build_val_dataset(data, transform))
     if splits[1] is None:
         raise ValueError(
             f"{loaded.path}: its config has no labelled validation data; pass --dataset"

@@ -29,20 +29,21 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader
 
+from solo_bayesncl.config.settings import RunSpec
 from solo_bayesncl.core.gates import BernoulliGate
 from solo_bayesncl.core.losses import gated_representation, keep_top_k
 from solo_bayesncl.core.nonneg import non_negative
 from solo_bayesncl.core.representations import extract_representations
 from solo_bayesncl.data.datasets import (
-    as_spec,
     build_train_dataset,
     official_transforms,
     validation_transform,
 )
+from solo_bayesncl.data.names import DatasetSpec
+from solo_bayesncl.data.pipelines import augmentations, per_image_transform
 from solo_bayesncl.metrics.ncl_paper_protocol import ncl_paper_metrics
 from solo_bayesncl.metrics.paper_protocol import paper_metrics, paper_singular_value_entropy
 
@@ -97,16 +98,16 @@ def ncl_paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Ten
     return u * _official_mask(out) if "gate_logits" in out else u
 
 
-def paper_val_transform(cfg):
+def paper_val_transform(data: DatasetSpec):
     """solo-learn's classification validation transform of the dataset, as the official
     evaluation uses; the plugin's own for datasets solo-learn does not know (offline ones)."""
-    official = official_transforms(cfg)
-    return validation_transform(cfg) if official is None else official[1]
+    official = official_transforms(data)
+    return validation_transform(data) if official is None else official[1]
 
 
 def _official_pass(
     model: nn.Module,
-    cfg,
+    spec: RunSpec,
     val_dataset_factory,
     represent,
     *,
@@ -117,7 +118,7 @@ def _official_pass(
     """``(model copy, features, labels)``: the ``represent`` features of every validation image
     through the official evaluations' pass (solo-learn's classification transform, unshuffled,
     BatchNorm on each batch's statistics), on a training-mode copy of ``model``."""
-    val = val_dataset_factory(paper_val_transform(cfg))
+    val = val_dataset_factory(paper_val_transform(spec.data))
     loader = DataLoader(val, batch_size=batch_size, shuffle=False, num_workers=num_workers)
     official = copy.deepcopy(model).to(device).train()
     batches = list(extract_representations(official, loader, represent=represent, train_mode=True))
@@ -127,28 +128,15 @@ def _official_pass(
 
 @torch.no_grad()
 def _training_batch_entropy(
-    model: nn.Module, cfg, batch_size: int, device, seed: int
+    model: nn.Module, spec: RunSpec, batch_size: int, device, seed: int
 ) -> float | None:
     """Singular-value entropy of the features of one training batch (two augmented views per
     image, the pretraining augmentations), or None when the config has no training data here."""
-    pipelines = OmegaConf.select(cfg, "augmentations", default=None)  # solo-learn's to build
-    if not pipelines:
+    if not augmentations(spec.solo):
         return None
-    spec = as_spec(cfg)
-    from solo.data.pretrain_dataloader import (
-        FullTransformPipeline,
-        NCropAugmentation,
-        build_transform_pipeline,
-    )
-
-    transform = FullTransformPipeline(
-        [
-            NCropAugmentation(build_transform_pipeline(spec.loader, aug), aug.num_crops)
-            for aug in pipelines
-        ]
-    )
+    transform = per_image_transform(spec.data, spec.solo)  # solo-learn's views
     try:
-        train = build_train_dataset(spec, transform)
+        train = build_train_dataset(spec.data, transform)
     except (OSError, RuntimeError, ValueError, AssertionError):
         return None
     if len(train) == 0:
@@ -166,7 +154,7 @@ def _training_batch_entropy(
 
 def evaluate_paper_protocol(
     model: nn.Module,
-    cfg,
+    spec: RunSpec,
     val_dataset_factory,
     *,
     batch_size: int,
@@ -178,7 +166,8 @@ def evaluate_paper_protocol(
 
     Args:
         model: a built method (any of the four).
-        cfg: the checkpoint's config with its data resolved.
+        spec: the checkpoint's spec (:class:`~solo_bayesncl.config.settings.RunSpec`), its
+            data resolved.
         val_dataset_factory: ``transform -> dataset``, the validation set (the report's images)
             with that transform.
         batch_size: the evaluation batch (BatchNorm statistics are per batch).
@@ -190,7 +179,7 @@ def evaluate_paper_protocol(
     """
     official, features, labels = _official_pass(
         model,
-        cfg,
+        spec,
         val_dataset_factory,
         paper_representation,
         batch_size=batch_size,
@@ -198,7 +187,7 @@ def evaluate_paper_protocol(
         device=device,
     )
     metrics = paper_metrics(features, labels)
-    entropy = _training_batch_entropy(official, cfg, batch_size, device, seed)
+    entropy = _training_batch_entropy(official, spec, batch_size, device, seed)
     metrics["paper_singular_value_entropy"] = entropy if entropy is not None else float("nan")
     settings = {
         "batchnorm": "batch statistics (training mode), unshuffled loader in dataset order",
@@ -215,7 +204,7 @@ def evaluate_paper_protocol(
 
 def evaluate_ncl_paper_protocol(
     model: nn.Module,
-    cfg,
+    spec: RunSpec,
     val_dataset_factory,
     *,
     batch_size: int,
@@ -232,7 +221,7 @@ def evaluate_ncl_paper_protocol(
     """
     _, features, labels = _official_pass(
         model,
-        cfg,
+        spec,
         val_dataset_factory,
         ncl_paper_representation,
         batch_size=batch_size,

@@ -164,7 +164,7 @@ def write_report(
         evaluate, key = PAPER_PROTOCOLS[options.protocol]
         official = evaluate(
             inputs.model,
-            inputs.cfg,
+            inputs.spec,
             inputs.val_dataset,
             batch_size=options.batch_size,
             num_workers=options.num_workers,

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import omegaconf
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
 from solo_bayesncl.config.runtime import pick_device
+from solo_bayesncl.config.saved import switched_dataset
+from solo_bayesncl.config.settings import RunSpec
 from solo_bayesncl.core.representations import extract_representations
 from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
 from solo_bayesncl.data.datasets import (
@@ -34,7 +35,6 @@ from solo_bayesncl.data.datasets import (
 from solo_bayesncl.data.resolve import (
     DatasetUnavailableError,
     check_dataset_available,
-    switch_dataset,
 )
 from solo_bayesncl.evaluation.options import PASS_OPTIONS, ReportError, ReportOptions
 from solo_bayesncl.io.checkpoints import (
@@ -90,7 +90,7 @@ class ReportInputs:
 
     Attributes:
         loaded: the checkpoint as read.
-        cfg: its config with the data switched to the report's dataset.
+        spec: its spec with the data switched to the report's dataset.
         model: the method with its weights, in eval mode on ``device``.
         device: where the model runs.
         images: the report's validation images (a seeded subset with ``max_images``), with their
@@ -99,7 +99,7 @@ class ReportInputs:
     """
 
     loaded: LoadedCheckpoint
-    cfg: omegaconf.DictConfig
+    spec: RunSpec
     model: torch.nn.Module
     device: torch.device
     images: LabelledImages
@@ -116,7 +116,7 @@ class ReportInputs:
 
     def val_dataset(self, transform) -> Dataset:
         """The same images with another transform (the paper protocol's)."""
-        return seeded_subset(build_val_dataset(self.cfg, transform), self.max_images)
+        return seeded_subset(build_val_dataset(self.spec.data, transform), self.max_images)
 
     def loader(self, batch_size: int, num_workers: int) -> DataLoader:
         """The report's images in order, in batches."""
@@ -141,10 +141,10 @@ def load_report_inputs(checkpoint: str | Path, options: ReportOptions) -> Report
     where, max_images = pick_device(options.device), options.max_images
     loaded = load_checkpoint(checkpoint)  # down to the checkpoint: its config and its model
     model = load_method(loaded, device=where)
-    cfg = switch_dataset(loaded.cfg, options.dataset)  # then to the data, once
-    check_dataset_available(cfg, train=False)  # its files, and a subset it can draw
+    spec = switched_dataset(loaded.spec, options.dataset)  # then to the data, once
+    check_dataset_available(spec.data, train=False)  # its files, and a subset it can draw
     try:
-        images = labelled_val_images(cfg, max_images)
+        images = labelled_val_images(spec.data, max_images)
     except ValueError as err:  # no class names, or a bad subset size
         raise ReportError(f"{loaded.path}: {err}") from None
     if images is None:
@@ -152,7 +152,7 @@ def load_report_inputs(checkpoint: str | Path, options: ReportOptions) -> Report
             f"{loaded.path}: its config has no labelled validation data (data.val_path is unset "
             "or data.no_labels is set); pass a dataset name or an image folder with --dataset"
         )
-    return ReportInputs(loaded, cfg, model, where, images, max_images)
+    return ReportInputs(loaded, spec, model, where, images, max_images)
 
 
 @dataclass

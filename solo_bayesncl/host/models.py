@@ -1,4 +1,4 @@
-"""Building a solo-learn method or a bare backbone from a config, with the small-image stem.
+"""Building a solo-learn method or a bare backbone from a run's spec, with the small-image stem.
 
 solo-learn replaces a ResNet's first convolution by a 3x3 stride-1 one and drops the max-pool
 only when ``data.dataset`` is ``cifar10``/``cifar100``; ``backbone.small_stem: True`` asks for the
@@ -17,21 +17,20 @@ nothing is built: one read from a checkpoint (kNN, the report, zoo export) or a 
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import omegaconf
-from omegaconf import OmegaConf
 from torch import nn
 
-from solo_bayesncl.data.names import small_stem
 from solo_bayesncl.host.registration import register
 
 __all__ = [
     "apply_small_stem",
     "build_backbone",
     "build_method",
-    "wants_small_stem",
     "without_resume_warning",
 ]
 
@@ -61,16 +60,6 @@ def without_resume_warning() -> Iterator[None]:
         root.removeFilter(_not_the_resume_warning)
 
 
-def wants_small_stem(cfg: omegaconf.DictConfig) -> bool:
-    """True when a ResNet backbone gets the small-image stem
-    (:func:`~solo_bayesncl.data.names.small_stem`)."""
-    backbone = cfg.get("backbone", None) or {}
-    dataset = (cfg.get("data", None) or {}).get("dataset", None)
-    return str(backbone.get("name", "")).startswith("resnet") and small_stem(
-        dataset, backbone.get("small_stem", None)
-    )
-
-
 def apply_small_stem(backbone: nn.Module) -> nn.Module:
     """Gives a torchvision-style ResNet a 3x3 stride-1 ``conv1`` and no max-pool, in place.
 
@@ -85,15 +74,18 @@ def apply_small_stem(backbone: nn.Module) -> nn.Module:
     return backbone
 
 
-def build_method(cfg: omegaconf.DictConfig) -> nn.Module:
-    """``cfg.method`` from solo-learn's registry (``bayesncl`` and ``ncl`` included), freshly
-    initialised, with the small stem where :func:`wants_small_stem` says so (the momentum
-    backbone too, then re-synchronised with the online one)."""
+def build_method(
+    name: str, solo_cfg: omegaconf.DictConfig, small_stem: bool, fresh_config: bool = False
+) -> nn.Module:
+    """The method ``name`` from solo-learn's registry (``bayesncl`` and ``ncl`` included), freshly
+    initialised from its config (handed on to solo-learn, which fills its defaults in; a copy
+    with ``fresh_config``, for a checkpoint's), with the ResNet ``small_stem`` when asked (the
+    momentum backbone too, then re-synchronised with the online one)."""
     register()
     from solo.methods import METHODS
 
-    model = METHODS[cfg.method](cfg)
-    if wants_small_stem(cfg):
+    model = METHODS[name](copy.deepcopy(solo_cfg) if fresh_config else solo_cfg)
+    if small_stem:
         apply_small_stem(model.backbone)
         if hasattr(model, "momentum_backbone"):
             apply_small_stem(model.momentum_backbone)
@@ -101,23 +93,23 @@ def build_method(cfg: omegaconf.DictConfig) -> nn.Module:
     return model
 
 
-def build_backbone(cfg: omegaconf.DictConfig, method: str) -> nn.Module:
-    """The bare ``cfg.backbone`` of ``method`` (classification head removed), freshly initialised,
-    with the small stem where :func:`wants_small_stem` says so.
+def build_backbone(
+    name: str | None, method: str, kwargs: Mapping[str, Any], small_stem: bool
+) -> nn.Module:
+    """The bare backbone ``name`` (``backbone.name``, with its ``backbone.kwargs``) of ``method``,
+    classification head removed, freshly initialised, with the ResNet ``small_stem`` when asked.
 
     Raises ValueError naming the backbone when it is not one of solo-learn's.
     """
     from solo.methods.base import BaseMethod
 
-    name = cfg.backbone.name
     if name not in BaseMethod._BACKBONES:
         raise ValueError(
             f"backbone.name={name!r} is not one of solo-learn's: {', '.join(BaseMethod._BACKBONES)}"
         )
-    kwargs = OmegaConf.to_container(cfg.backbone.kwargs) if "kwargs" in cfg.backbone else {}
     backbone = BaseMethod._BACKBONES[name](method, **kwargs)
     if name.startswith("resnet"):
         backbone.fc = nn.Identity()
-        if wants_small_stem(cfg):
+        if small_stem:
             apply_small_stem(backbone)
     return backbone

@@ -210,9 +210,12 @@ def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") ->
     """
     registration.register()
     _check_config_ranges(loaded)
+    method = loaded.spec.method
     try:
         with without_resume_warning():  # read, never resumed
-            model = build_method(loaded.cfg.copy())
+            model = build_method(
+                method.name, loaded.spec.solo, method.small_stem, fresh_config=True
+            )
     except (omegaconf.errors.ConfigAttributeError, omegaconf.errors.ConfigKeyError) as err:
         key = getattr(err, "full_key", None) or _first_line(err)
         raise CheckpointError(
@@ -229,8 +232,11 @@ def load_backbone(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") 
     """The bare backbone (:func:`solo_bayesncl.host.models.build_backbone`) with the checkpoint's
     weights, in eval mode."""
     registration.register()
+    method = loaded.spec.method
     try:
-        backbone = build_backbone(loaded.cfg, loaded.method)
+        backbone = build_backbone(
+            method.backbone, method.name, method.backbone_kwargs, method.small_stem
+        )
     except ValueError as err:
         raise CheckpointError(f"{loaded.path}: {err}") from err
     weights = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar
@@ -39,6 +39,7 @@ __all__ = [
     "Rule",
     "check_method_kwargs",
     "check_upstream_method_kwargs",
+    "checked_method",
     "settings_table",
 ]
 
@@ -289,6 +290,18 @@ def settings_table(settings: type[ContrastiveSettings]) -> str:
             default = f"default {f.default!r}"
         lines.append(f"    {f.name} ({default}; {meta['rule'].allowed}): {meta['meaning']}.")
     return "\n".join(lines)
+
+
+def checked_method(cfg: Mapping[str, Any], known: Iterable[str]) -> str:
+    """The method a raw pretraining config names, one of ``known`` (solo-learn's registry), its
+    ``method_kwargs`` keys checked (:func:`check_method_kwargs`) before anything is resolved."""
+    method = cfg.get("method", None)
+    if method not in known:
+        raise ValueError(
+            f"method={method!r} is not a solo-learn method; allowed values: {', '.join(sorted(known))}"
+        )
+    check_method_kwargs(method, cfg.get(SECTION, None))
+    return method
 
 
 def check_method_kwargs(method: str | None, kwargs: Mapping[str, Any] | None) -> None:

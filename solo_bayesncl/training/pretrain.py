@@ -19,11 +19,10 @@ from omegaconf import OmegaConf
 from solo_bayesncl.config.checks import check_solo_names
 from solo_bayesncl.config.settings import RunSpec, resolve_with_solo, run_spec
 from solo_bayesncl.data.pipelines import pretrain_fit_data
-from solo_bayesncl.data.resolve import resolve_augment_on
 from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.host.models import build_method
 from solo_bayesncl.host.registration import register
-from solo_bayesncl.methods.keys import check_method_kwargs, check_upstream_method_kwargs
+from solo_bayesncl.methods.keys import check_upstream_method_kwargs, checked_method
 from solo_bayesncl.training.auto_resume import decide_job_run
 from solo_bayesncl.training.fit import fit, seed_and_layout
 
@@ -46,16 +45,9 @@ def prepare_pretrain(cfg: omegaconf.DictConfig, check_data: bool = True) -> RunS
     from solo.methods.base import BaseMethod
 
     OmegaConf.set_struct(cfg, False)
-    method = OmegaConf.select(cfg, "method", default=None)
-    if method not in METHODS:
-        raise ValueError(
-            f"method={method!r} is not a solo-learn method; allowed values: {', '.join(sorted(METHODS))}"
-        )
-    # no silently ignored (misspelt) key
-    check_method_kwargs(method, OmegaConf.select(cfg, "method_kwargs", default=None))
+    method = checked_method(cfg, METHODS)  # no silently ignored (misspelt) key
     check_solo_names(cfg, BaseMethod._OPTIMIZERS, BaseMethod._SCHEDULERS, BaseMethod._BACKBONES)
-    cfg = resolve_with_solo(cfg, parse_cfg, check_data)
-    cfg = resolve_augment_on(cfg)
+    cfg = resolve_with_solo(cfg, parse_cfg, check_data, pretraining=True)
     cfg = METHODS[method].add_and_assert_specific_cfg(cfg)  # solo-learn's hand-off
     spec = run_spec(cfg, pretraining=True)  # performance.compile=True needs a C++ compiler
     check_upstream_method_kwargs(spec.method.name, spec.method.kwargs)
@@ -84,7 +76,9 @@ def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
     from solo_bayesncl.training.callback import build_interpretability_callback  # Lightning
 
     model = seed_and_layout(
-        spec.trainer.seed, spec.trainer.performance, lambda: build_method(spec.solo)
+        spec.trainer.seed,
+        spec.trainer.performance,
+        lambda: build_method(spec.method.name, spec.solo, spec.method.small_stem),
     )
     # one decision for the whole job, whatever the number of processes; the whole resolved config
     # must match an earlier sitting's, not solo-learn's dozen keys

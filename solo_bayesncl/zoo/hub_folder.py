@@ -19,10 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from solo_bayesncl.config.saved import saved_model
-from solo_bayesncl.host.models import wants_small_stem
 from solo_bayesncl.io.artifact import (
     open_artifact,
     write_safetensors_artifact,
@@ -101,7 +98,7 @@ def export_hub_folder(
         cfg=artifact.cfg,
         metrics=artifact.metrics,
         dtype=artifact.dtype,
-        small_stem=wants_small_stem(OmegaConf.create(artifact.cfg)),
+        small_stem=loaded.spec.method.small_stem,
         license=license,
         base_model=base_model,
         repo_id=repo_id,

@@ -4,15 +4,15 @@ is read."""
 from __future__ import annotations
 
 import pytest
-from omegaconf import OmegaConf
 
 import solo_bayesncl.evaluation.background as background
+from solo_bayesncl.config.settings import saved_run_spec
 from study.background_gates import gate_measures
 
 
 def test_a_method_without_a_gate_is_refused_before_any_data_is_read(monkeypatch, tmp_path):
-    cfg = OmegaConf.create({"method": "ncl", "data": {"dataset": "fashion-mnist-scenes"}})
-    monkeypatch.setattr(background, "scenes_checkpoint", lambda ckpt, device: (cfg, object()))
+    spec = saved_run_spec({"method": "ncl", "data": {"dataset": "fashion-mnist-scenes"}})
+    monkeypatch.setattr(background, "scenes_checkpoint", lambda ckpt, device: (spec, object()))
 
     def no_data(*args, **kwargs):
         raise AssertionError("the data was read")

@@ -122,10 +122,9 @@ def test_broken_features_npz_names_the_file_in_one_line(tmp_path, capsys, damage
 def _ncl_weights_with_bayesncl_config(image_folder: Path, folder: Path) -> Path:
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
     import solo.methods  # noqa: F401
-    from helpers import compose
+    from helpers import compose, method_of
     from omegaconf import OmegaConf
 
-    from solo_bayesncl.host.models import build_method
     from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
 
     def cfg_of(name: str):
@@ -145,7 +144,7 @@ def _ncl_weights_with_bayesncl_config(image_folder: Path, folder: Path) -> Path:
 
     folder.mkdir()
     path = folder / "last.ckpt"
-    torch.save({"state_dict": build_method(cfg_of("ncl.yaml")).state_dict()}, path)
+    torch.save({"state_dict": method_of(cfg_of("ncl.yaml")).state_dict()}, path)
     bayes = OmegaConf.to_container(cfg_of("bayesncl.yaml"))
     (folder / "args.json").write_text(json.dumps(bayes))
     return path

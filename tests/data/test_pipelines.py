@@ -12,11 +12,15 @@ from torch.utils.data import DataLoader, Subset
 from solo_bayesncl.data.fashion_mnist import fashion_mnist_root
 from solo_bayesncl.data.names import dataset_spec
 from solo_bayesncl.data.pipelines import InMemoryImages, collate_batch
-from solo_bayesncl.data.resolve import resolve_augment_on
+from solo_bayesncl.data.resolve import resolve_augment_on as _resolve
 
 AUG = OmegaConf.to_container(
     compose("scripts/pretrain/cifar", "bayesncl.yaml").augmentations, resolve=True
 )
+
+
+def resolve_augment_on(cfg):
+    return _resolve(cfg, dataset_spec(cfg))
 
 
 def _cfg(dataset: str, augment_on: str | None = None, fmt: str = "image_folder", **changes):

@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 from omegaconf import OmegaConf
 
+from solo_bayesncl.data.names import dataset_spec
 from solo_bayesncl.data.resolve import DatasetUnavailableError, check_dataset_available
 
 LAYOUT = {
@@ -43,7 +44,7 @@ def _cfg(dataset: str, train_path: str, val_path: str | None = None):
     data = {"dataset": dataset, "train_path": train_path}
     if val_path is not None:
         data["val_path"] = val_path
-    return OmegaConf.create({"data": data})
+    return dataset_spec(OmegaConf.create({"data": data}))
 
 
 @pytest.mark.parametrize("dataset", ["cifar10", "cifar100"])

@@ -178,15 +178,17 @@ def test_dataset_switch_builds_scenes_with_their_own_statistics():
     from solo_bayesncl.data.datasets import build_labelled_train_dataset, build_val_dataset
     from solo_bayesncl.data.resolve import resolve_dataset_cfg
 
-    cfg = resolve_dataset_cfg(_cfg(num_backgrounds=5, val_fraction=0.1, fraction=-1))
+    cfg = _cfg(num_backgrounds=5, val_fraction=0.1, fraction=-1)
+    spec = resolve_dataset_cfg(cfg)
+    assert (spec.name, spec.loader) == ("fashion-mnist-scenes", "custom")
     assert cfg.data.offline_dataset == "fashion-mnist-scenes" and cfg.data.dataset == "custom"
     assert (cfg.data.num_backgrounds, cfg.data.background_seed) == (5, 0)
     train = FashionMNISTScenes("train", num_backgrounds=5)
     mean = train.images.mean() / 255
     assert list(cfg.augmentations[0].mean) == pytest.approx([mean] * 3)
-    val = build_val_dataset(cfg)
+    val = build_val_dataset(spec)
     assert len(val) == 1000 and val.dataset.num_backgrounds == 5
     x, y = val[0]
     assert tuple(x.shape) == (3, 32, 32) and 0 <= y < 10
-    labelled = build_labelled_train_dataset(cfg, None)
+    labelled = build_labelled_train_dataset(spec, None)
     assert isinstance(labelled, FashionMNISTScenes) and len(labelled) == 60000

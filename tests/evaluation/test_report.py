@@ -314,7 +314,7 @@ def test_ncl_paper_protocol_reports_the_ncl_formulas_on_relu_z(checkpoints, tmp_
     assert report["protocol"] == "ncl-paper" and "metrics_paper" not in report
     loaded = load_checkpoint(checkpoints["ncl"])
     model = copy.deepcopy(load_method(loaded, device="cpu")).train()
-    val = build_val_dataset(loaded.cfg, validation_transform(loaded.cfg))
+    val = build_val_dataset(loaded.spec.data, validation_transform(loaded.spec.data))
     features, labels = [], []
     with torch.no_grad():
         for x, y in DataLoader(val, batch_size=8, shuffle=False):

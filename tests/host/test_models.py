@@ -11,7 +11,8 @@ pytest.importorskip("solo", reason="needs upstream solo-learn installed")
 
 from helpers import compose  # noqa: E402
 
-from solo_bayesncl.host.models import build_backbone, build_method, wants_small_stem  # noqa: E402
+from solo_bayesncl.config.settings import run_spec  # noqa: E402
+from solo_bayesncl.host.models import build_backbone, build_method  # noqa: E402
 from solo_bayesncl.training.pretrain import prepare_pretrain_cfg  # noqa: E402
 
 
@@ -50,11 +51,13 @@ def _has_small_stem(backbone: nn.Module) -> bool:
 )
 @pytest.mark.parametrize("name", ["bayesncl.yaml", "mocov2plus.yaml"])
 def test_method_and_backbone_follow_one_stem_rule(name, extra, small, image_folder):
-    cfg = _cfg(name, extra, image_folder)
-    assert wants_small_stem(cfg) is small
+    method = run_spec(_cfg(name, extra, image_folder)).method
+    assert method.small_stem is small
     torch.manual_seed(0)
-    model = build_method(cfg)
-    backbone = build_backbone(cfg, cfg.method)
+    model = build_method(method.name, _cfg(name, extra, image_folder), method.small_stem)
+    backbone = build_backbone(
+        method.backbone, method.name, method.backbone_kwargs, method.small_stem
+    )
     assert _has_small_stem(model.backbone) is small
     assert _has_small_stem(backbone) is small
     method_shapes = {k: v.shape for k, v in model.backbone.state_dict().items()}
@@ -65,8 +68,6 @@ def test_method_and_backbone_follow_one_stem_rule(name, extra, small, image_fold
             assert torch.equal(v, model.backbone.state_dict()[k]), k
 
 
-def test_unknown_backbone_is_named(image_folder):
-    cfg = _cfg("ncl.yaml", ["data.dataset=custom"], image_folder)
-    cfg.backbone.name = "resnet7"
+def test_unknown_backbone_is_named():
     with pytest.raises(ValueError, match="backbone.name='resnet7' is not one of solo-learn's"):
-        build_backbone(cfg, "ncl")
+        build_backbone("resnet7", "ncl", {}, False)

@@ -67,7 +67,9 @@ def test_the_report_prints_no_scheduler_warning(checkpoint, image_folder, tmp_pa
 
 @pytest.mark.solo
 def test_only_that_warning_is_dropped_and_only_where_nothing_resumes(image_folder, caplog):
-    from solo_bayesncl.host.models import build_method, without_resume_warning
+    from helpers import method_of
+
+    from solo_bayesncl.host.models import without_resume_warning
     from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
 
     cfg = prepare_pretrain_cfg(
@@ -79,11 +81,11 @@ def test_only_that_warning_is_dropped_and_only_where_nothing_resumes(image_folde
         check_data=False,
     )
     caplog.set_level(logging.WARNING)
-    build_method(cfg.copy())  # pretraining: its checkpoints are resumed, the warning stays
+    method_of(cfg.copy())  # pretraining: its checkpoints are resumed, the warning stays
     assert len(_scheduler_records(caplog)) == 1
     caplog.clear()
     with without_resume_warning():
-        build_method(cfg.copy())
+        method_of(cfg.copy())
         logging.getLogger().warning("another warning")
     assert _scheduler_records(caplog) == []
     assert [r.getMessage() for r in caplog.records] == ["another warning"]

@@ -250,7 +250,9 @@ def test_a_solo_learn_wheel_is_installed_and_its_digest_named(tmp_path):
 
 def test_the_setup_script_pins_the_digest_of_the_wheel_ci_installs():
     # the same digest as the wheel's own README beside the checkout, where CI has one
-    assert f"SOLO_LEARN_WHEEL_SHA256={PINNED_WHEEL_SHA256}" in (REPO / "scripts/setup.sh").read_text()
+    assert (
+        f"SOLO_LEARN_WHEEL_SHA256={PINNED_WHEEL_SHA256}" in (REPO / "scripts/setup.sh").read_text()
+    )
     beside = REPO.parent / "shared" / "wheels" / "solo_learn-1.0.6-py3-none-any.whl"
     if beside.is_file():
         assert hashlib.sha256(beside.read_bytes()).hexdigest() == PINNED_WHEEL_SHA256
@@ -282,8 +284,12 @@ def test_ci_fails_the_setup_when_solo_learn_cannot_be_installed(tmp_path):
     done, _ = _setup_with_stand_ins(tmp_path, body, env, succeeds=False)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "setup: done" not in done.stdout
-    assert done.stderr.strip().splitlines()[-1].startswith(
-        "== setup: solo-learn is required (REQUIRE_SOLO_LEARN=1) but could not be installed"
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "== setup: solo-learn is required (REQUIRE_SOLO_LEARN=1) but could not be installed"
+        )
     )
     assert "REQUIRE_SOLO_LEARN=1" in (REPO / ".ci/run").read_text()
 

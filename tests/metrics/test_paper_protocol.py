@@ -209,8 +209,7 @@ class _Images(torch.utils.data.Dataset):
 
 def test_paper_pass_uses_batch_statistics_in_dataset_order_and_leaves_the_model():
     pytest.importorskip("solo", reason="needs upstream solo-learn installed")
-    from omegaconf import OmegaConf
-
+    from solo_bayesncl.config.settings import saved_run_spec
     from solo_bayesncl.evaluation.paper import evaluate_paper_protocol
 
     torch.manual_seed(0)
@@ -219,7 +218,7 @@ def test_paper_pass_uses_batch_statistics_in_dataset_order_and_leaves_the_model(
         model.net[2].running_mean.fill_(5.0)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     data = _Images()
-    cfg = OmegaConf.create({"data": {"dataset": "custom"}})
+    spec = saved_run_spec({"data": {"dataset": "custom"}})
 
     import solo_bayesncl.evaluation.paper as paper
 
@@ -234,7 +233,7 @@ def test_paper_pass_uses_batch_statistics_in_dataset_order_and_leaves_the_model(
     try:
         result = evaluate_paper_protocol(
             model,
-            cfg,
+            spec,
             lambda transform: data,
             batch_size=16,
             num_workers=0,

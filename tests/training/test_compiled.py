@@ -143,10 +143,9 @@ def test_a_compiled_pretraining_trains_as_the_eager_one(image_folder, tmp_path, 
     them. (A few steps: on batches of 8, BatchNorm over a 1 x 1 map and the ReLUs amplify
     rounding differences from step to step, as any change of kernels would; BayesNCL's hard
     gates flip on them.)"""
-    from helpers import compose, tiny_pretrain_overrides
+    from helpers import compose, method_of, tiny_pretrain_overrides
     from lightning.pytorch import Callback
 
-    from solo_bayesncl.host.models import build_method
     from solo_bayesncl.training.fit import seed_and_layout
     from solo_bayesncl.training.pretrain import prepare_pretrain, pretrain
 
@@ -177,7 +176,7 @@ def test_a_compiled_pretraining_trains_as_the_eager_one(image_folder, tmp_path, 
 
     start = prepare_pretrain(cfg("false"))
     untrained = seed_and_layout(
-        start.trainer.seed, start.trainer.performance, lambda: build_method(start.solo)
+        start.trainer.seed, start.trainer.performance, lambda: method_of(start.solo)
     ).state_dict()
     _, eager, eager_losses = run("false")
     assert "performance.compile:" not in capsys.readouterr().out
