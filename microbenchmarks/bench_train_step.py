@@ -512,7 +512,7 @@ def variant_cfgs(cfg, args: argparse.Namespace) -> dict[str, Any]:
 
 def compile_wanted(cfg) -> bool:
     """Whether ``cfg``'s ``performance.compile`` compiles the backbone's training forward."""
-    from solo_bayesncl.config.settings import performance_settings
+    from solo_bayesncl.config.runtime import performance_settings
 
     return performance_settings(cfg.get("performance"), str(cfg.get("accelerator"))).compile
 
@@ -520,7 +520,7 @@ def compile_wanted(cfg) -> bool:
 def small_map_wanted(cfg) -> bool:
     """Whether ``cfg``'s ``performance.small_map_convs`` computes the convolutions on maps of
     a few pixels as matrix products."""
-    from solo_bayesncl.config.settings import performance_settings
+    from solo_bayesncl.config.runtime import performance_settings
 
     return performance_settings(cfg.get("performance"), "").small_map_convs
 
@@ -531,7 +531,7 @@ def small_map_name(as_products: bool) -> str:
 
 def pooling_name(cfg) -> str:
     """Which kernel ``cfg``'s model max-pools with (``performance.channels_last_max_pool``)."""
-    from solo_bayesncl.config.settings import performance_settings
+    from solo_bayesncl.config.runtime import performance_settings
 
     if performance_settings(cfg.get("performance"), "").channels_last_max_pool:
         return "max-pool by the channels-last kernel"

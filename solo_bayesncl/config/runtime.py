@@ -1,4 +1,5 @@
-"""Resolution of accelerator, devices, precision, strategy and memory format from the machine.
+"""Resolution of accelerator, devices, precision, strategy and memory format from the machine,
+and the ``performance`` switches (:func:`performance_settings`).
 
 The same config runs on a CPU, one GPU or many: ``accelerator``, ``devices``, ``strategy`` and
 ``precision`` set to ``auto`` (or left out) follow the machine, and explicit values are kept.
@@ -9,16 +10,31 @@ are stored as a list of ids for it and converted back to what Lightning accepts 
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import omegaconf
 import torch
 from omegaconf import OmegaConf
 
 from solo_bayesncl.core.distributed import launched_as_rank_zero
-from solo_bayesncl.core.validation import ConfigError
+from solo_bayesncl.core.validation import ConfigError, parse_bool
 
-__all__ = ["CPU_STRATEGIES", "PRECISIONS", "pick_device", "resolve_runtime", "trainer_devices"]
+__all__ = [
+    "CPU_STRATEGIES",
+    "PRECISIONS",
+    "PerformanceSettings",
+    "cpp_compiler",
+    "performance_settings",
+    "pick_device",
+    "resolve_runtime",
+    "trainer_devices",
+]
 
 CPU_STRATEGIES: tuple[str, ...] = (
     "auto",
@@ -149,3 +165,66 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     """The device an evaluation runs on: ``device`` when given, else the GPU when there is one,
     else the CPU."""
     return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def _inductor_cxx() -> str:
+    """The C++ compiler torch inductor calls on the CPU: ``$CXX``, else ``g++`` (``clang++`` on
+    macOS), the only one it tries (its ``config.cpp.cxx``)."""
+    return os.environ.get("CXX", "clang++" if sys.platform == "darwin" else "g++")
+
+
+def cpp_compiler() -> str | None:
+    """The path of the C++ compiler inductor would call on the CPU (:func:`_inductor_cxx`), or
+    None when it is not an executable (inductor would then fail at the first step)."""
+    return shutil.which(_inductor_cxx()) if _inductor_cxx() else None
+
+
+@dataclass(frozen=True)
+class PerformanceSettings:
+    """The ``performance.*`` switches, decided once.
+
+    ``channels_last``: solo-learn's memory layout (not ``disable_channel_last``).
+    ``small_map_convs``: convolutions on maps of a few pixels as matrix products
+    (:mod:`solo_bayesncl.training.small_map_convs`; left out: on). ``channels_last_max_pool``:
+    max-pooling with the channels-last kernel in a contiguous model
+    (:mod:`solo_bayesncl.training.channels_last_max_pool`; left out: on where the model stays
+    contiguous). ``compile``: the backbone's training forward compiled
+    (:mod:`solo_bayesncl.training.compiled`; left out: off).
+    """
+
+    channels_last: bool = True
+    small_map_convs: bool = True
+    channels_last_max_pool: bool = False
+    compile: bool = False
+
+
+def _flag(section: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = section.get(key, None)
+    if value is None:
+        return default
+    # the run checks parsed these strictly; a config that skipped them is read the same way
+    return parse_bool(f"performance.{key}", value)
+
+
+def performance_settings(
+    section: Mapping[str, Any] | None, accelerator: str, compiles: bool = True
+) -> PerformanceSettings:
+    """The ``performance`` section read once (None: every default). ``compile=True`` on the CPU
+    without a C++ compiler, which inductor needs there, raises :class:`ConfigError`, before
+    training starts; a value that is not a boolean raises :class:`ConfigError` naming its key.
+    Without ``compiles`` (a run that never compiles) ``compile`` is not read and is off."""
+    section = section or {}
+    contiguous = _flag(section, "disable_channel_last", False)
+    compile_ = compiles and _flag(section, "compile", False)
+    if compile_ and accelerator == "cpu" and cpp_compiler() is None:
+        raise ConfigError(
+            "performance.compile=True: torch.compile needs a C++ compiler on the CPU and "
+            f"{_inductor_cxx()!r} (CXX, else g++) is not one on the path; install g++ or point "
+            "CXX at a C++ compiler, or set performance.compile=False"
+        )
+    return PerformanceSettings(
+        channels_last=not contiguous,
+        small_map_convs=_flag(section, "small_map_convs", True),
+        channels_last_max_pool=_flag(section, "channels_last_max_pool", True) and contiguous,
+        compile=compile_,
+    )

@@ -18,7 +18,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from solo_bayesncl.config.settings import PerformanceSettings, RunSpec
+from solo_bayesncl.config.runtime import PerformanceSettings
+from solo_bayesncl.config.settings import RunSpec
 from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.core.validation import first_line
 from solo_bayesncl.data.datasets import build_val_loader

@@ -15,7 +15,7 @@ pytest.importorskip("solo", reason="needs upstream solo-learn installed")
 import solo.methods  # noqa: E402,F401  (solo-learn first, then the plugin's methods)
 from helpers import REPO, compose, image_folder_overrides  # noqa: E402
 
-from solo_bayesncl.config import settings  # noqa: E402
+from solo_bayesncl.config import runtime  # noqa: E402
 from solo_bayesncl.training.pretrain import prepare_pretrain_cfg  # noqa: E402
 
 PRETRAIN_CONFIGS = sorted(
@@ -101,12 +101,12 @@ def test_the_compiler_looked_up_is_the_one_inductor_uses(monkeypatch, tmp_path):
     tool.write_text("#!/bin/sh\n")
     tool.chmod(0o755)
     monkeypatch.setenv("CXX", str(tool))
-    assert settings.cpp_compiler() == str(tool)
+    assert runtime.cpp_compiler() == str(tool)
     monkeypatch.delenv("CXX")
     monkeypatch.setenv("PATH", str(tmp_path))
     (tmp_path / "c++").write_text("#!/bin/sh\n")
     (tmp_path / "c++").chmod(0o755)
-    assert settings.cpp_compiler() is None  # inductor looks for g++, not c++
+    assert runtime.cpp_compiler() is None  # inductor looks for g++, not c++
 
 
 # ---------------------------------------------------------------- checkpoint.time_interval_s

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from solo_bayesncl.config.checks import check_run_cfg
-from solo_bayesncl.config.settings import performance_settings
+from solo_bayesncl.config.runtime import performance_settings
 from solo_bayesncl.core.validation import ConfigError
 from solo_bayesncl.training.channels_last_max_pool import (
     ChannelsLastMaxPool2d,

@@ -9,9 +9,9 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from solo_bayesncl.config import settings
+from solo_bayesncl.config import runtime
 from solo_bayesncl.config.checks import check_run_cfg
-from solo_bayesncl.config.settings import performance_settings
+from solo_bayesncl.config.runtime import performance_settings
 from solo_bayesncl.core.validation import ConfigError
 from solo_bayesncl.training.compiled import compile_training_forward, is_compiled
 
@@ -29,7 +29,7 @@ def decide_compile(cfg) -> bool:
 
 
 def test_off_unless_asked(monkeypatch) -> None:
-    monkeypatch.setattr(settings, "cpp_compiler", lambda: "/usr/bin/g++")
+    monkeypatch.setattr(runtime, "cpp_compiler", lambda: "/usr/bin/g++")
     assert decide_compile(_cfg()) is False
     assert decide_compile(_cfg(performance__compile=False)) is False
     assert decide_compile(_cfg(performance__compile=True)) is True
@@ -53,7 +53,7 @@ def test_other_settings_are_refused_in_one_line_naming_the_key() -> None:
 
 
 def test_without_a_cpp_compiler_compiling_on_the_cpu_is_refused(monkeypatch) -> None:
-    monkeypatch.setattr(settings, "cpp_compiler", lambda: None)
+    monkeypatch.setattr(runtime, "cpp_compiler", lambda: None)
     assert decide_compile(_cfg()) is False
     with pytest.raises(
         ConfigError, match=r"^performance.compile=True: torch.compile needs a C\+\+"
@@ -68,10 +68,10 @@ def test_the_compiler_is_found_from_cxx_first(monkeypatch, tmp_path) -> None:
     tool.write_text("#!/bin/sh\n")
     tool.chmod(0o755)
     monkeypatch.setenv("CXX", str(tool))
-    assert settings.cpp_compiler() == str(tool)
+    assert runtime.cpp_compiler() == str(tool)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setenv("CXX", "not-a-compiler")
-    assert settings.cpp_compiler() is None
+    assert runtime.cpp_compiler() is None
 
 
 class _Net(nn.Module):

@@ -15,7 +15,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from solo_bayesncl.config.checks import check_run_cfg
-from solo_bayesncl.config.settings import performance_settings
+from solo_bayesncl.config.runtime import performance_settings
 from solo_bayesncl.core.validation import ConfigError
 from solo_bayesncl.training.small_map_convs import (
     SmallMapConv2d,
