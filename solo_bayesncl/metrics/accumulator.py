@@ -1,21 +1,14 @@
 """Streaming computation of every interpretability metric in one pass over the data.
 
 :class:`InterpretabilityAccumulator` takes batches (``update(features, labels)``) and keeps only
-running sums, plus what the two set-level metrics need:
-
-============================  ==========================================  ====================
-kept state                    used by                                     memory
-============================  ==========================================  ====================
-per-dim active counts, sums   active dims, sparsity, retrieval ranking    ``16 k`` bytes
-C x k class counts and sums   consistency, entropies, dimension stats     ``16 C k`` bytes
-k x k Gram ``F^T F``          effective rank, orthogonality error         ``8 k^2`` bytes
-bit-packed masks, labels      label-shuffled baseline                     ``N k / 8 + 8 N`` B
-kept vectors, labels          retrieval                                   ``N_r k`` values
-============================  ==========================================  ====================
-
-Running sums are float64 (``N_r``: ``N`` or ``retrieval_max_samples``). Under DDP, gather the
-features and labels across processes before ``update``. :func:`compute_interpretability_metrics`
-is the one-shot form; :data:`METRIC_DESCRIPTIONS` documents every key."""
+float64 running sums, plus what the two set-level metrics need: per-dimension active counts and
+sums (``16 k`` bytes: active dims, sparsity, retrieval's ranking), C x k class counts and sums
+(``16 C k`` bytes: consistency, entropies, dimension stats), the k x k Gram ``F^T F`` (``8 k^2``
+bytes: effective rank, orthogonality), bit-packed masks and labels (``N k / 8 + 8 N`` bytes: the
+label-shuffled baseline) and the kept vectors and labels (``N_r k`` values, ``N_r`` = N or
+``retrieval_max_samples``: retrieval). Under DDP, gather the features and labels across processes
+before ``update``. :func:`compute_interpretability_metrics` is the one-shot form;
+:data:`METRIC_DESCRIPTIONS` documents every key."""
 
 from __future__ import annotations
 
@@ -307,12 +300,8 @@ def compute_interpretability_metrics(
     batch_size: int = 1024,
     **options,
 ) -> dict[str, float]:
-    """One-shot :class:`InterpretabilityAccumulator` over ``features`` (N x k) and ``labels``.
-
-    ``options`` are the accumulator's keyword arguments (``eps``, ``shuffle_permutations``,
-    ``seed``, ``retrieval_max_samples``, ...). Returns the flat dict of
-    :meth:`InterpretabilityAccumulator.compute`.
-    """
+    """:meth:`InterpretabilityAccumulator.compute` over ``features`` (N x k) and ``labels`` fed in
+    batches of ``batch_size``; ``options`` are the accumulator's keyword arguments."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     features = as_features(features)
