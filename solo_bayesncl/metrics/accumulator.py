@@ -7,8 +7,7 @@ sums (``16 k`` bytes: active dims, sparsity, retrieval's ranking), C x k class c
 bytes: effective rank, orthogonality), bit-packed masks and labels (``N k / 8 + 8 N`` bytes: the
 label-shuffled baseline) and the kept vectors and labels (``N_r k`` values, ``N_r`` = N or
 ``retrieval_max_samples``: retrieval). Under DDP, gather the features and labels across processes
-before ``update``. :func:`compute_interpretability_metrics` is the one-shot form;
-:data:`METRIC_DESCRIPTIONS` documents every key."""
+before ``update``; :func:`compute_interpretability_metrics` is the one-shot form."""
 
 from __future__ import annotations
 
@@ -31,7 +30,6 @@ from solo_bayesncl.metrics.dimension_stats import DimensionStats, dimension_stat
 from solo_bayesncl.metrics.retrieval import (
     DEFAULT_KS,
     RetrievalBuffer,
-    _check_ks,
     rank_dimensions,
     retrieval_dim_counts,
     retrieval_precision_from_vectors,
@@ -49,9 +47,8 @@ from solo_bayesncl.metrics.spectral import (
     singular_values_from_gram,
 )
 
-#: Every key returned by :meth:`InterpretabilityAccumulator.compute`. ``{K}`` is each entry of
-#: ``retrieval_ks`` (default 1, 5, 10) and ``{m}`` each entry of ``retrieval_dim_counts`` below
-#: ``k`` (default 32, 64, 128, ...).
+#: Every key returned by :meth:`InterpretabilityAccumulator.compute`. ``{K}`` is 1, 5 and 10,
+#: ``{m}`` each entry of ``retrieval_dim_counts`` below ``k`` (default 32, 64, 128, ...).
 METRIC_DESCRIPTIONS: dict[str, str] = {
     "num_samples": "N, samples seen.",
     "num_dims": "k, feature dimensions.",
@@ -115,7 +112,7 @@ class InterpretabilityAccumulator:
         shuffle_permutations: permutations of the label-shuffled baseline (0 disables it).
         seed: seed of the permutations and of the retrieval cap's sample choice.
         track_gram: keep the k x k Gram (effective rank, orthogonality).
-        retrieval, retrieval_ks, retrieval_dim_counts: retrieval precision, its K and its m.
+        retrieval, retrieval_dim_counts: retrieval precision (P@1, 5, 10) and its m.
         retrieval_max_samples, retrieval_device: cap on the kept vectors (None = all), and where.
         chunk_size: rows processed at a time inside ``update``."""
 
@@ -128,7 +125,6 @@ class InterpretabilityAccumulator:
         seed: int = 0,
         track_gram: bool = True,
         retrieval: bool = True,
-        retrieval_ks: Sequence[int] = DEFAULT_KS,
         retrieval_dim_counts: Sequence[int] | None = None,
         retrieval_max_samples: int | None = None,
         retrieval_device: str | torch.device | None = "cpu",
@@ -144,7 +140,6 @@ class InterpretabilityAccumulator:
         self.seed = int(seed)
         self.track_gram = bool(track_gram)
         self.retrieval = bool(retrieval)
-        self.retrieval_ks = _check_ks(retrieval_ks)
         self.retrieval_dim_counts = (
             None if retrieval_dim_counts is None else list(retrieval_dim_counts)
         )
@@ -280,7 +275,7 @@ class InterpretabilityAccumulator:
                     vectors,
                     labels,
                     rank_dimensions(self._abs_sum),
-                    self.retrieval_ks,
+                    DEFAULT_KS,
                     self.retrieval_dim_counts or retrieval_dim_counts(k),
                 )
             )

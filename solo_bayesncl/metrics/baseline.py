@@ -159,7 +159,6 @@ def evidence_order(
     n_images: int,
     *,
     min_support: float = MIN_SUPPORT,
-    z: float = WILSON_Z,
 ) -> np.ndarray:
     """The dimensions that fire on at least one image, the best-evidenced first: by
     :func:`wilson_lower_bound` of their purity over the images they fire on (then more images, then
@@ -167,7 +166,7 @@ def evidence_order(
     int64 dimension indices."""
     count = np.asarray(active_count, dtype=np.int64)
     active = np.flatnonzero(count > 0)
-    evidence = wilson_lower_bound(np.asarray(purity)[active], count[active], z)
+    evidence = wilson_lower_bound(np.asarray(purity)[active], count[active])
     supported = count[active] >= min_support * n_images
     # np.lexsort sorts by the last key first
     return active[np.lexsort((active, -count[active], -evidence, ~supported))].astype(np.int64)

@@ -99,7 +99,6 @@ def paper_orthogonality(features: torch.Tensor) -> dict[str, float]:
 def paper_retrieval(
     features: torch.Tensor,
     labels: torch.Tensor,
-    dims: tuple[int, ...] = RETRIEVAL_DIMS,
     chunk_size: int = 1024,
 ) -> dict[int, dict[int, float]]:
     """Retrieval precision ``{m: {k: P@k}}`` of the official evaluation: dimensions ranked by the
@@ -113,7 +112,7 @@ def paper_retrieval(
     _, order = torch.sort(f.sum(dim=0), descending=True)
     labels = labels.to(f.device)
     out: dict[int, dict[int, float]] = {}
-    for m in dims:
+    for m in RETRIEVAL_DIMS:
         sub = F.normalize(f[:, order[:m]], p=2, dim=1)
         hits = torch.zeros(max(RETRIEVAL_KS), device=f.device, dtype=torch.float64)
         for start in range(0, n, chunk_size):
