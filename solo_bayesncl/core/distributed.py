@@ -83,10 +83,7 @@ class _GatherWithGrad(torch.autograd.Function):
 
 def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
     """Concatenates ``x`` from every process along dim 0, keeping the autograd graph (every
-    process must hold as many rows).
-
-    Returns ``x`` itself when not running distributed.
-    """
+    process must hold as many rows); ``x`` itself when not running distributed."""
     if not is_distributed():
         return x
     return _GatherWithGrad.apply(x)

@@ -181,13 +181,9 @@ class NCLLoss(nn.Module):
         """The loss with the representation it compared: ``u``, or in training with
         ``dimension_dropout`` the randomly masked ``v = normalize(u * m)``."""
         mask = self.dropout_mask(z)
-        if mask is None:
-            u = self.representation(z)
-            nce = self.contrast(u, indexes)
-            return LossTerms(loss=nce, nce=nce, representation=u)
-        v = self.masked(z, mask)
+        v = self.representation(z) if mask is None else self.masked(z, mask)
         nce = self.contrast(v, indexes)
-        kept = {"train_dimension_kept_ratio": mask.float().mean()}
+        kept = {} if mask is None else {"train_dimension_kept_ratio": mask.float().mean()}
         return LossTerms(loss=nce, nce=nce, representation=v, logged=kept)
 
     def forward(self, z: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:
