@@ -17,17 +17,6 @@ import torch
 from solo_bayesncl.metrics._validation import EPS, as_inputs
 from solo_bayesncl.metrics.semantics import activity_masks, class_statistics_chunked
 
-
-def permuted_labels(labels: torch.Tensor, permutations: int, seed: int) -> torch.Tensor:
-    """P x N tensor whose row ``p`` is ``labels`` permuted by the ``p``-th seeded permutation."""
-    generator = torch.Generator().manual_seed(int(seed))
-    labels = labels.cpu()
-    rows = [
-        labels[torch.randperm(labels.numel(), generator=generator)] for _ in range(permutations)
-    ]
-    return torch.stack(rows) if rows else labels.new_empty(0, labels.numel())
-
-
 #: Rows of float32 counts summed before they are added to the float64 totals: below 2**24 every
 #: count is an integer that float32 holds exactly.
 EXACT_FLOAT32_ROWS: int = 2**24 - 1
@@ -44,7 +33,9 @@ def _shuffled_class_counts(
     scattered into float32 counts (``index_add_``) and moved to float64 while still exact."""
     if permutations < 1:
         raise ValueError(f"permutations must be >= 1, got {permutations}")
-    permuted = permuted_labels(labels, permutations, seed)
+    generator = torch.Generator().manual_seed(int(seed))
+    order = [torch.randperm(labels.numel(), generator=generator) for _ in range(permutations)]
+    permuted = labels.cpu()[torch.stack(order)]  # row p: the labels under permutation p
     counts: torch.Tensor | None = None
     exact: torch.Tensor | None = None
     start = pending = 0
