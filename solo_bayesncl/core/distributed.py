@@ -12,16 +12,6 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, DistributedSampler
 
-__all__ = [
-    "gather_no_grad",
-    "gather_with_grad",
-    "is_distributed",
-    "launched_as_rank_zero",
-    "rank",
-    "rank_seed",
-    "whole_set_in_every_process",
-]
-
 #: Environment variables in which launchers give a process its place in a job, read before any
 #: process group exists: torchrun (``RANK``, ``GROUP_RANK``), SLURM's srun (``SLURM_PROCID``), and
 #: Lightning's own launcher, which starts the processes of ranks ``1..devices-1`` of a node
@@ -83,10 +73,7 @@ class _GatherWithGrad(torch.autograd.Function):
 
 def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
     """Concatenates ``x`` from every process along dim 0, keeping the autograd graph (every
-    process must hold as many rows).
-
-    Returns ``x`` itself when not running distributed.
-    """
+    process must hold as many rows); ``x`` itself when not running distributed."""
     if not is_distributed():
         return x
     return _GatherWithGrad.apply(x)

@@ -15,20 +15,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = [
-    "GATE_MODES",
-    "GATE_TYPES",
-    "BernoulliGate",
-    "GateOutput",
-    "GatingHead",
-    "bernoulli_kl",
-    "binary_concrete_sample",
-    "gate_probabilities",
-    "gumbel_sample",
-    "hard_threshold_ste",
-    "resolve_gate_type",
-]
-
 
 class GatingHead(nn.Sequential):
     """BayesNCL's gating head ``a = q(sg(h))`` (arXiv 2605.28441, section 3): ``Linear -> ReLU ->
@@ -50,10 +36,7 @@ GATE_TYPES: tuple[str, ...] = ("ste", "binary_concrete", "gumbel")
   2017): a gate with logit ``a`` opens with probability ``sigmoid(a)`` at ``t = 0.5``;
 - ``gumbel``: threshold of ``sigmoid((a + g) / tau_g)`` with a single Gumbel sample ``g``, as the
   official BayesNCL code computes its ``gumbel_sigmoid`` gate: open with probability
-  ``1 - exp(-exp(a))`` at ``t = 0.5``, i.e. ``1 - 1/e = 0.632`` at logit 0.
-
-``STE`` and the official ``gumbel_sigmoid`` are accepted and mean what the official code computes
-(``ste`` and ``gumbel``)."""
+  ``1 - exp(-exp(a))`` at ``t = 0.5``, i.e. ``1 - 1/e = 0.632`` at logit 0."""
 
 GATE_MODES: tuple[str, ...] = ("hard", "soft")
 """How a trained gate is read: ``hard`` thresholds ``alpha`` (0/1 mask), ``soft`` uses ``alpha``
@@ -96,12 +79,9 @@ def binary_concrete_sample(
     sigmoid_temperature: float,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """A relaxed Bernoulli sample ``sigmoid((logits + log U - log(1 - U)) / tau_g)``.
-
-    This is the binary-concrete distribution (Maddison et al., 2017; Jang et al., 2017): the noise
-    is the difference of two Gumbels, i.e. a logistic sample. The official BayesNCL code adds a
-    single Gumbel sample instead (:func:`gumbel_sample`), a different distribution.
-    """
+    """A relaxed Bernoulli sample ``sigmoid((logits + log U - log(1 - U)) / tau_g)``: the
+    binary-concrete distribution (Maddison et al., 2017; Jang et al., 2017), whose noise is the
+    difference of two Gumbels (a logistic sample), unlike the official :func:`gumbel_sample`."""
     u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
     u = u.clamp(torch.finfo(torch.float32).tiny, 1.0 - torch.finfo(torch.float32).eps)
     noise = (torch.log(u) - torch.log1p(-u)).to(logits.dtype)
@@ -113,12 +93,9 @@ def gumbel_sample(
     sigmoid_temperature: float,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """``sigmoid((logits + g) / tau_g)`` with one Gumbel sample ``g = -log(-log(U + 1e-4) + 1e-4)``.
-
-    The official BayesNCL code's ``gumbel_sigmoid`` gate, with its two 1e-4 margins: not a
-    relaxed Bernoulli (that needs the difference of two Gumbels, :func:`binary_concrete_sample`),
-    so a gate opens more often than ``alpha`` says (``1 - 1/e`` at logit 0 and ``t = 0.5``).
-    """
+    """``sigmoid((logits + g) / tau_g)`` with one Gumbel sample ``g = -log(-log(U + 1e-4) + 1e-4)``:
+    the official BayesNCL code's ``gumbel_sigmoid`` gate, with its two 1e-4 margins; not a relaxed
+    Bernoulli, so a gate opens more often than ``alpha`` says (``1 - 1/e`` at logit 0, ``t = 0.5``)."""
     u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
     noise = (-torch.log(-torch.log(u + 1e-4) + 1e-4)).to(logits.dtype)
     return torch.sigmoid((logits + noise) / sigmoid_temperature)
@@ -175,12 +152,9 @@ class GateOutput:
 
 
 class BernoulliGate(nn.Module):
-    """Hard Bernoulli gate with a straight-through estimator (BayesNCL, arXiv 2605.28441).
-
-    ``gate_type`` is one of :data:`GATE_TYPES`; a gate opens when its (sampled) probability exceeds
-    ``gate_threshold``. ``forward(logits, mode="hard")``: in training ``binary_concrete`` and
-    ``gumbel`` threshold a noisy sample, in evaluation ``alpha`` itself; ``"soft"`` returns
-    ``alpha`` as the mask."""
+    """Hard Bernoulli gate with a straight-through estimator (BayesNCL, arXiv 2605.28441): a gate
+    opens when its probability (in training, the sample :data:`GATE_TYPES` names) exceeds
+    ``gate_threshold``; ``forward(logits, mode="soft")`` returns ``alpha`` as the mask."""
 
     def __init__(self, gate_type: str, gate_threshold: float, sigmoid_temperature: float):
         super().__init__()

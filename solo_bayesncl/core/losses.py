@@ -24,18 +24,6 @@ from solo_bayesncl.core.gates import BernoulliGate, GateOutput, bernoulli_kl
 from solo_bayesncl.core.loss_inputs import check_contrast, check_unit_rows, norm_tolerance
 from solo_bayesncl.core.nonneg import non_negative, resolve_non_neg
 
-__all__ = [
-    "BayesNCLLoss",
-    "LossTerms",
-    "NCLLoss",
-    "gated_representation",
-    "info_nce_loss",
-    "keep_top_k",
-    "normalize_rows",
-    "non_negative_representation",
-]
-
-
 #: The norm below which :func:`normalize_rows` divides by this instead (``F.normalize``'s).
 NORMALIZE_EPS = 1e-12
 
@@ -181,13 +169,9 @@ class NCLLoss(nn.Module):
         """The loss with the representation it compared: ``u``, or in training with
         ``dimension_dropout`` the randomly masked ``v = normalize(u * m)``."""
         mask = self.dropout_mask(z)
-        if mask is None:
-            u = self.representation(z)
-            nce = self.contrast(u, indexes)
-            return LossTerms(loss=nce, nce=nce, representation=u)
-        v = self.masked(z, mask)
+        v = self.representation(z) if mask is None else self.masked(z, mask)
         nce = self.contrast(v, indexes)
-        kept = {"train_dimension_kept_ratio": mask.float().mean()}
+        kept = {} if mask is None else {"train_dimension_kept_ratio": mask.float().mean()}
         return LossTerms(loss=nce, nce=nce, representation=v, logged=kept)
 
     def forward(self, z: torch.Tensor, indexes: torch.Tensor) -> torch.Tensor:

@@ -10,15 +10,6 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-
-__all__ = [
-    "NON_NEGATIVITY_MAPS",
-    "NonNegativity",
-    "non_negative",
-    "rep_relu",
-    "resolve_non_neg",
-]
 
 
 class _RepReLU(torch.autograd.Function):
@@ -85,18 +76,3 @@ def resolve_non_neg(name: str | None, key: str = "non_neg") -> str:
 def non_negative(z: torch.Tensor, kind: str = "relu") -> torch.Tensor:
     """Applies the non-negativity map ``kind`` (see :data:`NON_NEGATIVITY_MAPS`) to ``z``."""
     return NON_NEGATIVITY_MAPS[resolve_non_neg(kind)](z)
-
-
-class NonNegativity(nn.Module):
-    """``phi`` as a module: ``NonNegativity("rep_relu")(z)``."""
-
-    def __init__(self, kind: str = "relu") -> None:
-        super().__init__()
-        self.kind = resolve_non_neg(kind)
-        self._fn = NON_NEGATIVITY_MAPS[self.kind]
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return self._fn(z)
-
-    def extra_repr(self) -> str:
-        return f"kind={self.kind!r}"

@@ -110,7 +110,6 @@ def _dashboard_data(
     n_bins: int,
     seed: int,
     thumb_format: str,
-    n_specific: int,
     min_support: float,
     nav: dict[str, Any],
 ) -> dict[str, Any]:
@@ -145,7 +144,7 @@ def _dashboard_data(
 
     class_sizes = np.bincount(bundle.labels, minlength=bundle.num_classes)
     score = class_specificity(summ.class_counts, class_sizes)
-    spec_dims, spec_vals = most_specific_dims(score, top=n_specific)
+    spec_dims, spec_vals = most_specific_dims(score)
     specific = []
     for c in range(bundle.num_classes):
         keep = spec_dims[c] >= 0
@@ -289,7 +288,6 @@ def build_dashboard(
     n_bins: int = 24,
     seed: int = 0,
     thumb_format: str = "jpeg",
-    n_specific: int = 8,
     min_support: float = MIN_SUPPORT,
 ) -> Path:
     """Build the dashboard of ``report_dir`` into ``out_dir``; return the path of ``index.html``.
@@ -299,7 +297,6 @@ def build_dashboard(
         top_k: top-activating images kept per dimension; ``top_purity_images`` those a card
             shows (default: the report's own count, else :data:`solo_bayesncl.metrics.TOP_IMAGES`).
         n_random: random firing images shown per dimension; n_bins: histogram bins.
-        n_specific: dimensions listed per class on the compare page.
         min_support: share of the images a dimension must fire on to lead the default order
             (:func:`solo_bayesncl.metrics.evidence_order`).
     """
@@ -324,7 +321,6 @@ def build_dashboard(
         n_bins=n_bins,
         seed=seed,
         thumb_format=thumb_format,
-        n_specific=n_specific,
         min_support=min_support,
     )
     compare = "compare.html" if other is not None else None

@@ -43,7 +43,6 @@ def write_sprite_sheets(
     quality: int = 90,
     max_sheet_px: int = 2048,
     margin: int = 1,
-    prefix: str = "sheet",
 ) -> SpriteLayout:
     """Write ``tiles`` (M, h, w, 3) uint8 into sprite sheets under ``out_dir``.
 
@@ -69,7 +68,7 @@ def write_sprite_sheets(
         grid[: len(chunk)] = chunk
         image = grid.reshape(used_rows, cols, cell_h, cell_w, 3).transpose(0, 2, 1, 3, 4)
         image = image.reshape(used_rows * cell_h, cols * cell_w, 3)
-        name = f"{prefix}_{sheet:03d}.{FORMATS[fmt]}"
+        name = f"sheet_{sheet:03d}.{FORMATS[fmt]}"
         pil = Image.fromarray(image)
         if fmt == "jpeg":
             pil.save(out_dir / name, quality=quality, subsampling=0)

@@ -83,17 +83,12 @@ def summarize_dimensions(
     top_purity_images: int = TOP_IMAGES,
     n_random: int = 8,
     n_bins: int = 20,
-    eps: float = EPS,
     seed: int = 0,
     block: int = 256,
 ) -> DimensionSummaries:
-    """Summarise every column of ``features`` (N, k) given integer ``labels`` (N,): ``top_k``
-    top images per dimension, the purity of its first ``top_purity_images`` (the report's
-    count by default), ``n_random`` random firing images, ``n_bins`` histogram bins.
-
-    Memory is O(N * block) plus a float32 copy of ``features`` for the metrics' statistics; the
-    random samples depend only on ``seed`` and ``block``.
-    """
+    """The :class:`DimensionSummaries` of every column of ``features`` (N, k) given integer
+    ``labels`` (N,). Memory is O(N * block) plus a float32 copy of ``features`` for the metrics'
+    statistics; the random samples depend only on ``seed`` and ``block``."""
     if top_k < 1 or top_purity_images < 1 or n_random < 0 or n_bins < 1:
         raise ValueError(
             "top_k and top_purity_images must be >= 1, n_random >= 0, n_bins >= 1; got "
@@ -114,9 +109,9 @@ def summarize_dimensions(
 
     feats_t = torch.as_tensor(np.asarray(features, dtype=np.float32))
     labels_t = torch.as_tensor(labels)
-    stats = per_dimension_stats(feats_t, labels_t, num_classes, eps=eps)
-    p_value = majority_p_values(feats_t, labels_t, num_classes, eps=eps, seed=seed).numpy()
-    top = top_images(feats_t, max(top_k, top_purity_images), eps=eps, block=block)
+    stats = per_dimension_stats(feats_t, labels_t, num_classes)
+    p_value = majority_p_values(feats_t, labels_t, num_classes, seed=seed).numpy()
+    top = top_images(feats_t, max(top_k, top_purity_images), block=block)
     top_index = top.index[:, :top_k].numpy()
     top_value = top.value[:, :top_k].numpy()
     majority = stats.majority_class.numpy()
@@ -135,7 +130,7 @@ def summarize_dimensions(
         width = stop - start
         feats = np.asarray(features[:, start:stop], dtype=np.float32)
         mag = np.abs(feats)
-        act = mag * inv_norm[:, None] > eps
+        act = mag * inv_norm[:, None] > EPS
         count = act.sum(axis=0)
         mean_active[start:stop] = np.where(act, mag, 0).sum(axis=0) / np.maximum(count, 1)
 
@@ -191,10 +186,8 @@ def class_specificity(class_counts: np.ndarray, class_sizes: np.ndarray) -> np.n
 
 
 def most_specific_dims(score: np.ndarray, top: int = 8) -> tuple[np.ndarray, np.ndarray]:
-    """For each class, the ``top`` dimensions with the highest positive specificity score.
-
-    Returns ``(dims, values)`` of shape (C, top), best first, padded with -1 / 0.
-    """
+    """``(dims, values)`` (C, top): for each class the ``top`` dimensions with the highest positive
+    specificity ``score``, best first, padded with -1 / 0."""
     k, _ = score.shape
     top_eff = min(top, k)
     rows = _top_rows(score, top_eff).T  # (C, top_eff)

@@ -12,8 +12,6 @@ from solo_bayesncl.metrics import EPS, describe_metric
 
 from .bundle import FeatureBundle
 
-__all__ = ["ACCURACY_METRICS", "LEAD_METRICS", "Tile", "header_tiles"]
-
 
 @dataclass(frozen=True)
 class Tile:
@@ -26,6 +24,10 @@ class Tile:
     explanation: str
 
 
+_ONLINE_LINEAR = (
+    "online linear top-1 (%)",
+    "Top-1 accuracy of the linear classifier trained alongside pretraining (last logged).",
+)
 ACCURACY_METRICS: dict[str, tuple[str, str]] = {
     "linear_top1": (
         "linear top-1 (%)",
@@ -35,14 +37,8 @@ ACCURACY_METRICS: dict[str, tuple[str, str]] = {
         "kNN top-1 (%)",
         "Top-1 accuracy of a k-nearest-neighbour vote on the frozen backbone features.",
     ),
-    "online_linear_top1": (
-        "online linear top-1 (%)",
-        "Top-1 accuracy of the linear classifier trained alongside pretraining (last logged).",
-    ),
-    "val_acc1": (
-        "online linear top-1 (%)",
-        "Top-1 accuracy of the linear classifier trained alongside pretraining (last logged).",
-    ),
+    "online_linear_top1": _ONLINE_LINEAR,
+    "val_acc1": _ONLINE_LINEAR,
 }
 """The accuracies that lead when ``metrics.json`` holds them: label and explanation."""
 

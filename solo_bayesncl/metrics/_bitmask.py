@@ -13,10 +13,6 @@ import torch
 _SHIFTS = (7, 6, 5, 4, 3, 2, 1, 0)
 
 
-def _weights(device: torch.device) -> torch.Tensor:
-    return torch.tensor([1 << s for s in _SHIFTS], dtype=torch.uint8, device=device)
-
-
 def pack_tensor(mask: torch.Tensor) -> torch.Tensor:
     """``(B, k)`` bool (or zeros and ones) to ``(B, ceil(k / 8))`` uint8 with tensor operations
     (any device)."""
@@ -24,7 +20,8 @@ def pack_tensor(mask: torch.Tensor) -> torch.Tensor:
     bits = mask.to(torch.uint8)
     if cols % 8:
         bits = torch.nn.functional.pad(bits, (0, 8 - cols % 8))
-    return (bits.view(rows, -1, 8) * _weights(mask.device)).sum(dim=2, dtype=torch.uint8)
+    weights = torch.tensor([1 << s for s in _SHIFTS], dtype=torch.uint8, device=mask.device)
+    return (bits.view(rows, -1, 8) * weights).sum(dim=2, dtype=torch.uint8)
 
 
 def unpack_tensor(packed: torch.Tensor, num_dims: int, dtype: torch.dtype) -> torch.Tensor:

@@ -14,11 +14,8 @@ EPS: float = 1e-5
 
 
 def as_features(features: Any, name: str = "features") -> torch.Tensor:
-    """Return ``features`` as a 2-D floating tensor (half precision is promoted to float32).
-
-    Accepts a ``torch.Tensor`` or anything ``torch.as_tensor`` understands (e.g. a numpy array).
-    Raises ``ValueError`` for a wrong shape, non-float data or non-finite values.
-    """
+    """``features`` (a tensor or array) as a 2-D floating tensor, half precision promoted to
+    float32; ValueError for a wrong shape, non-float data or non-finite values."""
     return as_features_and_sign(features, name)[0]
 
 
@@ -95,9 +92,14 @@ def check_eps(eps: float) -> float:
     return eps
 
 
-def nonzero_mask(features: torch.Tensor, eps: float) -> torch.Tensor:
-    """Boolean mask ``|F_ij| > eps``."""
-    return features.abs() > eps
+def as_inputs(
+    features: Any, labels: Any, num_classes: int, eps: float
+) -> tuple[torch.Tensor, torch.Tensor, int, float]:
+    """``(features, labels, num_classes, eps)`` of a metric over labelled features, checked."""
+    features = as_features(features)
+    num_classes = check_num_classes(num_classes)
+    labels = as_labels(labels, features.shape[0], num_classes, features.device)
+    return features, labels, num_classes, check_eps(eps)
 
 
 def absolute_column_sums(features: torch.Tensor) -> torch.Tensor:

@@ -1,21 +1,13 @@
 """Streaming computation of every interpretability metric in one pass over the data.
 
 :class:`InterpretabilityAccumulator` takes batches (``update(features, labels)``) and keeps only
-running sums, plus what the two set-level metrics need:
-
-============================  ==========================================  ====================
-kept state                    used by                                     memory
-============================  ==========================================  ====================
-per-dim active counts, sums   active dims, sparsity, retrieval ranking    ``16 k`` bytes
-C x k class counts and sums   consistency, entropies, dimension stats     ``16 C k`` bytes
-k x k Gram ``F^T F``          effective rank, orthogonality error         ``8 k^2`` bytes
-bit-packed masks, labels      label-shuffled baseline                     ``N k / 8 + 8 N`` B
-kept vectors, labels          retrieval                                   ``N_r k`` values
-============================  ==========================================  ====================
-
-Running sums are float64 (``N_r``: ``N`` or ``retrieval_max_samples``). Under DDP, gather the
-features and labels across processes before ``update``. :func:`compute_interpretability_metrics`
-is the one-shot form; :data:`METRIC_DESCRIPTIONS` documents every key."""
+float64 running sums, plus what the two set-level metrics need: per-dimension active counts and
+sums (``16 k`` bytes: active dims, sparsity, retrieval's ranking), C x k class counts and sums
+(``16 C k`` bytes: consistency, entropies, dimension stats), the k x k Gram ``F^T F`` (``8 k^2``
+bytes: effective rank, orthogonality), bit-packed masks and labels (``N k / 8 + 8 N`` bytes: the
+label-shuffled baseline) and the kept vectors and labels (``N_r k`` values, ``N_r`` = N or
+``retrieval_max_samples``: retrieval). Under DDP, gather the features and labels across processes
+before ``update``; :func:`compute_interpretability_metrics` is the one-shot form."""
 
 from __future__ import annotations
 
@@ -38,7 +30,6 @@ from solo_bayesncl.metrics.dimension_stats import DimensionStats, dimension_stat
 from solo_bayesncl.metrics.retrieval import (
     DEFAULT_KS,
     RetrievalBuffer,
-    _check_ks,
     rank_dimensions,
     retrieval_dim_counts,
     retrieval_precision_from_vectors,
@@ -56,9 +47,8 @@ from solo_bayesncl.metrics.spectral import (
     singular_values_from_gram,
 )
 
-#: Every key returned by :meth:`InterpretabilityAccumulator.compute`. ``{K}`` is each entry of
-#: ``retrieval_ks`` (default 1, 5, 10) and ``{m}`` each entry of ``retrieval_dim_counts`` below
-#: ``k`` (default 32, 64, 128, ...).
+#: Every key returned by :meth:`InterpretabilityAccumulator.compute`. ``{K}`` is 1, 5 and 10,
+#: ``{m}`` each entry of ``retrieval_dim_counts`` below ``k`` (default 32, 64, 128, ...).
 METRIC_DESCRIPTIONS: dict[str, str] = {
     "num_samples": "N, samples seen.",
     "num_dims": "k, feature dimensions.",
@@ -122,7 +112,7 @@ class InterpretabilityAccumulator:
         shuffle_permutations: permutations of the label-shuffled baseline (0 disables it).
         seed: seed of the permutations and of the retrieval cap's sample choice.
         track_gram: keep the k x k Gram (effective rank, orthogonality).
-        retrieval, retrieval_ks, retrieval_dim_counts: retrieval precision, its K and its m.
+        retrieval, retrieval_dim_counts: retrieval precision (P@1, 5, 10) and its m.
         retrieval_max_samples, retrieval_device: cap on the kept vectors (None = all), and where.
         chunk_size: rows processed at a time inside ``update``."""
 
@@ -135,7 +125,6 @@ class InterpretabilityAccumulator:
         seed: int = 0,
         track_gram: bool = True,
         retrieval: bool = True,
-        retrieval_ks: Sequence[int] = DEFAULT_KS,
         retrieval_dim_counts: Sequence[int] | None = None,
         retrieval_max_samples: int | None = None,
         retrieval_device: str | torch.device | None = "cpu",
@@ -151,7 +140,6 @@ class InterpretabilityAccumulator:
         self.seed = int(seed)
         self.track_gram = bool(track_gram)
         self.retrieval = bool(retrieval)
-        self.retrieval_ks = _check_ks(retrieval_ks)
         self.retrieval_dim_counts = (
             None if retrieval_dim_counts is None else list(retrieval_dim_counts)
         )
@@ -287,7 +275,7 @@ class InterpretabilityAccumulator:
                     vectors,
                     labels,
                     rank_dimensions(self._abs_sum),
-                    self.retrieval_ks,
+                    DEFAULT_KS,
                     self.retrieval_dim_counts or retrieval_dim_counts(k),
                 )
             )
@@ -307,12 +295,8 @@ def compute_interpretability_metrics(
     batch_size: int = 1024,
     **options,
 ) -> dict[str, float]:
-    """One-shot :class:`InterpretabilityAccumulator` over ``features`` (N x k) and ``labels``.
-
-    ``options`` are the accumulator's keyword arguments (``eps``, ``shuffle_permutations``,
-    ``seed``, ``retrieval_max_samples``, ...). Returns the flat dict of
-    :meth:`InterpretabilityAccumulator.compute`.
-    """
+    """:meth:`InterpretabilityAccumulator.compute` over ``features`` (N x k) and ``labels`` fed in
+    batches of ``batch_size``; ``options`` are the accumulator's keyword arguments."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     features = as_features(features)

@@ -14,25 +14,8 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-from solo_bayesncl.metrics._validation import (
-    EPS,
-    as_features,
-    as_labels,
-    check_eps,
-    check_num_classes,
-)
+from solo_bayesncl.metrics._validation import EPS, as_inputs
 from solo_bayesncl.metrics.semantics import activity_masks, class_statistics_chunked
-
-
-def permuted_labels(labels: torch.Tensor, permutations: int, seed: int) -> torch.Tensor:
-    """P x N tensor whose row ``p`` is ``labels`` permuted by the ``p``-th seeded permutation."""
-    generator = torch.Generator().manual_seed(int(seed))
-    labels = labels.cpu()
-    rows = [
-        labels[torch.randperm(labels.numel(), generator=generator)] for _ in range(permutations)
-    ]
-    return torch.stack(rows) if rows else labels.new_empty(0, labels.numel())
-
 
 #: Rows of float32 counts summed before they are added to the float64 totals: below 2**24 every
 #: count is an integer that float32 holds exactly.
@@ -50,7 +33,9 @@ def _shuffled_class_counts(
     scattered into float32 counts (``index_add_``) and moved to float64 while still exact."""
     if permutations < 1:
         raise ValueError(f"permutations must be >= 1, got {permutations}")
-    permuted = permuted_labels(labels, permutations, seed)
+    generator = torch.Generator().manual_seed(int(seed))
+    order = [torch.randperm(labels.numel(), generator=generator) for _ in range(permutations)]
+    permuted = labels.cpu()[torch.stack(order)]  # row p: the labels under permutation p
     counts: torch.Tensor | None = None
     exact: torch.Tensor | None = None
     start = pending = 0
@@ -98,12 +83,9 @@ def shuffled_consistencies_from_masks(
     permutations: int = 5,
     seed: int = 0,
 ) -> torch.Tensor:
-    """Semantic consistency under each label permutation, from activity masks.
-
-    ``mask_chunks`` yields boolean (b x k) activity masks ``|Fn_ij| > eps`` of consecutive
-    samples (in order, together N rows); ``labels`` holds the N labels in the same order.
-    Returns a float64 tensor of ``permutations`` consistencies, on the masks' device.
-    """
+    """Float64 ``(permutations,)`` semantic consistencies under the label permutations, on the
+    masks' device; ``mask_chunks`` yields the (b x k) activity ``|Fn_ij| > eps`` of consecutive
+    samples, together the N rows that ``labels`` label in the same order."""
     counts = _shuffled_class_counts(mask_chunks, labels, num_classes, permutations, seed)
     return consistencies_from_counts(counts)
 
@@ -126,11 +108,9 @@ def majority_p_values(
     """Per-dimension permutation p-value of its purity against the label-shuffled baseline (a
     dimension active on few samples looks pure by luck): ``(1 + #{p : purity_p >= purity}) / (1 +
     permutations)``, a ``(k,)`` float64 tensor; 1 for a dimension with no active sample."""
-    features = as_features(features)
-    num_classes = check_num_classes(num_classes)
-    labels = as_labels(labels, features.shape[0], num_classes, features.device)
+    features, labels, num_classes, eps = as_inputs(features, labels, num_classes, eps)
     stats, masks = class_statistics_chunked(
-        features, labels, num_classes, check_eps(eps), with_sums=False, keep_masks=True
+        features, labels, num_classes, eps, with_sums=False, keep_masks=True
     )
     counts = stats.class_active.T.cpu().double()  # (k, C)
     active = counts.sum(dim=1)
@@ -170,7 +150,6 @@ def evidence_order(
     n_images: int,
     *,
     min_support: float = MIN_SUPPORT,
-    z: float = WILSON_Z,
 ) -> np.ndarray:
     """The dimensions that fire on at least one image, the best-evidenced first: by
     :func:`wilson_lower_bound` of their purity over the images they fire on (then more images, then
@@ -178,7 +157,7 @@ def evidence_order(
     int64 dimension indices."""
     count = np.asarray(active_count, dtype=np.int64)
     active = np.flatnonzero(count > 0)
-    evidence = wilson_lower_bound(np.asarray(purity)[active], count[active], z)
+    evidence = wilson_lower_bound(np.asarray(purity)[active], count[active])
     supported = count[active] >= min_support * n_images
     # np.lexsort sorts by the last key first
     return active[np.lexsort((active, -count[active], -evidence, ~supported))].astype(np.int64)
@@ -192,13 +171,10 @@ def shuffled_semantic_consistency(
     permutations: int = 5,
     seed: int = 0,
 ) -> float:
-    """Label-shuffled semantic consistency: the mean, over ``permutations`` seeded permutations
-    of the labels, of :func:`~solo_bayesncl.metrics.semantics.semantic_consistency` computed on the
-    same features with the permuted labels (see the module docstring for the permutations).
-    """
-    features = as_features(features)
-    num_classes = check_num_classes(num_classes)
-    labels = as_labels(labels, features.shape[0], num_classes, features.device)
-    masks = activity_masks(features, check_eps(eps))
+    """Label-shuffled semantic consistency: the mean of
+    :func:`~solo_bayesncl.metrics.semantics.semantic_consistency` over ``permutations`` seeded
+    permutations of the labels (module docstring)."""
+    features, labels, num_classes, eps = as_inputs(features, labels, num_classes, eps)
+    masks = activity_masks(features, eps)
     values = shuffled_consistencies_from_masks(masks, labels, num_classes, permutations, seed)
     return float(values.mean())

@@ -6,13 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from solo_bayesncl.metrics._validation import (
-    EPS,
-    as_features,
-    as_labels,
-    check_eps,
-    check_num_classes,
-)
+from solo_bayesncl.metrics._validation import EPS, as_inputs
 from solo_bayesncl.metrics.semantics import ClassStatistics, class_statistics_chunked
 
 
@@ -67,16 +61,10 @@ def dimension_stats_from_sums(
 def per_dimension_stats(
     features: torch.Tensor, labels: torch.Tensor, num_classes: int, eps: float = EPS
 ) -> DimensionStats:
-    """Per-dimension activity, class histogram, majority class, purity and activation sums.
-
-    See :class:`DimensionStats` for the definition of every field. One pass over the features
-    gives the class figures and the activation sums.
-    """
-    features = as_features(features)
-    num_classes = check_num_classes(num_classes)
-    labels = as_labels(labels, features.shape[0], num_classes, features.device)
+    """The :class:`DimensionStats` of ``features``, from one pass over them."""
+    features, labels, num_classes, eps = as_inputs(features, labels, num_classes, eps)
     activation_sum = torch.zeros(features.shape[1], dtype=torch.float64, device=features.device)
     stats, _ = class_statistics_chunked(
-        features, labels, num_classes, check_eps(eps), raw_abs_sum=activation_sum
+        features, labels, num_classes, eps, raw_abs_sum=activation_sum
     )
     return dimension_stats_from_sums(stats, activation_sum, features.shape[0])

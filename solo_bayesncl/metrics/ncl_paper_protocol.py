@@ -1,47 +1,15 @@
 """The ``ncl-paper`` evaluation protocol: the metrics as the NCL repository's own evaluation
 computes them (Wang et al., "Non-negative Contrastive Learning", arXiv 2403.12459, its
-``main_eval.py``), so that numbers can be put beside the NCL paper's table.
-
-They differ from the BayesNCL evaluation (:mod:`solo_bayesncl.metrics.paper_protocol`) and from
-this project's definitions (:mod:`solo_bayesncl.metrics`) on purpose:
-
-- the features are not row-normalised before sparsity and orthogonality (NCL evaluates ``z``, or
-  ``relu(z)``, as the projector gives it);
-- sparsity: per sample, the percentage of entries with ``|f| < 1e-2`` (:data:`NCL_SPARSITY_EPS`),
-  averaged over samples;
-- semantic consistency ("cluster acc"): dimensions whose ReLU sum over the set is above 0, rows
-  L2-normalised, for each dimension the majority-class share of the samples with ``|f| > 1e-5``,
-  x100, mean and (sample) standard deviation over dimensions; the entropy of the same class
-  distribution, ``-sum p log(p + 1e-5)``, beside it;
-- orthogonality ("disentanglement"): only dimensions whose column sum is above 10
-  (:data:`NCL_ORTHOGONALITY_MIN_SUM`), columns L2-normalised, the median of all ``d^2`` entries
-  of ``|F^T F - I|``;
-- retrieval: dimensions ranked by the signed sum of the row-normalised features, the first
-  ``m = 0, 32, ..., d - 32`` kept **without** renormalising, neighbours by Euclidean distance,
-  the nearest dropped (the query itself unless tied), precision at 10 with the query skipped if
-  it appears among the next ten (the NCL code prints it as ``map``).
-
-Ties in the distance ranking (``m = 0``: every distance is 0) go to the lower index; the NCL code
-leaves them to ``torch.sort``. Plain PyTorch on whatever device the tensors are on.
-"""
+``main_eval.py``), so that numbers can be put beside the NCL paper's table. They differ from the
+BayesNCL evaluation (:mod:`solo_bayesncl.metrics.paper_protocol`) and from this project's
+definitions on purpose (docs/fidelity.md tabulates how); the features are not row-normalised
+before sparsity and orthogonality (NCL evaluates ``z``, or ``relu(z)``, as the projector gives
+it). Plain PyTorch on whatever device the tensors are on."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-__all__ = [
-    "NCL_ACTIVE_EPS",
-    "NCL_ORTHOGONALITY_MIN_SUM",
-    "NCL_RETRIEVAL_K",
-    "NCL_RETRIEVAL_STEP",
-    "NCL_SPARSITY_EPS",
-    "ncl_paper_metrics",
-    "ncl_paper_orthogonality",
-    "ncl_paper_retrieval",
-    "ncl_paper_semantic_consistency",
-    "ncl_paper_sparsity",
-]
 
 NCL_SPARSITY_EPS = 1e-2
 """An entry counts as zero for NCL's sparsity when ``|f| < 1e-2``."""
@@ -70,9 +38,10 @@ def _mean_std(values: torch.Tensor) -> tuple[float, float]:
 def ncl_paper_semantic_consistency(
     features: torch.Tensor, labels: torch.Tensor
 ) -> dict[str, float]:
-    """``{"mean", "std"}`` of the per-dimension majority-class share x100 and
-    ``{"entropy_mean", "entropy_std"}`` of the class distribution's entropy (see the module
-    docstring); a dimension with no active sample is skipped, as in the NCL code."""
+    """NCL's "cluster acc": over dimensions whose ReLU sum is above 0, rows L2-normalised, each
+    dimension's class distribution of the samples with ``|f| > 1e-5``; ``{"mean", "std"}`` (sample
+    std) over dimensions of its majority-class share x100 and ``{"entropy_mean", "entropy_std"}``
+    of its entropy ``-sum p log(p + 1e-5)``; a dimension with no active sample is skipped."""
     f = features.float()
     f = F.normalize(f[:, F.relu(f).sum(dim=0) > 0], dim=1)
     labels = labels.to(f.device).long()
@@ -91,8 +60,8 @@ def ncl_paper_semantic_consistency(
 
 
 def ncl_paper_orthogonality(features: torch.Tensor) -> float:
-    """The median of ``|F^T F - I|`` over the column-normalised dimensions whose column sum is
-    above 10; NaN when none is."""
+    """NCL's "disentanglement": the median of all ``d^2`` entries of ``|F^T F - I|`` over the
+    column-normalised dimensions whose column sum is above 10; NaN when none is."""
     f = features.float()
     f = F.normalize(f[:, f.sum(dim=0) > NCL_ORTHOGONALITY_MIN_SUM], dim=0)
     d = f.shape[1]
@@ -105,12 +74,11 @@ def ncl_paper_orthogonality(features: torch.Tensor) -> float:
 def ncl_paper_retrieval(
     features: torch.Tensor, labels: torch.Tensor, chunk_size: int = 512
 ) -> dict[int, float]:
-    """``{m: P@10}`` of the NCL code's retrieval (see the module docstring), queries in chunks
-    of ``chunk_size`` rows.
-
-    Raises:
-        ValueError: fewer than 11 vectors (the NCL code reads 11 neighbours).
-    """
+    """``{m: P@10}``: dimensions ranked by the signed sum of the row-normalised features, the
+    first ``m = 0, 32, ..., d - 32`` kept **without** renormalising, neighbours by Euclidean
+    distance, the nearest dropped (the query itself unless tied), the query skipped if among the
+    next ten (NCL prints it as ``map``); distance ties (``m = 0``) go to the lower index, which
+    NCL leaves to ``torch.sort``. Queries in chunks of ``chunk_size``; ValueError below 11 vectors."""
     n, d = features.shape
     if n < NCL_RETRIEVAL_K + 1:
         raise ValueError(f"NCL retrieval needs at least 11 vectors, got {n}")

@@ -1,26 +1,8 @@
 """The ``paper`` evaluation protocol: the metrics exactly as the official BayesNCL evaluation
 computes them (arXiv 2605.28441, its ``main_eval.py`` and evaluation helpers), so that numbers can
-be put beside the paper's table.
-
-They differ from this project's shared definitions (:mod:`solo_bayesncl.metrics`) on purpose:
-
-- active dimensions: a dimension counts when its mean absolute value over the set is above 0;
-- sparsity: the share of entries with ``|f| <= 1e-5``;
-- semantic consistency: over active dimensions of the row-normalised features, the majority-class
-  share of the samples with ``|f| > 1e-5``, averaged; the paper prints it x100
-  (:data:`CONSISTENCY_SCALE`);
-- semantic entropies (activation sum, class-mean activation, activation frequency): the entropy of
-  each dimension's distribution over the classes present, terms below ``1e-5`` dropped;
-- orthogonality: the column-normalised active features' ``|C - I|`` divided by ``d (d - 1)``; the
-  mean (and median) of that matrix is reported, so the sum is divided by ``d^2`` once more;
-- retrieval: dimensions ranked by the signed sum of the row-normalised features, the first
-  ``m = 0, 32, ..., 512`` kept and renormalised, the 11 most cosine-similar vectors taken and the
-  first dropped (the query itself unless tied), precision at 1, 3, 5, 10;
-- effective rank: the entropy ``-sum s log(s + 1e-6)`` of the normalised singular values (not its
-  exponential), on one training batch of two augmented views.
-
-Everything is plain PyTorch on whatever device the tensors are on.
-"""
+be put beside the paper's table. They differ from this project's shared definitions
+(:mod:`solo_bayesncl.metrics`) on purpose; docs/fidelity.md tabulates how. Plain PyTorch on
+whatever device the tensors are on."""
 
 from __future__ import annotations
 
@@ -28,21 +10,6 @@ import torch
 import torch.nn.functional as F
 
 from solo_bayesncl.metrics._validation import EPS
-
-__all__ = [
-    "CONSISTENCY_SCALE",
-    "PAPER_EPS",
-    "RETRIEVAL_DIMS",
-    "RETRIEVAL_KS",
-    "paper_active_dims",
-    "paper_metrics",
-    "paper_orthogonality",
-    "paper_retrieval",
-    "paper_semantic_consistency",
-    "paper_semantic_entropies",
-    "paper_singular_value_entropy",
-    "paper_sparsity",
-]
 
 PAPER_EPS = EPS
 """The activity threshold of the official evaluation: the same 1e-5 as the project's metrics."""
@@ -70,12 +37,9 @@ def _one_hot_present(labels: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def paper_semantic_consistency(features: torch.Tensor, labels: torch.Tensor) -> float:
-    """Mean over active dimensions of the majority-class share of the samples active on it
-    (a share in [0, 1]; multiply by :data:`CONSISTENCY_SCALE` for the paper's figure).
-
-    A dimension is active when its absolute sum is above 0; rows are L2-normalised; a sample is
-    active on a dimension when ``|f| > 1e-5``; a dimension with no active sample is skipped.
-    """
+    """Mean over active dimensions (absolute sum above 0) of the majority-class share of the
+    samples active on it (``|f| > 1e-5``, rows L2-normalised): a share in [0, 1], x
+    :data:`CONSISTENCY_SCALE` for the paper's figure; NaN when no dimension has an active sample."""
     f = features.float()
     f = F.normalize(f[:, f.abs().sum(dim=0) > 0], dim=1)
     active = (f.abs() > PAPER_EPS).float()
@@ -120,8 +84,8 @@ def paper_semantic_entropies(features: torch.Tensor, labels: torch.Tensor) -> di
 
 
 def paper_orthogonality(features: torch.Tensor) -> dict[str, float]:
-    """``|C - I| / (d (d - 1))`` of the column-normalised active features (``C = F^T F``):
-    its mean (the paper's figure) and median."""
+    """``|C - I| / (d (d - 1))`` of the column-normalised active features (``C = F^T F``): its
+    mean (the paper's figure, so the sum is divided by ``d^2`` once more) and median."""
     f = features.float()
     f = F.normalize(f[:, f.abs().sum(dim=0) > 0], dim=0)
     d = f.shape[1]
@@ -135,13 +99,12 @@ def paper_orthogonality(features: torch.Tensor) -> dict[str, float]:
 def paper_retrieval(
     features: torch.Tensor,
     labels: torch.Tensor,
-    dims: tuple[int, ...] = RETRIEVAL_DIMS,
     chunk_size: int = 1024,
 ) -> dict[int, dict[int, float]]:
     """Retrieval precision ``{m: {k: P@k}}`` of the official evaluation: dimensions ranked by the
     signed sum of the row-normalised features, the top ``m`` kept and rows renormalised, the 11 most
-    cosine-similar vectors taken and the first dropped; queries in chunks of ``chunk_size``.
-    ValueError for fewer than 11 vectors (the official code needs 11 neighbours)."""
+    cosine-similar vectors taken and the first dropped (the query itself unless tied); queries in
+    chunks of ``chunk_size``. ValueError for fewer than 11 vectors (the official code reads 11)."""
     n = features.shape[0]
     if n < 11:
         raise ValueError(f"paper retrieval needs at least 11 vectors, got {n}")
@@ -149,7 +112,7 @@ def paper_retrieval(
     _, order = torch.sort(f.sum(dim=0), descending=True)
     labels = labels.to(f.device)
     out: dict[int, dict[int, float]] = {}
-    for m in dims:
+    for m in RETRIEVAL_DIMS:
         sub = F.normalize(f[:, order[:m]], p=2, dim=1)
         hits = torch.zeros(max(RETRIEVAL_KS), device=f.device, dtype=torch.float64)
         for start in range(0, n, chunk_size):

@@ -203,7 +203,8 @@ class RetrievalBuffer:
                 self._compact()
 
     def _compact(self) -> None:
-        features, labels, positions = self._concat()
+        features, labels = torch.cat(self._features), torch.cat(self._labels)
+        positions = torch.cat(self._positions)
         if self.max_samples is not None and positions.numel() > self.max_samples:
             keys = np.concatenate(self._keys)
             keep = np.sort(np.argpartition(keys, self.max_samples - 1)[: self.max_samples])
@@ -215,9 +216,6 @@ class RetrievalBuffer:
         elif self.max_samples is not None:
             self._keys = [np.concatenate(self._keys)]
         self._features, self._labels, self._positions = [features], [labels], [positions]
-
-    def _concat(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return torch.cat(self._features), torch.cat(self._labels), torch.cat(self._positions)
 
     def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The kept ``(features, labels)``, in stream order."""
@@ -231,8 +229,3 @@ class RetrievalBuffer:
         """Stream positions of the kept rows (ascending)."""
         self._compact()
         return self._positions[0]
-
-    def __len__(self) -> int:
-        if self.max_samples is None:
-            return self._seen
-        return min(self._seen, self.max_samples)

@@ -17,14 +17,7 @@ from typing import NamedTuple
 import torch
 
 from solo_bayesncl.metrics._blocks import Workspace, above, magnitudes_of, row_blocks
-from solo_bayesncl.metrics._validation import (
-    EPS,
-    as_features,
-    as_labels,
-    check_eps,
-    check_num_classes,
-    normalize_abs_rows_,
-)
+from solo_bayesncl.metrics._validation import EPS, as_inputs, normalize_abs_rows_
 
 
 class ClassStatistics(NamedTuple):
@@ -46,9 +39,8 @@ class BlockSums(NamedTuple):
 
 
 def activity_masks(features: torch.Tensor, eps: float = EPS) -> Iterator[torch.Tensor]:
-    """The activity ``|Fn| > eps`` of consecutive blocks of rows (see
-    :func:`~solo_bayesncl.metrics._validation.row_blocks`) as zeros and ones of the feature dtype,
-    computed as they are read; each block is overwritten by the next (copy it to keep it)."""
+    """The activity ``|Fn| > eps`` of consecutive blocks of rows as zeros and ones of the feature
+    dtype, computed as they are read; each block is overwritten by the next (copy it to keep it)."""
     workspace = Workspace()
     for _, block in row_blocks(features):
         magnitudes = magnitudes_of(block, workspace)
@@ -133,12 +125,8 @@ def class_statistics_chunked(
 
 
 def consistency_from_counts(class_active: torch.Tensor) -> float:
-    """Semantic consistency from the C x k activity counts.
-
-    For each dimension with at least one active sample: ``max_c class_active[c, j] /
-    sum_c class_active[c, j]`` (the share of the most frequent class among its active samples);
-    the mean over those dimensions. Returns 0.0 when no dimension is active.
-    """
+    """:func:`semantic_consistency` from the C x k activity counts: the mean over dimensions with
+    an active sample of ``max_c class_active[c, j] / sum_c class_active[c, j]``; 0.0 if none."""
     totals = class_active.sum(dim=0)
     used = totals > 0
     if not bool(used.any()):
@@ -148,11 +136,8 @@ def consistency_from_counts(class_active: torch.Tensor) -> float:
 
 
 def entropy_from_class_weights(weights: torch.Tensor, dims: torch.Tensor) -> float:
-    """Mean over the dimensions ``dims`` of the entropy (nats) of ``weights[:, j]`` normalised.
-
-    ``weights`` is C x k and non-negative; ``0 log 0 = 0``. Columns of ``dims`` whose weights sum
-    to zero contribute entropy 0. Returns 0.0 when ``dims`` selects nothing.
-    """
+    """Mean over the dimensions ``dims`` of the entropy (nats, ``0 log 0 = 0``) of the non-negative
+    C x k ``weights[:, j]`` normalised (0 for a zero column); 0.0 when ``dims`` selects nothing."""
     if not bool(dims.any()):
         return 0.0
     w = weights[:, dims]
@@ -162,7 +147,7 @@ def entropy_from_class_weights(weights: torch.Tensor, dims: torch.Tensor) -> flo
 
 
 def entropies_from_statistics(stats: ClassStatistics) -> dict[str, float]:
-    """The three semantic entropies (``freq``, ``sum``, ``mean``) from :class:`ClassStatistics`."""
+    """The three entropies of :func:`semantic_entropy` from :class:`ClassStatistics`."""
     dims = stats.class_active.sum(dim=0) > 0
     present = stats.class_count > 0
     mean_weights = torch.zeros_like(stats.class_abs_sum)
@@ -174,13 +159,6 @@ def entropies_from_statistics(stats: ClassStatistics) -> dict[str, float]:
     }
 
 
-def _prepare(features, labels, num_classes, eps):
-    features = as_features(features)
-    num_classes = check_num_classes(num_classes)
-    labels = as_labels(labels, features.shape[0], num_classes, features.device)
-    return features, labels, num_classes, check_eps(eps)
-
-
 def semantic_consistency(
     features: torch.Tensor, labels: torch.Tensor, num_classes: int, eps: float = EPS
 ) -> float:
@@ -188,7 +166,7 @@ def semantic_consistency(
     L2-normalised), the share of the most frequent class among its active samples, averaged over
     those dimensions; 0.0 if none. Dense features sit at chance (about 1/C): read it beside
     :func:`shuffled_semantic_consistency`."""
-    features, labels, num_classes, eps = _prepare(features, labels, num_classes, eps)
+    features, labels, num_classes, eps = as_inputs(features, labels, num_classes, eps)
     stats, _ = class_statistics_chunked(features, labels, num_classes, eps, with_sums=False)
     return consistency_from_counts(stats.class_active)
 
@@ -205,6 +183,6 @@ def semantic_entropy(
     - ``mean``: ``w_c`` = that sum divided by the number of samples of class ``c`` in the whole set.
 
     Returns ``{"freq": ..., "sum": ..., "mean": ...}``; all 0.0 if no dimension is active."""
-    features, labels, num_classes, eps = _prepare(features, labels, num_classes, eps)
+    features, labels, num_classes, eps = as_inputs(features, labels, num_classes, eps)
     stats, _ = class_statistics_chunked(features, labels, num_classes, eps)
     return entropies_from_statistics(stats)

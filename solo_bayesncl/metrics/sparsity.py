@@ -13,16 +13,11 @@ from solo_bayesncl.metrics._validation import (
     as_features,
     as_features_and_sign,
     check_eps,
-    nonzero_mask,
 )
 
 
 def active_dims_mask(features: torch.Tensor, eps: float = EPS) -> torch.Tensor:
-    """Boolean mask (k,) of the active dimensions.
-
-    Definition: dimension ``j`` is active when its column has ``|F_ij| > eps`` for at least one
-    sample ``i``, i.e. when ``max_i |F_ij| > eps`` (one column maximum per block of rows).
-    """
+    """Boolean mask (k,) of the active dimensions: ``max_i |F_ij| > eps``."""
     features, nonnegative = as_features_and_sign(features)
     eps = check_eps(eps)
     peak = torch.zeros(features.shape[1], dtype=features.dtype, device=features.device)
@@ -58,7 +53,7 @@ def active_dims_per_sample(features: torch.Tensor, eps: float = EPS) -> torch.Te
     mean over rows is ``k * (1 - sparsity)``."""
     features = as_features(features)
     eps = check_eps(eps)
-    counts = [nonzero_mask(block, eps).sum(dim=1) for _, block in row_blocks(features)]
+    counts = [(block.abs() > eps).sum(dim=1) for _, block in row_blocks(features)]
     if not counts:
         return torch.zeros(0, dtype=torch.int64, device=features.device)
     return torch.cat(counts).long()

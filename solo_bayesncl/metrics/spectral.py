@@ -1,8 +1,5 @@
-"""Effective rank and orthogonality error, both from the k x k Gram matrix ``G = F^T F``.
-
-``G`` is a running sum over batches (``G += F_b^T F_b``, products and sums in float64), so both
-metrics stream; its memory cost is ``8 k^2`` bytes (32 MiB for k = 2048, 2 GiB for k = 16384).
-"""
+"""Effective rank and orthogonality error, both from the k x k Gram matrix ``G = F^T F``, a
+running sum over batches (:class:`RunningGram`), so both metrics stream."""
 
 from __future__ import annotations
 
@@ -26,7 +23,8 @@ class RunningGram:
     """``G = F^T F`` summed over blocks of rows in float64, up to a positive scale factor (both
     metrics read here are scale-invariant). Float32 products are exact in float64; once a float64
     block arrives, ``G / s^2`` is kept, ``s`` the largest ``|F_ij|`` so far, so squares near
-    ``1e300`` cannot overflow. Only a block is copied to float64; memory ``8 k^2`` bytes."""
+    ``1e300`` cannot overflow. Only a block is copied to float64; memory ``8 k^2`` bytes (32 MiB
+    for k = 2048, 2 GiB for k = 16384)."""
 
     def __init__(self, num_dims: int, device: torch.device | str | None = None) -> None:
         self.gram = torch.zeros(num_dims, num_dims, dtype=torch.float64, device=device)
@@ -57,22 +55,20 @@ class RunningGram:
         self._rows += block.shape[0]
 
 
-def gram_matrix(features: torch.Tensor) -> torch.Tensor:
-    """``F^T F`` in float64 up to a positive scale (:class:`RunningGram` over blocks of rows)."""
-    features = as_features(features)
-    running = RunningGram(features.shape[1], features.device)
+def gram_matrix(features: torch.Tensor, columns: torch.Tensor | None = None) -> torch.Tensor:
+    """``F^T F`` of the checked ``features`` (of its ``columns`` only, when given) in float64 up to
+    a positive scale (:class:`RunningGram` over blocks of rows)."""
+    width = features.shape[1] if columns is None else columns.numel()
+    running = RunningGram(width, features.device)
     for _, block in row_blocks(features):
-        running.add(block)
+        running.add(block if columns is None else block[:, columns])
     return running.gram
 
 
 def singular_values_from_gram(gram: torch.Tensor) -> torch.Tensor:
-    """Singular values of ``F`` (descending) from ``G = F^T F`` via ``eigvalsh``.
-
-    ``s = sqrt(lambda)``. Eigenvalues below ``k * float64_eps * lambda_max`` are the rounding noise
-    of the Gram route and are set to 0 (a singular value below ``sqrt(k * 2.2e-16) * s_max``,
-    e.g. ``6.7e-7 * s_max`` for k = 2048, counts as 0).
-    """
+    """Singular values ``s = sqrt(lambda)`` of ``F`` (descending) from ``eigvalsh(F^T F)``.
+    Eigenvalues below ``k * float64_eps * lambda_max`` are the Gram route's rounding noise and
+    are set to 0 (for k = 2048, a singular value below ``6.7e-7 * s_max`` counts as 0)."""
     eigenvalues = torch.linalg.eigvalsh(gram.double())
     if eigenvalues.numel() == 0:
         return eigenvalues
@@ -83,9 +79,7 @@ def singular_values_from_gram(gram: torch.Tensor) -> torch.Tensor:
 
 def effective_rank_from_singular_values(singular_values: torch.Tensor) -> EffectiveRank:
     """Effective rank of Roy & Vetterli (EUSIPCO 2007): ``exp(H(p))`` with ``p = s / sum(s)``
-    and ``H(p) = -sum p log p`` (nats, ``0 log 0 = 0``). An all-zero matrix gives rank 0 and
-    entropy 0.
-    """
+    and ``H(p) = -sum p log p`` (nats, ``0 log 0 = 0``); rank and entropy 0 for a zero matrix."""
     s = singular_values.double().clamp_min(0)
     total = s.sum()
     if not bool(total > 0):
@@ -96,12 +90,9 @@ def effective_rank_from_singular_values(singular_values: torch.Tensor) -> Effect
 
 
 def orthogonality_from_gram(gram: torch.Tensor, active: torch.Tensor) -> float:
-    """Mean ``|cos|`` between distinct active columns, from ``G = F^T F``.
-
-    ``C_ab = G_ab / sqrt(G_aa G_bb)`` over the active dimensions ``a, b``; the mean of ``|C_ab|``
-    over the ``n (n - 1)`` ordered pairs ``a != b``. 0.0 when fewer than two dimensions are
-    active.
-    """
+    """Mean ``|cos|`` between distinct active columns, from ``G = F^T F``: ``C_ab = G_ab /
+    sqrt(G_aa G_bb)`` averaged over the ``n (n - 1)`` ordered pairs ``a != b`` of active
+    dimensions; 0.0 when fewer than two are active."""
     index = torch.nonzero(active.to(gram.device), as_tuple=True)[0]
     count = index.numel()
     if count < 2:
@@ -116,24 +107,19 @@ def orthogonality_from_gram(gram: torch.Tensor, active: torch.Tensor) -> float:
 def effective_rank(features: torch.Tensor) -> EffectiveRank:
     """Effective rank ``exp(H(s / sum s))`` over the singular values ``s`` of ``F`` as given (Roy &
     Vetterli, 2007), with ``H`` itself (the official BayesNCL code's figure), from ``eigvalsh(F^T F)``."""
-    return effective_rank_from_singular_values(singular_values_from_gram(gram_matrix(features)))
+    gram = gram_matrix(as_features(features))
+    return effective_rank_from_singular_values(singular_values_from_gram(gram))
 
 
 def orthogonality_error(features: torch.Tensor, eps: float = EPS) -> float:
-    """Orthogonality error of the active dimensions.
-
-    Definition: keep the active columns of ``F`` (``|F_ij| > eps`` somewhere), L2-normalise each
-    column, and take the mean absolute off-diagonal entry of ``F^T F`` (the mean ``|cos|`` over
-    ordered pairs of distinct active dimensions). 0 for orthogonal columns, 1 for identical ones;
-    0.0 when fewer than two dimensions are active.
-    """
+    """The mean ``|cos|`` between distinct active columns of ``F`` (``|F_ij| > eps`` somewhere):
+    :func:`orthogonality_from_gram`; 0 for orthogonal columns, 1 for identical ones."""
     features = as_features(features)
     active = active_dims_mask(features, check_eps(eps))
     count = int(active.sum())
     if count < 2:
         return 0.0
-    index = torch.nonzero(active, as_tuple=True)[0]
-    running = RunningGram(count, features.device)
-    for _, block in row_blocks(features):
-        running.add(block if count == features.shape[1] else block[:, index])
-    return orthogonality_from_gram(running.gram, torch.ones(count, dtype=torch.bool))
+    columns = None if count == features.shape[1] else torch.nonzero(active, as_tuple=True)[0]
+    return orthogonality_from_gram(
+        gram_matrix(features, columns), torch.ones(count, dtype=torch.bool)
+    )

@@ -7,14 +7,25 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from solo_bayesncl.core.nonneg import (
-    NON_NEGATIVITY_MAPS,
-    NonNegativity,
-    non_negative,
-    rep_relu,
-    resolve_non_neg,
-)
+from solo_bayesncl.core.nonneg import NON_NEGATIVITY_MAPS, non_negative, rep_relu, resolve_non_neg
+
+
+class NonNegativity(nn.Module):
+    """``phi`` as a module: ``NonNegativity("rep_relu")(z)``."""
+
+    def __init__(self, kind: str = "relu") -> None:
+        super().__init__()
+        self.kind = resolve_non_neg(kind)
+        self._fn = NON_NEGATIVITY_MAPS[self.kind]
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self._fn(z)
+
+    def extra_repr(self) -> str:
+        return f"kind={self.kind!r}"
+
 
 POINTS = [-30.0, -3.0, -1.0, -0.25, 0.0, 0.25, 1.0, 3.0, 30.0]
 

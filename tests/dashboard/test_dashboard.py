@@ -21,9 +21,9 @@ from solo_bayesncl.dashboard import (
     summarize_dimensions,
     write_feature_bundle,
 )
-from solo_bayesncl.dashboard.demo import synthetic_sparse_features
 from solo_bayesncl.data.fashion_mnist import read_idx
 from solo_bayesncl.metrics import evidence_order, wilson_lower_bound
+from tests.dashboard.demo import synthetic_sparse_features
 
 
 def read_data_js(path: Path) -> dict:

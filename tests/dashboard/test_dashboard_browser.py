@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 from solo_bayesncl.dashboard import build_dashboard, load_feature_bundle, write_feature_bundle
-from solo_bayesncl.dashboard.browser import (
+from tests.dashboard.browser import (
     IMAGES_READY,
     find_browser,
     headless_chromium,
@@ -27,7 +27,7 @@ from solo_bayesncl.dashboard.browser import (
     save_screenshots,
     wait_for,
 )
-from solo_bayesncl.dashboard.demo import FASHION_MNIST_DIR, make_demo_report
+from tests.dashboard.demo import FASHION_MNIST_DIR, make_demo_report
 
 pytestmark = pytest.mark.browser
 pytest.importorskip("selenium", reason="browser tests need selenium (pip install selenium)")

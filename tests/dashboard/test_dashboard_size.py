@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from solo_bayesncl.dashboard import build_dashboard, write_feature_bundle
-from solo_bayesncl.dashboard.browser import find_browser
-from solo_bayesncl.dashboard.demo import synthetic_sparse_features
+from tests.dashboard.browser import find_browser
+from tests.dashboard.demo import synthetic_sparse_features
 
 N_IMAGES, N_DIMS, N_CLASSES = 10_000, 2_048, 10
 MAX_BYTES = 50 * 2**20
@@ -59,7 +59,7 @@ def test_index_opens_quickly(big_dashboard):
     pytest.importorskip("selenium", reason="load-time test needs selenium")
     if find_browser() is None:
         pytest.skip("load-time test needs chromium and chromedriver")
-    from solo_bayesncl.dashboard.browser import (
+    from tests.dashboard.browser import (
         IMAGES_READY,
         headless_chromium,
         page_load_timing,

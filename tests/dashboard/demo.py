@@ -9,10 +9,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from solo_bayesncl.dashboard import write_feature_bundle
+from solo_bayesncl.data.fashion_mnist import CLASS_NAMES, fashion_mnist_root, read_split
 from solo_bayesncl.metrics import EPS, semantic_consistency, sparsity
-
-from ..data.fashion_mnist import CLASS_NAMES, fashion_mnist_root, read_split
-from .bundle import write_feature_bundle
 
 FASHION_MNIST_DIR = fashion_mnist_root()
 FASHION_MNIST_CLASSES = CLASS_NAMES
