@@ -84,11 +84,10 @@ def gate_selectivity(
     drawn on ``num_backgrounds`` backgrounds)."""
     loader = DataLoader(val_data, batch_size=batch_size, num_workers=num_workers)
     ungated, mask, probs = _ungated_and_gate(model, loader)
-    classes = np.asarray(_inner(val_data).targets)[_picks(val_data)]
     return gate_background_selectivity(
         ungated,
         mask,
-        classes,
+        _class_labels(val_data),
         background_labels(val_data),
         OFFLINE_DATASETS[SCENES],
         num_backgrounds,
@@ -96,12 +95,11 @@ def gate_selectivity(
     )
 
 
-def _inner(dataset):
-    return dataset.dataset if hasattr(dataset, "indices") else dataset
-
-
-def _picks(dataset):
-    return np.asarray(dataset.indices) if hasattr(dataset, "indices") else slice(None)
+def _class_labels(dataset) -> np.ndarray:
+    """The class label of every item of ``dataset`` (a scenes dataset or a ``Subset`` of one)."""
+    if hasattr(dataset, "indices"):
+        return np.asarray(dataset.dataset.targets)[np.asarray(dataset.indices)]
+    return np.asarray(dataset.targets)
 
 
 def background_measures(
@@ -122,7 +120,8 @@ def background_measures(
     for split, dataset in data.items():
         loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers)
         feats[split], reps[split] = _extract(model, loader)
-        classes[split] = np.asarray(_inner(dataset).targets)[_picks(dataset)]
+        classes[split] = _class_labels(dataset)
+
         backgrounds[split] = background_labels(dataset)
     k = int(spec.data.num_backgrounds)
     out = background_figures(

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 from solo_bayesncl.config.runtime import pick_device
 from solo_bayesncl.config.saved import switched_dataset
 from solo_bayesncl.core.representations import extract_representations
-from solo_bayesncl.core.validation import require_int, require_range
+from solo_bayesncl.core.validation import require_choice, require_int, require_range
 from solo_bayesncl.data.datasets import (
     build_labelled_train_dataset,
     build_val_dataset,
@@ -79,14 +79,8 @@ def knn_eval(
     require_range("temperature", temperature, low=0.0, high=float("inf"))
     require_int("batch_size", batch_size, low=1)
     require_int("num_workers", num_workers, low=0)
-    if feature not in FEATURES:
-        raise ValueError(
-            f"feature={feature!r} is not supported; allowed values: {', '.join(FEATURES)}"
-        )
-    if distance not in DISTANCES:
-        raise ValueError(
-            f"distance={distance!r} is not supported; allowed values: {', '.join(DISTANCES)}"
-        )
+    require_choice("feature", feature, FEATURES)
+    require_choice("distance", distance, DISTANCES)
     loaded = checkpoint if isinstance(checkpoint, LoadedCheckpoint) else load_checkpoint(checkpoint)
     data = switched_dataset(loaded.spec, dataset).data
     if model is None:

@@ -1,20 +1,7 @@
-"""The pictures of the evaluation report (PNG, drawn by matplotlib's Agg canvas).
-
-Every function takes plain arrays (and the :class:`~solo_bayesncl.metrics.DimensionStats` the
-metrics already computed), writes one PNG and returns its path; none needs solo-learn. Figures are
-drawn on their own Agg canvas, so importing this module leaves pyplot's global backend alone.
-
-- :func:`plot_top_activations`: for chosen dimensions (the report draws the most and the least
-  selective), their top images (:func:`solo_bayesncl.metrics.top_images`), one row per dimension,
-  labelled with its majority class ("n.s." when label shuffling reaches its purity), the purity
-  of the top images shown (:func:`solo_bayesncl.metrics.top_image_purity`) and over all its
-  active images;
-- :func:`plot_class_histograms`: per dimension, the class histogram of its active samples;
-- :func:`plot_retrieval_precision`: retrieval precision P@K against the number of dims kept;
-- :func:`plot_active_dims_per_image`: the distribution of active dimensions per image;
-- :func:`plot_gate_open_rates`: BayesNCL's hard gate, per-dimension open rates and open gates
-  per image.
-"""
+"""The pictures of the evaluation report. Every function takes plain arrays (and the
+:class:`~solo_bayesncl.metrics.DimensionStats` the metrics already computed), writes one PNG and
+returns its path; figures are drawn on their own Agg canvas, so importing this module leaves
+pyplot's global backend alone."""
 
 from __future__ import annotations
 
@@ -34,7 +21,6 @@ __all__ = [
     "plot_gate_open_rates",
     "plot_retrieval_precision",
     "plot_top_activations",
-    "retrieval_curves",
 ]
 
 _DPI = 110
@@ -88,16 +74,12 @@ def plot_top_activations(
     title: str = "most selective",
 ) -> Path:
     """Grid of the top images of each dimension of ``top`` (one row each, as
-    :func:`solo_bayesncl.metrics.top_images` chose them: the images it fires on with the largest
-    ``|activation|``), whose purity is ``purity_top``
-    (:func:`solo_bayesncl.metrics.top_image_purity`, one value a row).
-
-    The row's label gives the dimension, its majority class among active samples ("n.s." when
+    :func:`solo_bayesncl.metrics.top_images` chose them), whose purity is ``purity_top`` (one
+    value a row). The row's label gives the dimension, its majority class ("n.s." when
     ``significant`` says the label-shuffled baseline reaches its purity), the purity of the
-    top images shown, the purity over all its active images and how many images it is active
-    on. A thumbnail's border is green when its label is the majority class, red otherwise.
-    ``title`` names the dimensions in the heading.
-    """
+    top images, over all its active images and how many those are. A thumbnail's border is
+    green when its label is the majority class, red otherwise."""
+
     path = Path(path)
     dims, per_dim = top.dims.tolist(), top.index.shape[1]
     rows = max(len(dims), 1)
