@@ -39,13 +39,6 @@ from solo_bayesncl.metrics.probe import logistic_probe
 __all__ = ["background_measures", "gate_selectivity", "scenes_checkpoint"]
 
 
-def _extract(model, loader) -> tuple[torch.Tensor, torch.Tensor]:
-    """Backbone features and the hard-gate representation of every image of ``loader``."""
-    batches = list(extract_representations(model, loader, with_backbone=True))
-    feats = torch.cat([b.backbone_features for b in batches])
-    return feats, torch.cat([b.features for b in batches])
-
-
 def _ungated_and_gate(model, loader) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``u = normalize(phi(z))``, the hard gate ``m`` and the gate probabilities ``alpha`` of
     every image of ``loader``, in eval mode."""
@@ -119,9 +112,10 @@ def background_measures(
     feats, reps, classes, backgrounds = {}, {}, {}, {}
     for split, dataset in data.items():
         loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers)
-        feats[split], reps[split] = _extract(model, loader)
+        batches = list(extract_representations(model, loader, with_backbone=True))
+        feats[split] = torch.cat([b.backbone_features for b in batches])
+        reps[split] = torch.cat([b.features for b in batches])
         classes[split] = _class_labels(dataset)
-
         backgrounds[split] = background_labels(dataset)
     k = int(spec.data.num_backgrounds)
     out = background_figures(

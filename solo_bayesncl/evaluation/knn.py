@@ -1,8 +1,5 @@
-"""kNN evaluation of a pretrained checkpoint with solo-learn's ``WeightedKNNClassifier``.
-
-The data defaults to the dataset the checkpoint was trained on (its ``args.json``); the command
-is :mod:`solo_bayesncl.cli.knn`.
-"""
+"""kNN evaluation of a pretrained checkpoint (:mod:`solo_bayesncl.cli.knn`) with solo-learn's
+``WeightedKNNClassifier``, on the dataset it was trained on unless told otherwise."""
 
 from __future__ import annotations
 
@@ -64,13 +61,11 @@ def knn_eval(
 ) -> dict[str, float]:
     """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set.
 
-    ``checkpoint`` is a path or what :func:`solo_bayesncl.io.checkpoints.load_checkpoint` returned.
-    ``model``: the checkpoint's model as :func:`~solo_bayesncl.io.checkpoints.load_method` built it
-    (eval mode, on its device), when the caller already holds it. ``val_features``: the
-    ``(features, labels)`` of the validation set, in loader order, that a pass of that model
-    over the validation images at :func:`validation_transform` already gave (the evaluation
-    report's pass with its backbone features); the validation pass is then not run again, and
-    the accuracies are those of a pass of its own.
+    ``checkpoint``: a path or a loaded checkpoint. ``model``: its model as
+    :func:`~solo_bayesncl.io.checkpoints.load_method` built it, when the caller already holds it.
+    ``val_features``: the ``(features, labels)`` a pass of that model over the validation images
+    at :func:`validation_transform` already gave, in loader order (the evaluation report's), used
+    instead of a validation pass of its own, with the same accuracies.
     """
     require_solo_learn("main_knn.py")
     from solo.utils.knn import WeightedKNNClassifier

@@ -49,7 +49,6 @@ class ReportOptions:
         top_dims: dimensions shown in the top-activation grid and class histograms.
         images_per_dim: top images per dimension: those the grid shows and the purity of the
             top images is taken over (default: the dashboard's count).
-
         protocol: one of :data:`PROTOCOLS`.
     """
 
@@ -87,14 +86,6 @@ class ReportOptions:
                 require_choice("--device", self.device, ("cpu", "cuda"))
         except ValueError as err:
             raise ReportError(str(err)) from None
-
-    def accumulator_options(self) -> dict[str, Any]:
-        """The keyword arguments of the metrics accumulator
-        (:class:`~solo_bayesncl.metrics.InterpretabilityAccumulator`)."""
-        return {
-            "shuffle_permutations": self.shuffle_permutations,
-            "retrieval_max_samples": self.retrieval_max_samples,
-        }
 
     def pass_settings(self) -> dict[str, Any]:
         """The values of :data:`PASS_OPTIONS` (a dataset as its string)."""

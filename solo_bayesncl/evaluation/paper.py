@@ -62,10 +62,8 @@ def _official_mask(out: dict[str, Any]) -> torch.Tensor:
 
 
 def ncl_paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
-    """The NCL evaluation's features, not normalised: ``z`` (SimCLR, MoCo), ``phi(z)`` (NCL;
-    ``relu(z)`` for ``relu``/``rep_relu``, as the NCL code applies) and, for BayesNCL, which the
-    NCL code does not know, ``phi(z) * 1[sigmoid(a) > 0.5]`` (the gate of the official BayesNCL
-    evaluation)."""
+    """The NCL evaluation's features, not normalised: ``z`` (SimCLR, MoCo), ``phi(z)`` (NCL) and,
+    for BayesNCL, which the NCL code does not know, ``phi(z) * 1[sigmoid(a) > 0.5]``."""
     z = out["z"].float()
     non_neg = getattr(model, "non_neg", None)
     if non_neg is None:
@@ -184,7 +182,6 @@ def evaluate_ncl_paper_protocol(
     _, features, labels = _official_pass(
         model, spec, val_dataset_factory, ncl_paper_representation, batch_size, num_workers, device
     )
-
     settings = {
         "batchnorm": "batch statistics (training mode), unshuffled loader in dataset order",
         "batch_size": batch_size,

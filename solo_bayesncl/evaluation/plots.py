@@ -36,6 +36,14 @@ def _figure(figsize: tuple[float, float]) -> Figure:
     return fig
 
 
+def _saved(fig: Figure, path: str | Path, tight: bool = True) -> Path:
+    """Lays ``fig`` out (``tight``), writes it to ``path`` and returns the path."""
+    if tight:
+        fig.tight_layout()
+    fig.savefig(path, dpi=_DPI)
+    return Path(path)
+
+
 def _class_name(class_names: Sequence[str], index: int) -> str:
     return class_names[index] if 0 <= index < len(class_names) else "none"
 
@@ -79,8 +87,6 @@ def plot_top_activations(
     ``significant`` says the label-shuffled baseline reaches its purity), the purity of the
     top images, over all its active images and how many those are. A thumbnail's border is
     green when its label is the majority class, red otherwise."""
-
-    path = Path(path)
     dims, per_dim = top.dims.tolist(), top.index.shape[1]
     rows = max(len(dims), 1)
     h, w = thumbnails.shape[1:3] if thumbnails.size else (32, 32)
@@ -142,8 +148,7 @@ def plot_top_activations(
             va="center",
             fontsize=8,
         )
-    fig.savefig(path, dpi=_DPI)
-    return path
+    return _saved(fig, path, tight=False)
 
 
 def plot_class_histograms(
@@ -155,7 +160,6 @@ def plot_class_histograms(
 ) -> Path:
     """Small multiples: for each dimension of ``dims``, the number of its active samples per
     class, the majority class highlighted."""
-    path = Path(path)
     dims = list(dims)
     num_classes = stats.class_histogram.shape[1]
     columns = max(1, min(columns, len(dims) or 1))
@@ -187,9 +191,7 @@ def plot_class_histograms(
     if not dims:
         axes[0, 0].axis("on")
         axes[0, 0].text(0.5, 0.5, "no active dimension", ha="center", va="center")
-    fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
-    return path
+    return _saved(fig, path)
 
 
 def retrieval_curves(metrics: Mapping[str, float]) -> dict[int, list[tuple[int, float]]]:
@@ -211,7 +213,6 @@ def plot_retrieval_precision(
 ) -> Path:
     """P@K against the number of dims kept (the most activated ones), one line per K and per
     setting (e.g. ``{"hard gate": metrics, "soft gate": metrics}``)."""
-    path = Path(path)
     fig = _figure(figsize=(6, 4))
     ax = fig.subplots()
     styles = ["-", "--", ":", "-."]
@@ -242,9 +243,7 @@ def plot_retrieval_precision(
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.set_title("Retrieval precision against dimensions kept")
-    fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
-    return path
+    return _saved(fig, path)
 
 
 def _integer_bins(values: np.ndarray, upper: int) -> np.ndarray:
@@ -258,7 +257,6 @@ def plot_active_dims_per_image(
     path: str | Path, active_per_image: np.ndarray, num_dims: int
 ) -> Path:
     """Histogram of the number of active dimensions of each image (out of ``num_dims``)."""
-    path = Path(path)
     counts = np.asarray(active_per_image)
     fig = _figure(figsize=(6, 4))
     ax = fig.subplots()
@@ -269,15 +267,12 @@ def plot_active_dims_per_image(
     ax.set_ylabel("images")
     ax.set_title("Active dimensions per image")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
-    return path
+    return _saved(fig, path)
 
 
 def plot_gate_open_rates(path: str | Path, gate_open: np.ndarray) -> Path:
     """BayesNCL's hard gate: histogram of each dimension's open rate (share of images with the
     gate open) and of the number of open gates per image. ``gate_open`` is ``(N, k)`` bool."""
-    path = Path(path)
     gate_open = np.asarray(gate_open, dtype=bool)
     rates = gate_open.mean(axis=0) if gate_open.size else np.zeros(gate_open.shape[1])
     per_image = gate_open.sum(axis=1)
@@ -295,6 +290,4 @@ def plot_gate_open_rates(path: str | Path, gate_open: np.ndarray) -> Path:
     right.set_xlabel(f"open gates per image (of {gate_open.shape[1]})")
     right.set_ylabel("images")
     right.set_title(f"Open gates per image (mean {float(per_image.mean()):.1f})", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
-    return path
+    return _saved(fig, path)

@@ -93,8 +93,8 @@ def write_report(
     prepared: PreparedReport | None = None,
 ) -> dict[str, Any]:
     """Evaluates ``checkpoint`` (any layout :func:`~solo_bayesncl.io.checkpoints.load_checkpoint`
-    reads) on the validation set of ``options.dataset`` (None: the defaults), writes the report
-    folder ``out_dir`` and returns the content of ``metrics.json``.
+    reads) with ``options`` (None: the defaults), writes the report folder ``out_dir`` and
+    returns the content of ``metrics.json``.
 
     ``out_dir`` must be empty (or ``overwrite``) and writable, checked before any work; the
     report is written into a hidden sibling folder and moved in when complete, so an interrupted
@@ -239,20 +239,18 @@ def describe_dimensions(
     label-shuffled baseline, the purity of its top images (``purity_top``) and of all its
     active images."""
     majority = data.stats.majority_class[top.dims]
-    rows = []
-    for row, d in enumerate(top.dims.tolist()):
-        rows.append(
-            {
-                "dim": d,
-                "majority_class": names[int(majority[row])],
-                "majority_significant": bool(data.p_value[d] <= SIGNIFICANCE),
-                "p_value": float(data.p_value[d]),
-                "purity_top": float(purity_top[row]),
-                "purity": float(data.stats.purity[d]),
-                "active_images": int(data.stats.active_count[d]),
-            }
-        )
-    return rows
+    return [
+        {
+            "dim": d,
+            "majority_class": names[int(majority[row])],
+            "majority_significant": bool(data.p_value[d] <= SIGNIFICANCE),
+            "p_value": float(data.p_value[d]),
+            "purity_top": float(purity_top[row]),
+            "purity": float(data.stats.purity[d]),
+            "active_images": int(data.stats.active_count[d]),
+        }
+        for row, d in enumerate(top.dims.tolist())
+    ]
 
 
 def write_report_files(

@@ -96,26 +96,11 @@ class ReportInputs:
         """The same images with another transform (the paper protocol's)."""
         return seeded_subset(build_val_dataset(self.spec.data, transform), self.max_images)
 
-    def loader(self, batch_size: int, num_workers: int) -> DataLoader:
-        """The report's images in order, in batches."""
-        return DataLoader(
-            self.images.dataset,
-            batch_size=batch_size,
-            shuffle=False,
-            num_workers=num_workers,
-            pin_memory=self.device.type == "cuda",
-        )
-
 
 def load_report_inputs(checkpoint: str | Path, options: ReportOptions) -> ReportInputs:
     """Reads ``checkpoint``, builds its model on ``options.device`` and the validation set of
     ``options.dataset`` (a name or an image folder; None: the checkpoint's own), a seeded subset
-    of ``options.max_images`` images when given.
-
-    Raises :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint,
-    :class:`~solo_bayesncl.data.resolve.DatasetUnavailableError` for missing data files and
-    :class:`ReportError` when there is no labelled validation data.
-    """
+    of ``options.max_images`` images when given; errors as :func:`prepare_report`."""
     where, max_images = pick_device(options.device), options.max_images
     loaded = load_checkpoint(checkpoint)
     model = load_method(loaded, device=where)
@@ -162,19 +147,25 @@ def extract_report_data(
     progress: bool = True,
     with_backbone: bool = False,
 ) -> ReportData:
-    """One pass of the model over the report's images in batches of ``options.batch_size``,
-    thumbnails at most ``options.thumbnail_size`` px; ``with_backbone`` keeps the backbone
-    features of the same pass too (for kNN).
-
-    Raises :class:`ReportError` for an empty dataset, and naming the checkpoint when the model
-    gives NaN or Inf features (once a batch holds one, the pass only counts such rows).
-    """
-    num_classes, figures = len(inputs.class_names), options.accumulator_options()
-    model, source = inputs.model, inputs.loaded.path
+    """One pass of the model over the report's images in order; ``with_backbone`` keeps the
+    backbone features of the same pass too (for kNN). Raises :class:`ReportError` for an empty
+    dataset, and naming the checkpoint when the model gives NaN or Inf features (once a batch
+    holds one, the pass only counts such rows)."""
+    num_classes, model, source = len(inputs.class_names), inputs.model, inputs.loaded.path
+    figures = {
+        "shuffle_permutations": options.shuffle_permutations,
+        "retrieval_max_samples": options.retrieval_max_samples,
+    }
     hard = InterpretabilityAccumulator(num_classes, **figures)
     soft = InterpretabilityAccumulator(num_classes, **figures) if inputs.gated else None
     mean, std, size = inputs.images.mean, inputs.images.std, options.thumbnail_size
-    loader = inputs.loader(options.batch_size, options.num_workers)
+    loader = DataLoader(
+        inputs.images.dataset,
+        batch_size=options.batch_size,
+        shuffle=False,
+        num_workers=options.num_workers,
+        pin_memory=inputs.device.type == "cuda",
+    )
     features, labels, thumbs, gate_open, active, backbone = [], [], [], [], [], []
     seen = non_finite = 0
     for batch in extract_representations(
@@ -260,12 +251,10 @@ def prepare_report(
 ) -> PreparedReport:
     """The report's one trip down and back: loads ``checkpoint`` (its model, the validation
     images and their class names) and makes the one pass over the images; ``with_backbone``
-    keeps the backbone features of that pass (``data.backbone_features``).
-
-    Raises :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint,
+    keeps the backbone features of that pass. Raises
+    :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint,
     :class:`~solo_bayesncl.data.resolve.DatasetUnavailableError` for missing data files and
-    :class:`ReportError` for any other bad input (one line, before the pass).
-    """
+    :class:`ReportError` for any other bad input (one line, before the pass)."""
     options = ReportOptions() if options is None else options
     try:
         inputs = load_report_inputs(checkpoint, options)
