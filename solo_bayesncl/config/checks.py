@@ -101,9 +101,7 @@ PERFORMANCE_KEYS: tuple[str, ...] = (
     "channels_last_max_pool",
 )
 """Every ``performance.*`` key: solo-learn's ``disable_channel_last`` and the plugin's three
-(``compile``: :mod:`solo_bayesncl.training.compiled`, ``small_map_convs``:
-:mod:`solo_bayesncl.training.small_map_convs`, ``channels_last_max_pool``:
-:mod:`solo_bayesncl.training.channels_last_max_pool`)."""
+(:class:`~solo_bayesncl.config.runtime.PerformanceSettings`)."""
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "optimizer": (
         "name",
@@ -144,10 +142,7 @@ _RUN_BOOLEANS = (
     "checkpoint.enabled",
     "auto_resume.enabled",
     "data.no_labels",
-    "performance.disable_channel_last",
-    "performance.compile",
-    "performance.small_map_convs",
-    "performance.channels_last_max_pool",
+    *(f"performance.{key}" for key in PERFORMANCE_KEYS),
     "interpretability.enabled",
 )
 
@@ -220,19 +215,11 @@ def _require_probe_callback(probe: Any, enabled: Any) -> None:
 
 
 def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-    """Range checks of the keys every pretraining and linear run reads, before anything is built.
-
-    ``max_epochs`` >= 1, ``optimizer.batch_size`` >= 1, ``optimizer.lr`` > 0 and finite,
-    ``optimizer.weight_decay`` >= 0, ``optimizer.classifier_lr`` > 0, ``data.num_workers`` >= 0,
-    ``data.fraction`` and ``data.val_fraction`` in (0, 1] or -1, every crop size and crop count
-    >= 1, ``checkpoint.frequency`` >= 1, ``checkpoint.time_interval_s`` >= 0 (null: 0, unset:
-    :data:`DEFAULT_CHECKPOINT_INTERVAL_S`), ``seed`` an integer in [0, 2^32 - 1], only
-    :data:`TOP_LEVEL_KEYS` and Lightning ``Trainer`` arguments at the top, :data:`DATA_KEYS` under
-    ``data`` (the scene keys on ``fashion-mnist-scenes`` only), :data:`CHECKPOINT_KEYS` under
-    ``checkpoint``, :data:`PERFORMANCE_KEYS` under ``performance``, :data:`SECTION_KEYS` under
-    theirs, ``interpretability.probe`` only with ``interpretability.enabled``, and the
-    booleans above parsed strictly. Values are written back normalised (``"false"`` becomes
-    ``False``).
+    """Range checks of the keys every pretraining and linear run reads, before anything is built
+    (counts, rates, fractions, the seed, ``checkpoint.time_interval_s``: unset is
+    :data:`DEFAULT_CHECKPOINT_INTERVAL_S`), only known keys (:data:`TOP_LEVEL_KEYS` and Lightning
+    ``Trainer`` arguments at the top, the scene keys on ``fashion-mnist-scenes`` only), and the
+    booleans parsed strictly. Values are written back normalised (``"false"`` becomes ``False``).
     """
 
     def present(key: str) -> Any:

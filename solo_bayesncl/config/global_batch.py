@@ -1,17 +1,11 @@
 """A global batch that does not depend on the machine.
 
-solo-learn reads ``optimizer.batch_size`` per device and multiplies the learning rate by
-``batch_size * len(devices) * num_nodes / 256`` in its ``parse_cfg``, so one config gives a
-different global batch and learning rate on 1, 2 or 8 GPUs. The published runs of NCL
-(arXiv 2403.12459) and BayesNCL (arXiv 2605.28441) use one GPU with a batch of 256 (CIFAR) or
-128 (ImageNet-100).
-
-The shipped configs therefore set ``optimizer.batch_size_scope: global``: ``optimizer.batch_size``
-is the global batch, split evenly over the ``world_size = len(devices) * num_nodes`` processes
-before solo-learn sees it. solo-learn's factor then reads ``(B / W) * W / 256 = B / 256`` whatever
-``W``, so the learning rate is the paper's too. A global batch that does not split evenly is
-refused with a message before anything is built. ``per_device`` (the default when the key is
-absent) keeps solo-learn's own meaning.
+solo-learn reads ``optimizer.batch_size`` per device and scales the learning rate by
+``batch_size * len(devices) * num_nodes / 256``. With ``optimizer.batch_size_scope: global`` (the
+shipped configs) ``optimizer.batch_size`` is the global batch, split evenly over the
+``len(devices) * num_nodes`` processes before solo-learn sees it, so batch and learning rate are
+the papers' (one GPU, batch 256 on CIFAR) on any number of devices; an uneven split is refused.
+``per_device`` (the default when the key is absent) keeps solo-learn's own meaning.
 """
 
 from __future__ import annotations
@@ -21,17 +15,9 @@ from dataclasses import dataclass
 import omegaconf
 from omegaconf import OmegaConf
 
-__all__ = [
-    "BATCH_SCOPES",
-    "BatchPlan",
-    "apply_global_batch",
-    "plan_global_batch",
-    "solo_learn_lr",
-]
+__all__ = ["BATCH_SCOPES", "BatchPlan", "apply_global_batch", "plan_global_batch"]
 
 BATCH_SCOPES: tuple[str, ...] = ("global", "per_device")
-LR_REFERENCE_BATCH = 256
-"""solo-learn's learning rates are given for a global batch of 256."""
 
 
 @dataclass(frozen=True)
@@ -44,11 +30,8 @@ class BatchPlan:
 
 
 def plan_global_batch(global_batch: int, world_size: int) -> BatchPlan:
-    """Splits ``global_batch`` evenly over ``world_size`` processes.
-
-    Raises:
-        ValueError: a non-positive size, or a global batch that ``world_size`` does not divide.
-    """
+    """Splits ``global_batch`` evenly over ``world_size`` processes; raises ValueError for a
+    non-positive size, or a global batch that ``world_size`` does not divide."""
     if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
         raise ValueError(f"optimizer.batch_size={global_batch!r} must be a positive integer")
     if world_size < 1:
@@ -61,11 +44,6 @@ def plan_global_batch(global_batch: int, world_size: int) -> BatchPlan:
             "optimizer.batch_size_scope=per_device to give solo-learn a per-device batch"
         )
     return BatchPlan(global_batch, world_size, global_batch // world_size)
-
-
-def solo_learn_lr(lr: float, per_device_batch: int, devices: int, num_nodes: int = 1) -> float:
-    """The learning rate solo-learn's ``parse_cfg`` trains with: ``lr * b * devices * nodes / 256``."""
-    return lr * per_device_batch * devices * num_nodes / LR_REFERENCE_BATCH
 
 
 def apply_global_batch(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:

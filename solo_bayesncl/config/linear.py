@@ -38,13 +38,10 @@ def inherit_from_checkpoint(
     cfg: omegaconf.DictConfig, trained: DatasetSpec, explicit: Iterable[str] = ()
 ) -> omegaconf.DictConfig:
     """Takes the data settings of the pretraining run (``trained``, the dataset of its
-    ``args.json``) into a linear-evaluation config, except the keys in ``explicit`` (overrides
-    the user gave; a key also covers its children, ``data`` covers every ``data.*``).
-
-    The dataset always follows the checkpoint unless given. Its paths, ``fraction``,
-    ``val_fraction`` and normalisation follow only while the dataset is the checkpoint's; the
-    crop size always does (the backbone was trained at that resolution).
-    """
+    ``args.json``) into a linear-evaluation config, except the keys in ``explicit`` (the user's
+    overrides; ``data`` covers every ``data.*``). The dataset follows the checkpoint; paths,
+    fractions and normalisation only while the dataset is the checkpoint's; the crop size always
+    (the backbone was trained at that resolution)."""
     explicit = {k.split("=", 1)[0].lstrip("+~") for k in explicit}
     if trained.name and not _given("data.dataset", explicit):
         OmegaConf.update(cfg, "data.dataset", trained.name, force_add=True)

@@ -72,24 +72,13 @@ def _select(cfg: omegaconf.DictConfig, key: str, default):
 
 
 def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-    """Fills ``accelerator``, ``devices`` (a list), ``strategy`` and ``precision`` in place.
-
-    - ``accelerator: auto`` is ``gpu`` when CUDA is available, else ``cpu``.
-    - ``devices: auto`` is every visible GPU, or ``[0]`` (one process) on CPU; an integer ``n``
-      becomes ``[0, ..., n-1]``; a list is kept.
-    - ``strategy: auto`` is ``ddp`` with more than one device, else ``auto``; on the CPU only
-      :data:`CPU_STRATEGIES` are taken (:class:`ConfigError` otherwise).
-    - ``precision: auto`` (the shipped configs' value) is ``16-mixed`` on GPU, as in solo-learn's
-      configs, and ``32`` on CPU. An explicit half precision that the CPU cannot run
-      (``16-mixed``) falls back to ``32`` with a warning.
-    - ``sync_batchnorm`` (BatchNorm statistics over the global batch, the shipped configs'
-      ``True``) is kept on GPUs, where Lightning converts the layers to torch's ``SyncBatchNorm``;
-      it is off on the CPU, where torch's ``SyncBatchNorm`` refuses to run ("only work with GPU
-      modules"): several CPU processes then normalise each its own part of the batch, which one
-      line says (printed by the deciding process only).
-    - solo-learn's ``performance.disable_channel_last``, when left out, is ``True`` on CPU (the
-      model and its inputs stay contiguous, faster there) and ``False`` on GPU (channels-last,
-      solo-learn's default); an explicit value is kept.
+    """Fills ``accelerator``, ``devices`` (a list), ``strategy`` and ``precision`` in place
+    (docs/training.md): ``auto`` follows the machine, explicit values are kept. ``devices: n``
+    becomes ``[0, ..., n-1]``; on the CPU only :data:`CPU_STRATEGIES` are taken
+    (:class:`ConfigError` otherwise), a precision it cannot run falls back to ``32`` with a
+    warning, and ``sync_batchnorm`` is off (torch's ``SyncBatchNorm`` runs on GPUs only; one line
+    says so when several processes then normalise each its own part of the batch). A left-out
+    ``performance.disable_channel_last`` is ``True`` on the CPU (contiguous, faster there).
     """
     accelerator = str(_select(cfg, "accelerator", "auto")).lower()
     if accelerator == "auto":
@@ -181,16 +170,9 @@ def cpp_compiler() -> str | None:
 
 @dataclass(frozen=True)
 class PerformanceSettings:
-    """The ``performance.*`` switches, decided once.
-
-    ``channels_last``: solo-learn's memory layout (not ``disable_channel_last``).
-    ``small_map_convs``: convolutions on maps of a few pixels as matrix products
-    (:mod:`solo_bayesncl.training.small_map_convs`; left out: on). ``channels_last_max_pool``:
-    max-pooling with the channels-last kernel in a contiguous model
-    (:mod:`solo_bayesncl.training.channels_last_max_pool`; left out: on where the model stays
-    contiguous). ``compile``: the backbone's training forward compiled
-    (:mod:`solo_bayesncl.training.compiled`; left out: off).
-    """
+    """The ``performance.*`` switches, decided once: ``channels_last`` is solo-learn's memory
+    layout (not ``disable_channel_last``); the others are the modules of the same names in
+    :mod:`solo_bayesncl.training` (``compile``: :mod:`~solo_bayesncl.training.compiled`)."""
 
     channels_last: bool = True
     small_map_convs: bool = True

@@ -55,12 +55,10 @@ def _gate_flags(cfg: dict[str, Any], weights: Iterable[str]) -> None:
 
 def official_method_name(cfg: dict[str, Any], weights: Iterable[str]) -> str:
     """The plugin method a config of the official codes means (``simclr`` + gate -> bayesncl,
-    ``simclr`` + ``non_neg`` -> ncl); other names are returned as they are. ``weights``: the
-    names of the checkpoint's weights.
-
-    The official ``use_bayes: False`` builds no gating head, so only a gating head in the weights
-    or ``use_bayes: True`` makes a gated model; the other gate keys are present in every official
-    config and say nothing."""
+    ``simclr`` + ``non_neg`` -> ncl; other names as they are); ``weights``: the names of the
+    checkpoint's weights. Only a gating head in the weights or ``use_bayes: True`` makes a gated
+    model (the official ``use_bayes: False`` builds no gating head; the other gate keys are in
+    every official config and say nothing)."""
     method = str(cfg.get("method", ""))
     kwargs = cfg.get("method_kwargs") or {}
     if method == "simclr":

@@ -1,33 +1,17 @@
-"""The shipped configs under upstream solo-learn's own scripts: a Hydra callback.
-
-A user with a solo-learn checkout runs its unchanged ``main_pretrain.py`` (or
-``main_linear.py``) on this package's configs::
+"""The shipped configs under upstream solo-learn's own scripts (unchanged), a Hydra callback::
 
     python main_pretrain.py --config-path <this package>/scripts/pretrain/cifar \\
         --config-name bayesncl.yaml devices=[0] precision=16-mixed
 
 Upstream's script looks ``cfg.method`` up in ``solo.methods.METHODS``, which gains ``bayesncl``
-and ``ncl`` only when something imports ``solo_bayesncl``; upstream's script does not. Every
-shipped config therefore declares :class:`UpstreamScripts` under ``hydra.callbacks``.
-
-Why a Hydra callback: it is the one hook that the config itself can bring into an unchanged
-script. Hydra (1.1 and later; this package needs hydra-core >= 1.3) instantiates the callbacks
-named in ``hydra.callbacks`` and calls ``on_job_start`` in the job's process, in single runs and
-in multiruns (on the remote side too with a launcher), after the config is composed and before
-the task function runs; upstream's script reads ``METHODS`` only inside its task function, so
-the methods are there in time. Alternatives fall short: a ``.pth`` file or ``sitecustomize``
-imports the plugin into every Python process of the environment; a ``PYTHONPATH`` shim or an
-edited ``main_pretrain.py`` is a change the user has to make. With this package's own commands
-the callback runs too and only registers again, which :func:`~solo_bayesncl.host.registration.register`
-makes a no-op; ``hydra.compose`` (the benchmark, the tests) runs no callbacks.
-
-Upstream's scripts also read some keys differently from this package's commands: they scale the
-learning rate by ``len(devices)``, pass ``precision`` to Lightning as written, read
-``optimizer.batch_size`` per device, know only solo-learn's datasets, and ignore the keys only
-this package reads. A config whose run would differ there, silently or with a bare
-``AssertionError``, is refused before anything is built with one line naming each key and the
-override to give (:func:`upstream_problems`). The callback cannot change the config the task
-receives (Hydra hands the task its own copy), so it checks instead of translating.
+and ``ncl`` only once ``solo_bayesncl`` is imported, so every shipped config declares
+:class:`UpstreamScripts` under ``hydra.callbacks``: Hydra calls it in the job's process before
+the task function (why a callback: docs/architecture.md). Upstream's scripts also read some keys
+differently from this package's commands (the learning rate scaled by ``len(devices)``, a
+per-device batch, solo-learn's datasets only, ...); such a config is refused in one line naming
+each key and the override to give (:func:`upstream_problems`). The callback cannot change the
+config the task receives (Hydra hands the task its own copy), so it checks instead of
+translating.
 """
 
 from __future__ import annotations
@@ -206,11 +190,9 @@ def check_method_keys(cfg: omegaconf.DictConfig) -> None:
 
 
 class UpstreamScripts(Callback):
-    """Declared in every shipped config (``hydra.callbacks``): registers ``bayesncl`` and
-    ``ncl`` into solo-learn before the task function runs, and, when that task is not this
-    package's (upstream's ``main_pretrain.py``/``main_linear.py``), refuses with exit status 2, in
-    one line, a config those scripts would read differently (:func:`upstream_problems`) or whose
-    method keys the method would refuse (:func:`check_method_keys`)."""
+    """Registers ``bayesncl`` and ``ncl`` into solo-learn before the task function runs and,
+    under upstream's scripts, refuses with exit status 2, in one line, a config they would read
+    differently (:func:`upstream_problems`) or with method keys the method would refuse."""
 
     def on_job_start(self, config: omegaconf.DictConfig, **kwargs: Any) -> None:
         register()

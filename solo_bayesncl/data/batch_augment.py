@@ -1,32 +1,14 @@
-"""solo-learn's pretraining augmentations applied to whole batches of uint8 images, with the
-random parameters drawn independently for every image and every view.
+"""solo-learn's pretraining augmentations (``solo.data.pretrain_dataloader.
+build_transform_pipeline``) applied to whole ``(B, C, H, W)`` uint8 batches on their device, every
+random parameter drawn per image and per view (kornia's samplers with ``same_on_batch=False``, and
+``torch.rand``), from torch's global generator, which the training seeds per rank and batch.
 
-solo-learn augments one PIL image at a time (``solo.data.pretrain_dataloader.
-build_transform_pipeline``): random resized crop (bicubic), colour jitter in a random order with a
-probability, random grayscale, Gaussian blur (sigma uniform in [0.1, 2]), solarization (threshold
-128), horizontal flip, normalisation. :class:`BatchAugmentation` applies the same recipe to a
-``(B, C, H, W)`` uint8 tensor on whatever device it lives on (CPU, or a GPU after the batch was
-transferred). The operations and their per-image parameter sampling come from kornia
-(``kornia.augmentation`` with ``same_on_batch=False``, ``kornia.enhance``) and PyTorch
-(``affine_grid``/``grid_sample``); this module holds the glue that makes them follow solo-learn's
-recipe:
-
-- the crop box is kornia's :class:`~kornia.augmentation.RandomResizedCrop` sampler (torchvision's
-  area/log-ratio rule, ten tries per image); the crop is resampled with PIL's half-pixel
-  convention (box edges onto output edges) by one batched bicubic ``grid_sample``;
-- kornia's ``ColorJitter`` draws one application order per call; torchvision draws one per image,
-  so the order here is a random permutation per image and each step runs on the images that have
-  it at that position, with kornia's per-image factors;
-- single-channel images (Fashion-MNIST) stay single-channel until normalisation: on a gray image
-  saturation, hue and grayscale change nothing, so they are skipped rather than computed.
-
-Equalization is not offered (solo-learn's recipes leave it at 0): a pipeline that asks for it is
-refused with a message pointing at ``data.augment_on=per_image``.
-
-Every random parameter is drawn from torch's global generator of the process that augments (kornia's
-samplers and ``torch.rand``). Under DDP each process augments its own share of the batch, and the
-Trainer seeds each process's generator by its rank
-(:func:`solo_bayesncl.training.trainer.per_rank_random_streams`), so the shares get independent parameters.
+The glue that makes kornia follow solo-learn's recipe: the crop box is kornia's
+``RandomResizedCrop`` sampler, resampled with PIL's half-pixel convention (box edges onto output
+edges) by one bicubic ``grid_sample``; the colour-jitter order is drawn per image, as torchvision
+does (kornia draws one per call); single-channel images stay single-channel until normalisation
+(saturation, hue and grayscale change nothing on them). Equalization is refused. How this path
+differs from solo-learn's per-image one: docs/fidelity.md.
 """
 
 from __future__ import annotations
@@ -123,12 +105,8 @@ class Recipe:
 
 def unsupported_reason(recipe: Recipe, image_size: int) -> str | None:
     """Why the batched path would not match solo-learn's transforms for ``recipe`` on square
-    images of side ``image_size``, or None when it does.
-
-    Two cases are not covered: equalization (not implemented), and crops shrunk to a smaller
-    output (PIL antialiases when downscaling, ``grid_sample`` does not); the datasets served here
-    (28 and 32 px) with 32 px crops only ever upscale.
-    """
+    images of side ``image_size`` (equalization; downscaling crops, which PIL antialiases and
+    ``grid_sample`` does not), or None when it does."""
     if recipe.equalization_prob > 0:
         return "equalization.prob > 0 (equalization is only in the per-image path)"
     if recipe.crop_size < image_size:

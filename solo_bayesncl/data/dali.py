@@ -1,16 +1,9 @@
 """The checks and settings of ``data.format=dali``, made before any model is built.
 
-solo-learn's DALI pipelines read an image folder themselves: every entry of every class folder
-(sorted), or of the folder itself with ``data.no_labels=True``, goes to DALI's file reader and
-image decoder. A file that is not an image stops DALI in the middle of an epoch, and an empty
-folder fails inside solo-learn with an unpacking error, so both are checked here first, with a
-message naming the folder or the file. ``dali.device`` says where DALI decodes and augments:
-
-- ``cpu``: DALI's CPU operators (no GPU needed; the pipeline is built without a device id).
-- ``gpu`` (alias ``mixed``): solo-learn's GPU path, unchanged: decoding with DALI's ``mixed``
-  (nvJPEG) decoder, augmentations on the GPU.
-
-``auto`` (or left out) is ``gpu`` when the run trains on a GPU and ``cpu`` otherwise.
+solo-learn's DALI pipelines hand every entry of the class folders to DALI's decoder: a file that
+is not an image stops DALI in the middle of an epoch, and an empty folder fails inside solo-learn
+with an unpacking error, so both are checked here first with a message naming the folder or the
+file. ``dali.device`` (:data:`DALI_DEVICES`) is explained in docs/training.md.
 """
 
 from __future__ import annotations
@@ -48,12 +41,7 @@ _SIGNATURES: tuple[bytes, ...] = (
     b"MM\x00*",
     b"\x00\x00\x00\x0cjP  \r\n\x87\n",
     b"\xffO\xffQ",
-    b"P1",
-    b"P2",
-    b"P3",
-    b"P4",
-    b"P5",
-    b"P6",
+    *(f"P{n}".encode() for n in range(1, 7)),
 )
 
 
@@ -97,12 +85,9 @@ def _not_an_image(path: Path) -> str | None:
 def check_dali_folder(
     folder: str | Path, key: str, no_labels: bool = False, batch_size: int | None = None
 ) -> int:
-    """Checks an image folder as solo-learn's DALI reader will read it; returns its image count.
-
-    Every entry must be a readable file with an image header (its content is decoded by DALI
-    during training). With ``batch_size``, the folder must hold at least one full batch (DALI
-    drops the last partial one).
-    """
+    """Checks an image folder as solo-learn's DALI reader will read it (every entry a readable
+    file with an image header; with ``batch_size``, at least one full batch, as DALI drops the
+    last partial one); returns its image count."""
     path = Path(str(folder))
     if not path.is_dir():
         raise DaliDataError(f"{key}={str(folder)!r} is not a folder")

@@ -1,15 +1,10 @@
 """solo-learn's DALI data modules, made to run on the CPU as well.
 
-solo-learn's ``PretrainDALIDataModule`` and ``ClassificationDALIDataModule`` build their DALI
-pipelines with the process's local rank as DALI's ``device_id``, and DALI then asks for CUDA even
-when every operator runs on the CPU. The subclasses here change only that: with
-``dali_device="cpu"`` the same pipeline builders, augmentations and iterator wrappers of solo-learn
-are used and the pipeline is built with ``device_id=None`` (DALI's CPU-only mode); with ``"gpu"``
-``setup`` is solo-learn's own. The iterators yield what solo-learn's torchvision loaders yield
-(``[indexes, views, targets]`` for pretraining, ``(x, y)`` for classification), so every
-solo-learn method, ``bayesncl`` and ``ncl`` included, trains on them unchanged.
-
-Importing this module imports solo-learn and NVIDIA DALI.
+solo-learn builds its DALI pipelines with the local rank as DALI's ``device_id``, and DALI then
+asks for CUDA even when every operator runs on the CPU. With ``dali_device="cpu"`` the
+subclasses here build the same pipelines (solo-learn's builders, augmentations and iterator
+wrappers) with ``device_id=None``; with ``"gpu"`` ``setup`` is solo-learn's own. Importing this
+module imports solo-learn and NVIDIA DALI.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The datasets and loaders of a resolved config: pretraining views, labelled training data,
-validation data at the training resolution, and the transforms they use.
-
-The plugin's datasets (:mod:`solo_bayesncl.data.names`) are built here; solo-learn's through its
-own loaders. For ``custom`` data, solo-learn validates at 224 px after a 256 px resize whatever
-the training crop; here validation uses the training crop size instead.
-"""
+"""The datasets, loaders and transforms of a resolved config: the plugin's datasets built here,
+solo-learn's through its own loaders. Validation runs at the training crop size (solo-learn's
+``custom`` data validates at 224 px after a 256 px resize whatever the crop)."""
 
 from __future__ import annotations
 
@@ -34,7 +30,6 @@ __all__ = [
     "build_val_dataset",
     "build_val_loader",
     "class_names",
-    "image_params",
     "labelled_val_images",
     "linear_train_transform",
     "official_transforms",
@@ -111,22 +106,12 @@ def build_train_dataset(spec: DatasetSpec, transform) -> Dataset:
     )
 
 
-def image_params(spec: DatasetSpec) -> tuple[int, list[float], list[float]]:
-    """``(crop_size, mean, std)`` of a pretraining config (first augmentation pipeline) or of a
-    linear-evaluation config (``data.augmentations``): the mean/std are the pretraining views'
-    (:func:`~solo_bayesncl.data.names.solo_normalization`, solo-learn's table for CIFAR,
-    STL-10 and ImageNet), so that every evaluation feeds what the backbone was trained on."""
-    mean, std = spec.normalization
-    return spec.crop_size, mean, std
-
-
 def official_transforms(
     spec: DatasetSpec,
 ) -> tuple[transforms.Compose, transforms.Compose] | None:
     """solo-learn's classification ``(train, validation)`` transforms of the dataset, which the
-    official NCL/BayesNCL probe and evaluation use (CIFAR-100 included: CIFAR-10's mean/std on
-    both sides); None for datasets solo-learn does not know by name (image folders and the
-    plugin's offline datasets), where the plugin's own transforms are the only ones."""
+    official NCL/BayesNCL probe and evaluation use (CIFAR-10's mean/std for CIFAR-100 too);
+    None for datasets solo-learn does not know by name."""
     name = spec.name
     if name not in SOLO_LOADER_DATASETS:
         return None
@@ -145,12 +130,14 @@ def _normalized_as(transform: transforms.Compose, mean, std) -> transforms.Compo
 
 
 def validation_transform(spec: DatasetSpec) -> transforms.Compose:
-    """Resize and centre-crop to the training crop size, normalised like the training views.
+    """Resize and centre-crop to the training crop size, normalised like the training views
+    (:attr:`~solo_bayesncl.data.names.DatasetSpec.normalization`, so that every evaluation feeds
+    what the backbone was trained on).
 
     Small images (crop <= 64 px) are resized straight to the crop size, larger ones to
     ``crop / 0.875`` first (224 px crops read a 256 px resize, as in solo-learn).
     """
-    crop, mean, std = image_params(spec)
+    crop, (mean, std) = spec.crop_size, spec.normalization
     resize = crop if crop <= 64 else int(round(crop / 0.875))
     return transforms.Compose(
         [
@@ -164,7 +151,7 @@ def validation_transform(spec: DatasetSpec) -> transforms.Compose:
 
 def linear_train_transform(spec: DatasetSpec) -> transforms.Compose:
     """Random resized crop and flip at the training crop size (offline linear evaluation)."""
-    crop, mean, std = image_params(spec)
+    crop, (mean, std) = spec.crop_size, spec.normalization
     return transforms.Compose(
         [
             transforms.RandomResizedCrop(
@@ -220,19 +207,15 @@ def build_val_loader(
     spec: DatasetSpec, batch_size: int, transform=None, processes: int = 1
 ) -> DataLoader | None:
     """Validation loader in solo-learn's ``(X, y)`` format, None when there is no labelled data.
-
-    With several ``processes`` (``len(devices) * num_nodes``) every process reads the whole set
-    (:func:`solo_bayesncl.core.distributed.whole_set_in_every_process`): the validation figures are
-    those of the whole set, each image counted once, as with one process.
-
-    ``transform`` defaults to the standard one: for the datasets solo-learn knows by name its
-    classification validation transform (CIFAR: none; ImageNet: 256 px resize, 224 px centre
-    crop) normalised with the pretraining views' mean/std (:func:`image_params`) in place of its
-    own, which is CIFAR-10's for CIFAR-100 too; :func:`validation_transform` for the others.
+    With several ``processes`` every process reads the whole set (the figures are those of the
+    whole set, each image counted once). ``transform`` defaults to solo-learn's classification
+    validation transform for the datasets it knows by name, normalised with the pretraining
+    views' mean/std in place of its own (CIFAR-10's for CIFAR-100 too), else
+    :func:`validation_transform`.
     """
     if transform is None:
         official = official_transforms(spec)
-        _, mean, std = image_params(spec)
+        mean, std = spec.normalization
         transform = (
             validation_transform(spec)
             if official is None
@@ -271,7 +254,6 @@ def seeded_subset(dataset, max_images: int | None, seed: int = 0):
         return dataset
     if max_images < 1:
         raise ValueError(f"max_images must be >= 1, got {max_images}")
-    # a seeded random subset, in dataset order (image folders are sorted by class)
     picks = np.sort(np.random.default_rng(seed).permutation(len(dataset))[:max_images])
     return Subset(dataset, picks.tolist())
 
@@ -289,15 +271,12 @@ class LabelledImages:
 
 
 def labelled_val_images(spec: DatasetSpec, max_images: int | None = None) -> LabelledImages | None:
-    """The labelled validation images of the dataset ``spec`` at the training resolution (a seeded subset
-    of ``max_images``), or None when the config has none.
-
-    Raises ValueError when the dataset names no classes and ``data.num_classes`` is unset, or
-    for a ``max_images`` below 1.
-    """
+    """The labelled validation images of ``spec`` at the training resolution (a seeded subset of
+    ``max_images``), or None when the config has none. Raises ValueError when the dataset names
+    no classes and ``data.num_classes`` is unset, or for a ``max_images`` below 1."""
     val = build_val_dataset(spec, validation_transform(spec))
     if val is None:
         return None
     names = class_names(val, spec.num_classes)
-    _, mean, std = image_params(spec)
+    mean, std = spec.normalization
     return LabelledImages(seeded_subset(val, max_images), names, spec.label, mean, std)

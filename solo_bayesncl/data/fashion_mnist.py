@@ -66,12 +66,9 @@ def _find(root: Path, stem: str) -> Path:
 
 
 def read_idx(path: str | Path, ndim: int | None = None) -> np.ndarray:
-    """Reads an IDX file (optionally gzipped): the format of the MNIST family.
-
-    Checks the magic number (unsigned bytes), the number of dimensions when ``ndim`` is given,
-    and that the data holds exactly the bytes the header announces. A truncated or corrupt file
-    raises ``ValueError`` naming it.
-    """
+    """Reads an IDX file (optionally gzipped), the MNIST family's format, checking the magic
+    number (unsigned bytes), ``ndim`` when given and that the data holds exactly the bytes the
+    header announces; a truncated or corrupt file raises ``ValueError`` naming it."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     try:

@@ -1,13 +1,10 @@
-"""The dataset vocabulary and the one decoder of a config's dataset: which names exist, which
-solo-learn reads itself, which the plugin adds, their aliases, and :func:`dataset_spec`, which
-reads a config's ``data`` section (and its crop size and normalisation) once into a frozen
-:class:`DatasetSpec`. It is the only place a dataset name or alias is read from a config.
+"""The dataset vocabulary (which names exist, which solo-learn reads itself, which the plugin adds,
+their aliases) and :func:`dataset_spec`, the one place a config's dataset is read: once, into a
+frozen :class:`DatasetSpec`.
 
-solo-learn knows ``cifar10``, ``cifar100``, ``stl10``, ``imagenet``, ``imagenet100`` and
-``custom`` (an image folder). The plugin adds ``fashion-mnist`` and ``fashion-mnist-scenes`` by
-presenting them to solo-learn as ``custom`` and remembering the real name in
-``data.offline_dataset`` (:func:`solo_bayesncl.data.resolve.resolve_dataset_cfg`); every reader
-of a config reads it from the spec.
+The plugin's ``fashion-mnist`` and ``fashion-mnist-scenes`` are presented to solo-learn as
+``custom``, the real name kept in ``data.offline_dataset``
+(:func:`solo_bayesncl.data.resolve.resolve_dataset_cfg`).
 """
 
 from __future__ import annotations
@@ -110,14 +107,10 @@ def solo_normalization(
     dataset: str, mean: Sequence[float] | None = None, std: Sequence[float] | None = None
 ) -> tuple[list[float], list[float]]:
     """The mean and std solo-learn's ``build_transform_pipeline`` normalises views of
-    ``dataset`` (``data.dataset`` as solo-learn reads it) with: its table for the datasets it
-    knows (CIFAR-10, CIFAR-100, STL-10, ImageNet), ``mean``/``std`` otherwise (the augmentation
-    pipeline's, as :class:`~solo_bayesncl.data.names.DatasetSpec` holds them; ImageNet's when
-    None).
-
-    The one place every pipeline and evaluation reads its normalisation from. Only the dataset
-    and ``mean``/``std`` matter: solo-learn is asked with every augmentation switched off.
-    """
+    ``dataset`` (``data.dataset`` as solo-learn reads it) with: its table for CIFAR-10,
+    CIFAR-100, STL-10 and ImageNet, else ``mean``/``std`` (the augmentation pipeline's; None:
+    ImageNet's). The one place every pipeline and evaluation reads its normalisation from;
+    solo-learn is asked with every augmentation switched off."""
     from solo.data.pretrain_dataloader import build_transform_pipeline
 
     node = OmegaConf.create(_NO_AUGMENTATION)
@@ -133,16 +126,12 @@ def solo_normalization(
 @dataclass(frozen=True)
 class DatasetSpec:
     """A config's dataset, decoded once by :func:`dataset_spec`; every reader of the dataset
-    reads these attributes rather than the config.
-
-    ``name`` is the dataset trained on (an alias replaced by its canonical name; the plugin's
-    datasets, which solo-learn sees as ``custom`` once resolved, by their own name); ``loader``
-    is ``data.dataset`` as solo-learn reads it. ``crop_size``, ``mean`` and ``std`` are those of
-    the first augmentation pipeline of a pretraining config, or of ``data.augmentations`` of a
-    linear one (``mean``/``std`` as written there, None when absent). ``augment_on`` is the
-    pretraining pipeline (``data.augment_on``, resolved), ``dali_device``,
-    ``encode_indexes`` and the crop counts what solo-learn's DALI data modules take.
-    """
+    reads these attributes rather than the config. ``name`` is the canonical name of the dataset
+    trained on (the plugin's, which solo-learn sees as ``custom``, by their own name); ``loader``
+    is ``data.dataset`` as solo-learn reads it. ``crop_size``, ``mean`` and ``std`` (None when
+    absent) are those of the first augmentation pipeline of a pretraining config, or of
+    ``data.augmentations`` of a linear one; ``dali_device``, ``encode_indexes`` and the crop
+    counts are what solo-learn's DALI data modules take."""
 
     name: str
     loader: str

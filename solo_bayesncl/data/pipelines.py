@@ -1,24 +1,10 @@
-"""The pretraining data pipeline and the key that picks it: ``data.augment_on``.
-
-- ``per_image``: solo-learn's own path. Its data module's dataset decodes one PIL image at a
-  time and applies ``build_transform_pipeline`` to it in the loader (workers included).
-- ``batch``: for datasets that fit in memory as uint8 arrays (Fashion-MNIST, and CIFAR-10/100,
-  which torchvision loads as one array), the loader only indexes a uint8 tensor, and the
-  augmentation runs on whole batches after they reach the training device, in the data module's
-  ``on_after_batch_transfer`` hook (:class:`~solo_bayesncl.data.batch_augment.
-  MultiViewAugmentation`): on the CPU in the training process, on a GPU on the GPU. Every image
-  and view still gets its own random parameters; the suite's equivalence test compares the two
-  paths' output statistics.
-
-Both are Lightning data modules whose training loader shuffles with
-:class:`~solo_bayesncl.data.sampler.EpochSampler` (each epoch's order from the seed and the epoch,
-each process its share), so that a run resumed within an epoch continues with the batches the
-checkpoint had not trained. The batched path's training loader runs without workers
-(``data.num_workers`` still sets the validation loader's). Left unset, ``data.augment_on`` is
-``batch`` where that equivalence holds (those datasets, ``data.format=image_folder``, recipes
-without equalization and without downscaling crops) and ``per_image`` everywhere else.
-ImageNet-100 and image folders keep solo-learn's datasets and per-image transforms; DALI
-(``data.format=dali``) is solo-learn's own pipeline.
+"""The pretraining data pipeline picked by ``data.augment_on`` (docs/training.md): ``per_image``
+is solo-learn's path (its dataset applies ``build_transform_pipeline`` to one PIL image at a time
+in the loader); ``batch`` serves in-memory uint8 arrays and augments whole batches on the training
+device in the data module's ``on_after_batch_transfer``
+(:class:`~solo_bayesncl.data.batch_augment.MultiViewAugmentation`). Both data modules shuffle
+with :class:`~solo_bayesncl.data.sampler.EpochSampler`, so a run resumed within an epoch
+continues with the batches the checkpoint had not trained.
 """
 
 from __future__ import annotations
@@ -80,11 +66,9 @@ def not_batchable(spec: DatasetSpec, pipelines: Any) -> str | None:
 
 
 class InMemoryImages(Dataset):
-    """uint8 images ``(N, C, H, W)`` and their labels, served as ``(index, image, label)``.
-
-    ``__getitems__`` returns a whole batch as three tensors (one indexing operation); the
-    loader's ``collate_fn`` must be :func:`collate_batch`.
-    """
+    """uint8 images ``(N, C, H, W)`` and their labels, served as ``(index, image, label)``;
+    ``__getitems__`` returns a whole batch as three tensors (the loader's ``collate_fn`` must be
+    :func:`collate_batch`)."""
 
     def __init__(self, images: torch.Tensor, targets: torch.Tensor) -> None:
         if images.dtype != torch.uint8 or images.ndim != 4:
@@ -150,10 +134,8 @@ def recipes(data: DatasetSpec, solo_cfg: omegaconf.DictConfig) -> list[Recipe]:
 
 
 def _datamodule_class():
-    """The Lightning data module both pretraining paths share: the training loader shuffles with
-    an :class:`~solo_bayesncl.data.sampler.EpochSampler` (this process's share, each epoch's
-    order from the seed and the epoch), and ``continue_epoch`` makes it skip what a checkpoint
-    saved within an epoch already trained."""
+    """The Lightning data module both pretraining paths share (:class:`EpochSampler`, and
+    ``continue_epoch`` to skip what a checkpoint saved within an epoch already trained)."""
     import lightning.pytorch as pl
 
     class PretrainDataModule(pl.LightningDataModule):

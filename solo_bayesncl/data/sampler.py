@@ -1,14 +1,6 @@
-"""The pretraining loaders' sampler: each epoch's order depends on the seed and the epoch alone,
-and an epoch can start after the batches a checkpoint already trained.
-
-Shuffling with a ``RandomSampler`` draws the order from torch's global generator when the
-epoch's iterator starts, so the order of a resumed run depends on what was drawn before (the
-restore, the sanity check, the loader's own seed). :class:`EpochSampler` is torch's
-``DistributedSampler`` (a permutation from its own generator seeded with ``seed + epoch``, split
-over the processes of a job; Lightning keeps a ``DistributedSampler`` as it is), with one
-addition: :meth:`EpochSampler.continue_epoch` makes the next pass over an epoch skip the samples
-this process already trained, which is what a checkpoint saved within an epoch needs.
-"""
+"""The pretraining loaders' sampler: each epoch's order depends on the seed and the epoch alone (a
+``RandomSampler`` draws it from torch's global generator, so a resumed run's order would depend on
+what was drawn before), and an epoch can start after the batches a checkpoint already trained."""
 
 from __future__ import annotations
 
@@ -20,14 +12,10 @@ __all__ = ["EpochSampler"]
 
 
 class EpochSampler(DistributedSampler):
-    """Shuffled indices of ``dataset`` for one process of ``num_replicas`` (``rank``): the order
-    of epoch ``e`` is a function of ``seed`` and ``e`` only (Lightning calls ``set_epoch``).
-
-    ``continue_epoch(epoch, samples_done)`` makes the next pass over ``epoch`` start at its
-    ``samples_done``-th index (this process's share); the length stays the whole epoch's, as
-    Lightning counts the batches already trained itself. It holds for one pass; any later pass
-    over an epoch starts at the beginning.
-    """
+    """torch's ``DistributedSampler`` (shuffled, the order of epoch ``e`` a function of ``seed``
+    and ``e`` only) that :meth:`continue_epoch` makes start the next pass over an epoch after
+    the samples a checkpoint already trained; the length stays the whole epoch's, as Lightning
+    counts the batches already trained itself."""
 
     def __init__(self, dataset: Sized, seed: int, num_replicas: int = 1, rank: int = 0) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed)

@@ -1,22 +1,14 @@
 """``fashion-mnist-scenes``: Fashion-MNIST items composited onto shared background textures.
 
 A testbed for BayesNCL's mechanism (arXiv 2605.28441, section 3: features common to many images,
-the "blue sky", are pulled together in positive pairs and pushed apart in negatives; the gate
-should close them). Fashion-MNIST items sit on black, so the real data has no such feature. Here
-every image gets one of ``num_backgrounds`` (4-8) textures that fill the whole 28x28 frame, and
-the item is pasted on top with its own intensity as alpha (``out = a * item + (1 - a) * texture``,
-``a = item / 255``). Everything is derived from Debian's IDX files and a seed: no download, the
-same pixels on every machine.
-
-* The textures differ in structure (orientation and period), not only in brightness, so they
-  stay distinguishable in grayscale, under colour jitter and in small crops.
-* Background and class are independent by construction: within each class the images are
-  dealt the backgrounds in turn after a seeded shuffle, so every (class, background) cell of a
-  split holds the same count up to one image.
-* Each image's texture is shifted by a seeded random phase, so no two backgrounds are pixel-equal.
-
-The class label is what the dataset yields (``(image, class)``, like :class:`FashionMNIST`);
-the background label sits beside it in ``backgrounds`` (and ``background_names``).
+the "blue sky", should be closed by the gate), which the real data, items on black, lacks. Every
+image gets one of ``num_backgrounds`` (4-8) textures filling the 28x28 frame, the item pasted on
+top with its own intensity as alpha (``out = a * item + (1 - a) * texture``, ``a = item / 255``),
+all from Debian's IDX files and a seed. The textures differ in structure (orientation, period),
+so they stay distinguishable in grayscale, under colour jitter and in small crops; each is
+shifted by a seeded random phase per image. Background and class are independent by
+construction (:func:`assign_backgrounds`). The dataset yields ``(image, class)``; the background
+labels are in ``backgrounds`` (and ``background_names``).
 """
 
 from __future__ import annotations
@@ -88,8 +80,7 @@ def texture(index: int, shifts: np.ndarray) -> np.ndarray:
     x = np.arange(_SIZE)[None, None, :] + shifts[:, 1, None, None]
     name = TEXTURE_NAMES[index]
     if name == "horizontal stripes":  # period 4
-        on = (y // 2) % 2 == 0
-        on = np.broadcast_to(on, (len(shifts), _SIZE, _SIZE))
+        on = np.broadcast_to((y // 2) % 2 == 0, (len(shifts), _SIZE, _SIZE))
     elif name == "vertical stripes":  # period 4
         on = np.broadcast_to((x // 2) % 2 == 0, (len(shifts), _SIZE, _SIZE))
     elif name == "checkerboard":  # 3 px squares
@@ -170,10 +161,8 @@ class FashionMNISTScenes(FashionMNIST):
     """Fashion-MNIST on shared background textures (see the module docstring).
 
     Args:
-        split: ``train`` or ``val``.
-        transform: applied to the RGB PIL image.
-        root: folder of the IDX files; :func:`fashion_mnist_root` by default.
-        limit: keep only the first ``limit`` images (the assignment is made on the whole split).
+        split, transform, root, limit: as :class:`FashionMNIST` (the backgrounds are assigned
+            on the whole split).
         num_backgrounds: how many textures (4-8), the first of :data:`TEXTURE_NAMES`.
         seed: seeds the background assignment and the texture phases (train and val get
             different streams from it).

@@ -39,13 +39,6 @@ from solo_bayesncl.metrics.probe import logistic_probe
 __all__ = ["background_measures", "gate_selectivity", "scenes_checkpoint"]
 
 
-def _extract(model, loader) -> tuple[torch.Tensor, torch.Tensor]:
-    """Backbone features and the hard-gate representation of every image of ``loader``."""
-    batches = list(extract_representations(model, loader, with_backbone=True))
-    feats = torch.cat([b.backbone_features for b in batches])
-    return feats, torch.cat([b.features for b in batches])
-
-
 def _ungated_and_gate(model, loader) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``u = normalize(phi(z))``, the hard gate ``m`` and the gate probabilities ``alpha`` of
     every image of ``loader``, in eval mode."""
@@ -84,11 +77,10 @@ def gate_selectivity(
     drawn on ``num_backgrounds`` backgrounds)."""
     loader = DataLoader(val_data, batch_size=batch_size, num_workers=num_workers)
     ungated, mask, probs = _ungated_and_gate(model, loader)
-    classes = np.asarray(_inner(val_data).targets)[_picks(val_data)]
     return gate_background_selectivity(
         ungated,
         mask,
-        classes,
+        _class_labels(val_data),
         background_labels(val_data),
         OFFLINE_DATASETS[SCENES],
         num_backgrounds,
@@ -96,12 +88,11 @@ def gate_selectivity(
     )
 
 
-def _inner(dataset):
-    return dataset.dataset if hasattr(dataset, "indices") else dataset
-
-
-def _picks(dataset):
-    return np.asarray(dataset.indices) if hasattr(dataset, "indices") else slice(None)
+def _class_labels(dataset) -> np.ndarray:
+    """The class label of every item of ``dataset`` (a scenes dataset or a ``Subset`` of one)."""
+    if hasattr(dataset, "indices"):
+        return np.asarray(dataset.dataset.targets)[np.asarray(dataset.indices)]
+    return np.asarray(dataset.targets)
 
 
 def background_measures(
@@ -121,8 +112,10 @@ def background_measures(
     feats, reps, classes, backgrounds = {}, {}, {}, {}
     for split, dataset in data.items():
         loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers)
-        feats[split], reps[split] = _extract(model, loader)
-        classes[split] = np.asarray(_inner(dataset).targets)[_picks(dataset)]
+        batches = list(extract_representations(model, loader, with_backbone=True))
+        feats[split] = torch.cat([b.backbone_features for b in batches])
+        reps[split] = torch.cat([b.features for b in batches])
+        classes[split] = _class_labels(dataset)
         backgrounds[split] = background_labels(dataset)
     k = int(spec.data.num_backgrounds)
     out = background_figures(

@@ -1,8 +1,5 @@
-"""kNN evaluation of a pretrained checkpoint with solo-learn's ``WeightedKNNClassifier``.
-
-The data defaults to the dataset the checkpoint was trained on (its ``args.json``); the command
-is :mod:`solo_bayesncl.cli.knn`.
-"""
+"""kNN evaluation of a pretrained checkpoint (:mod:`solo_bayesncl.cli.knn`) with solo-learn's
+``WeightedKNNClassifier``, on the dataset it was trained on unless told otherwise."""
 
 from __future__ import annotations
 
@@ -15,7 +12,7 @@ from torch.utils.data import DataLoader
 from solo_bayesncl.config.runtime import pick_device
 from solo_bayesncl.config.saved import switched_dataset
 from solo_bayesncl.core.representations import extract_representations
-from solo_bayesncl.core.validation import require_int, require_range
+from solo_bayesncl.core.validation import require_choice, require_int, require_range
 from solo_bayesncl.data.datasets import (
     build_labelled_train_dataset,
     build_val_dataset,
@@ -64,13 +61,11 @@ def knn_eval(
 ) -> dict[str, float]:
     """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set.
 
-    ``checkpoint`` is a path or what :func:`solo_bayesncl.io.checkpoints.load_checkpoint` returned.
-    ``model``: the checkpoint's model as :func:`~solo_bayesncl.io.checkpoints.load_method` built it
-    (eval mode, on its device), when the caller already holds it. ``val_features``: the
-    ``(features, labels)`` of the validation set, in loader order, that a pass of that model
-    over the validation images at :func:`validation_transform` already gave (the evaluation
-    report's pass with its backbone features); the validation pass is then not run again, and
-    the accuracies are those of a pass of its own.
+    ``checkpoint``: a path or a loaded checkpoint. ``model``: its model as
+    :func:`~solo_bayesncl.io.checkpoints.load_method` built it, when the caller already holds it.
+    ``val_features``: the ``(features, labels)`` a pass of that model over the validation images
+    at :func:`validation_transform` already gave, in loader order (the evaluation report's), used
+    instead of a validation pass of its own, with the same accuracies.
     """
     require_solo_learn("main_knn.py")
     from solo.utils.knn import WeightedKNNClassifier
@@ -79,14 +74,8 @@ def knn_eval(
     require_range("temperature", temperature, low=0.0, high=float("inf"))
     require_int("batch_size", batch_size, low=1)
     require_int("num_workers", num_workers, low=0)
-    if feature not in FEATURES:
-        raise ValueError(
-            f"feature={feature!r} is not supported; allowed values: {', '.join(FEATURES)}"
-        )
-    if distance not in DISTANCES:
-        raise ValueError(
-            f"distance={distance!r} is not supported; allowed values: {', '.join(DISTANCES)}"
-        )
+    require_choice("feature", feature, FEATURES)
+    require_choice("distance", distance, DISTANCES)
     loaded = checkpoint if isinstance(checkpoint, LoadedCheckpoint) else load_checkpoint(checkpoint)
     data = switched_dataset(loaded.spec, dataset).data
     if model is None:

@@ -1,13 +1,5 @@
-"""The evaluation report's options, resolved once into one frozen object.
-
-The command (``solo-bayesncl-evaluate``), the benchmark's report stage (a preset's ``report``
-section) and any library caller build a :class:`ReportOptions`; every step of the report reads
-its attributes. Building one checks every option, so a bad value is refused before anything is
-read, in the words the command uses::
-
-    options = ReportOptions(dataset="fashion-mnist", max_images=500, top_dims=8)
-    write_report("last.ckpt", "report/", options)
-"""
+"""The evaluation report's options (:class:`ReportOptions`), checked once when built, so a bad
+value is refused before anything is read, in the words the command uses."""
 
 from __future__ import annotations
 
@@ -43,28 +35,21 @@ class ReportError(ValueError):
 
 @dataclass(frozen=True)
 class ReportOptions:
-    """Every option of the evaluation report; the command's flags of the same names.
+    """Every option of the evaluation report; the command's flags of the same names. An option
+    out of range raises :class:`ReportError`, named as the command spells it.
 
     Attributes:
         dataset: a dataset name (``fashion-mnist``, ``cifar10``, ...) or an image folder; None
             reads the checkpoint's own validation data.
-        batch_size, num_workers: the validation loader's.
         max_images: evaluate a seeded random subset of this many images.
         device: ``cpu`` or ``cuda`` (None: cuda when available).
         thumbnail_size: longest side of the stored thumbnails, in pixels.
         shuffle_permutations: permutations of the label-shuffled consistency baseline.
         retrieval_max_samples: cap on the vectors used for retrieval precision.
         top_dims: dimensions shown in the top-activation grid and class histograms.
-        images_per_dim: top images per dimension: the row of the top-activation grid and the
-            images its purity of the top images is taken over (the dashboard's count by
-            default, :data:`solo_bayesncl.metrics.TOP_IMAGES`).
-        protocol: ``standard`` (eval-mode BatchNorm, the shared metric definitions),
-            ``paper``, which adds ``metrics_paper``: the official BayesNCL evaluation
-            (:mod:`solo_bayesncl.evaluation.paper`), beside the standard figures, or
-            ``ncl-paper``, which adds ``metrics_ncl_paper``: the NCL repository's evaluation.
-
-    Raises:
-        ReportError: an option out of range, named as the command spells it.
+        images_per_dim: top images per dimension: those the grid shows and the purity of the
+            top images is taken over (default: the dashboard's count).
+        protocol: one of :data:`PROTOCOLS`.
     """
 
     dataset: str | Path | None = None
@@ -101,14 +86,6 @@ class ReportOptions:
                 require_choice("--device", self.device, ("cpu", "cuda"))
         except ValueError as err:
             raise ReportError(str(err)) from None
-
-    def accumulator_options(self) -> dict[str, Any]:
-        """The keyword arguments of the metrics accumulator
-        (:class:`~solo_bayesncl.metrics.InterpretabilityAccumulator`)."""
-        return {
-            "shuffle_permutations": self.shuffle_permutations,
-            "retrieval_max_samples": self.retrieval_max_samples,
-        }
 
     def pass_settings(self) -> dict[str, Any]:
         """The values of :data:`PASS_OPTIONS` (a dataset as its string)."""

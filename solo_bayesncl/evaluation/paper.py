@@ -1,24 +1,11 @@
 """The ``paper`` evaluation protocol: the official BayesNCL evaluation (arXiv 2605.28441), run on
-a checkpoint of any of the four methods, for numbers that read beside the paper's table; and the
-``ncl-paper`` protocol: the NCL repository's evaluation (arXiv 2403.12459), the same pass with
-NCL's features and formulas (:func:`evaluate_ncl_paper_protocol`).
+a checkpoint of any of the four methods; and the ``ncl-paper`` protocol: the NCL repository's
+evaluation (arXiv 2403.12459), the same pass with NCL's features and formulas.
 
-What it does as the official evaluation does, and the ``standard`` protocol does not:
-
-- the model stays in training mode (the official code never calls ``eval()``): BatchNorm
-  normalises each batch with its own statistics, over the validation set in dataset order,
-  unshuffled (class-sorted for image folders), so the values depend on the batch size;
-- the validation images get solo-learn's classification transform of the dataset (CIFAR-10's
-  mean/std for CIFAR-10 and CIFAR-100 alike, not the pretraining views'; ImageNet: 256 px
-  resize, 224 px centre crop);
-- the gate is ``1[sigmoid(a / 1.0) > 0.5]``, with the official temperature and threshold;
-- the metrics are those of :mod:`solo_bayesncl.metrics.paper_protocol`; the singular-value
-  entropy is taken on one training batch of two augmented views, each view forwarded as its own
-  batch (the official code logs it on the first training batch of an epoch, where solo-learn
-  forwards every view separately, so BatchNorm sees one view's batch at a time).
-
-The caller's model is not touched: the pass runs on a copy (training-mode BatchNorm updates its
-running statistics).
+Both pass over the validation set as the official code does: a copy of the model in training
+mode (BatchNorm on each batch's statistics, so the values depend on the batch size), unshuffled,
+solo-learn's classification transform, the gate ``1[sigmoid(a / 1.0) > 0.5]``. docs/fidelity.md
+lists every difference from the ``standard`` protocol.
 """
 
 from __future__ import annotations
@@ -47,15 +34,7 @@ from solo_bayesncl.data.pipelines import augmentations, per_image_transform
 from solo_bayesncl.metrics.ncl_paper_protocol import ncl_paper_metrics
 from solo_bayesncl.metrics.paper_protocol import paper_metrics, paper_singular_value_entropy
 
-__all__ = [
-    "OFFICIAL_GATE_TEMPERATURE",
-    "OFFICIAL_GATE_THRESHOLD",
-    "evaluate_ncl_paper_protocol",
-    "evaluate_paper_protocol",
-    "ncl_paper_representation",
-    "paper_representation",
-    "paper_val_transform",
-]
+__all__ = ["evaluate_ncl_paper_protocol", "evaluate_paper_protocol"]
 
 OFFICIAL_GATE_TEMPERATURE = 1.0
 OFFICIAL_GATE_THRESHOLD = 0.5
@@ -83,10 +62,8 @@ def _official_mask(out: dict[str, Any]) -> torch.Tensor:
 
 
 def ncl_paper_representation(model: nn.Module, out: dict[str, Any]) -> torch.Tensor:
-    """The NCL evaluation's features, not normalised: ``z`` (SimCLR, MoCo), ``phi(z)`` (NCL;
-    ``relu(z)`` for ``relu``/``rep_relu``, as the NCL code applies) and, for BayesNCL, which the
-    NCL code does not know, ``phi(z) * 1[sigmoid(a) > 0.5]`` (the gate of the official BayesNCL
-    evaluation)."""
+    """The NCL evaluation's features, not normalised: ``z`` (SimCLR, MoCo), ``phi(z)`` (NCL) and,
+    for BayesNCL, which the NCL code does not know, ``phi(z) * 1[sigmoid(a) > 0.5]``."""
     z = out["z"].float()
     non_neg = getattr(model, "non_neg", None)
     if non_neg is None:
@@ -110,7 +87,6 @@ def _official_pass(
     spec: RunSpec,
     val_dataset_factory,
     represent,
-    *,
     batch_size: int,
     num_workers: int,
     device,
@@ -162,29 +138,17 @@ def evaluate_paper_protocol(
     device,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Runs the official evaluation on ``model`` (left unchanged) and returns its figures.
+    """Runs the official evaluation on ``model`` (any of the four methods, left unchanged) and
+    returns ``{"metrics": {...}, "settings": {...}}``: the figures under ``paper_`` names
+    (:func:`solo_bayesncl.metrics.paper_protocol.paper_metrics`) and how they were obtained.
 
-    Args:
-        model: a built method (any of the four).
-        spec: the checkpoint's spec (:class:`~solo_bayesncl.config.settings.RunSpec`), its
-            data resolved.
-        val_dataset_factory: ``transform -> dataset``, the validation set (the report's images)
-            with that transform.
-        batch_size: the evaluation batch (BatchNorm statistics are per batch).
-        seed: the seed of the training batch of the singular-value entropy.
-
-    Returns:
-        ``{"metrics": {...}, "settings": {...}}``: the figures under ``paper_`` names (see
-        :func:`solo_bayesncl.metrics.paper_protocol.paper_metrics`) and how they were obtained.
+    ``spec``: the checkpoint's, its data resolved; ``val_dataset_factory``: ``transform ->
+    dataset``, the report's validation images with that transform; ``batch_size``: the
+    evaluation batch (BatchNorm statistics are per batch); ``seed``: that of the training batch
+    of the singular-value entropy.
     """
     official, features, labels = _official_pass(
-        model,
-        spec,
-        val_dataset_factory,
-        paper_representation,
-        batch_size=batch_size,
-        num_workers=num_workers,
-        device=device,
+        model, spec, val_dataset_factory, paper_representation, batch_size, num_workers, device
     )
     metrics = paper_metrics(features, labels)
     entropy = _training_batch_entropy(official, spec, batch_size, device, seed)
@@ -212,21 +176,11 @@ def evaluate_ncl_paper_protocol(
     device,
 ) -> dict[str, Any]:
     """Runs the NCL repository's evaluation on ``model`` (left unchanged): the pass of
-    :func:`evaluate_paper_protocol` (training-mode BatchNorm, unshuffled, solo-learn's
-    classification transform) on :func:`ncl_paper_representation`, and the formulas of
-    :mod:`solo_bayesncl.metrics.ncl_paper_protocol`. Arguments as there.
-
-    Returns:
-        ``{"metrics": {...}, "settings": {...}}``, the figures under ``ncl_paper_`` names.
-    """
+    :func:`evaluate_paper_protocol` on :func:`ncl_paper_representation`, and the formulas of
+    :mod:`solo_bayesncl.metrics.ncl_paper_protocol`; arguments and result as there, the figures
+    under ``ncl_paper_`` names."""
     _, features, labels = _official_pass(
-        model,
-        spec,
-        val_dataset_factory,
-        ncl_paper_representation,
-        batch_size=batch_size,
-        num_workers=num_workers,
-        device=device,
+        model, spec, val_dataset_factory, ncl_paper_representation, batch_size, num_workers, device
     )
     settings = {
         "batchnorm": "batch statistics (training mode), unshuffled loader in dataset order",

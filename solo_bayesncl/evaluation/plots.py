@@ -1,20 +1,7 @@
-"""The pictures of the evaluation report (PNG, drawn by matplotlib's Agg canvas).
-
-Every function takes plain arrays (and the :class:`~solo_bayesncl.metrics.DimensionStats` the
-metrics already computed), writes one PNG and returns its path; none needs solo-learn. Figures are
-drawn on their own Agg canvas, so importing this module leaves pyplot's global backend alone.
-
-- :func:`plot_top_activations`: for chosen dimensions (the report draws the most and the least
-  selective), their top images (:func:`solo_bayesncl.metrics.top_images`), one row per dimension,
-  labelled with its majority class ("n.s." when label shuffling reaches its purity), the purity
-  of the top images shown (:func:`solo_bayesncl.metrics.top_image_purity`) and over all its
-  active images;
-- :func:`plot_class_histograms`: per dimension, the class histogram of its active samples;
-- :func:`plot_retrieval_precision`: retrieval precision P@K against the number of dims kept;
-- :func:`plot_active_dims_per_image`: the distribution of active dimensions per image;
-- :func:`plot_gate_open_rates`: BayesNCL's hard gate, per-dimension open rates and open gates
-  per image.
-"""
+"""The pictures of the evaluation report. Every function takes plain arrays (and the
+:class:`~solo_bayesncl.metrics.DimensionStats` the metrics already computed), writes one PNG and
+returns its path; figures are drawn on their own Agg canvas, so importing this module leaves
+pyplot's global backend alone."""
 
 from __future__ import annotations
 
@@ -34,7 +21,6 @@ __all__ = [
     "plot_gate_open_rates",
     "plot_retrieval_precision",
     "plot_top_activations",
-    "retrieval_curves",
 ]
 
 _DPI = 110
@@ -48,6 +34,14 @@ def _figure(figsize: tuple[float, float]) -> Figure:
     fig = Figure(figsize=figsize)
     FigureCanvasAgg(fig)
     return fig
+
+
+def _saved(fig: Figure, path: str | Path, tight: bool = True) -> Path:
+    """Lays ``fig`` out (``tight``), writes it to ``path`` and returns the path."""
+    if tight:
+        fig.tight_layout()
+    fig.savefig(path, dpi=_DPI)
+    return Path(path)
 
 
 def _class_name(class_names: Sequence[str], index: int) -> str:
@@ -88,17 +82,11 @@ def plot_top_activations(
     title: str = "most selective",
 ) -> Path:
     """Grid of the top images of each dimension of ``top`` (one row each, as
-    :func:`solo_bayesncl.metrics.top_images` chose them: the images it fires on with the largest
-    ``|activation|``), whose purity is ``purity_top``
-    (:func:`solo_bayesncl.metrics.top_image_purity`, one value a row).
-
-    The row's label gives the dimension, its majority class among active samples ("n.s." when
+    :func:`solo_bayesncl.metrics.top_images` chose them), whose purity is ``purity_top`` (one
+    value a row). The row's label gives the dimension, its majority class ("n.s." when
     ``significant`` says the label-shuffled baseline reaches its purity), the purity of the
-    top images shown, the purity over all its active images and how many images it is active
-    on. A thumbnail's border is green when its label is the majority class, red otherwise.
-    ``title`` names the dimensions in the heading.
-    """
-    path = Path(path)
+    top images, over all its active images and how many those are. A thumbnail's border is
+    green when its label is the majority class, red otherwise."""
     dims, per_dim = top.dims.tolist(), top.index.shape[1]
     rows = max(len(dims), 1)
     h, w = thumbnails.shape[1:3] if thumbnails.size else (32, 32)
@@ -160,8 +148,7 @@ def plot_top_activations(
             va="center",
             fontsize=8,
         )
-    fig.savefig(path, dpi=_DPI)
-    return path
+    return _saved(fig, path, tight=False)
 
 
 def plot_class_histograms(
@@ -173,7 +160,6 @@ def plot_class_histograms(
 ) -> Path:
     """Small multiples: for each dimension of ``dims``, the number of its active samples per
     class, the majority class highlighted."""
-    path = Path(path)
     dims = list(dims)
     num_classes = stats.class_histogram.shape[1]
     columns = max(1, min(columns, len(dims) or 1))
@@ -205,9 +191,7 @@ def plot_class_histograms(
     if not dims:
         axes[0, 0].axis("on")
         axes[0, 0].text(0.5, 0.5, "no active dimension", ha="center", va="center")
-    fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
-    return path
+    return _saved(fig, path)
 
 
 def retrieval_curves(metrics: Mapping[str, float]) -> dict[int, list[tuple[int, float]]]:
@@ -229,7 +213,6 @@ def plot_retrieval_precision(
 ) -> Path:
     """P@K against the number of dims kept (the most activated ones), one line per K and per
     setting (e.g. ``{"hard gate": metrics, "soft gate": metrics}``)."""
-    path = Path(path)
     fig = _figure(figsize=(6, 4))
     ax = fig.subplots()
     styles = ["-", "--", ":", "-."]
@@ -260,9 +243,7 @@ def plot_retrieval_precision(
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.set_title("Retrieval precision against dimensions kept")
-    fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
-    return path
+    return _saved(fig, path)
 
 
 def _integer_bins(values: np.ndarray, upper: int) -> np.ndarray:
@@ -276,7 +257,6 @@ def plot_active_dims_per_image(
     path: str | Path, active_per_image: np.ndarray, num_dims: int
 ) -> Path:
     """Histogram of the number of active dimensions of each image (out of ``num_dims``)."""
-    path = Path(path)
     counts = np.asarray(active_per_image)
     fig = _figure(figsize=(6, 4))
     ax = fig.subplots()
@@ -287,15 +267,12 @@ def plot_active_dims_per_image(
     ax.set_ylabel("images")
     ax.set_title("Active dimensions per image")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
-    return path
+    return _saved(fig, path)
 
 
 def plot_gate_open_rates(path: str | Path, gate_open: np.ndarray) -> Path:
     """BayesNCL's hard gate: histogram of each dimension's open rate (share of images with the
     gate open) and of the number of open gates per image. ``gate_open`` is ``(N, k)`` bool."""
-    path = Path(path)
     gate_open = np.asarray(gate_open, dtype=bool)
     rates = gate_open.mean(axis=0) if gate_open.size else np.zeros(gate_open.shape[1])
     per_image = gate_open.sum(axis=1)
@@ -313,6 +290,4 @@ def plot_gate_open_rates(path: str | Path, gate_open: np.ndarray) -> Path:
     right.set_xlabel(f"open gates per image (of {gate_open.shape[1]})")
     right.set_ylabel("images")
     right.set_title(f"Open gates per image (mean {float(per_image.mean()):.1f})", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
-    return path
+    return _saved(fig, path)

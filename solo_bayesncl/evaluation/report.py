@@ -1,42 +1,13 @@
-"""The post-training evaluation report: from a checkpoint to a folder of metrics and pictures.
+"""The post-training evaluation report: from a checkpoint to a folder of metrics and pictures
+(``python -m solo_bayesncl.evaluation CHECKPOINT --out REPORT_DIR``, flags in
+:mod:`solo_bayesncl.cli.evaluate`).
 
-    python -m solo_bayesncl.evaluation CHECKPOINT --out REPORT_DIR [--dataset fashion-mnist]
-        [--batch-size 256] [--max-images N] [--device cpu|cuda] [--top-dims 16] [--overwrite]
-
-``CHECKPOINT`` is any layout :func:`solo_bayesncl.io.checkpoints.load_checkpoint` reads (solo-learn
-``.ckpt`` with its ``args.json``, the official NCL/BayesNCL codes' layout, zoo artifacts) of
-``bayesncl``, ``ncl``, ``simclr`` or ``mocov2plus``. ``--dataset`` defaults to the checkpoint's
-validation data; it takes a dataset name or an image folder (``class/image`` layout).
-
-The flags are resolved once into a :class:`~solo_bayesncl.evaluation.options.ReportOptions`.
-:func:`write_report` makes one trip down and back for what the report needs
-(:func:`~solo_bayesncl.evaluation.report_data.prepare_report`: the model, the validation images,
-their labels and the one pass over them), then computes the report's figures and writes them.
-
-The report folder holds:
-
-``metrics.json``
-    ``method``, ``checkpoint``, ``dataset``, ``num_images``, ``metrics`` (hard gate; the
-    representation of docs/method.md) and, for BayesNCL, ``metrics_soft_gate`` and a
-    ``gate_open_rate`` summary; ``top_dimensions`` lists the best-evidenced dimensions (purity
-    weighed by support: the Wilson lower bound of the purity, dimensions firing on fewer than
-    1% of the images last; see :func:`solo_bayesncl.metrics.evidence_order`) and
-    ``least_selective_dimensions`` the weakest-evidenced, each with its majority class, whether that majority is significant, the
-    purity of its top images and over all its active images.
-``metrics.md``
-    the same as readable tables, semantic consistency beside its label-shuffled baseline.
-``top_activations.png`` (most selective dimensions), ``least_selective_activations.png``,
-``class_histograms.png``, ``retrieval_precision.png``,
-``active_dims_per_image.png``, ``gate_open_rates.png`` (BayesNCL only)
-    see :mod:`solo_bayesncl.evaluation.plots`.
-``features.npz``
-    the dashboard's input (:mod:`solo_bayesncl.dashboard.bundle`):
-    ``python -m solo_bayesncl.dashboard REPORT_DIR --out DIR``.
-
-``metrics.json`` lists the files the report wrote (``files``). ``--overwrite`` replaces those
-files and removes only the files the *previous* report's own list names that the new one does not
-write (a BayesNCL picture when an NCL report replaces a BayesNCL one); any other file in the
-folder, whatever its name, is never touched.
+:func:`write_report` makes one pass over the validation images
+(:func:`~solo_bayesncl.evaluation.report_data.prepare_report`), computes the report's figures and
+writes the folder that docs/evaluation.md describes: ``metrics.json``, ``metrics.md``, the
+pictures of :mod:`~solo_bayesncl.evaluation.plots` and ``features.npz`` (the dashboard's input).
+``metrics.json`` lists the files written (``files``); ``--overwrite`` replaces them and removes
+only the files the previous report listed that the new one does not write.
 """
 
 from __future__ import annotations
@@ -121,30 +92,17 @@ def write_report(
     progress: bool = True,
     prepared: PreparedReport | None = None,
 ) -> dict[str, Any]:
-    """Evaluate ``checkpoint`` on the validation set of ``options.dataset`` and write the report
-    folder.
+    """Evaluates ``checkpoint`` (any layout :func:`~solo_bayesncl.io.checkpoints.load_checkpoint`
+    reads) with ``options`` (None: the defaults), writes the report folder ``out_dir`` and
+    returns the content of ``metrics.json``.
 
-    Args:
-        checkpoint: a checkpoint file (see the module docstring).
-        out_dir: the report folder; created, and refused when it exists non-empty unless
-            ``overwrite`` or cannot be written (checked first). The report is written into a
-            hidden sibling folder and moved in when complete, so an interrupted run leaves an
-            earlier report intact.
-        options: the report's options (:class:`ReportOptions`; None: the defaults).
-        overwrite: replace the report files in a non-empty ``out_dir``.
-        progress: show a progress bar while extracting features.
-        prepared: the pass :func:`prepare_report` made for ``checkpoint`` with options whose
-            pass options (:data:`~solo_bayesncl.evaluation.options.PASS_OPTIONS`) are these,
-            written as it is instead of a pass of its own.
+    ``out_dir`` must be empty (or ``overwrite``) and writable, checked before any work; the
+    report is written into a hidden sibling folder and moved in when complete, so an interrupted
+    run leaves an earlier report intact. ``prepared``: the pass :func:`prepare_report` made for
+    ``checkpoint`` with the same pass options, written instead of a pass of its own.
 
-    Returns:
-        The content of ``metrics.json``.
-
-    Raises:
-        CheckpointError: missing or unreadable checkpoint, unknown method.
-        ReportError: non-empty ``out_dir`` without ``overwrite``, no labelled validation data,
-            or any other bad input (one line, before any work), or a ``prepared`` pass made
-            with other options.
+    Raises :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint and
+    :class:`ReportError` for any other bad input (one line, before any work).
     """
     out_dir = Path(out_dir)
     options = ReportOptions() if options is None else options
@@ -152,7 +110,7 @@ def write_report(
     if prepared is not None:
         prepared.check_made_for(checkpoint, options)
     remove_stale_temporaries(out_dir, PARTIAL_SUFFIX)
-    if prepared is None:  # the one trip down: the model, the images and the pass over them
+    if prepared is None:
         prepared = prepare_report(checkpoint, options, progress=progress)
     inputs, data = prepared.inputs, prepared.data
     stats = data.stats
@@ -174,9 +132,7 @@ def write_report(
         report[f"metrics_{key}"] = finite_or_null(official["metrics"])
         report[f"{key}_protocol"] = official["settings"]
     report["files"] = sorted(report_files(inputs.gated))
-    # written into a hidden sibling folder, moved into out_dir only when complete: a killed
-    # run leaves an earlier report as it was (and its own folder is removed by the next run);
-    # of the previous report's own files, those the new one does not write are removed
+    # the previous report's own files that the new one does not write are removed
     stale = tuple(sorted(_previous_files(out_dir) - set(report["files"])))
     with replacing_folder(
         out_dir, PARTIAL_SUFFIX, stale, last=("metrics.md", "metrics.json")
@@ -283,20 +239,18 @@ def describe_dimensions(
     label-shuffled baseline, the purity of its top images (``purity_top``) and of all its
     active images."""
     majority = data.stats.majority_class[top.dims]
-    rows = []
-    for row, d in enumerate(top.dims.tolist()):
-        rows.append(
-            {
-                "dim": d,
-                "majority_class": names[int(majority[row])],
-                "majority_significant": bool(data.p_value[d] <= SIGNIFICANCE),
-                "p_value": float(data.p_value[d]),
-                "purity_top": float(purity_top[row]),
-                "purity": float(data.stats.purity[d]),
-                "active_images": int(data.stats.active_count[d]),
-            }
-        )
-    return rows
+    return [
+        {
+            "dim": d,
+            "majority_class": names[int(majority[row])],
+            "majority_significant": bool(data.p_value[d] <= SIGNIFICANCE),
+            "p_value": float(data.p_value[d]),
+            "purity_top": float(purity_top[row]),
+            "purity": float(data.stats.purity[d]),
+            "active_images": int(data.stats.active_count[d]),
+        }
+        for row, d in enumerate(top.dims.tolist())
+    ]
 
 
 def write_report_files(

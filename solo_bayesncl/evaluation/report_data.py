@@ -1,18 +1,12 @@
-"""What the evaluation report reads: the model, the validation set and its class names, and one
-pass of the model over it, in one call.
-
-:func:`prepare_report` is the report's one trip down and back: :func:`load_report_inputs` reads
-the checkpoint, builds its model and the validation images with their class names, then
-:func:`extract_report_data` runs :func:`solo_bayesncl.core.representations.extract_representations`
-once and keeps what the report's files need: the metrics of the hard (and, for BayesNCL, the soft)
-gate from :class:`~solo_bayesncl.metrics.InterpretabilityAccumulator`, the per-dimension
-statistics, the features, thumbnails and gate states.
+"""What the evaluation report reads, in one call (:func:`prepare_report`): the checkpoint's model,
+the validation images with their class names (:func:`load_report_inputs`), and one pass of the
+model over them (:func:`extract_report_data`) with the metrics of the hard (and, for BayesNCL,
+the soft) gate, the per-dimension statistics, the features, thumbnails and gate states.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,16 +45,7 @@ from solo_bayesncl.metrics import (
     non_finite_rows,
 )
 
-__all__ = [
-    "PreparedReport",
-    "ReportData",
-    "ReportError",
-    "ReportInputs",
-    "extract_report_data",
-    "load_report_inputs",
-    "prepare_report",
-    "thumbnails",
-]
+__all__ = ["PreparedReport", "ReportData", "ReportError", "ReportInputs", "prepare_report"]
 
 
 def thumbnails(
@@ -86,17 +71,10 @@ def thumbnails(
 
 @dataclass
 class ReportInputs:
-    """What the report is computed from, loaded by :func:`load_report_inputs`.
-
-    Attributes:
-        loaded: the checkpoint as read.
-        spec: its spec with the data switched to the report's dataset.
-        model: the method with its weights, in eval mode on ``device``.
-        device: where the model runs.
-        images: the report's validation images (a seeded subset with ``max_images``), with their
-            class names, the dataset's name and normalisation.
-        max_images: the subset size, None for all images.
-    """
+    """What the report is computed from (:func:`load_report_inputs`): the checkpoint as read,
+    its spec with the data switched to the report's dataset, the method in eval mode on
+    ``device``, and the report's validation images (a seeded subset of ``max_images``, None:
+    all) with their class names and normalisation."""
 
     loaded: LoadedCheckpoint
     spec: RunSpec
@@ -118,31 +96,16 @@ class ReportInputs:
         """The same images with another transform (the paper protocol's)."""
         return seeded_subset(build_val_dataset(self.spec.data, transform), self.max_images)
 
-    def loader(self, batch_size: int, num_workers: int) -> DataLoader:
-        """The report's images in order, in batches."""
-        return DataLoader(
-            self.images.dataset,
-            batch_size=batch_size,
-            shuffle=False,
-            num_workers=num_workers,
-            pin_memory=self.device.type == "cuda",
-        )
-
 
 def load_report_inputs(checkpoint: str | Path, options: ReportOptions) -> ReportInputs:
     """Reads ``checkpoint``, builds its model on ``options.device`` and the validation set of
     ``options.dataset`` (a name or an image folder; None: the checkpoint's own), a seeded subset
-    of ``options.max_images`` images when given.
-
-    Raises :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint,
-    :class:`~solo_bayesncl.data.resolve.DatasetUnavailableError` for missing data files and
-    :class:`ReportError` when there is no labelled validation data.
-    """
+    of ``options.max_images`` images when given; errors as :func:`prepare_report`."""
     where, max_images = pick_device(options.device), options.max_images
-    loaded = load_checkpoint(checkpoint)  # down to the checkpoint: its config and its model
+    loaded = load_checkpoint(checkpoint)
     model = load_method(loaded, device=where)
-    spec = switched_dataset(loaded.spec, options.dataset)  # then to the data, once
-    check_dataset_available(spec.data, train=False)  # its files, and a subset it can draw
+    spec = switched_dataset(loaded.spec, options.dataset)
+    check_dataset_available(spec.data, train=False)
     try:
         images = labelled_val_images(spec.data, max_images)
     except ValueError as err:  # no class names, or a bad subset size
@@ -157,23 +120,13 @@ def load_report_inputs(checkpoint: str | Path, options: ReportOptions) -> Report
 
 @dataclass
 class ReportData:
-    """Everything the report's files are made of, from one pass over the validation set.
-
-    Attributes:
-        features: ``(N, k)`` float32, the hard-gate representation.
-        labels: ``(N,)`` int64.
-        thumbnails: ``(N, h, w, 3)`` uint8.
-        active_per_image: ``(N,)`` active dimensions of each image (sparsity's threshold).
-        metrics: the accumulator's metrics of ``features``.
-        stats: the accumulator's per-dimension statistics of ``features``.
-        gate_open: ``(N, k)`` bool hard gate (BayesNCL), else None.
-        p_value: ``(k,)`` permutation p-value of each dimension's purity against the
-            label-shuffled baseline (:func:`solo_bayesncl.metrics.majority_p_values`).
-        metrics_soft_gate: the metrics of the soft-gate representation (BayesNCL), else None.
-        backbone_features: ``(N, d)`` float32 backbone features of the same images, in the same
-            order, when the pass was asked for them (``with_backbone``: kNN reads them), else
-            None.
-    """
+    """Everything the report's files are made of, from one pass over the validation set:
+    ``features`` ``(N, k)`` float32 (the hard-gate representation), ``labels`` ``(N,)``,
+    ``thumbnails`` ``(N, h, w, 3)`` uint8, the active dimensions of each image, the
+    accumulator's metrics and per-dimension statistics of ``features``, each dimension's
+    permutation ``p_value`` (:func:`solo_bayesncl.metrics.majority_p_values`); for BayesNCL the
+    ``(N, k)`` bool hard gate and the soft gate's metrics; the ``(N, d)`` backbone features when
+    the pass was asked for them (kNN reads them). None where absent."""
 
     features: np.ndarray
     labels: np.ndarray
@@ -194,19 +147,25 @@ def extract_report_data(
     progress: bool = True,
     with_backbone: bool = False,
 ) -> ReportData:
-    """One pass of the model over the report's images in batches of ``options.batch_size``,
-    thumbnails at most ``options.thumbnail_size`` px; ``with_backbone`` keeps the backbone
-    features of the same pass too (for kNN).
-
-    Raises :class:`ReportError` for an empty dataset, and naming the checkpoint when the model
-    gives NaN or Inf features (once a batch holds one, the pass only counts such rows).
-    """
-    num_classes, figures = len(inputs.class_names), options.accumulator_options()
-    model, source = inputs.model, inputs.loaded.path
+    """One pass of the model over the report's images in order; ``with_backbone`` keeps the
+    backbone features of the same pass too (for kNN). Raises :class:`ReportError` for an empty
+    dataset, and naming the checkpoint when the model gives NaN or Inf features (once a batch
+    holds one, the pass only counts such rows)."""
+    num_classes, model, source = len(inputs.class_names), inputs.model, inputs.loaded.path
+    figures = {
+        "shuffle_permutations": options.shuffle_permutations,
+        "retrieval_max_samples": options.retrieval_max_samples,
+    }
     hard = InterpretabilityAccumulator(num_classes, **figures)
     soft = InterpretabilityAccumulator(num_classes, **figures) if inputs.gated else None
     mean, std, size = inputs.images.mean, inputs.images.std, options.thumbnail_size
-    loader = inputs.loader(options.batch_size, options.num_workers)
+    loader = DataLoader(
+        inputs.images.dataset,
+        batch_size=options.batch_size,
+        shuffle=False,
+        num_workers=options.num_workers,
+        pin_memory=inputs.device.type == "cuda",
+    )
     features, labels, thumbs, gate_open, active, backbone = [], [], [], [], [], []
     seen = non_finite = 0
     for batch in extract_representations(
@@ -260,17 +219,10 @@ def extract_report_data(
 
 @dataclass(frozen=True)
 class PreparedReport:
-    """What the report needs, from :func:`prepare_report`: the checkpoint's model and validation
-    images, and the one pass over them. A caller may read the pass for something else (the
-    benchmark's kNN reads its backbone features) before
-    :func:`~solo_bayesncl.evaluation.report.write_report` writes the report from it.
-
-    Attributes:
-        checkpoint: the checkpoint file, as given.
-        options: the options the pass was made with.
-        inputs: the checkpoint, its model and the validation images.
-        data: the pass's figures and arrays (:func:`extract_report_data`).
-    """
+    """What the report needs, from :func:`prepare_report`: the checkpoint file as given, the
+    options of the pass, the model with the validation images, and the pass. A caller may read
+    the pass for something else (the benchmark's kNN reads its backbone features) before
+    :func:`~solo_bayesncl.evaluation.report.write_report` writes the report from it."""
 
     checkpoint: str
     options: ReportOptions
@@ -299,26 +251,16 @@ def prepare_report(
 ) -> PreparedReport:
     """The report's one trip down and back: loads ``checkpoint`` (its model, the validation
     images and their class names) and makes the one pass over the images; ``with_backbone``
-    keeps the backbone features of that pass (``data.backbone_features``).
-
-    Raises :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint,
+    keeps the backbone features of that pass. Raises
+    :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint,
     :class:`~solo_bayesncl.data.resolve.DatasetUnavailableError` for missing data files and
-    :class:`ReportError` for any other bad input (one line, before the pass).
-    """
+    :class:`ReportError` for any other bad input (one line, before the pass)."""
     options = ReportOptions() if options is None else options
-    with _reading_inputs():
-        inputs = load_report_inputs(checkpoint, options)
-    data = extract_report_data(inputs, options, progress=progress, with_backbone=with_backbone)
-    return PreparedReport(str(Path(checkpoint)), options, inputs, data)
-
-
-@contextlib.contextmanager
-def _reading_inputs() -> Iterator[None]:
-    """Errors raised while the report reads its inputs (checkpoint, dataset files, options)
-    become :class:`ReportError`: one line for the command, before any work is done."""
     try:
-        yield
+        inputs = load_report_inputs(checkpoint, options)
     except (ReportError, CheckpointError, DatasetUnavailableError):
         raise  # already one line, and the callers tell them apart
-    except INPUT_ERRORS as err:
+    except INPUT_ERRORS as err:  # any other: one line for the command, before any work
         raise ReportError(first_line(err)) from None
+    data = extract_report_data(inputs, options, progress=progress, with_backbone=with_backbone)
+    return PreparedReport(str(Path(checkpoint)), options, inputs, data)

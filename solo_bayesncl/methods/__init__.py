@@ -1,8 +1,5 @@
-"""The plugin's solo-learn methods, ``NCL`` and ``BayesNCL``, their heads and their config keys.
-
-``heads`` and ``keys`` are plain PyTorch and OmegaConf; the method classes subclass solo-learn's
-``BaseMethod`` and are imported here only when solo-learn is installed (``solo_bayesncl.methods.NCL``
-without it raises an ImportError that says so).
+"""The plugin's solo-learn methods, ``NCL`` and ``BayesNCL``, their heads and their config keys;
+the method classes subclass solo-learn's ``BaseMethod`` and need it installed (the rest does not).
 """
 
 import importlib.util

@@ -31,11 +31,10 @@ __all__ = ["BayesNCL"]
 class BayesNCL(NCL):
     """Bayesian Gated Non-Negative Contrastive Learning (arXiv 2605.28441).
 
-    The ``method_kwargs`` it reads are the fields of :attr:`SETTINGS` (the table below is made
-    from them); the model reads them as ``self.settings``. ``use_bayes: False`` has the official
-    meaning: no gate at all, so the run trains plain ``ncl`` (``cfg.method`` is switched, with a
-    warning). ``optimizer.gating_head_lr`` (finite float > 0, default 0.1) is the learning rate
-    of the gating head's own parameter group, not rescaled by batch size.
+    It reads the ``method_kwargs`` of :attr:`SETTINGS` (the table below) as ``self.settings``.
+    ``use_bayes: False`` has the official meaning: no gate at all, so the run trains plain
+    ``ncl`` (with a warning). ``optimizer.gating_head_lr`` (finite float > 0, default 0.1) is
+    the gating head's learning rate, not rescaled by batch size.
     """
 
     SETTINGS: type[BayesNCLSettings] = BayesNCLSettings
@@ -59,7 +58,6 @@ class BayesNCL(NCL):
         values = BayesNCLSettings.check_kwargs(cfg.method_kwargs)
         cfg.method_kwargs.update(values)
         if not values["use_bayes"]:
-            # the official code builds no gating head when use_bayes is False: plain NCL
             warnings.warn(
                 "method_kwargs.use_bayes=False means no gate at all (the official meaning): "
                 "training method=ncl; to keep the gate and drop only the KL, set "
@@ -105,10 +103,8 @@ class BayesNCL(NCL):
         return self.gate(gate_logits, mode=gate)
 
     def representation(self, out: dict[str, Any], gate: str | None = None) -> torch.Tensor:
-        """``v = normalize(u * m)`` (hard gate) or ``normalize(u * alpha)`` (soft gate).
-
-        ``gate`` defaults to ``method_kwargs.eval_gate``.
-        """
+        """``v = normalize(u * m)`` (hard gate) or ``normalize(u * alpha)`` (soft gate);
+        ``gate`` defaults to ``method_kwargs.eval_gate``."""
         return self.objective.gated(
             out["z"], self.gate_output(out["gate_logits"], gate or self.eval_gate)
         )

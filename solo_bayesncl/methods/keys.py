@@ -305,10 +305,9 @@ def checked_method(cfg: Mapping[str, Any], known: Iterable[str]) -> str:
 
 
 def check_method_kwargs(method: str | None, kwargs: Mapping[str, Any] | None) -> None:
-    """Refuses ``method_kwargs`` keys the method does not read: the fields of its
-    :data:`METHOD_SETTINGS` entry or :data:`UPSTREAM_METHOD_KWARGS`. Called by the pretraining
-    entry point only, so that checkpoints of the official codes (with their extra keys) still
-    load."""
+    """Refuses ``method_kwargs`` keys the method does not read (:data:`METHOD_SETTINGS`,
+    :data:`UPSTREAM_METHOD_KWARGS`); called by the pretraining entry point only, so that
+    checkpoints of the official codes (with their extra keys) still load."""
     settings = METHOD_SETTINGS.get(str(method))
     if settings is not None:
         known = tuple(f.name for f in dataclasses.fields(settings))

@@ -1,8 +1,6 @@
-"""NCL: Non-negative Contrastive Learning (Wang et al., ICLR 2024, arXiv 2403.12459) for solo-learn.
-
-InfoNCE on ``normalize(phi(z))``: SimCLR with a non-negativity map on the projector output. The
-paper's NCL+TopK baseline keeps only the ``topk_k`` largest activations per sample.
-"""
+"""NCL: Non-negative Contrastive Learning (Wang et al., ICLR 2024, arXiv 2403.12459) for solo-learn:
+InfoNCE on ``normalize(phi(z))``, SimCLR with a non-negativity map on the projector output. The
+paper's NCL+TopK baseline keeps only the ``topk_k`` largest activations per sample."""
 
 from __future__ import annotations
 
@@ -57,10 +55,10 @@ class NonFiniteTrainingError(FloatingPointError):
 class NCL(BaseMethod):
     """Non-negative Contrastive Learning (arXiv 2403.12459): InfoNCE on ``normalize(phi(z))``.
 
-    The ``method_kwargs`` it reads are the fields of :attr:`SETTINGS` (the table below is made
-    from them); the model reads them as ``self.settings``. With ``dimension_dropout_epochs``,
-    the dropout share falls as :func:`scheduled_dimension_dropout` says, as the binary-concrete
-    gate's random closures fall while its gate probabilities leave 0.5.
+    It reads the ``method_kwargs`` of :attr:`SETTINGS` (the table below) as ``self.settings``.
+    With ``dimension_dropout_epochs`` the dropout share falls as
+    :func:`scheduled_dimension_dropout` says, as the binary-concrete gate's random closures fall
+    while its gate probabilities leave 0.5.
     """
 
     SETTINGS: type[NCLSettings] = NCLSettings
@@ -118,11 +116,8 @@ class NCL(BaseMethod):
         return self.settings.top_k
 
     def representation(self, out: dict[str, Any], gate: str = "hard") -> torch.Tensor:
-        """The representation the interpretability metrics read: ``normalize(phi(z))``
-        (:func:`solo_bayesncl.core.losses.non_negative_representation`).
-
-        ``gate`` is accepted for a uniform interface with BayesNCL and ignored.
-        """
+        """The representation the interpretability metrics read: ``normalize(phi(z))``;
+        ``gate`` is accepted for a uniform interface with BayesNCL and ignored."""
         return self.objective.representation(out["z"])
 
     def contrastive_terms(self, out: dict[str, Any], indexes: torch.Tensor) -> LossTerms:
@@ -152,9 +147,8 @@ class NCL(BaseMethod):
 
     def schedule_dimension_dropout(self, batch_idx: int) -> dict[str, float]:
         """With ``dimension_dropout_epochs``, sets the loss's dropout share for this step from
-        the epochs trained so far (``current_epoch`` plus the share of this epoch's batches
-        done, so a resumed run continues the schedule) and returns it to log as
-        ``train_dimension_dropout``; without, leaves the constant share and returns nothing."""
+        the (fractional) epochs trained so far, so a resumed run continues the schedule, and
+        returns it to log; without, returns nothing."""
         if not self.dimension_dropout_epochs:
             return {}
         progress = self.current_epoch + batch_idx / max(1, self.trainer.num_training_batches)
@@ -180,8 +174,8 @@ class NCL(BaseMethod):
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """Stops training, before the weights change, when a step since the last optimizer step
         gave a non-finite ``z`` or loss, or (without a loss scaler, which skips such steps
-        itself) a non-finite gradient. One read from the device per optimizer step (and, under
-        DDP, one all-reduce of three numbers so that every process stops together)."""
+        itself) a non-finite gradient: one read from the device per optimizer step (under DDP
+        after one all-reduce, so that every process stops together)."""
         super().on_before_optimizer_step(optimizer)
         health, self._health = self._health, None
         if health is None:

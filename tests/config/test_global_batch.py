@@ -7,7 +7,7 @@ import pytest
 from helpers import compose
 from omegaconf import OmegaConf
 
-from solo_bayesncl.config.global_batch import apply_global_batch, plan_global_batch, solo_learn_lr
+from solo_bayesncl.config.global_batch import apply_global_batch, plan_global_batch
 
 # (config dir, global batch, base lr, lr trained with) of the official one-GPU runs:
 # scripts/pretrain/cifar/simclr.yaml (256, LARS 0.4) and scripts/pretrain/imagenet-100/simclr.yaml
@@ -16,6 +16,11 @@ PAPER = [
     ("scripts/pretrain/cifar", 256, 0.4, 0.4),
     ("scripts/pretrain/imagenet-100", 128, 0.3, 0.15),
 ]
+
+
+def solo_learn_lr(lr: float, per_device_batch: int, devices: int, num_nodes: int = 1) -> float:
+    """The learning rate solo-learn's ``parse_cfg`` trains with: ``lr * b * devices * nodes / 256``."""
+    return lr * per_device_batch * devices * num_nodes / 256
 
 
 @pytest.mark.parametrize(("config_dir", "batch", "lr", "trained_lr"), PAPER)
