@@ -13,6 +13,7 @@ from typing import Any
 import omegaconf
 from omegaconf import OmegaConf
 
+from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.core.validation import (
     ConfigError,
     parse_bool,
@@ -30,9 +31,11 @@ __all__ = [
     "SECTION_KEYS",
     "DEFAULT_CHECKPOINT_INTERVAL_S",
     "SCENE_KEYS",
+    "SIZED_BACKBONES",
     "TOP_LEVEL_KEYS",
     "check_run_cfg",
     "check_solo_names",
+    "fit_backbone_to_crops",
 ]
 
 DATA_KEYS: tuple[str, ...] = (
@@ -275,3 +278,39 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     )
     _set(cfg, "checkpoint.time_interval_s", _checkpoint_interval(interval))
     return cfg
+
+
+SIZED_BACKBONES: tuple[str, ...] = ("vit_", "swin_")
+"""Name prefixes of solo-learn's backbones that timm builds for one input size (``img_size``,
+224 unless given): every ViT and Swin; its ResNets, WideResNets, ConvNeXts and PoolFormers take
+any size."""
+
+
+def fit_backbone_to_crops(cfg: omegaconf.DictConfig) -> None:
+    """Gives a ViT or Swin backbone (:data:`SIZED_BACKBONES`) the pipelines' crop size as
+    ``backbone.kwargs.img_size`` when it is unset, saying so once; refuses, naming the keys,
+    crops of several sizes or an ``img_size`` the crops do not have, before a model is built."""
+    name = str(OmegaConf.select(cfg, "backbone.name", default=""))
+    if not name.startswith(SIZED_BACKBONES):
+        return
+    crops = sorted({int(p.crop_size) for p in OmegaConf.select(cfg, "augmentations") or []})
+    if len(crops) != 1:
+        raise ConfigError(
+            f"backbone.name={name} takes images of one size (timm's img_size) and the "
+            f"augmentations crop {' and '.join(map(str, crops))} px: give every pipeline one "
+            "crop_size"
+        )
+    given = OmegaConf.select(cfg, "backbone.kwargs.img_size", default=None)
+    if given is None:
+        OmegaConf.update(cfg, "backbone.kwargs.img_size", crops[0], force_add=True)
+        if launched_as_rank_zero():
+            print(
+                f"backbone.kwargs.img_size={crops[0]}: {name} is built for the {crops[0]} px crops",
+                flush=True,
+            )
+    elif given != crops[0]:
+        raise ConfigError(
+            f"backbone.kwargs.img_size={given!r}, but the augmentations crop {crops[0]} px and "
+            f"{name} takes only its img_size: set ++backbone.kwargs.img_size={crops[0]} (or "
+            "remove it, and the crop size is taken)"
+        )

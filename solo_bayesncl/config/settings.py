@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING, Any
 import omegaconf
 from omegaconf import OmegaConf
 
-from solo_bayesncl.config.checks import check_run_cfg
+from solo_bayesncl.config.checks import check_run_cfg, fit_backbone_to_crops
 from solo_bayesncl.config.global_batch import apply_global_batch
 from solo_bayesncl.config.runtime import PerformanceSettings, performance_settings, resolve_runtime
-from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.core.gates import GATE_MODES
 from solo_bayesncl.core.validation import (
     ConfigError,
@@ -63,9 +62,7 @@ __all__ = [
     "RunSpec",
     "TrainerSpec",
     "WandbSpec",
-    "SIZED_BACKBONES",
     "check_interpretability",
-    "fit_backbone_to_crops",
     "resolve_with_solo",
     "run_spec",
     "saved_run_spec",
@@ -351,42 +348,6 @@ def saved_run_spec(saved: Mapping[str, Any]) -> RunSpec:
     return run_spec(OmegaConf.create(dict(saved)), saved=True)
 
 
-SIZED_BACKBONES: tuple[str, ...] = ("vit_", "swin_")
-"""Name prefixes of solo-learn's backbones that timm builds for one input size (``img_size``,
-224 unless given): every ViT and Swin; its ResNets, WideResNets, ConvNeXts and PoolFormers take
-any size."""
-
-
-def fit_backbone_to_crops(cfg: omegaconf.DictConfig) -> None:
-    """Gives a ViT or Swin backbone (:data:`SIZED_BACKBONES`) the pipelines' crop size as
-    ``backbone.kwargs.img_size`` when it is unset, saying so once; refuses, naming the keys,
-    crops of several sizes or an ``img_size`` the crops do not have, before a model is built."""
-    name = str(OmegaConf.select(cfg, "backbone.name", default=""))
-    if not name.startswith(SIZED_BACKBONES):
-        return
-    crops = sorted({int(p.crop_size) for p in OmegaConf.select(cfg, "augmentations") or []})
-    if len(crops) != 1:
-        raise ConfigError(
-            f"backbone.name={name} takes images of one size (timm's img_size) and the "
-            f"augmentations crop {' and '.join(map(str, crops))} px: give every pipeline one "
-            "crop_size"
-        )
-    given = OmegaConf.select(cfg, "backbone.kwargs.img_size", default=None)
-    if given is None:
-        OmegaConf.update(cfg, "backbone.kwargs.img_size", crops[0], force_add=True)
-        if launched_as_rank_zero():
-            print(
-                f"backbone.kwargs.img_size={crops[0]}: {name} is built for the {crops[0]} px crops",
-                flush=True,
-            )
-    elif given != crops[0]:
-        raise ConfigError(
-            f"backbone.kwargs.img_size={given!r}, but the augmentations crop {crops[0]} px and "
-            f"{name} takes only its img_size: set ++backbone.kwargs.img_size={crops[0]} (or "
-            "remove it, and the crop size is taken)"
-        )
-
-
 def resolve_with_solo(
     cfg: omegaconf.DictConfig,
     parse_cfg: Callable[[omegaconf.DictConfig], omegaconf.DictConfig],
@@ -395,7 +356,8 @@ def resolve_with_solo(
 ) -> omegaconf.DictConfig:
     """Machine settings, dataset mapping and early data checks, then solo-learn's ``parse_cfg``
     (pretraining's or linear evaluation's), then the plugin datasets' class counts and, for
-    ``pretraining``, a ViT's input size (:func:`fit_backbone_to_crops`) and where its views are
+    ``pretraining``, a ViT's input size
+    (:func:`~solo_bayesncl.config.checks.fit_backbone_to_crops`) and where its views are
     made (``data.augment_on``). The run name is made to say
     the dataset (:func:`solo_bayesncl.data.names.dataset_run_name`)."""
     cfg = check_run_cfg(cfg)  # every value read as written, or refused, before anything else

@@ -12,7 +12,7 @@ import torch
 from helpers import compose, tiny_pretrain_overrides
 from omegaconf import OmegaConf
 
-from solo_bayesncl.config.settings import fit_backbone_to_crops
+from solo_bayesncl.config.checks import fit_backbone_to_crops
 from solo_bayesncl.core.validation import ConfigError
 
 pytestmark = pytest.mark.solo
