@@ -12,6 +12,16 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, DistributedSampler
 
+__all__ = [
+    "gather_no_grad",
+    "gather_with_grad",
+    "is_distributed",
+    "launched_as_rank_zero",
+    "rank",
+    "rank_seed",
+    "whole_set_in_every_process",
+]
+
 #: Environment variables in which launchers give a process its place in a job, read before any
 #: process group exists: torchrun (``RANK``, ``GROUP_RANK``), SLURM's srun (``SLURM_PROCID``), and
 #: Lightning's own launcher, which starts the processes of ranks ``1..devices-1`` of a node

@@ -15,6 +15,20 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+__all__ = [
+    "GATE_MODES",
+    "GATE_TYPES",
+    "BernoulliGate",
+    "GateOutput",
+    "GatingHead",
+    "bernoulli_kl",
+    "binary_concrete_sample",
+    "gate_probabilities",
+    "gumbel_sample",
+    "hard_threshold_ste",
+    "resolve_gate_type",
+]
+
 
 class GatingHead(nn.Sequential):
     """BayesNCL's gating head ``a = q(sg(h))`` (arXiv 2605.28441, section 3): ``Linear -> ReLU ->

@@ -8,6 +8,8 @@ import math
 
 import torch
 
+__all__ = ["NORM_TOLERANCE", "check_contrast", "check_unit_rows", "norm_tolerance"]
+
 
 def check_contrast(v: torch.Tensor, indexes: torch.Tensor, temperature: float) -> float:
     """Raises as :func:`info_nce_loss` says for the temperature and the shapes; returns ``T``."""

@@ -24,6 +24,18 @@ from solo_bayesncl.core.gates import BernoulliGate, GateOutput, bernoulli_kl
 from solo_bayesncl.core.loss_inputs import check_contrast, check_unit_rows, norm_tolerance
 from solo_bayesncl.core.nonneg import non_negative, resolve_non_neg
 
+__all__ = [
+    "BayesNCLLoss",
+    "LossTerms",
+    "NCLLoss",
+    "gated_representation",
+    "info_nce_loss",
+    "keep_top_k",
+    "normalize_rows",
+    "non_negative_representation",
+]
+
+
 #: The norm below which :func:`normalize_rows` divides by this instead (``F.normalize``'s).
 NORMALIZE_EPS = 1e-12
 

@@ -11,6 +11,13 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+__all__ = [
+    "NON_NEGATIVITY_MAPS",
+    "non_negative",
+    "rep_relu",
+    "resolve_non_neg",
+]
+
 
 class _RepReLU(torch.autograd.Function):
     """``relu(z)`` forward, ``gelu'(z)`` backward: one pass each way."""

@@ -16,6 +16,14 @@ from tqdm.auto import tqdm
 
 from solo_bayesncl.core.gates import GATE_MODES
 
+__all__ = [
+    "FEATURES",
+    "RepresentationBatch",
+    "extract_representations",
+    "representation_batch",
+    "representation_from_output",
+]
+
 
 def representation_from_output(
     model: nn.Module, out: dict[str, Any], gate: str = "hard"

@@ -11,6 +11,22 @@ from typing import Any
 
 import omegaconf
 
+__all__ = [
+    "INPUT_ERRORS",
+    "MIN_TEMPERATURE",
+    "ConfigError",
+    "describe_int",
+    "describe_range",
+    "first_line",
+    "parse_bool",
+    "require_choice",
+    "require_fraction",
+    "require_int",
+    "require_known_keys",
+    "require_range",
+    "require_temperature",
+]
+
 MIN_TEMPERATURE: float = 1e-4
 """Smallest temperature accepted (InfoNCE's ``T``, the gate's ``tau_g``): logits and gradients
 scale with ``1 / T``, which stays within float16's range (65504) above it, so a mixed-precision

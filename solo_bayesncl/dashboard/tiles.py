@@ -12,6 +12,8 @@ from solo_bayesncl.metrics import EPS, describe_metric
 
 from .bundle import FeatureBundle
 
+__all__ = ["ACCURACY_METRICS", "LEAD_METRICS", "Tile", "header_tiles"]
+
 
 @dataclass(frozen=True)
 class Tile:

@@ -13,6 +13,8 @@ from solo_bayesncl.metrics._validation import EPS
 from solo_bayesncl.metrics.accumulator import compute_interpretability_metrics
 from solo_bayesncl.metrics.dimension_stats import per_dimension_stats
 
+__all__ = ["background_figures", "background_share", "gate_background_selectivity"]
+
 
 def _lift(purity: np.ndarray, labels: int) -> np.ndarray:
     """Purity above chance, ``(p - 1/L) / (1 - 1/L)``: 0 at chance, 1 for a pure dimension."""

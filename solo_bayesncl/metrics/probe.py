@@ -14,6 +14,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
+__all__ = ["MAX_ITER", "ProbeResult", "logistic_probe"]
+
 MAX_ITER = 5000
 """L-BFGS iterations allowed; fits on 512-d ResNet-18 features of 5,000 images end in a few
 hundred."""
