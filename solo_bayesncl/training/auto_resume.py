@@ -1,12 +1,10 @@
-"""Auto-resume that only resumes the same run.
+"""Auto-resume that only resumes the same run (docs/resuming.md, "Where a run resumes").
 
 solo-learn's ``AutoResumer`` matches an earlier run on a dozen keys, so a run that differs only in
-``data.fraction`` or a ``method_kwargs`` value would "resume" a finished checkpoint and train
-nothing. Here the whole resolved config is compared, apart from :data:`MAY_DIFFER`. The layout is
-solo-learn's: ``checkpoint.dir/<method>/<version>/`` holds ``args.json``, the ``*-ep=N.ckpt`` its
-``Checkpointer`` writes at the end of epoch ``N`` and the ``*-ep=N-step=S.ckpt`` saved at step
-``S`` within it (:func:`solo_bayesncl.training.trainer.checkpoint_callbacks`). The run resumes
-from the readable checkpoint furthest on (:func:`resume_order`); others are skipped with a message.
+``data.fraction`` would "resume" a finished checkpoint and train nothing. Here the whole resolved
+config is compared, apart from :data:`MAY_DIFFER`, in solo-learn's layout
+(``checkpoint.dir/<method>/<version>/``: ``args.json`` and the checkpoints); the run resumes from
+the readable checkpoint furthest on (:func:`resume_order`).
 
 With several processes (DDP) the run's id and checkpoint are decided once per job
 (:func:`decide_job_run`). Under Lightning's launcher the process the user started decides and
@@ -131,13 +129,6 @@ def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[s
     return diffs
 
 
-@dataclass
-class _Candidate:
-    folder: Path
-    args: dict[str, Any]
-    checkpoints: list[Path]
-
-
 @dataclass(frozen=True)
 class ResumePoint:
     """Where a checkpoint leaves a fit: ``epoch`` epochs finished (the epoch training continues
@@ -192,10 +183,8 @@ def resume_order(paths: list[Path]) -> list[Path]:
     return sorted(paths, key=lambda p: (*_progress(p), p.stat().st_mtime), reverse=True)
 
 
-def _candidates(run_root: Path, max_hours: float) -> list[_Candidate]:
-    found = []
-    if not run_root.is_dir():
-        return found
+def _candidates(run_root: Path, max_hours: float) -> Iterator[tuple[Path, Any, list[Path]]]:
+    """``(folder, its args.json, its checkpoints no older than max_hours)`` of each earlier run."""
     oldest = time.time() - max_hours * 3600
     for args_file in run_root.glob("*/args.json"):
         ckpts = [p for p in args_file.parent.glob("*.ckpt") if p.stat().st_mtime >= oldest]
@@ -205,8 +194,7 @@ def _candidates(run_root: Path, max_hours: float) -> list[_Candidate]:
             args = json.loads(args_file.read_text())
         except (OSError, ValueError):
             continue
-        found.append(_Candidate(args_file.parent, args, ckpts))
-    return found
+        yield args_file.parent, args, ckpts
 
 
 #: The entry of a checkpoint holding the :func:`config_fingerprint` of the run that saved it.
@@ -255,28 +243,25 @@ def find_resume_checkpoint(
     shapes: dict[str, tuple[int, ...]] | None = None,
 ) -> tuple[Path | None, str | None]:
     """The checkpoint to resume the run ``cfg_container`` (the resolved config as ``args.json``
-    holds it) from, and the run id of its folder (``offline-<id>`` gives ``<id>``); ``(None,
-    None)`` when no earlier sitting of the same run under ``run_root`` (``checkpoint.dir/<method>``)
-    has a checkpoint no older than ``max_hours``, saying which keys the closest other run
-    differs in. Checkpoints that :func:`_resumable` refuses (``shapes``: the model's, name to
+    holds it) from, and its folder's run id; ``(None, None)`` when no earlier sitting under
+    ``run_root`` has a checkpoint no older than ``max_hours`` (the closest other run's differing
+    keys are logged). Checkpoints :func:`_resumable` refuses (``shapes``: the model's, name to
     shape) are skipped with one line each."""
     run_root = Path(run_root)
     closest: tuple[Path, list] | None = None
-    same_run: list[tuple[Path, _Candidate]] = []
-    for candidate in _candidates(run_root, max_hours):
-        diffs = config_differences(candidate.args, cfg_container)
+    same_run: dict[Path, Path] = {}  # checkpoint: its run's folder
+    for folder, args, checkpoints in _candidates(run_root, max_hours):
+        diffs = config_differences(args, cfg_container)
         if not diffs:
-            same_run += [(ckpt, candidate) for ckpt in candidate.checkpoints]
+            same_run.update(dict.fromkeys(checkpoints, folder))
         elif closest is None or len(diffs) < len(closest[1]):
-            closest = (candidate.folder, diffs)
-    folders = dict(same_run)
+            closest = (folder, diffs)
     fingerprint = config_fingerprint(cfg_container)
-    for ckpt in resume_order([c for c, _ in same_run]):
-        candidate = folders[ckpt]
+    for ckpt in resume_order(list(same_run)):
         problem = _resumable(ckpt, fingerprint, shapes)
         if problem is None:
             log(f"auto-resume: resuming the same run from {ckpt}")
-            return ckpt, candidate.folder.name.removeprefix("offline-")
+            return ckpt, same_run[ckpt].name.removeprefix("offline-")
         log(f"auto-resume: skipping {problem}")
     if closest is not None:
         log(

@@ -13,18 +13,14 @@ Config (all optional)::
       probe: False         # also fit the converged linear probe (metrics/probe.py)
 
 The keys are checked by :func:`~solo_bayesncl.config.settings.check_interpretability`. Metrics
-are logged as ``interp/<metric>``. With ``probe: True`` the backbone features of the un-augmented
-training and validation images give ``interp/probe_top1`` (and ``interp/probe_converged``): a
-logistic regression fitted to convergence, which follows the representation where the online
-classifier follows its own optimiser. On ``fashion-mnist-scenes`` the background measures of
-:mod:`solo_bayesncl.metrics.background` are logged too (with the probe,
-``interp/probe_background_top1``).
+are logged as ``interp/<metric>``: with ``probe``, ``probe_top1`` and ``probe_converged``; on
+``fashion-mnist-scenes``, the measures of :mod:`solo_bayesncl.metrics.background` too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -68,6 +64,7 @@ def _clone(tensor: torch.Tensor | None) -> torch.Tensor | None:
     return None if tensor is None else tensor.clone()
 
 
+@dataclass(eq=False)
 class InterpretabilityCallback(Callback):
     """Evaluates the interpretable representation on ``val_loader`` at the end of training epochs,
     on the global-zero process only, so its figures are those of a one-process evaluation however
@@ -79,30 +76,19 @@ class InterpretabilityCallback(Callback):
     without autocast, one forward per batch, over every image of ``val_loader``.
     """
 
-    share_validation: bool = True
+    share_validation: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        val_loader,
-        num_classes: int,
-        frequency: int = 1,
-        gate: str = "hard",
-        max_samples: int | None = None,
-        shuffle_permutations: int = 5,
-        retrieval: bool = True,
-        probe_loader=None,
-        backgrounds: Backgrounds | None = None,
-    ) -> None:
-        super().__init__()
-        self.probe_loader = probe_loader
-        self.backgrounds = backgrounds
-        self.val_loader = val_loader
-        self.num_classes = num_classes
-        self.frequency = frequency
-        self.gate = gate
-        self.max_samples = max_samples
-        self.shuffle_permutations = shuffle_permutations
-        self.retrieval = retrieval
+    val_loader: DataLoader
+    num_classes: int
+    frequency: int = 1
+    gate: str = "hard"
+    max_samples: int | None = None
+    shuffle_permutations: int = 5
+    retrieval: bool = True
+    probe_loader: DataLoader | None = None
+    backgrounds: Backgrounds | None = None
+
+    def __post_init__(self) -> None:
         self._kept: list[RepresentationBatch] | None = None  # this validation's batches
         self._kept_step: int | None = None  # the optimizer step they were computed after
         self._pending: list[RepresentationBatch] = []  # the current batch's forwards

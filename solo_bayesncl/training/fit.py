@@ -39,9 +39,7 @@ def seed_and_layout(
     seed: int | None, performance: PerformanceSettings, build: Callable[[], nn.Module]
 ) -> nn.Module:
     """Seeds every generator with ``seed``, then builds the model and gives it solo-learn's
-    memory layout and the ``performance`` layer swaps
-    (:mod:`~solo_bayesncl.training.small_map_convs`,
-    :mod:`~solo_bayesncl.training.channels_last_max_pool`)."""
+    memory layout and the layer swaps ``performance`` asks for."""
     from lightning.pytorch import seed_everything
     from solo.utils.misc import make_contiguous
 
@@ -82,18 +80,16 @@ def fit(
     run: JobRun,
     callbacks: Callable[[DataLoader | None], list] = lambda val_loader: [],
     val_transform: Callable | None = None,
-    resumable: bool = False,
-    compile_backbone: bool = False,
+    pretraining: bool = False,
 ):
     """Trains ``model`` on the data of ``spec``, in the folder of ``run`` (resumed from
     ``run.ckpt_path`` when set); returns the Trainer.
 
     The training data is ``dali_datamodule(spec)`` with ``data.format=dali``, else the
     ``Trainer.fit`` arguments ``fit_data(spec, val_loader)`` give. ``callbacks(val_loader)`` join
-    the Trainer's. A ``resumable`` fit (pretraining) saves within epochs and resumes there as if
-    never stopped (:mod:`solo_bayesncl.training.resumable`, last, so that its seeding comes right
-    before each batch is drawn); with ``compile_backbone``, ``performance.compile`` decides
-    whether the backbone's training forward is compiled.
+    the Trainer's. A ``pretraining`` fit saves within epochs and resumes there as if never stopped
+    (:mod:`solo_bayesncl.training.resumable`, last, so that its seeding comes right before each
+    batch is drawn), and with ``performance.compile`` compiles the backbone's training forward.
 
     An interrupted fit (Ctrl-C, SIGTERM) returns its Trainer too, ``trainer.interrupted`` set,
     its run folder removed when no checkpoint is in it. Processes that do not all connect in
@@ -114,7 +110,7 @@ def fit(
         data = fit_data(spec, val_loader)
     own = list(callbacks(val_loader))  # checked with the data, before any logger is made
     train_batches = train_batches_per_process(data, machine.processes, dali)
-    if compile_backbone and machine.performance.compile:
+    if pretraining and machine.performance.compile:
         compile_training_forward(model.backbone)
         if launched_as_rank_zero():
             print(
@@ -128,9 +124,9 @@ def fit(
         [
             job_run_agreement(run),
             per_rank_random_streams(),
-            *checkpoint_callbacks(checkpoint, machine.name, spec.solo, within_epochs=resumable),
+            *checkpoint_callbacks(checkpoint, machine.name, spec.solo, within_epochs=pretraining),
             *own,
-            *([resumable_fit(int(machine.seed))] if resumable else []),
+            *([resumable_fit(int(machine.seed))] if pretraining else []),
         ],
         train_batches=train_batches,
     )

@@ -1,6 +1,5 @@
-"""Giving a model's layers of one exact class a subclass that computes the same thing another way:
-only the class, hence ``forward``, changes, so optimizers, ``state_dict`` keys and checkpoints are
-those of the original model."""
+"""Giving a model's layers of one exact class a subclass that computes the same thing another way
+(only ``forward`` changes: parameters, ``state_dict`` keys and checkpoints stay)."""
 
 from __future__ import annotations
 

@@ -135,35 +135,31 @@ def train_linear(prepared: PreparedLinear, extra_callbacks: list | None = None):
         spec,
         model,
         dali_datamodule=_dali_datamodule,
-        fit_data=_fit_data(train_transform),
+        fit_data=lambda spec, val_loader: _fit_data(spec, val_loader, train_transform),
         run=decide_job_run(spec.fingerprint_source, run_root, resume=False),  # one per job
         callbacks=lambda val_loader: list(extra_callbacks or []),
         val_transform=val_transform,
     )
 
 
-def _fit_data(train_transform: Callable) -> Callable[[RunSpec, DataLoader | None], dict]:
+def _fit_data(spec: RunSpec, val_loader: DataLoader | None, train_transform: Callable) -> dict:
     """The ``fit_data`` of :func:`solo_bayesncl.training.fit.fit`: the labelled training images
     through ``train_transform``, and the validation loader.
 
     The validation loader gets a generator of its own (each of its iterators draws a worker seed,
     from torch's global generator otherwise), so the probe trains the same whatever
     ``check_val_every_n_epoch``."""
-
-    def fit_data(spec: RunSpec, val_loader: DataLoader | None) -> dict:
-        if val_loader is not None:
-            val_loader.generator = torch.Generator().manual_seed(int(spec.trainer.seed))
-        train_loader = DataLoader(
-            build_labelled_train_dataset(spec.data, train_transform),
-            batch_size=spec.optimizer.batch_size,
-            shuffle=True,
-            num_workers=spec.data.num_workers,
-            pin_memory=torch.cuda.is_available(),
-            drop_last=True,
-        )
-        return {"train_dataloaders": train_loader, "val_dataloaders": val_loader}
-
-    return fit_data
+    if val_loader is not None:
+        val_loader.generator = torch.Generator().manual_seed(int(spec.trainer.seed))
+    train_loader = DataLoader(
+        build_labelled_train_dataset(spec.data, train_transform),
+        batch_size=spec.optimizer.batch_size,
+        shuffle=True,
+        num_workers=spec.data.num_workers,
+        pin_memory=torch.cuda.is_available(),
+        drop_last=True,
+    )
+    return {"train_dataloaders": train_loader, "val_dataloaders": val_loader}
 
 
 def _dali_datamodule(spec: RunSpec):

@@ -25,10 +25,8 @@ __all__ = ["pretrain", "prepare_pretrain", "train_pretrain"]
 
 
 def prepare_pretrain(cfg: omegaconf.DictConfig, check_data: bool = True) -> RunSpec:
-    """Every check and default that must hold before a model is built (solo-learn's
-    ``parse_cfg`` and the method's ``add_and_assert_specific_cfg`` included), so that a bad key
-    fails here naming it; then the config read once into its
-    :class:`~solo_bayesncl.config.settings.RunSpec`."""
+    """Every check and default that must hold before a model is built, so that a bad key fails
+    here naming it; then the config read once into its spec."""
     require_solo_learn("main_pretrain.py")
     register()
     from solo.args.pretrain import parse_cfg
@@ -62,8 +60,6 @@ def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
         spec.trainer.performance,
         lambda: build_method(spec.method.name, spec.solo, spec.method.small_stem),
     )
-    # one decision for the whole job, whatever the number of processes; the whole resolved config
-    # must match an earlier sitting's, not solo-learn's dozen keys
     run = decide_job_run(
         spec.fingerprint_source,
         spec.checkpoint.run_root,
@@ -93,8 +89,7 @@ def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
         ),
         run=run,
         callbacks=callbacks,
-        resumable=True,  # saves within epochs, resumes there as if never stopped
-        compile_backbone=True,  # performance.compile decides
+        pretraining=True,
     )
 
 

@@ -1,17 +1,8 @@
-"""A pretraining fit that a checkpoint saved within an epoch resumes as if never stopped.
-
-- **Randomness by position.** Python's, NumPy's and torch's generators are seeded when an epoch
-  starts and after every batch from the run's seed, the epoch, the batch about to be drawn and
-  the global rank (:func:`seed_position`), so whatever a batch draws (augmentations, the gate's
-  noise) depends on where it is in the run, not on what ran before it in this process.
-- **The data continue.** The data module's sampler skips the batches of the epoch that the
-  checkpoint already trained (``continue_epoch``, :mod:`solo_bayesncl.data.pipelines`).
-- **Lightning's counters.** Lightning 2.1 would train again the batch a checkpoint was saved
-  after from ``on_train_batch_end``; the saved counters are completed here.
-
-Loader workers (``data.num_workers`` > 0 on the per-image path) draw from generators a checkpoint
-does not hold: the same images then get other draws. DALI cannot start an epoch part-way: the
-epoch's remaining steps take the batches of its start (a message says so).
+"""A pretraining fit that a checkpoint saved within an epoch resumes as if never stopped: the
+generators are seeded by position in the run (:func:`seed_position`), the data module skips the
+batches the checkpoint trained (``continue_epoch``, :mod:`solo_bayesncl.data.pipelines`), and
+the saved batch counters are completed. docs/resuming.md, "What a resumed run guarantees", says
+what holds and what does not.
 """
 
 from __future__ import annotations
@@ -29,9 +20,10 @@ __all__ = ["resumable_fit", "seed_position"]
 
 
 def seed_position(seed: int, epoch: int, batch: int, rank: int) -> None:
-    """Seeds Python, NumPy and torch (every device) for batch ``batch`` of epoch ``epoch`` on
+    """Seeds Python, NumPy and torch (every device) before batch ``batch`` of epoch ``epoch`` on
     global rank ``rank`` of a run seeded with ``seed``, from NumPy's ``SeedSequence`` of the four
-    (no two positions or ranks share a stream)."""
+    (no two positions or ranks share a stream), so whatever a batch draws (augmentations, the
+    gate's noise) does not depend on what ran before it in this process."""
     value = int(np.random.SeedSequence([seed, epoch, batch, rank]).generate_state(1)[0])
     random.seed(value)
     np.random.seed(value)

@@ -17,7 +17,6 @@ __all__ = [
     "last_logged_value",
     "run_summary",
     "stopping_signal",
-    "this_runs_checkpoint",
 ]
 
 
@@ -49,10 +48,9 @@ def stopping_signal(trainer) -> signal.Signals | None:
     return signal.SIGTERM if getattr(trainer, "received_sigterm", False) else signal.SIGINT
 
 
-def this_runs_checkpoint(trainer) -> Path | None:
-    """The furthest checkpoint (:func:`~solo_bayesncl.training.auto_resume.resume_order`) among
-    those the fit saved and the one it resumed from; never another file of the folder (one
-    another configuration left there is not this run's)."""
+def _this_runs_checkpoint(trainer) -> Path | None:
+    """The furthest checkpoint among those the fit saved and the one it resumed from; never
+    another file of the folder (one another configuration left there is not this run's)."""
     paths = [
         getattr(callback, name, None)
         for callback in trainer.callbacks
@@ -81,14 +79,14 @@ def drop_folder_without_checkpoint(trainer, checkpointing: bool) -> Path | None:
 
 def run_summary(trainer) -> dict[str, str | float | None]:
     """What a fit ended with: ``val_acc1`` (the last validation top-1), ``checkpoint``
-    (:func:`this_runs_checkpoint`), ``metrics_csv``, its ``folder``, whether it saved checkpoints
+    (:func:`_this_runs_checkpoint`), ``metrics_csv``, its ``folder``, whether it saved checkpoints
     (``checkpointing``) and, for an interrupted fit, where it stopped (``interrupted``: ``epoch
     E, step S``) and the ``signal`` (:func:`stopping_signal`)."""
     try:
         folder: Path | None = csv_log_dir(trainer)
     except ValueError:  # a Trainer built elsewhere, without the CSV logger
         folder = None
-    own = this_runs_checkpoint(trainer)
+    own = _this_runs_checkpoint(trainer)
     checkpoint = str(own) if own is not None else None
     path = folder / "metrics.csv" if folder is not None else None
     metrics_csv = str(path) if path is not None and path.is_file() else None

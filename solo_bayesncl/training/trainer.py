@@ -35,8 +35,6 @@ __all__ = [
     "build_loggers",
     "build_trainer",
     "checkpoint_callbacks",
-    "continue_metrics_csv",
-    "interval_checkpoint",
     "job_run_agreement",
     "per_rank_random_streams",
     "resume_line",
@@ -53,7 +51,7 @@ def _wandb_login_available() -> bool:
 def build_loggers(spec: TrainerSpec, run_dir_root: Path, run: JobRun) -> list:
     """wandb (when ``wandb.enabled``) first, then a CSV logger writing ``metrics.csv`` into the
     run's checkpoint folder, ``<run id>`` with wandb, ``offline-<run id>`` without; a resumed
-    run appends to its ``metrics.csv`` (:func:`continue_metrics_csv`)."""
+    run appends to its ``metrics.csv`` (:func:`_continue_metrics_csv`)."""
     from lightning.pytorch.loggers import CSVLogger
 
     loggers: list = []
@@ -78,12 +76,12 @@ def build_loggers(spec: TrainerSpec, run_dir_root: Path, run: JobRun) -> list:
     else:
         version = f"offline-{run.run_id}"
     csv_logger = CSVLogger(save_dir=str(run_dir_root), name="", version=version)
-    continue_metrics_csv(csv_logger)
+    _continue_metrics_csv(csv_logger)
     loggers.append(csv_logger)
     return loggers
 
 
-def continue_metrics_csv(csv_logger) -> None:
+def _continue_metrics_csv(csv_logger) -> None:
     """Makes a CSV logger append to the ``metrics.csv`` already in its folder, under its header
     (extended when new columns come): Lightning's writer would rewrite the file with the columns
     of its first rows only and append its rows in another column order."""
@@ -150,10 +148,9 @@ def job_run_agreement(run: JobRun):
 
 
 def per_rank_random_streams():
-    """A callback that seeds Python, NumPy and torch of each process of a multi-process job from
-    :func:`~solo_bayesncl.core.distributed.rank_seed` once its rank is known: ``seed_everything``
-    seeds every process alike, so the i-th image of every rank would get the same augmentations.
-    A one-process run is left as it is."""
+    """A callback that seeds each process of a multi-process job from its rank
+    (:func:`~solo_bayesncl.core.distributed.rank_seed`): ``seed_everything`` seeds them alike, so
+    the i-th image of every rank would get the same augmentations."""
     from lightning.pytorch import Callback
 
     class PerRankRandomStreams(Callback):
@@ -224,7 +221,7 @@ def build_trainer(
 _WITHIN_EPOCH = re.compile(r"-ep=(\d+)-step=\d+\.ckpt$")
 
 
-def interval_checkpoint(name: str, run_root: Path, seconds: float):
+def _interval_checkpoint(name: str, run_root: Path, seconds: float):
     """Lightning's ``ModelCheckpoint`` saving every ``seconds`` of training within an epoch, from
     the first step on, beside solo-learn's ``Checkpointer`` (``run_root/<logger version>``) as
     ``<name>-<version>-ep=<epoch>-step=<step>.ckpt``. Only the newest is kept, until the
@@ -297,7 +294,7 @@ def checkpoint_callbacks(
 ) -> list:
     """solo-learn's Checkpointer (checkpoints and ``args.json`` from ``solo_cfg``, under
     ``spec.run_root``) when ``checkpoint.enabled``; with ``within_epochs`` (pretraining) and
-    ``checkpoint.time_interval_s`` > 0, the :func:`interval_checkpoint` of run ``name`` too."""
+    ``checkpoint.time_interval_s`` > 0, the :func:`_interval_checkpoint` of run ``name`` too."""
     if not spec.enabled:
         return []
     from solo.utils.checkpointer import Checkpointer
@@ -308,5 +305,5 @@ def checkpoint_callbacks(
         )
     ]
     if within_epochs and spec.time_interval_s:
-        callbacks.append(interval_checkpoint(name, spec.run_root, float(spec.time_interval_s)))
+        callbacks.append(_interval_checkpoint(name, spec.run_root, float(spec.time_interval_s)))
     return callbacks
