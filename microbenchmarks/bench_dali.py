@@ -90,7 +90,7 @@ def build_cfg(args: argparse.Namespace, folder: Path):
     from hydra import compose, initialize_config_dir
 
     from solo_bayesncl.benchmark.presets import load_preset
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
     preset = load_preset("cpu")
     overrides = [o for o in preset.overrides if not o.lstrip("+").startswith(_PRESET_DATA_KEYS)] + [
@@ -104,7 +104,7 @@ def build_cfg(args: argparse.Namespace, folder: Path):
     ]
     with initialize_config_dir(config_dir=str(preset.config_dir), version_base="1.2"):
         cfg = compose(config_name=f"{args.method}.yaml", overrides=overrides)
-    return prepare_pretrain_cfg(cfg)
+    return prepare_pretrain(cfg).solo
 
 
 class Loader:

@@ -4,7 +4,7 @@ data pipeline, for solo-learn's per-image loader and for the batched in-memory p
 Settings are the ``cpu`` benchmark preset's (``solo_bayesncl/benchmark/presets/cpu.yaml``:
 Fashion-MNIST, 5,000 training images, 2 x 256 views at 32 px, ResNet-18 with the ImageNet stem)
 for one method (bayesncl by default), its config composed from the preset's config folder and
-checked by :func:`solo_bayesncl.training.pretrain.prepare_pretrain_cfg`. One model and optimizer serve
+checked by :func:`solo_bayesncl.training.pretrain.prepare_pretrain`. One model and optimizer serve
 every variant (set up as :mod:`microbenchmarks.bench_train_step` sets them up: the method's own
 ``training_step``, backward and LARS step).
 
@@ -66,7 +66,7 @@ def build_cfg(args: argparse.Namespace):
     from hydra import compose, initialize_config_dir
 
     from solo_bayesncl.benchmark.presets import load_preset
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
     preset = load_preset(args.preset)
     overrides = [
@@ -78,7 +78,7 @@ def build_cfg(args: argparse.Namespace):
     ]
     with initialize_config_dir(config_dir=str(preset.config_dir), version_base="1.2"):
         cfg = compose(config_name=f"{args.method}.yaml", overrides=overrides)
-    return prepare_pretrain_cfg(cfg)
+    return prepare_pretrain(cfg).solo
 
 
 def _to(batch: list, device: torch.device) -> list:

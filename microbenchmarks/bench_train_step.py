@@ -1,7 +1,7 @@
 """Times one full training step of the bayesncl, ncl and simclr solo-learn methods, in one run.
 
 Each method is built from its shipped CIFAR config (``scripts/pretrain/cifar/<method>.yaml``,
-composed with Hydra and checked by :func:`solo_bayesncl.training.pretrain.prepare_pretrain_cfg`), set
+composed with Hydra and checked by :func:`solo_bayesncl.training.pretrain.prepare_pretrain`), set
 up as the pretraining entry point sets it up (:func:`solo_bayesncl.training.fit.seed_and_layout`:
 seeded with the config's seed, small stem on request, contiguous parameters, channels-last unless
 disabled, convolutions on maps of a few pixels as matrix products unless disabled) and put in train mode. One
@@ -81,7 +81,7 @@ def compose_cfg(name: str, overrides: list[str]):
 
 def build_cfg(name: str, args: argparse.Namespace, data_dir: Path):
     """The shipped config of ``name`` at the benchmark's size, checked like a real run."""
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
     hidden, output = args.proj
     overrides = [
@@ -98,7 +98,7 @@ def build_cfg(name: str, args: argparse.Namespace, data_dir: Path):
         f"++performance.compile={args.compile}",  # checked as pretraining checks it
         "wandb.enabled=False",
     ]
-    return prepare_pretrain_cfg(compose_cfg(name, overrides), check_data=False)
+    return prepare_pretrain(compose_cfg(name, overrides), check_data=False).solo
 
 
 def build_model(cfg, device: torch.device) -> torch.nn.Module:

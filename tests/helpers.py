@@ -108,7 +108,7 @@ def small_bayesncl_cfg(image_folder: Path, extra: list[str] | None = None):
     """BayesNCL's shipped CIFAR config on the ``image_folder`` fixture at 32 px (the ImageNet
     stem: 2 x 2 maps in ``layer3``, 1 x 1 in ``layer4``), a 64/32 projector, batches of 8, on the
     CPU, checked as pretraining checks it; ``extra`` overrides last."""
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
     overrides = [
         *image_folder_overrides(image_folder),
@@ -118,9 +118,9 @@ def small_bayesncl_cfg(image_folder: Path, extra: list[str] | None = None):
         "accelerator=cpu",
         *(extra or []),
     ]
-    return prepare_pretrain_cfg(
+    return prepare_pretrain(
         compose("scripts/pretrain/cifar", "bayesncl.yaml", overrides), check_data=False
-    )
+    ).solo
 
 
 def tiny_pretrain_overrides(image_folder: Path, out_dir: Path) -> list[str]:
@@ -155,9 +155,9 @@ def untrained_checkpoint(
     import torch
     from omegaconf import OmegaConf
 
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
-    cfg = prepare_pretrain_cfg(
+    cfg = prepare_pretrain(
         compose(
             "scripts/pretrain/cifar",
             config,
@@ -170,7 +170,7 @@ def untrained_checkpoint(
             ],
         ),
         check_data=False,
-    )
+    ).solo
     torch.manual_seed(0)
     model = method_of(cfg)
     if edit is not None:

@@ -1,13 +1,8 @@
 """``python -m solo_bayesncl.benchmark --preset cpu [--out DIR] [--protocol standard|paper]``.
 
-``--keep-records-from DIR`` trains nothing: it keeps the preset's runs that finished in DIR (the
-folder a study trains in) in ``--out`` (their records and commits), then writes the table.
-
-Exit status: 0 done, 1 a run failed (its log and its error are named), 2 a bad preset, override
-or command line (``--seeds`` the preset does not have), a run another benchmark is training in
-the same results folder, a run's ``result.json`` that is not a result or its lock that cannot be
-taken (each named), 130 interrupted by Ctrl-C (143 by SIGTERM): run the same command again to
-resume.
+Exit status: 0 done, 1 a run failed, 2 bad input (preset, override, command line, a run another
+benchmark is training, an unreadable record or lock), 130 interrupted by Ctrl-C (143 by
+SIGTERM): run the same command again to resume.
 """
 
 from __future__ import annotations
@@ -20,13 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from solo_bayesncl.benchmark.presets import PresetError, available_presets, load_preset
-from solo_bayesncl.cli.invocation import command_name
-
-INTERRUPTED = "interrupted; run the same command again to resume"
+from solo_bayesncl.cli.invocation import command_name, error_status
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line (one function, so that further options join these)."""
     parser = argparse.ArgumentParser(
         prog=command_name("solo-bayesncl-benchmark"),  # as the user ran it
         description="SimCLR, MoCo v2+, NCL and BayesNCL side by side at equal budget.",
@@ -106,8 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         preset = load_preset(args.preset)
     except PresetError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return error_status(err)
     from solo_bayesncl.host.availability import require_solo_learn
 
     require_solo_learn("the benchmark")
@@ -133,11 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 write_tables(preset, args.out, protocol=args.protocol)
         except (PresetError, RecordsError) as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+            return error_status(err)
         except RunFailed as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
+            return error_status(err, 1)
         return 0
 
     signal.signal(signal.SIGTERM, _raise_interrupted)
@@ -147,14 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             preset, args.out, protocol=args.protocol, seeds=args.seeds, leave_busy=args.leave_busy
         )
     except (KeyboardInterrupt, Interrupted) as err:
-        print(INTERRUPTED, file=sys.stderr)
+        print("interrupted; run the same command again to resume", file=sys.stderr)
         return 128 + getattr(err, "signum", signal.SIGINT)
     except (PresetError, RunBusy, RunLockError, RecordsError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return error_status(err)
     except RunFailed as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return error_status(err, 1)
     out = Path(args.out or preset.out_dir).expanduser().resolve()
     print((out / "results.md").read_text(), end="")
     print(f"[done] {(time.perf_counter() - start) / 60:.1f} min")

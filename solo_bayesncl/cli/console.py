@@ -1,8 +1,5 @@
 """How the commands behave in a terminal: quiet start, one-line input errors, run summaries, and
-Hydra entry points that find the shipped configs from any folder and list them in ``--help``.
-
-Only the entry points call these; importing the library changes no global state.
-"""
+Hydra entry points that find the shipped configs from any folder and list them in ``--help``."""
 
 from __future__ import annotations
 
@@ -36,10 +33,7 @@ __all__ = [
 @contextlib.contextmanager
 def input_errors(command: str) -> Iterator[None]:
     """Turns an input error raised inside the block into one line on stderr and exit status 2.
-
-    Wrap only the preparation of a run (config checks, data checks, checkpoint loading), never
-    the training, so that a genuine failure keeps its traceback.
-    """
+    Wrap only the preparation of a run, so that a failure in training keeps its traceback."""
     try:
         yield
     except INPUT_ERRORS as err:
@@ -49,11 +43,9 @@ def input_errors(command: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def input_errors_until_fit(command: str) -> Iterator[list]:
-    """:func:`input_errors` for the whole start of a run: the block gets a list to pass as extra
-    Lightning callbacks, and an input error raised before the Trainer's fit begins (building
-    the model, the datasets, the loaders) is one line and exit status 2; once the fit has begun,
-    errors keep their traceback. Processes of a job that never all connect
-    (:class:`~solo_bayesncl.training.trainer.PeersNotMet`) are one line and exit status 1."""
+    """:func:`input_errors` until the Trainer's fit begins: the block gets a list to pass as extra
+    Lightning callbacks, which tell when it does. Processes of a job that never all connect
+    (:class:`~solo_bayesncl.training.trainer.PeersNotMet`) give one line and exit status 1."""
     from lightning.pytorch import Callback
 
     started: list[bool] = []
@@ -74,17 +66,14 @@ def input_errors_until_fit(command: str) -> Iterator[list]:
         raise SystemExit(2) from None
 
 
+#: The command's name and ``sys.argv`` as typed, recorded before Hydra rewrites ``sys.argv``.
 _INVOCATION: list[str] = []
-"""The command's name and ``sys.argv`` as the user typed them (:func:`hydra_entry_point` records
-them before Hydra reads ``sys.argv``), for the summary of an interrupted run."""
-
+#: The exit status of a run stopped by a signal, as a shell reports a process killed by it.
 EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143}
-"""The exit status of a run stopped by a signal, as a shell reports a process killed by it."""
 
 
 def _command_line() -> str:
-    """The command line that runs this command again: ``python main_pretrain.py ...`` for a
-    script, ``python -m ...`` for a module, the console script's name otherwise."""
+    """The command line that runs this command again, named as the user ran it."""
     command, argv0, *args = _INVOCATION or [sys.argv[0], *sys.argv]
     if argv0.endswith(".py") and Path(argv0).name != "__main__.py":
         command = f"python {shlex.quote(argv0)}"
@@ -105,14 +94,9 @@ def _checkpoint_line(summary: dict) -> str:
 
 
 def print_run_summary(title: str, trainer, resumes: bool = True) -> dict[str, str | float | None]:
-    """Prints :func:`solo_bayesncl.training.summary.run_summary` after a run, one item per line;
-    returns it. In a job of several processes only global rank 0 prints (the others return the
-    same summary).
-
-    A finished run reads ``== <title> finished``; an interrupted one ``== <title> interrupted at
-    epoch E, step S``, then the checkpoint to resume from and the command that does (the same
-    command line; a run that does not ``resumes`` starts over with it). Raise
-    :func:`exit_if_interrupted` after it."""
+    """Prints :func:`solo_bayesncl.training.summary.run_summary` from global rank 0, one item per
+    line, with the command that resumes an interrupted run (or, unless it ``resumes``, starts it
+    over); returns it."""
     summary = run_summary(trainer)
     if not trainer.is_global_zero:
         return summary
@@ -132,15 +116,14 @@ def print_run_summary(title: str, trainer, resumes: bool = True) -> dict[str, st
 
 
 def exit_if_interrupted(summary: dict) -> None:
-    """Ends the process with status 130 (SIGINT) or 143 (SIGTERM) when ``summary`` (from
-    :func:`print_run_summary`) is of an interrupted run, as a shell reports a killed process."""
+    """Ends the process with :data:`EXIT_STATUS` when ``summary`` is of an interrupted run."""
     if summary.get("signal"):
         raise SystemExit(EXIT_STATUS[str(summary["signal"])])
 
 
 def _absolute_config_path(argv: Sequence[str]) -> list[str]:
-    """``--config-path``/``-cp`` made absolute: Hydra would read a relative one against the
-    installed module's folder, we read it against the current folder or the shipped configs."""
+    """``--config-path``/``-cp`` made absolute (Hydra would read a relative one against the
+    installed module's folder)."""
     args = list(argv)
     for i, arg in enumerate(args):
         for flag in ("--config-path", "-cp"):
@@ -156,10 +139,9 @@ _GRAMMAR = set("'\"()[]{},$ ")
 
 
 def _quoted_paths(argv: Sequence[str]) -> list[str]:
-    """``KEY=PATH`` overrides whose path holds ``=`` (Lightning names checkpoints
-    ``NAME-ep=1.ckpt``) quoted for Hydra, whose override grammar refuses an unquoted ``=`` in a
-    value ("mismatched input '='"): so such a value is never valid unquoted, and quoting it
-    changes no valid command. Values with Hydra's quotes, brackets or interpolations are kept."""
+    """``KEY=PATH`` overrides whose path holds ``=`` (``NAME-ep=1.ckpt``) quoted for Hydra's
+    grammar, which refuses them unquoted, so no valid command changes. Values with Hydra's
+    quotes, brackets or interpolations are kept."""
     args = list(argv)
     for i, arg in enumerate(args):
         match = _OVERRIDE.fullmatch(arg)
@@ -176,16 +158,12 @@ _HELP_WIDTH = 100
 
 
 def hydra_help_text(
-    command: str,
-    summary: str,
-    kind: str,
-    default: tuple[str, str],
-    keys: Sequence[tuple[str, str]],
+    command: str, summary: str, config_dir: Path, config_name: str, keys: Sequence[tuple[str, str]]
 ) -> str:
-    """The head of a Hydra command's ``--help``: usage, ``summary``, the shipped configs of
-    ``kind`` by folder (:func:`~solo_bayesncl.config.shipped.shipped_configs`) with the
-    ``default`` (folder, config name), and the ``keys`` set most often, each with its meaning.
-    Hydra's own help (the config groups and the composed config) follows it."""
+    """The head of a Hydra command's ``--help``: usage, ``summary``, the shipped configs of its
+    kind by folder with the default (``config_dir``, ``config_name``), and the ``keys`` set most
+    often with their meanings."""
+    kind = config_dir.parent.name
     configs = shipped_configs(kind)
     width = max(map(len, configs))
     key_width = max(len(key) for key, _ in keys)
@@ -196,7 +174,8 @@ def hydra_help_text(
         *textwrap.wrap(summary, _HELP_WIDTH),
         "",
         "Shipped configs, by folder (--config-path FOLDER --config-name NAME;",
-        f"default: --config-path {default[0]} --config-name {default[1]}):",
+        f"default: --config-path scripts/{kind}/{config_dir.name} "
+        f"--config-name {config_name}.yaml):",
         *(f"  {folder:<{width}}  {' '.join(names)}" for folder, names in configs.items()),
         "",
         "Keys set most often (KEY=VALUE; any key of the config below can be set):",
@@ -221,13 +200,11 @@ def hydra_entry_point(
     config_dir: Path,
     config_name: str,
     console_script: str,
-    help_text: Callable[[str], str],
+    summary: str,
+    keys: Sequence[tuple[str, str]],
 ) -> int:
     """Runs ``task`` as a Hydra app on ``sys.argv`` with the shipped ``config_dir`` as default
-    config path; every Hydra flag (``--help``, ``--cfg job``, ``--config-name``, overrides) works
-    as in solo-learn's scripts. ``--help`` prints ``help_text(command)`` first (the command as
-    the user ran it, :func:`~solo_bayesncl.cli.invocation.command_name` of ``console_script``),
-    then Hydra's help without its header."""
+    config path; ``--help`` prints :func:`hydra_help_text` before Hydra's help."""
     import hydra
 
     command = command_name(console_script)
@@ -241,7 +218,7 @@ def hydra_entry_point(
     with input_errors(command):
         sys.argv = [sys.argv[0], *_absolute_config_path(_quoted_paths(sys.argv[1:]))]
     if any(a in _HELP_FLAGS for a in sys.argv[1:]):
-        print(help_text(command), flush=True)
+        print(hydra_help_text(command, summary, config_dir, config_name, keys), flush=True)
         sys.argv.append("hydra.help.header=")  # ours replaces "<app> is powered by Hydra."
     app = hydra.main(version_base="1.2", config_path=str(config_dir), config_name=config_name)
     app(task)()

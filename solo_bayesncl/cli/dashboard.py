@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
-from solo_bayesncl.cli.invocation import command_name
+from solo_bayesncl.cli.invocation import command_name, error_status
 from solo_bayesncl.dashboard.builder import build_dashboard
 from solo_bayesncl.dashboard.sprites import FORMATS
 from solo_bayesncl.metrics import MIN_SUPPORT
@@ -85,8 +84,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         NotADirectoryError,
         PermissionError,
     ) as err:
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"error: {message}", file=sys.stderr)
-        return 2
+        return error_status(err.args[0] if isinstance(err, KeyError) and err.args else err)
     print(index.resolve().as_uri())
     return 0

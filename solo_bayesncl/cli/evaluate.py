@@ -1,19 +1,13 @@
-"""The evaluation report command (``python -m solo_bayesncl.evaluation``, ``solo-bayesncl-evaluate``).
-
-    python -m solo_bayesncl.evaluation CHECKPOINT --out REPORT_DIR [--dataset fashion-mnist]
-        [--batch-size 256] [--max-images N] [--device cpu|cuda] [--top-dims 16] [--overwrite]
-
-See :mod:`solo_bayesncl.evaluation.report` for what the folder holds.
-"""
+"""``solo-bayesncl-evaluate`` / ``python -m solo_bayesncl.evaluation``: the evaluation report
+(:mod:`solo_bayesncl.evaluation.report` says what its folder holds)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from solo_bayesncl.cli.invocation import command_name
+from solo_bayesncl.cli.invocation import command_name, error_status
 from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
 
 __all__ = ["main", "parse_args"]
@@ -61,11 +55,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point; returns 0, or 2 with a one-line error on bad input."""
     args = parse_args(argv)
     require_solo_learn(command_name("solo-bayesncl-evaluate"))
     quiet_third_party_warnings()
-    # imported here: the checks above answer at once, without loading torch and solo-learn
     import torch
 
     from solo_bayesncl.data.resolve import DatasetUnavailableError
@@ -73,8 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from solo_bayesncl.io.checkpoints import CheckpointError
 
     if args.device == "cuda" and not torch.cuda.is_available():
-        sys.stderr.write("error: --device cuda was given but no CUDA GPU is available\n")
-        return 2
+        return error_status("--device cuda was given but no CUDA GPU is available")
     try:
         options = ReportOptions(
             dataset=args.dataset,
@@ -96,8 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=not args.no_progress,
         )
     except (CheckpointError, ReportError, DatasetUnavailableError, FileNotFoundError) as err:
-        sys.stderr.write(f"error: {err}\n")
-        return 2
+        return error_status(err)
     m = report["metrics"]
     print(
         f"{report['method']} on {report['dataset']} ({report['num_images']} images): "

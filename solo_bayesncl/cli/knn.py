@@ -1,11 +1,5 @@
-"""``solo-bayesncl-knn`` / ``python main_knn.py``: kNN evaluation of a checkpoint.
-
-    python main_knn.py CHECKPOINT [--dataset fashion-mnist] [--k 10 20] [--temperature 0.07]
-        [--feature backbone|projection] [--distance cosine|euclidean]
-
-The data defaults to the dataset the checkpoint was trained on (its ``args.json``). Prints one
-line per setting and writes them as JSON with ``--output``
-(:func:`solo_bayesncl.evaluation.knn.knn_eval`).
+"""``solo-bayesncl-knn`` / ``python main_knn.py``: kNN evaluation of a checkpoint
+(:func:`solo_bayesncl.evaluation.knn.knn_eval`), one line per setting, as JSON with ``--output``.
 """
 
 from __future__ import annotations
@@ -24,8 +18,7 @@ from solo_bayesncl.host.availability import quiet_third_party_warnings, require_
 __all__ = ["COMMAND", "build_parser", "main"]
 
 
-COMMAND = "solo-bayesncl-knn"
-"""The installed console script (``pyproject.toml``)."""
+COMMAND = "solo-bayesncl-knn"  # the installed console script
 DEFAULT_K: tuple[int, ...] = (20,)
 
 

@@ -1,11 +1,6 @@
-"""``solo-bayesncl-linear`` / ``python main_linear.py``: linear evaluation from the command line.
-
-    solo-bayesncl-linear "pretrained_feature_extractor='PATH.ckpt'"     # or python main_linear.py
-    solo-bayesncl-linear "pretrained_feature_extractor='PATH.ckpt'" data.fraction=-1 max_epochs=10
-
-A Hydra app on the shipped ``scripts/linear/cifar`` configs that runs
-:func:`solo_bayesncl.training.linear.linear_eval`; the overrides given on the command line are
-the keys the checkpoint's data settings do not replace.
+"""``solo-bayesncl-linear`` / ``python main_linear.py``: a Hydra app on the shipped
+``scripts/linear/cifar`` configs that runs :func:`solo_bayesncl.training.linear.linear_eval`; the
+overrides given on the command line are the keys the checkpoint's data settings do not replace.
 """
 
 from __future__ import annotations
@@ -15,18 +10,20 @@ import omegaconf
 from solo_bayesncl.cli.console import (
     exit_if_interrupted,
     hydra_entry_point,
-    hydra_help_text,
     input_errors_until_fit,
     print_run_summary,
 )
 from solo_bayesncl.cli.invocation import command_name
 from solo_bayesncl.config.shipped import linear_config_dir
 
-__all__ = ["COMMAND", "KEYS", "main"]
+__all__ = ["COMMAND", "KEYS", "SUMMARY", "main"]
 
-COMMAND = "solo-bayesncl-linear"
-"""The installed console script (``pyproject.toml``)."""
+COMMAND = "solo-bayesncl-linear"  # the installed console script
 
+SUMMARY = (
+    "Linear evaluation of a pretrained checkpoint of any method: a linear classifier on its "
+    "frozen backbone."
+)
 KEYS: tuple[tuple[str, str], ...] = (
     ("pretrained_feature_extractor", "the pretrained checkpoint (.ckpt) or zoo artifact; required"),
     ("data.dataset, data.train_path", "the probe's data; default: the checkpoint's (args.json)"),
@@ -39,18 +36,6 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("accelerator, devices, precision", "auto: every GPU with 16-mixed, else the CPU with fp32"),
     ("checkpoint.dir", "where the probe is written: <dir>/linear/<run>/"),
 )
-"""The keys a user sets most, with one-line meanings, for ``--help``."""
-
-
-def _help(command: str) -> str:
-    return hydra_help_text(
-        command,
-        "Linear evaluation of a pretrained checkpoint of any method: a linear classifier on its "
-        "frozen backbone.",
-        "linear",
-        ("scripts/linear/cifar", "linear.yaml"),
-        KEYS,
-    )
 
 
 def _run(cfg: omegaconf.DictConfig) -> None:
@@ -69,4 +54,4 @@ def _run(cfg: omegaconf.DictConfig) -> None:
 
 def main() -> int:
     """``solo-bayesncl-linear`` / ``python main_linear.py``: Hydra overrides on ``sys.argv``."""
-    return hydra_entry_point(_run, linear_config_dir("cifar"), "linear", COMMAND, _help)
+    return hydra_entry_point(_run, linear_config_dir("cifar"), "linear", COMMAND, SUMMARY, KEYS)

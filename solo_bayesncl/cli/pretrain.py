@@ -1,8 +1,5 @@
-"""``solo-bayesncl-pretrain`` / ``python main_pretrain.py``: pretraining from the command line.
-
-A Hydra app on the shipped ``scripts/pretrain/cifar`` configs (``--config-path`` picks another,
-e.g. ``scripts/pretrain/imagenet-100``) that runs :func:`solo_bayesncl.training.pretrain.pretrain`.
-"""
+"""``solo-bayesncl-pretrain`` / ``python main_pretrain.py``: a Hydra app on the shipped
+``scripts/pretrain/cifar`` configs that runs :func:`solo_bayesncl.training.pretrain.pretrain`."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ import omegaconf
 from solo_bayesncl.cli.console import (
     exit_if_interrupted,
     hydra_entry_point,
-    hydra_help_text,
     input_errors_until_fit,
     print_run_summary,
 )
@@ -19,11 +15,14 @@ from solo_bayesncl.cli.invocation import command_name
 from solo_bayesncl.config.shipped import pretrain_config_dir
 from solo_bayesncl.data.names import OFFLINE_DATASETS, SOLO_DATASETS
 
-__all__ = ["COMMAND", "KEYS", "main"]
+__all__ = ["COMMAND", "KEYS", "SUMMARY", "main"]
 
-COMMAND = "solo-bayesncl-pretrain"
-"""The installed console script (``pyproject.toml``)."""
+COMMAND = "solo-bayesncl-pretrain"  # the installed console script
 
+SUMMARY = (
+    "Self-supervised pretraining with solo-learn: bayesncl, ncl, simclr or mocov2plus "
+    "(one config each)."
+)
 KEYS: tuple[tuple[str, str], ...] = (
     ("data.dataset", f"{', '.join((*SOLO_DATASETS, *OFFLINE_DATASETS))} (custom: an image folder)"),
     ("data.train_path, data.val_path", "where the data is (custom: class sub-folders of images)"),
@@ -40,18 +39,6 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("wandb.enabled", "log to wandb too (offline without a stored login)"),
     ("seed", "the seed of every generator"),
 )
-"""The keys a user sets most, with one-line meanings, for ``--help``."""
-
-
-def _help(command: str) -> str:
-    return hydra_help_text(
-        command,
-        "Self-supervised pretraining with solo-learn: bayesncl, ncl, simclr or mocov2plus "
-        "(one config each).",
-        "pretrain",
-        ("scripts/pretrain/cifar", "bayesncl.yaml"),
-        KEYS,
-    )
 
 
 def _run(cfg: omegaconf.DictConfig) -> None:
@@ -65,4 +52,4 @@ def _run(cfg: omegaconf.DictConfig) -> None:
 
 def main() -> int:
     """``solo-bayesncl-pretrain`` / ``python main_pretrain.py``: Hydra overrides on ``sys.argv``."""
-    return hydra_entry_point(_run, pretrain_config_dir("cifar"), "bayesncl", COMMAND, _help)
+    return hydra_entry_point(_run, pretrain_config_dir("cifar"), "bayesncl", COMMAND, SUMMARY, KEYS)

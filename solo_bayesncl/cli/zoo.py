@@ -10,8 +10,9 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from solo_bayesncl.cli.invocation import command_name
+from solo_bayesncl.cli.invocation import command_name, error_status
 from solo_bayesncl.io.artifact import ArtifactError, open_artifact
 from solo_bayesncl.zoo.errors import ZooError
 from solo_bayesncl.zoo.export import export_checkpoint
@@ -32,7 +33,6 @@ EMPTY_MANIFEST_HELP = (
     "the official NCL checkpoints (github.com/PKU-ML/non_neg, 'Pretrained Checkpoints') the "
     "same way: see docs/zoo.md."
 )
-"""The second line ``zoo list`` prints when no manifest lists any weights."""
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -66,20 +66,16 @@ def _cmd_download(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options both forms of ``export`` take."""
+    keys = ("name", "fp16", "metrics", "keep_momentum", "description", "overwrite")
+    return {key: getattr(args, key) for key in keys}
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     if args.hub_folder:
         return _export_hub(args)
-    result = export_checkpoint(
-        args.ckpt,
-        name=args.name,
-        out_dir=args.out,
-        fp16=args.fp16,
-        metrics=args.metrics,
-        urls=args.url,
-        keep_momentum=args.keep_momentum,
-        description=args.description,
-        overwrite=args.overwrite,
-    )
+    result = export_checkpoint(args.ckpt, out_dir=args.out, urls=args.url, **_export_options(args))
     print(f"artifact  {result.path}  ({result.size} bytes)")
     print(f"sha256    {result.sha256}  ({result.sha256_path})")
     print(f"entry     {result.entry_path}")
@@ -98,15 +94,10 @@ def _export_hub(args: argparse.Namespace) -> int:
     result = export_hub_folder(
         args.ckpt,
         args.hub_folder,
-        name=args.name,
-        fp16=args.fp16,
-        metrics=args.metrics,
-        keep_momentum=args.keep_momentum,
-        description=args.description,
         license=args.license,
         base_model=args.base_model,
         repo_id=args.repo,
-        overwrite=args.overwrite,
+        **_export_options(args),
     )
     print(f"weights   {result.weights}  ({result.size} bytes, sha256 {result.sha256})")
     print(f"config    {result.config}")
@@ -280,7 +271,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (2 for a zoo error)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "export" and not (args.name or args.hub_folder):
@@ -288,5 +278,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ZooError, ArtifactError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return error_status(err)

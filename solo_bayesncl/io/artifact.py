@@ -1,12 +1,8 @@
-"""The zoo artifact: one torch file holding weights, config and evaluation figures.
+"""The zoo artifact: one torch file holding weights, config and evaluation figures (here, not in
+:mod:`solo_bayesncl.zoo`, so that loading a checkpoint never imports the zoo).
 
-It lives beside :mod:`solo_bayesncl.io.checkpoints` (which reads it like any checkpoint) rather than
-in :mod:`solo_bayesncl.zoo` (which downloads, exports and lists artifacts), so that loading never
-imports the zoo.
-
-Format ``solo-bayesncl-zoo/1``: ``torch.save`` of a dict with only plain containers and
-tensors, so that it loads with ``torch.load(..., weights_only=True)`` (no pickled code runs when
-a downloaded file is opened)::
+Format ``solo-bayesncl-zoo/1``: ``torch.save`` of a dict of plain containers and tensors, which
+loads with ``torch.load(..., weights_only=True)`` (no pickled code runs)::
 
     {
       "format": "solo-bayesncl-zoo/1",
@@ -18,19 +14,16 @@ a downloaded file is opened)::
       "omitted": {key: {"shape": [...], "dtype": "float32"}},  # state keys left out
     }
 
-``omitted`` lists the state keys dropped at export (by default MoCo's momentum copies and its
-negative queue, which are training state). :func:`open_artifact` restores them so the state
-dict loads strictly into the solo-learn method: a ``momentum_<part>.*`` key gets a copy of the
-online ``<part>.*`` weight (how solo-learn initialises momentum networks), any other omitted
-buffer gets zeros of the recorded shape. Weights restored this way are fine for inference and
-fine-tuning; resume interrupted training from the original ``.ckpt``, not from an artifact.
+``omitted`` lists the state keys dropped at export (by default MoCo's momentum copies and queue,
+training state). :func:`open_artifact` restores them so the state dict loads strictly: a
+``momentum_<part>.*`` key gets a copy of the online ``<part>.*`` weight (as solo-learn initialises
+momentum networks), any other gets zeros of the recorded shape. Resume training from the original
+``.ckpt``, not from an artifact.
 
-The same content can be stored as a safetensors file (what a Hugging Face Hub model repository
-holds, :func:`write_safetensors_artifact`): the tensors are the state dict, and the file's
-string metadata holds ``format``, ``method`` and ``dtype`` as they are and ``cfg``, ``metrics``
-and ``omitted`` as JSON text. Every reader here (:func:`open_artifact`, :func:`is_artifact`,
-hence every checkpoint loader) accepts both forms, told apart by their first bytes; a
-safetensors file runs no code when opened, like ``weights_only=True``.
+The same content can be a safetensors file (a Hugging Face Hub model repository's,
+:func:`write_safetensors_artifact`): the state dict as its tensors, ``format``, ``method`` and
+``dtype`` as string metadata, ``cfg``, ``metrics`` and ``omitted`` as JSON text. Every reader here
+accepts both forms, told apart by their first bytes.
 """
 
 from __future__ import annotations
@@ -57,7 +50,6 @@ __all__ = [
     "cast_floating",
     "is_artifact",
     "open_artifact",
-    "is_safetensors",
     "read_artifact",
     "write_artifact",
     "write_safetensors_artifact",
@@ -86,16 +78,10 @@ class Artifact:
     omitted: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_file_dict(self) -> dict[str, Any]:
-        """The dict written by :func:`write_artifact`."""
-        return {
-            "format": ARTIFACT_FORMAT,
-            "method": self.method,
-            "cfg": self.cfg,
-            "state_dict": self.state_dict,
-            "metrics": self.metrics,
-            "dtype": self.dtype,
-            "omitted": self.omitted,
-        }
+        """The dict written by :func:`write_artifact`; refuses an unknown ``dtype``."""
+        if self.dtype not in _DTYPES:
+            raise ArtifactError(f"dtype must be one of {list(_DTYPES)}, got {self.dtype!r}")
+        return {"format": ARTIFACT_FORMAT, **vars(self)}
 
 
 def cast_floating(state_dict: Mapping[str, torch.Tensor], dtype: torch.dtype) -> dict:
@@ -107,20 +93,15 @@ def cast_floating(state_dict: Mapping[str, torch.Tensor], dtype: torch.dtype) ->
 
 
 def write_artifact(artifact: Artifact, path: str | os.PathLike[str]) -> Path:
-    """Write ``artifact`` to ``path`` atomically (temporary name, then rename)."""
-    if artifact.dtype not in _DTYPES:
-        raise ArtifactError(f"dtype must be one of {list(_DTYPES)}, got {artifact.dtype!r}")
-    path = Path(path)
+    """Writes ``artifact`` to ``path`` atomically."""
+    fields = artifact.to_file_dict()
     with replacing(path, suffix=".part") as tmp:
-        torch.save(artifact.to_file_dict(), tmp)
-    return path
+        torch.save(fields, tmp)
+    return Path(path)
 
 
 def write_safetensors_artifact(artifact: Artifact, path: str | os.PathLike[str]) -> Path:
-    """Write ``artifact`` as a safetensors file, atomically: the state dict as its tensors, the
-    rest as its string metadata (see the module docstring)."""
-    if artifact.dtype not in _DTYPES:
-        raise ArtifactError(f"dtype must be one of {list(_DTYPES)}, got {artifact.dtype!r}")
+    """Writes ``artifact`` as a safetensors file (module docstring), atomically."""
     fields = artifact.to_file_dict()
     metadata = {
         k: json.dumps(fields[k], allow_nan=False) if k in _JSON_KEYS else str(fields[k])
@@ -128,13 +109,12 @@ def write_safetensors_artifact(artifact: Artifact, path: str | os.PathLike[str])
         if k != "state_dict"
     }
     tensors = {k: v.detach().contiguous() for k, v in artifact.state_dict.items()}
-    path = Path(path)
     with replacing(path, suffix=".part") as tmp:
         save_file(tensors, str(tmp), metadata=metadata)
-    return path
+    return Path(path)
 
 
-def is_safetensors(path: str | os.PathLike[str]) -> bool:
+def _is_safetensors(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` starts like a safetensors file: an 8-byte little-endian header length
     that fits in the file, then the JSON header's ``{``."""
     try:
@@ -181,7 +161,7 @@ def _load_safetensors(path: Path, map_location: Any, tensors: bool = True) -> di
 def _load_dict(path: Path, map_location: Any, mmap: bool = False) -> dict[str, Any]:
     if Path(path).is_dir():
         raise ArtifactError(f"{path} is a folder, not a zoo artifact file")
-    if Path(path).is_file() and is_safetensors(path):
+    if Path(path).is_file() and _is_safetensors(path):
         return _load_safetensors(Path(path), map_location, tensors=not mmap)
     if Path(path).is_file() and not zipfile.is_zipfile(path):
         raise ArtifactError(
@@ -208,10 +188,8 @@ def _load_dict(path: Path, map_location: Any, mmap: bool = False) -> dict[str, A
 
 
 def is_artifact(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` is a readable zoo artifact, in either form (any other file gives False).
-
-    The tensors of a torch file are memory-mapped, not read, so this is cheap on large files.
-    """
+    """True when ``path`` is a readable zoo artifact, in either form (its tensors are
+    memory-mapped, not read)."""
     try:
         _load_dict(Path(path), "cpu", mmap=True)
     except ArtifactError:
@@ -222,7 +200,7 @@ def is_artifact(path: str | os.PathLike[str]) -> bool:
 def _restore_omitted(
     state_dict: dict[str, torch.Tensor], omitted: Mapping[str, Mapping[str, Any]]
 ) -> None:
-    """Fill the keys left out at export; see the module docstring for the rule."""
+    """Fills the keys left out at export (module docstring)."""
     for key, spec in omitted.items():
         shape = tuple(spec["shape"])
         dtype = getattr(torch, spec["dtype"])
@@ -237,15 +215,9 @@ def _restore_omitted(
 def open_artifact(
     path: str | os.PathLike[str], map_location: Any = "cpu", restore: bool = True
 ) -> Artifact:
-    """Read a zoo artifact with ``weights_only=True``.
-
-    Args:
-        path: the artifact file.
-        map_location: passed to ``torch.load``.
-        restore: cast float16 weights back to float32 and fill the omitted keys, so that the
-            state dict loads strictly into the method the config builds. False returns the
-            stored tensors as they are.
-    """
+    """Reads a zoo artifact with ``weights_only=True``. With ``restore`` the weights are cast
+    back to float32 and the omitted keys filled, so that the state dict loads strictly; without,
+    the stored tensors are returned as they are."""
     path = Path(path)
     data = _load_dict(path, map_location)
     if data["dtype"] not in _DTYPES:
@@ -269,9 +241,6 @@ def open_artifact(
 def read_artifact(
     path: str | os.PathLike[str], map_location: Any = "cpu"
 ) -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, float]]:
-    """``(cfg, state_dict, metrics)`` of a zoo artifact, ready for strict loading.
-
-    ``cfg["method"]`` is the method name. Shortcut of :func:`open_artifact` for loaders.
-    """
+    """``(cfg, state_dict, metrics)`` of a zoo artifact, ready for strict loading."""
     art = open_artifact(path, map_location=map_location)
     return art.cfg, art.state_dict, art.metrics

@@ -1,15 +1,9 @@
-"""Loading pretrained models: solo-learn checkpoints, the official NCL/BayesNCL codes' layout, and
-zoo artifacts, into ready solo-learn methods or bare backbones.
+"""Loading pretrained models into ready solo-learn methods or bare backbones, from:
 
-Layouts read:
-
-- solo-learn (and this plugin): a Lightning ``.ckpt`` whose ``state_dict`` holds ``backbone.*``,
-  ``projector.*``, ``classifier.*`` (BayesNCL also ``gating_head.*``) with the run's config in the
-  ``args.json`` that solo-learn's Checkpointer writes beside it;
-- the official NCL code (a solo-learn fork): the same files with ``method: simclr`` and
-  ``method_kwargs.non_neg`` set, read as ``ncl``; the official BayesNCL code's ``simclr`` with
-  ``use_bayes: True`` or a ``gating_head`` in the weights, read as ``bayesncl`` (its
-  ``use_bayes: False`` runs have no gate: ``ncl``, or ``simclr`` without ``non_neg``);
+- a Lightning ``.ckpt`` of solo-learn (or this plugin) with the run's config in the ``args.json``
+  beside it, including the official NCL code's (``method: simclr`` with
+  ``method_kwargs.non_neg``, read as ``ncl``) and the official BayesNCL code's (``simclr`` with
+  ``use_bayes: True`` or a ``gating_head``, read as ``bayesncl``);
 - zoo artifacts (:mod:`solo_bayesncl.io.artifact`), which carry their config.
 """
 
@@ -27,6 +21,7 @@ from torch import nn
 
 from solo_bayesncl.config.saved import SavedConfigError, checkpoint_spec
 from solo_bayesncl.config.settings import RunSpec
+from solo_bayesncl.core.validation import first_line
 from solo_bayesncl.host import registration
 from solo_bayesncl.host.models import build_backbone, build_method, without_resume_warning
 from solo_bayesncl.io.artifact import is_artifact, read_artifact
@@ -47,10 +42,8 @@ class CheckpointError(ValueError):
 
 @dataclass
 class LoadedCheckpoint:
-    """A checkpoint's config read once into its spec (``spec``,
-    :func:`~solo_bayesncl.config.settings.saved_run_spec`), which every reader of the checkpoint
-    reads; ``cfg``, the same config as solo-learn takes it (``spec.solo``), is handed to
-    solo-learn's method when the model is built. Its weights, and the method name it builds."""
+    """A checkpoint: its config read once into its ``spec``, its weights and the method name it
+    builds."""
 
     spec: RunSpec
     state_dict: dict[str, torch.Tensor]
@@ -75,7 +68,7 @@ def _read_lightning_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, to
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as err:
         raise CheckpointError(
-            f"{path}: not a readable PyTorch checkpoint ({_first_line(err)})"
+            f"{path}: not a readable PyTorch checkpoint ({first_line(err)})"
         ) from None
     state_dict = payload.get("state_dict", payload) if isinstance(payload, dict) else None
     if not isinstance(state_dict, dict) or not any(k.startswith("backbone.") for k in state_dict):
@@ -85,15 +78,10 @@ def _read_lightning_checkpoint(path: Path) -> tuple[dict[str, Any], dict[str, to
     try:
         cfg = json.loads(args.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{args}: not a readable JSON config ({_first_line(err)})") from None
+        raise CheckpointError(f"{args}: not a readable JSON config ({first_line(err)})") from None
     if not isinstance(cfg, dict):
         raise CheckpointError(f"{args}: must hold a JSON object (the run's config)")
     return cfg, state_dict
-
-
-def _first_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    return lines[0] if lines else type(err).__name__
 
 
 def _key_groups(keys: set[str]) -> str:
@@ -128,11 +116,8 @@ def _load_weights(module: nn.Module, weights: dict[str, torch.Tensor], loaded) -
 
 
 def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
-    """Reads a checkpoint of any supported layout (see the module docstring).
-
-    Raises :class:`CheckpointError` naming the file for a missing file, an unreadable one, a
-    missing ``args.json`` or a method outside ``bayesncl, ncl, simclr, mocov2plus``.
-    """
+    """Reads a checkpoint of any supported layout; raises :class:`CheckpointError` naming the
+    file for a missing, unreadable or unknown one."""
     path = Path(path)
     if path.is_dir():
         inside = sorted(p.name for p in path.glob("*.ckpt"))[:3]
@@ -150,8 +135,7 @@ def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
     try:
         spec = checkpoint_spec(cfg, state_dict)
     except SavedConfigError as err:
-        config_file = path if is_artifact(path) else path.parent / "args.json"
-        raise CheckpointError(f"{config_file if err.in_config else path}: {err}") from None
+        raise CheckpointError(f"{_config_source(path) if err.in_config else path}: {err}") from None
     return LoadedCheckpoint(
         spec=spec, state_dict=state_dict, method=str(spec.method.name), path=path, metrics=metrics
     )
@@ -165,8 +149,9 @@ def _strip_stale_keys(
     return {k: v for k, v in state_dict.items() if k in expected or not k.startswith("knn.")}
 
 
-def _config_source(loaded: LoadedCheckpoint) -> Path:
-    return loaded.path if is_artifact(loaded.path) else loaded.path.parent / "args.json"
+def _config_source(path: Path) -> Path:
+    """The file a checkpoint's config is read from: the artifact itself, else its ``args.json``."""
+    return path if is_artifact(path) else path.parent / "args.json"
 
 
 def _check_config_ranges(loaded: LoadedCheckpoint) -> None:
@@ -177,16 +162,15 @@ def _check_config_ranges(loaded: LoadedCheckpoint) -> None:
     try:
         METHODS[loaded.method].add_and_assert_specific_cfg(copy.deepcopy(loaded.cfg))
     except (ValueError, AssertionError, omegaconf.errors.OmegaConfBaseException) as err:
-        message = _first_line(err).partition("    full_key:")[0].strip()
+        message = first_line(err).partition("    full_key:")[0].strip()
         raise CheckpointError(
-            f"{_config_source(loaded)}: {message}; the checkpoint's config is not one its "
+            f"{_config_source(loaded.path)}: {message}; the checkpoint's config is not one its "
             f"{loaded.method} model can be built from"
         ) from None
 
 
 def check_finite_weights(loaded: LoadedCheckpoint) -> None:
-    """Refuses weights holding NaN or Inf (a diverged run): every evaluation of them is noise.
-    Reads the tensors only, so it needs no solo-learn."""
+    """Refuses weights holding NaN or Inf (a diverged run); needs no solo-learn."""
     bad = [
         name
         for name, tensor in loaded.state_dict.items()
@@ -200,14 +184,9 @@ def check_finite_weights(loaded: LoadedCheckpoint) -> None:
 
 
 def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
-    """The solo-learn method of the checkpoint (:func:`solo_bayesncl.host.models.build_method`) with its
-    weights loaded strictly, in eval mode.
-
-    This is the one check every command that reads a checkpoint runs before using it (the
-    report, kNN, linear evaluation, zoo export): its config passes the method's own checks, its
-    weights match the model that config describes, and none of them is NaN or Inf. Each failure
-    raises :class:`CheckpointError` naming the file.
-    """
+    """The solo-learn method of the checkpoint with its weights loaded strictly, in eval mode:
+    the one check every command runs on a checkpoint (its config passes the method's own checks,
+    its weights fit that model and are finite), else :class:`CheckpointError` naming the file."""
     registration.register()
     _check_config_ranges(loaded)
     method = loaded.spec.method
@@ -217,9 +196,9 @@ def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") ->
                 method.name, loaded.spec.solo, method.small_stem, fresh_config=True
             )
     except (omegaconf.errors.ConfigAttributeError, omegaconf.errors.ConfigKeyError) as err:
-        key = getattr(err, "full_key", None) or _first_line(err)
+        key = getattr(err, "full_key", None) or first_line(err)
         raise CheckpointError(
-            f"{_config_source(loaded)}: the config has no {key}, which the config of a "
+            f"{_config_source(loaded.path)}: the config has no {key}, which the config of a "
             "pretraining run holds (solo-learn's parse_cfg adds it to the run's args.json); "
             "add it (docs/zoo.md: an args.json written by hand)"
         ) from None
@@ -229,8 +208,7 @@ def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") ->
 
 
 def load_backbone(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
-    """The bare backbone (:func:`solo_bayesncl.host.models.build_backbone`) with the checkpoint's
-    weights, in eval mode."""
+    """The bare backbone with the checkpoint's weights, in eval mode."""
     registration.register()
     method = loaded.spec.method
     try:

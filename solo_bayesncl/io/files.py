@@ -1,7 +1,5 @@
-"""Writing output without losing what a user wrote: an early write check, per-process temporary
-names beside the final path, the one way a file is replaced (:func:`replacing`: write a
-temporary, then one atomic rename), the removal of temporaries a killed process left behind, and
-lock files that keep two processes from writing the same output at once.
+"""Writing output without losing what a user wrote: an early write check, atomic replacement
+through a temporary, the removal of temporaries a killed process left behind, and lock files.
 
 A temporary is a hidden sibling of its final path, ``.<name>.<pid>.<random><suffix>``, so a later
 run can tell a temporary of a live process (kept) from one whose process is gone (removed).
@@ -19,12 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = [
-    "STALE_AFTER_S",
     "LockedError",
     "NotWritableError",
     "hold_lock",
-    "make_temporary",
-    "process_alive",
     "remove_stale_temporaries",
     "replacing",
     "replacing_folder",
@@ -32,8 +27,8 @@ __all__ = [
     "write_text_replacing",
 ]
 
-STALE_AFTER_S: float = 24 * 3600.0
-"""A temporary older than this is removed even when its process id is in use (ids are reused)."""
+#: A temporary older than this is removed even when its process id is in use (ids are reused).
+_STALE_AFTER_S: float = 24 * 3600.0
 
 
 class NotWritableError(PermissionError):
@@ -51,12 +46,9 @@ class LockedError(RuntimeError):
 
 @contextlib.contextmanager
 def hold_lock(path: str | os.PathLike[str]) -> Iterator[None]:
-    """Holds the lock file ``path`` (created, with this process's id in it) for the block.
-
-    The lock is the kernel's (``flock``) on that file, so it ends with its process, however the
-    process ends: the lock file of a process that died is taken over by the next one. Raises
-    :class:`LockedError` at once, with the holder's id, while a live process holds it.
-    """
+    """Holds the lock file ``path`` (with this process's id in it) for the block; raises
+    :class:`LockedError` at once while a live process holds it. The lock is the kernel's
+    (``flock``), so it ends with its process, however the process ends."""
     path = Path(path)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -76,7 +68,7 @@ def hold_lock(path: str | os.PathLike[str]) -> Iterator[None]:
         os.close(fd)
 
 
-def process_alive(pid: int) -> bool:
+def _process_alive(pid: int) -> bool:
     """True when a process with this id exists (on this machine)."""
     if pid <= 0:
         return False
@@ -89,19 +81,13 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def _nearest_existing(path: Path) -> Path:
-    path = path.absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
 def require_writable(path: str | os.PathLike[str], what: str = "--out") -> None:
-    """Raises :class:`NotWritableError` unless files can be created at ``path`` (a folder that
-    exists or would be created): a probe file is created and removed in ``path`` or, when it does
-    not exist yet, in its nearest existing parent. Nothing else is created."""
+    """Raises :class:`NotWritableError` unless files can be created in the folder ``path`` (or,
+    when it does not exist yet, its nearest existing parent), tried with a probe file."""
     path = Path(path)
-    where = _nearest_existing(path)
+    where = path.absolute()  # the nearest folder that exists
+    while not where.exists() and where != where.parent:
+        where = where.parent
     if not where.is_dir():
         raise NotWritableError(f"{what} {path}: {where} exists and is not a folder")
     try:
@@ -115,7 +101,7 @@ def require_writable(path: str | os.PathLike[str], what: str = "--out") -> None:
     os.unlink(probe)
 
 
-def make_temporary(final: Path, suffix: str, folder: bool = False) -> Path:
+def _make_temporary(final: Path, suffix: str, folder: bool = False) -> Path:
     """A new hidden temporary file (or folder) beside ``final``, named for this process."""
     prefix = f".{final.name}.{os.getpid()}."
     if folder:  # mkdtemp's 0o700 would stay on the folder once renamed into place
@@ -137,15 +123,12 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def replacing(final: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[Path]:
-    """Yields a new temporary path beside ``final`` (:func:`make_temporary`); when the block
-    ends, the temporary replaces ``final`` in one atomic rename, so a reader sees the old file or
-    the whole new one, never part of it. On an error, or when the block removed the temporary
-    (nothing to write after all), ``final`` is left as it was. The folder of ``final`` is created
-    when missing; ``suffix`` ends the temporary's name (a plotting library reads the format
-    from it)."""
+    """Yields a new temporary path beside ``final`` (its name ending in ``suffix``) that replaces
+    ``final`` in one atomic rename when the block ends, so a reader sees the old file or the whole
+    new one. On an error, or when the block removed the temporary, ``final`` is left as it was."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = make_temporary(final, suffix)
+    tmp = _make_temporary(final, suffix)
     try:
         yield tmp
         if tmp.exists():
@@ -161,14 +144,13 @@ def replacing_folder(
     stale: tuple[str, ...] = (),
     last: tuple[str, ...] = (),
 ) -> Iterator[Path]:
-    """Yields a new hidden temporary folder beside ``final`` (:func:`make_temporary`); when the
-    block ends, what it holds moves into ``final``: one rename when ``final`` does not exist,
-    else one atomic replace per file (the names in ``last`` last, in that order), keeping any
-    other file ``final`` holds and removing the ``stale`` names first. On an error, ``final`` is
-    left as it was; the temporary folder is always removed."""
+    """Yields a new temporary folder beside ``final`` whose files move into ``final`` when the
+    block ends: one rename when ``final`` does not exist, else one atomic replace per file (the
+    names in ``last`` last, in that order), after removing the ``stale`` names; other files of
+    ``final`` are kept. On an error, ``final`` is left as it was."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = make_temporary(final, suffix, folder=True)
+    staging = _make_temporary(final, suffix, folder=True)
     try:
         yield staging
         if not final.exists():
@@ -185,16 +167,16 @@ def replacing_folder(
 
 
 def write_text_replacing(final: str | os.PathLike[str], text: str) -> Path:
-    """Writes ``text`` (UTF-8) to ``final`` through :func:`replacing`; returns ``final``."""
+    """Writes ``text`` (UTF-8) to ``final`` atomically; returns ``final``."""
     with replacing(final) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(final)
 
 
 def remove_stale_temporaries(
-    final: Path, suffix: str, max_age_s: float = STALE_AFTER_S
+    final: Path, suffix: str, max_age_s: float = _STALE_AFTER_S
 ) -> list[Path]:
-    """Removes the temporaries of ``final`` (see :func:`make_temporary`) whose process is gone
+    """Removes the temporaries of ``final`` (see :func:`_make_temporary`) whose process is gone
     or that are older than ``max_age_s``; returns what was removed."""
     removed = []
     if not final.parent.is_dir():
@@ -207,13 +189,12 @@ def remove_stale_temporaries(
             age = now - path.lstat().st_mtime
         except FileNotFoundError:
             continue
-        alive = pid.isdigit() and process_alive(int(pid))
+        alive = pid.isdigit() and _process_alive(int(pid))
         if alive and age <= max_age_s:
             continue
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
         else:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            path.unlink(missing_ok=True)
         removed.append(path)
     return removed

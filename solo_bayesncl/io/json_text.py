@@ -1,10 +1,5 @@
-"""The JSON text the project writes: strict JSON (RFC 8259), which has no NaN or infinity.
-
-Python's ``json`` writes an undefined figure (a correlation over constant values, a spread of one
-seed) as the bare word ``NaN``, which Python reads back but ``jq``, browsers and most other
-readers refuse. Here such a figure is written as ``null``; the project's readers take ``null``
-for "no value" (:func:`solo_bayesncl.benchmark.table.aggregate` counts it as missing).
-"""
+"""The JSON text the project writes: strict JSON (RFC 8259), an undefined figure written as
+``null`` rather than Python's ``NaN``, which ``jq``, browsers and most other readers refuse."""
 
 from __future__ import annotations
 
@@ -17,9 +12,8 @@ __all__ = ["finite_or_null", "json_text"]
 
 
 def finite_or_null(value: Any) -> Any:
-    """``value`` with every number a Python ``int``/``float`` and every non-finite one ``None``,
-    through nested dicts, lists and tuples (tuples become lists); numpy and torch scalars are
-    converted, anything else is returned as it is."""
+    """``value`` with every number (numpy and torch scalars too) a Python ``int``/``float``, every
+    non-finite one ``None``, through nested dicts, lists and tuples (which become lists)."""
     if isinstance(value, dict):
         return {key: finite_or_null(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
@@ -35,7 +29,5 @@ def finite_or_null(value: Any) -> Any:
 
 
 def json_text(data: Any, indent: int | None = 2) -> str:
-    """``data`` as strict JSON text ending in a newline, its non-finite numbers as ``null``.
-
-    Raises ``TypeError`` for a value JSON cannot hold, as :func:`json.dumps` does."""
+    """``data`` as strict JSON text ending in a newline, its non-finite numbers as ``null``."""
     return json.dumps(finite_or_null(data), indent=indent, allow_nan=False) + "\n"

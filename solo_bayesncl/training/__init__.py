@@ -1,2 +1,1 @@
-"""Training runs: the Lightning Trainer and loggers, auto-resume, the interpretability callback,
-and the library halves of pretraining and linear evaluation (the commands are in ``cli``)."""
+"""Training runs: Trainer, loggers, auto-resume, callbacks, pretraining and linear evaluation."""

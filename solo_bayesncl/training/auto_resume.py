@@ -1,30 +1,17 @@
-"""Auto-resume that only resumes the same run.
+"""Auto-resume that only resumes the same run (docs/resuming.md, "Where a run resumes").
 
-solo-learn's ``AutoResumer`` resumes the newest checkpoint whose ``args.json`` agrees with the
-current config on a dozen keys (name, method, dataset, epochs, optimizer...): a run that differs
-only in ``data.fraction`` or a ``method_kwargs`` value is "resumed" from a finished checkpoint and
-trains nothing. Here the whole resolved config is compared, apart from the keys that may differ
-between two sittings of one run (:data:`MAY_DIFFER`: machine, workers, logging, checkpoint and
-resume settings). The layout is solo-learn's own: ``checkpoint.dir/<method>/<version>/`` holds
-``args.json`` and the ``*-ep=N.ckpt`` files its ``Checkpointer`` writes at the end of epoch ``N``,
-beside the ``*-ep=N-step=S.ckpt`` file saved within epoch ``N`` at optimizer step ``S`` every
-``checkpoint.time_interval_s`` (:func:`solo_bayesncl.training.trainer.checkpoint_callbacks`).
-The run resumes from the checkpoint furthest on (:func:`resume_order`): the end of epoch ``N``
-comes after any step within it and before any step of epoch ``N + 1``.
+solo-learn's ``AutoResumer`` matches an earlier run on a dozen keys, so a run that differs only in
+``data.fraction`` would "resume" a finished checkpoint and train nothing. Here the whole resolved
+config is compared, apart from :data:`MAY_DIFFER`, in solo-learn's layout
+(``checkpoint.dir/<method>/<version>/``: ``args.json`` and the checkpoints); the run resumes from
+the readable checkpoint furthest on (:func:`resume_order`).
 
-A checkpoint that cannot be read (a process killed while writing it) is skipped with a message,
-and the next older one of the same run is used. Where a checkpoint stands is a
-:class:`ResumePoint` (:func:`checkpoint_position`), which the console names when a run resumes.
-
-With several processes (DDP) the decision is made once per job (:func:`decide_job_run`): which
-checkpoint to resume and the run's id, hence its one folder. Lightning's own launcher starts the
-processes of ranks 1.. by re-running the script; the process the user started decides before it
-launches them and hands its decision down in the environment (:data:`JOB_RUN_ENV`), so no other
-process scans the folder again (a checkpoint could age past ``max_hours`` or appear in between).
-When an external launcher (SLURM's srun, torchrun) starts every process, each one scans the same
-files and derives a new run's id from the job's id (``SLURM_JOB_ID``, ``TORCHELASTIC_RUN_ID``),
-and the Trainer checks, once the processes are connected, that all of them agree
-(:func:`solo_bayesncl.training.trainer.job_run_agreement`).
+With several processes (DDP) the run's id and checkpoint are decided once per job
+(:func:`decide_job_run`). Under Lightning's launcher the process the user started decides and
+hands its :class:`JobRun` to the processes it launches in :data:`JOB_RUN_ENV`, so none scans the
+folder again (a checkpoint could age past ``max_hours`` in between). Under an external launcher
+(srun, torchrun) every process scans the same files and derives a new run's id from the job's id;
+the Trainer checks that all agree (:func:`solo_bayesncl.training.trainer.job_run_agreement`).
 """
 
 from __future__ import annotations
@@ -38,7 +25,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +51,6 @@ __all__ = [
 ]
 
 JOB_RUN_ENV = "SOLO_BAYESNCL_JOB_RUN"
-"""The environment variable in which the deciding process hands its :class:`JobRun` to the
-processes Lightning's launcher starts (they inherit its environment)."""
 #: Job ids that every process of an externally launched job shares ("none" is torchrun's default).
 _JOB_ID_ENV = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
 
@@ -104,10 +89,8 @@ def _may_differ(key: str) -> bool:
     return any(key == k or key.startswith(k + ".") for k in MAY_DIFFER)
 
 
-#: Sections of the config that a run does not use, by what says so in its flattened config:
-#: solo-learn's ``parse_cfg`` adds ``dali.*`` when NVIDIA DALI is importable and ``auto_umap.*``
-#: when umap is, so installing an extra must not change a run that reads its images another way
-#: or draws no UMAP.
+#: Sections a run does not use, by its flattened config: solo-learn's ``parse_cfg`` adds ``dali.*``
+#: and ``auto_umap.*`` when those extras are importable, which must not change the run.
 UNUSED_SECTIONS: dict[str, Callable[[dict[str, Any]], bool]] = {
     "dali": lambda flat: flat.get("data.format") != "dali",
     "auto_umap": lambda flat: flat.get("auto_umap.enabled") is not True,
@@ -115,8 +98,8 @@ UNUSED_SECTIONS: dict[str, Callable[[dict[str, Any]], bool]] = {
 
 
 def _identity(cfg_container: dict[str, Any]) -> dict[str, Any]:
-    """The flattened keys of ``cfg_container`` that make a run's identity: all of them apart
-    from :data:`MAY_DIFFER` and the sections the run does not use (:data:`UNUSED_SECTIONS`)."""
+    """The flattened keys that make a run's identity: all but :data:`MAY_DIFFER` and
+    :data:`UNUSED_SECTIONS`."""
     flat = dict(_flatten(cfg_container))
     unused = tuple(section + "." for section, idle in UNUSED_SECTIONS.items() if idle(flat))
     return {
@@ -135,45 +118,34 @@ def _normalise(key: str, value: Any) -> Any:
 
 
 def config_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """``(key, old value, new value)`` for every dotted key that differs between two configs
-    (plain containers, as ``args.json`` stores them), ignoring :data:`MAY_DIFFER` and the
-    sections neither run uses (:data:`UNUSED_SECTIONS`)."""
+    """``(key, old value, new value)`` for every identity key (:func:`_identity`) that differs
+    between two plain configs, as ``args.json`` stores them."""
     flat_old, flat_new = _identity(old), _identity(new)
     diffs = []
     for key in sorted(set(flat_old) | set(flat_new)):
-        a = _normalise(key, flat_old.get(key, _MISSING))
-        b = _normalise(key, flat_new.get(key, _MISSING))
-        if a != b:
-            diffs.append((key, flat_old.get(key, _MISSING), flat_new.get(key, _MISSING)))
+        a, b = flat_old.get(key, _MISSING), flat_new.get(key, _MISSING)
+        if _normalise(key, a) != _normalise(key, b):
+            diffs.append((key, a, b))
     return diffs
-
-
-@dataclass
-class _Candidate:
-    folder: Path
-    args: dict[str, Any]
-    checkpoints: list[Path]
 
 
 @dataclass(frozen=True)
 class ResumePoint:
-    """Where a checkpoint leaves a fit: ``epoch`` epochs finished (Lightning's epoch number of
-    the epoch training continues in), ``batch`` batches of that epoch already trained (0 at an
-    epoch's end) and ``step`` optimizer steps in all."""
+    """Where a checkpoint leaves a fit: ``epoch`` epochs finished (the epoch training continues
+    in), ``batch`` batches of it already trained (0 at an epoch's end), ``step`` optimizer steps."""
 
     epoch: int
     step: int
     batch: int = 0
 
     def phrase(self) -> str:
-        """``epoch 3, step 1234``, as the console and the benchmark's progress say it."""
+        """``epoch 3, step 1234``."""
         return f"epoch {self.epoch}, step {self.step}"
 
 
 def checkpoint_position(checkpoint: dict[str, Any]) -> ResumePoint:
-    """The :class:`ResumePoint` of a Lightning checkpoint (the loaded dictionary), read from its
-    fit loop's counters; a checkpoint without them counts as saved at the end of its ``epoch``,
-    as solo-learn's ``Checkpointer`` saves."""
+    """The :class:`ResumePoint` of a loaded Lightning checkpoint, from its fit loop's counters;
+    without them, the end of its ``epoch``."""
     step = int(checkpoint.get("global_step", 0))
     loops = (checkpoint.get("loops") or {}).get("fit_loop") or {}
     epochs = (loops.get("epoch_progress") or {}).get("current")
@@ -187,8 +159,8 @@ def checkpoint_position(checkpoint: dict[str, Any]) -> ResumePoint:
 
 
 def read_position(path: str | Path) -> ResumePoint | None:
-    """The :class:`ResumePoint` of the checkpoint file ``path``, None when it cannot be read.
-    The tensors are mapped, not read, so this is quick for any model size."""
+    """The :class:`ResumePoint` of the checkpoint file ``path`` (its tensors mapped, not read),
+    None when it cannot be read."""
     try:
         ckpt = torch.load(path, map_location="cpu", mmap=True, weights_only=False)
     except Exception:  # noqa: BLE001 - any failure means "not resumable"
@@ -197,8 +169,8 @@ def read_position(path: str | Path) -> ResumePoint | None:
 
 
 def _progress(path: Path) -> tuple[int, float]:
-    """How far a checkpoint is by its name: ``(N, inf)`` at the end of epoch ``N``, ``(N, S)``
-    at step ``S`` within it; ``(-1, -1)`` for any other name."""
+    """``(N, inf)`` for the end of epoch ``N`` by a checkpoint's name, ``(N, S)`` for step ``S``
+    within it, ``(-1, -1)`` for any other name."""
     match = _POSITION.search(path.name)
     if not match:
         return -1, -1.0
@@ -206,15 +178,13 @@ def _progress(path: Path) -> tuple[int, float]:
 
 
 def resume_order(paths: list[Path]) -> list[Path]:
-    """``paths`` furthest first by their names (:func:`_progress`), the newest file first among
-    equals (a resumed sitting saves the same epoch again)."""
+    """``paths`` furthest first (:func:`_progress`), the newest file first among equals (a
+    resumed sitting saves the same epoch again)."""
     return sorted(paths, key=lambda p: (*_progress(p), p.stat().st_mtime), reverse=True)
 
 
-def _candidates(run_root: Path, max_hours: float) -> list[_Candidate]:
-    found = []
-    if not run_root.is_dir():
-        return found
+def _candidates(run_root: Path, max_hours: float) -> Iterator[tuple[Path, Any, list[Path]]]:
+    """``(folder, its args.json, its checkpoints no older than max_hours)`` of each earlier run."""
     oldest = time.time() - max_hours * 3600
     for args_file in run_root.glob("*/args.json"):
         ckpts = [p for p in args_file.parent.glob("*.ckpt") if p.stat().st_mtime >= oldest]
@@ -224,20 +194,18 @@ def _candidates(run_root: Path, max_hours: float) -> list[_Candidate]:
             args = json.loads(args_file.read_text())
         except (OSError, ValueError):
             continue
-        found.append(_Candidate(args_file.parent, args, ckpts))
-    return found
+        yield args_file.parent, args, ckpts
 
 
+#: The entry of a checkpoint holding the :func:`config_fingerprint` of the run that saved it.
 FINGERPRINT_KEY = "solo_bayesncl_fingerprint"
-"""The entry of a checkpoint holding the :func:`config_fingerprint` of the run that saved it."""
 
 
 def _resumable(
     path: Path, fingerprint: str | None, shapes: dict[str, tuple[int, ...]] | None
 ) -> str | None:
-    """None when the checkpoint loads and belongs to this run, else why not: unreadable (a
-    process killed while writing it), saved by a run of another configuration (its
-    :data:`FINGERPRINT_KEY`), or holding weights of other names or shapes than ``shapes``."""
+    """None when the checkpoint loads and belongs to this run, else why not: unreadable, saved
+    by another configuration (:data:`FINGERPRINT_KEY`), or weights other than ``shapes``."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as err:  # noqa: BLE001 - any failure means "not resumable"
@@ -274,35 +242,26 @@ def find_resume_checkpoint(
     log: Callable[[str], None] = print,
     shapes: dict[str, tuple[int, ...]] | None = None,
 ) -> tuple[Path | None, str | None]:
-    """The checkpoint to resume the run ``cfg_container`` from, and its wandb run id.
-
-    ``cfg_container`` is the resolved config as a plain container (what solo-learn's
-    ``Checkpointer`` would write to ``args.json``); ``run_root`` is ``checkpoint.dir/<method>``.
-    Only checkpoints no older than ``max_hours`` count (solo-learn's ``auto_resume.max_hours``).
-    Returns ``(None, None)`` when no earlier sitting of the same run exists; when earlier runs
-    exist with other settings, says which keys differed. A checkpoint in a matching folder that
-    another configuration saved, or whose weights differ from ``shapes`` (the model's, name to
-    shape), is skipped with one line naming it (:func:`_resumable`), as is an unreadable one.
-    The run id returned is the folder's (``offline-<id>`` gives ``<id>``), so that the run
-    continues in its own folder.
-    """
+    """The checkpoint to resume the run ``cfg_container`` (the resolved config as ``args.json``
+    holds it) from, and its folder's run id; ``(None, None)`` when no earlier sitting under
+    ``run_root`` has a checkpoint no older than ``max_hours`` (the closest other run's differing
+    keys are logged). Checkpoints :func:`_resumable` refuses (``shapes``: the model's, name to
+    shape) are skipped with one line each."""
     run_root = Path(run_root)
     closest: tuple[Path, list] | None = None
-    same_run: list[tuple[Path, _Candidate]] = []
-    for candidate in _candidates(run_root, max_hours):
-        diffs = config_differences(candidate.args, cfg_container)
+    same_run: dict[Path, Path] = {}  # checkpoint: its run's folder
+    for folder, args, checkpoints in _candidates(run_root, max_hours):
+        diffs = config_differences(args, cfg_container)
         if not diffs:
-            same_run += [(ckpt, candidate) for ckpt in candidate.checkpoints]
+            same_run.update(dict.fromkeys(checkpoints, folder))
         elif closest is None or len(diffs) < len(closest[1]):
-            closest = (candidate.folder, diffs)
-    folders = dict(same_run)
+            closest = (folder, diffs)
     fingerprint = config_fingerprint(cfg_container)
-    for ckpt in resume_order([c for c, _ in same_run]):
-        candidate = folders[ckpt]
+    for ckpt in resume_order(list(same_run)):
         problem = _resumable(ckpt, fingerprint, shapes)
         if problem is None:
             log(f"auto-resume: resuming the same run from {ckpt}")
-            return ckpt, candidate.folder.name.removeprefix("offline-")
+            return ckpt, same_run[ckpt].name.removeprefix("offline-")
         log(f"auto-resume: skipping {problem}")
     if closest is not None:
         log(
@@ -313,9 +272,8 @@ def find_resume_checkpoint(
 
 
 def config_fingerprint(cfg_container: dict[str, Any]) -> str:
-    """A short hash of the config, apart from :data:`MAY_DIFFER` and the sections the run does
-    not use (:data:`UNUSED_SECTIONS`): two processes of one job (and two sittings of one run,
-    whatever extras are installed in between) give the same one."""
+    """A short hash of the config's identity (:func:`_identity`): the same in every process of a
+    job and every sitting of a run."""
     flat = [
         (key, _normalise(key, value)) for key, value in sorted(_identity(cfg_container).items())
     ]
@@ -324,23 +282,21 @@ def config_fingerprint(cfg_container: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class JobRun:
-    """What every process of a job must agree on before training: the run's id (its folder is
-    ``offline-<id>``, or ``<id>`` with wandb), the checkpoint it resumes from (None for a new
-    run) and the config's fingerprint (:func:`config_fingerprint`)."""
+    """What every process of a job agrees on: the run's id (its folder is ``offline-<id>``, or
+    ``<id>`` with wandb), the checkpoint it resumes from (None for a new run) and the
+    :func:`config_fingerprint`."""
 
     run_id: str
     ckpt_path: str | None
     fingerprint: str
 
     def to_json(self) -> str:
-        return json.dumps(
-            {"run_id": self.run_id, "ckpt_path": self.ckpt_path, "fingerprint": self.fingerprint}
-        )
+        return json.dumps(asdict(self))
 
 
 def _new_run_id(fingerprint: str, ckpt_path: str | None) -> str:
-    """A new run's id: derived from the job's id when an external launcher started every
-    process (they derive the same one), else random (the deciding process hands it down)."""
+    """A new run's id: from the job's id (``_JOB_ID_ENV``) when an external launcher started
+    every process, else random (the deciding process hands it down)."""
     job = next(
         (os.environ[k] for k in _JOB_ID_ENV if os.environ.get(k) not in (None, "", "none")), None
     )
@@ -358,14 +314,12 @@ def decide_job_run(
     log: Callable[[str], None] = print,
     shapes: dict[str, tuple[int, ...]] | None = None,
 ) -> JobRun:
-    """The run this job trains, the same in every one of its processes (see the module
-    docstring).
+    """The run this job trains, the same in every process (module docstring).
 
-    ``explicit_ckpt`` (``resume_from_checkpoint``) wins over auto-resume; ``resume`` says whether
-    auto-resume looks for an earlier sitting (:func:`find_resume_checkpoint`, whose checkpoints
-    must fit ``shapes``). A run auto-resumed keeps its id, hence its folder. In a process Lightning's launcher started, the deciding
-    process's choice is read from :data:`JOB_RUN_ENV`; a config that differs from the one it
-    decided for is refused.
+    ``explicit_ckpt`` (``resume_from_checkpoint``) wins over auto-resume (``resume``,
+    :func:`find_resume_checkpoint`); a run auto-resumed keeps its id, hence its folder. A process
+    Lightning's launcher started reads the decision from :data:`JOB_RUN_ENV`, refusing a config
+    other than the one it was made for.
     """
     fingerprint = config_fingerprint(cfg_container)
     shared = os.environ.get(JOB_RUN_ENV)
@@ -394,9 +348,8 @@ def decide_job_run(
 
 @contextlib.contextmanager
 def shared_with_launched_processes(run: JobRun):
-    """Puts ``run`` into the environment while the block runs (Lightning's launcher starts the
-    other processes inside ``Trainer.fit`` and copies the environment to them); the previous
-    value is back afterwards, so a later run in this process decides anew."""
+    """Puts ``run`` into :data:`JOB_RUN_ENV` for the block (Lightning's launcher starts the other
+    processes inside ``Trainer.fit``), the previous value back afterwards."""
     previous = os.environ.get(JOB_RUN_ENV)
     os.environ[JOB_RUN_ENV] = run.to_json()
     try:

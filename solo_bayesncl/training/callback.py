@@ -12,29 +12,15 @@ Config (all optional)::
       retrieval: True      # False skips the retrieval precisions (booleans are strict)
       probe: False         # also fit the converged linear probe (metrics/probe.py)
 
-:func:`~solo_bayesncl.config.settings.check_interpretability` checks every key (type, range,
-known name) before anything is built, when the pretraining config is read into its spec.
-
-Metrics are logged as ``interp/<metric>`` to every logger (CSV and wandb). With ``probe: True``
-the backbone features of the un-augmented training images and of the validation images are
-extracted too and ``interp/probe_top1`` (with ``interp/probe_converged``) is logged: the accuracy
-of a logistic regression fitted to convergence, which follows the representation over training
-where the online classifier follows its own optimiser. On ``fashion-mnist-scenes`` the
-background measures of :mod:`solo_bayesncl.metrics.background` are logged as well
-(``interp/background_consistency_gain``, ``interp/background_dims_share`` and, with the probe,
-``interp/probe_background_top1``), so their course over training can be drawn.
-
-At an epoch it evaluates, the callback reads the validation images through the forward outputs
-of the epoch's validation (the online probe's, which runs right before it with the same weights,
-in eval mode, on the same loader) instead of a pass of its own: the same forward on the same
-batches, so the same figures. Where that validation did not run over the whole set with those
-weights, or ran under autocast (mixed precision), it makes its own pass as before.
+The keys are checked by :func:`~solo_bayesncl.config.settings.check_interpretability`. Metrics
+are logged as ``interp/<metric>``: with ``probe``, ``probe_top1`` and ``probe_converged``; on
+``fashion-mnist-scenes``, the measures of :mod:`solo_bayesncl.metrics.background` too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -71,51 +57,38 @@ class Backgrounds:
 
 
 def _autocast_enabled() -> bool:
-    """Whether a forward now runs under autocast (mixed precision) on any device type."""
     return any(torch.is_autocast_enabled(kind) for kind in ("cpu", "cuda"))
 
 
+def _clone(tensor: torch.Tensor | None) -> torch.Tensor | None:
+    return None if tensor is None else tensor.clone()
+
+
+@dataclass(eq=False)
 class InterpretabilityCallback(Callback):
-    """Evaluates the interpretable representation on ``val_loader`` at the end of training epochs.
+    """Evaluates the interpretable representation on ``val_loader`` at the end of training epochs,
+    on the global-zero process only, so its figures are those of a one-process evaluation however
+    many processes train.
 
-    Runs on the global-zero process only (the validation set is read whole there) and logs with
-    ``rank_zero_only``; under DDP the other processes wait for it in their next collective
-    operation. Its figures are therefore those of a one-process evaluation of the same weights,
-    however many processes train.
-
-    At an evaluated epoch the forward outputs of the epoch's validation are kept (a forward hook
-    on the module, between the validation loop's batch hooks) and read instead of a pass of its
-    own, when that validation ran after the epoch's last optimizer step, without autocast, one
-    forward per batch, over every image of ``val_loader`` (``share_validation``; else its own
-    pass).
+    With ``share_validation``, an evaluated epoch reads the forward outputs of the epoch's own
+    validation (kept by a forward hook: same weights, eval mode, same loader, so the same figures)
+    instead of a pass of its own, when that validation ran after the epoch's last optimizer step,
+    without autocast, one forward per batch, over every image of ``val_loader``.
     """
 
-    share_validation: bool = True
-    """Read an evaluated epoch's validation forwards instead of a pass of its own (see above)."""
+    share_validation: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        val_loader,
-        num_classes: int,
-        frequency: int = 1,
-        gate: str = "hard",
-        max_samples: int | None = None,
-        shuffle_permutations: int = 5,
-        retrieval: bool = True,
-        probe_loader=None,
-        backgrounds: Backgrounds | None = None,
-    ) -> None:
-        super().__init__()
-        self.probe_loader = probe_loader
-        self.backgrounds = backgrounds
-        self.val_loader = val_loader
-        self.num_classes = num_classes
-        self.frequency = frequency
-        self.gate = gate
-        self.max_samples = max_samples
-        self.shuffle_permutations = shuffle_permutations
-        self.retrieval = retrieval
-        self.last_metrics: dict[str, float] = {}
+    val_loader: DataLoader
+    num_classes: int
+    frequency: int = 1
+    gate: str = "hard"
+    max_samples: int | None = None
+    shuffle_permutations: int = 5
+    retrieval: bool = True
+    probe_loader: DataLoader | None = None
+    backgrounds: Backgrounds | None = None
+
+    def __post_init__(self) -> None:
         self._kept: list[RepresentationBatch] | None = None  # this validation's batches
         self._kept_step: int | None = None  # the optimizer step they were computed after
         self._pending: list[RepresentationBatch] = []  # the current batch's forwards
@@ -127,8 +100,7 @@ class InterpretabilityCallback(Callback):
         return last or (epoch + 1) % self.frequency == 0
 
     def _batch_of(self, pl_module: LightningModule, out: dict[str, Any]) -> RepresentationBatch:
-        """What the callback's own pass reads from the forward output ``out`` (its labels are
-        set once the validation loop hands over the batch)."""
+        """What the callback's own pass reads from the forward output ``out`` (labels set later)."""
         return representation_batch(
             pl_module,
             out,
@@ -187,29 +159,21 @@ class InterpretabilityCallback(Callback):
             self._hook = None
 
     def _validation_batches(self, trainer: Trainer) -> list[RepresentationBatch] | None:
-        """The kept batches of this epoch's validation, when they are the whole validation set
-        after the epoch's last optimizer step; else None (the callback makes its own pass)."""
+        """The kept batches of this epoch's validation when they are usable (class docstring),
+        else None."""
         kept, self._kept = self._kept, None
         if kept is None or self._kept_step != trainer.global_step:
             return None
         if sum(b.labels.shape[0] for b in kept) != len(self.val_loader.dataset):
             return None
         # the validation loop ran in inference mode: clones are ordinary tensors
-        return [
-            RepresentationBatch(
-                **{
-                    name: None if value is None else value.clone()
-                    for name, value in vars(b).items()
-                }
-            )
-            for b in kept
-        ]
+        return [RepresentationBatch(**{k: _clone(v) for k, v in vars(b).items()}) for b in kept]
 
     def evaluate(
         self, pl_module: LightningModule, batches: list[RepresentationBatch] | None = None
     ) -> dict[str, float]:
-        """The metrics of the current model on the whole validation set; ``batches``: what a
-        pass over ``val_loader`` gives, when already at hand, else the pass is made here."""
+        """The metrics of the current model on the whole validation set, from ``batches`` (a pass
+        over ``val_loader``) or, when None, a pass made here."""
         accumulator = InterpretabilityAccumulator(
             self.num_classes,
             shuffle_permutations=self.shuffle_permutations,
@@ -277,9 +241,9 @@ class InterpretabilityCallback(Callback):
         if trainer.sanity_checking or not self._evaluates(trainer):
             return
         if trainer.is_global_zero:
-            self.last_metrics = self.evaluate(pl_module, batches)
+            metrics = self.evaluate(pl_module, batches)
             pl_module.log_dict(
-                {f"interp/{k}": float(v) for k, v in self.last_metrics.items()},
+                {f"interp/{k}": float(v) for k, v in metrics.items()},
                 rank_zero_only=True,
                 on_epoch=True,
             )
@@ -288,13 +252,9 @@ class InterpretabilityCallback(Callback):
 def build_interpretability_callback(
     settings: InterpretabilitySpec, data: DatasetSpec, batch_size: int, val_loader
 ) -> InterpretabilityCallback | None:
-    """The callback ``settings`` (the checked ``interpretability`` section,
-    :func:`~solo_bayesncl.config.settings.check_interpretability`) configure on the run's
-    ``data``, or None when it is off. With ``probe`` the labelled training images are read in
-    batches of ``batch_size``.
-
-    Raises ``ValueError`` when it is switched on without labelled validation data.
-    """
+    """The callback ``settings`` configure on the run's ``data`` (the probe reads the labelled
+    training images in batches of ``batch_size``), or None when off. Raises ``ValueError`` when
+    it is on without labelled validation data."""
     if not settings.enabled:
         return None
     if val_loader is None:

@@ -1,24 +1,12 @@
 """Max-pooling of a contiguous model on the CPU, computed by the channels-last kernel
 (``performance.channels_last_max_pool``).
 
-On the CPU a model keeps solo-learn's contiguous layout (channels-last is slower there, see
-:mod:`solo_bayesncl.config.runtime`), and PyTorch's max-pooling kernel for contiguous inputs is
-far slower than its kernel for channels-last ones: on an AMD EPYC (Zen 3) core, one thread, the
-ResNet stem's 3x3 stride-2 pooling of 256 x 64 x 16 x 16 random activations took about 60 ms
-forward against about 2 ms (11-17 ms with the copies to and from channels-last); the contiguous
-kernel branches on every comparison, so its time depends on the data, and BayesNCL's whole step
-at 2 x 256 views of 32 pixels took 2-3% less CPU time with the copies than without
-(docs/training.md, "Max-pooling on the CPU", has the figures and the command). So the pooling here
-copies its input to channels-last, pools with that kernel, and hands back a contiguous output;
-the backward is PyTorch's own, on the contiguous tensors, with the indices the forward found.
-
-Nothing changes but the time: both kernels scan each window in the same order and keep the first
-largest value (a NaN wins), so the outputs, the indices and therefore the gradients are equal bit
-for bit (``tests/training/test_channels_last_max_pool.py``). The module keeps
-``nn.MaxPool2d``'s class attributes and has no state, so checkpoints are the same; an input that
-is not a contiguous 4-d CPU tensor, a pooling that returns its indices and a forward that
-``torch.compile`` traces (``performance.compile``: the compiler generates its own pooling) run
-``nn.MaxPool2d``'s own forward.
+On the CPU a model keeps solo-learn's contiguous layout, and PyTorch's max-pooling kernel for
+contiguous inputs is far slower than its channels-last one (docs/training.md, "Max-pooling on the
+CPU", has the figures). So the pooling here copies its input to channels-last, pools with that
+kernel and hands back a contiguous output; the backward is PyTorch's own, with the indices the
+forward found. Both kernels scan each window in the same order and keep the first largest value
+(a NaN wins), so outputs, indices and gradients are equal bit for bit.
 """
 
 from __future__ import annotations
@@ -69,8 +57,8 @@ class _MaxPoolViaChannelsLast(torch.autograd.Function):
 
 
 class ChannelsLastMaxPool2d(nn.MaxPool2d):
-    """An ``nn.MaxPool2d`` that pools a contiguous 4-d CPU input with the channels-last kernel
-    (module docstring); every other input runs ``nn.MaxPool2d``'s own forward."""
+    """An ``nn.MaxPool2d`` that pools a contiguous 4-d CPU input with the channels-last kernel;
+    other inputs, returned indices and a traced forward run ``nn.MaxPool2d``'s own."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.MaxPool2d's name
         if (
@@ -97,6 +85,6 @@ class ChannelsLastMaxPool2d(nn.MaxPool2d):
 
 
 def max_pools_via_channels_last(model: nn.Module) -> int:
-    """Turns every plain ``nn.MaxPool2d`` of ``model`` (not a subclass, which may compute
-    something else) into :class:`ChannelsLastMaxPool2d`, in place; returns how many."""
+    """Turns every plain ``nn.MaxPool2d`` of ``model`` into :class:`ChannelsLastMaxPool2d`, in
+    place; returns how many."""
     return swap_exact_class(model, nn.MaxPool2d, ChannelsLastMaxPool2d)

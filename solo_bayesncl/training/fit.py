@@ -1,12 +1,7 @@
-"""The one training skeleton that pretraining and linear evaluation share: seed, model layout,
-the validation loader, DALI or in-memory training data, loggers, checkpoints, callbacks, then
-``Trainer.fit`` for the job's one run (:class:`~solo_bayesncl.training.auto_resume.JobRun`,
-decided once however many processes train).
-
-What differs between the two (the model, the training data, resuming) is passed in; see
-:func:`solo_bayesncl.training.pretrain.pretrain` and
-:func:`solo_bayesncl.training.linear.linear_eval`.
-"""
+"""The training skeleton that pretraining and linear evaluation share: seed, model layout, the
+validation loader, training data, loggers, checkpoints, callbacks, then ``Trainer.fit`` for the
+job's one run (:class:`~solo_bayesncl.training.auto_resume.JobRun`). What differs between the two
+is passed in."""
 
 from __future__ import annotations
 
@@ -44,12 +39,8 @@ __all__ = ["fit", "seed_and_layout", "train_batches_per_process"]
 def seed_and_layout(
     seed: int | None, performance: PerformanceSettings, build: Callable[[], nn.Module]
 ) -> nn.Module:
-    """Seeds every generator with ``seed``, then builds the model, gives it solo-learn's
-    memory layout (contiguous, channels-last unless ``performance.disable_channel_last``) and,
-    with ``performance.small_map_convs``, computes its convolutions on maps of a few pixels as
-    matrix products (:mod:`solo_bayesncl.training.small_map_convs`) and, with
-    ``performance.channels_last_max_pool`` (a contiguous model only), its max-pooling with the
-    channels-last kernel (:mod:`solo_bayesncl.training.channels_last_max_pool`)."""
+    """Seeds every generator with ``seed``, then builds the model and gives it solo-learn's
+    memory layout and the layer swaps ``performance`` asks for."""
     from lightning.pytorch import seed_everything
     from solo.utils.misc import make_contiguous
 
@@ -66,9 +57,8 @@ def seed_and_layout(
 
 
 def train_batches_per_process(data: dict[str, Any], processes: int, dali: bool) -> int | None:
-    """The training batches of an epoch in each process, from the ``Trainer.fit`` arguments: the
-    training loader's length (a data module's, except DALI's, which is built inside the fit)
-    over the ``processes`` (``len(devices) * num_nodes``), rounded down; None when unknown."""
+    """The training batches of an epoch in each of the ``processes``, from the ``Trainer.fit``
+    arguments ``data`` (a DALI module is built inside the fit); None when unknown."""
     if "train_dataloaders" in data:
         loader = data["train_dataloaders"]
     elif not dali and "datamodule" in data:
@@ -91,33 +81,20 @@ def fit(
     run: JobRun,
     callbacks: Callable[[DataLoader | None], list] = lambda val_loader: [],
     val_transform: Callable | None = None,
-    resumable: bool = False,
-    compile_backbone: bool = False,
+    pretraining: bool = False,
 ):
-    """Trains ``model`` on the data of ``spec`` (the run's config read once,
-    :func:`~solo_bayesncl.config.settings.run_spec`); returns the Trainer.
+    """Trains ``model`` on the data of ``spec``, in the folder of ``run`` (resumed from
+    ``run.ckpt_path`` when set); returns the Trainer.
 
-    With ``data.format=dali`` the training data is ``dali_datamodule(spec)`` (solo-learn's DALI
-    pipeline) validated on this project's loader, else ``fit_data(spec, val_loader)`` gives the
-    ``Trainer.fit`` keyword arguments. Logs and checkpoints go under ``checkpoint.run_root``, in
-    the folder
-    of ``run`` (resumed from ``run.ckpt_path`` when it has one). The callbacks are the run
-    agreement between processes, the per-rank random streams, solo-learn's Checkpointer
-    (``checkpoint.enabled``), then ``callbacks(val_loader)``. A ``resumable`` fit (pretraining)
-    also saves within epochs and resumes there as if never stopped
+    The training data is ``dali_datamodule(spec)`` with ``data.format=dali``, else the
+    ``Trainer.fit`` arguments ``fit_data(spec, val_loader)`` give. ``callbacks(val_loader)`` join
+    the Trainer's. A ``pretraining`` fit saves within epochs and resumes there as if never stopped
     (:mod:`solo_bayesncl.training.resumable`, last, so that its seeding comes right before each
-    batch is drawn). With ``compile_backbone`` (pretraining), ``performance.compile`` decides
-    whether the backbone's training forward is compiled (:mod:`solo_bayesncl.training.compiled`). Lightning's launcher starts the other processes
-    inside ``fit``, which therefore runs with ``run`` in the environment.
+    batch is drawn), and with ``performance.compile`` compiles the backbone's training forward.
 
-    An interrupted fit (Ctrl-C, or SIGTERM, which Lightning turns into an exception at the next
-    batch) returns its Trainer too, ``trainer.interrupted`` set
-    (:func:`~solo_bayesncl.training.summary.stopping_signal` says which signal); its run folder
-    is removed when no checkpoint is in it
-    (:func:`~solo_bayesncl.training.summary.drop_folder_without_checkpoint`). A job of several
-    processes says how long they wait for each other
-    (``distributed.timeout_s``) and raises
-    :class:`~solo_bayesncl.training.trainer.PeersNotMet` when they do not all connect in time.
+    An interrupted fit (Ctrl-C, SIGTERM) returns its Trainer too, ``trainer.interrupted`` set,
+    its run folder removed when no checkpoint is in it. Processes that do not all connect in
+    ``distributed.timeout_s`` raise :class:`~solo_bayesncl.training.trainer.PeersNotMet`.
     """
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -134,7 +111,7 @@ def fit(
         data = fit_data(spec, val_loader)
     own = list(callbacks(val_loader))  # checked with the data, before any logger is made
     train_batches = train_batches_per_process(data, machine.processes, dali)
-    if compile_backbone and machine.performance.compile:
+    if pretraining and machine.performance.compile:
         compile_training_forward(model.backbone)
         if launched_as_rank_zero():
             print(
@@ -148,9 +125,9 @@ def fit(
         [
             job_run_agreement(run),
             per_rank_random_streams(),
-            *checkpoint_callbacks(checkpoint, machine.name, spec.solo, within_epochs=resumable),
+            *checkpoint_callbacks(checkpoint, machine.name, spec.solo, within_epochs=pretraining),
             *own,
-            *([resumable_fit(int(machine.seed))] if resumable else []),
+            *([resumable_fit(int(machine.seed))] if pretraining else []),
         ],
         train_batches=train_batches,
     )

@@ -1,9 +1,5 @@
 """Giving a model's layers of one exact class a subclass that computes the same thing another way
-(:mod:`solo_bayesncl.training.small_map_convs`, :mod:`solo_bayesncl.training.channels_last_max_pool`).
-
-The layer keeps its parameters, buffers and attributes: only its class, hence its ``forward``,
-changes, so optimizers, ``state_dict`` keys and checkpoints are those of the original model.
-"""
+(only ``forward`` changes: parameters, ``state_dict`` keys and checkpoints stay)."""
 
 from __future__ import annotations
 

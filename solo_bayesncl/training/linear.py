@@ -1,21 +1,12 @@
 """Offline linear evaluation of a pretrained backbone, with solo-learn's ``LinearModel``.
 
-    solo-bayesncl-linear "pretrained_feature_extractor='PATH.ckpt'"     # or python main_linear.py
-    solo-bayesncl-linear "pretrained_feature_extractor='PATH.ckpt'" data.fraction=-1 max_epochs=10
-
-The backbone's architecture and stem come from the checkpoint (any of the four methods, and the
-official NCL/BayesNCL layouts, see :mod:`solo_bayesncl.io.checkpoints`), and so do the data it was
-trained on: the dataset, its paths, ``data.fraction``, ``data.val_fraction``, the crop size and the
-normalisation, each unless given as an override
-(:func:`~solo_bayesncl.config.linear.inherit_from_checkpoint`). The config
-(``scripts/linear/cifar/linear.yaml``) gives the optimizer and the schedule. Results are logged to
-``metrics.csv`` (and wandb when on) under ``checkpoint.dir/linear``.
-
-``probe`` picks the data transforms (:data:`~solo_bayesncl.config.linear.PROBES`): ``standard``
-normalises the training and the validation images with the pretraining views' mean/std (CIFAR-100's
-for a CIFAR-100 checkpoint), what the backbone was trained on; ``official`` uses solo-learn's
-classification transforms on both sides, as the official NCL/BayesNCL probe does (CIFAR-10's
-mean/std for CIFAR-100 too, bilinear random resized crops).
+The backbone (any layout :mod:`solo_bayesncl.io.checkpoints` reads) and the data it was trained on
+come from the checkpoint, each data setting unless given as an override
+(:func:`~solo_bayesncl.config.linear.inherit_from_checkpoint`); the config gives the optimizer and
+the schedule. ``probe`` picks the transforms (:data:`~solo_bayesncl.config.linear.PROBES`):
+``standard`` normalises both sides with the pretraining views' mean/std, what the backbone was
+trained on; ``official`` uses solo-learn's classification transforms, as the official NCL/BayesNCL
+probe does (CIFAR-10's mean/std for CIFAR-100 too, bilinear random resized crops).
 """
 
 from __future__ import annotations
@@ -54,7 +45,6 @@ __all__ = [
     "PreparedLinear",
     "linear_eval",
     "prepare_linear",
-    "prepare_linear_cfg",
     "train_linear",
 ]
 
@@ -70,14 +60,9 @@ class PreparedLinear:
 
 
 def prepare_linear(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()) -> PreparedLinear:
-    """Checks the config and loads the checkpoint, then reads the config once into its spec.
-
-    The checkpoint goes through the checks of :func:`solo_bayesncl.io.checkpoints.load_method`
-    (its config in range, weights that match it and are finite), as in every other command.
-
-    The data settings come from the checkpoint except the keys in ``explicit``
-    (:func:`~solo_bayesncl.config.linear.inherit_from_checkpoint`).
-    """
+    """Checks the config, loads and checks the checkpoint
+    (:func:`solo_bayesncl.io.checkpoints.load_method`) and reads the config once into its spec,
+    the data settings from the checkpoint except the keys in ``explicit``."""
     require_solo_learn("main_linear.py")
     register()
     from solo.args.linear import parse_cfg
@@ -104,15 +89,9 @@ def prepare_linear(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()) -> P
     return PreparedLinear(spec, loaded, probe)
 
 
-def prepare_linear_cfg(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()):
-    """:func:`prepare_linear`'s config as solo-learn takes it and checkpoint."""
-    prepared = prepare_linear(cfg, explicit)
-    return prepared.spec.solo, prepared.loaded
-
-
 def _finite_features_hook(checkpoint: Path):
-    """A forward hook that stops linear evaluation on NaN/Inf backbone features, which would
-    otherwise train a classifier on garbage and report chance accuracy."""
+    """A forward hook that stops linear evaluation on NaN/Inf backbone features (a classifier
+    trained on them would report chance accuracy)."""
 
     def hook(_module, _inputs, output):
         bad = non_finite_rows(output.flatten(1))
@@ -130,17 +109,12 @@ def linear_eval(
     explicit: Iterable[str] = (),
     extra_callbacks: list | None = None,
 ):
-    """Trains a linear classifier on the frozen backbone; returns the Trainer
-    (:func:`prepare_linear`, then :func:`train_linear`).
-
-    ``explicit``: the keys the user gave (see :func:`prepare_linear`); ``extra_callbacks``
-    are added to the Trainer's (e.g. the benchmark's progress report).
-    """
+    """:func:`prepare_linear`, then :func:`train_linear`; returns the Trainer."""
     return train_linear(prepare_linear(cfg, explicit), extra_callbacks)
 
 
 def train_linear(prepared: PreparedLinear, extra_callbacks: list | None = None):
-    """Trains the linear classifier of a prepared evaluation; returns the Trainer."""
+    """Trains the linear classifier on the frozen backbone; returns the Trainer."""
     from solo.methods.linear import LinearModel
 
     spec, loaded = prepared.spec, prepared.loaded
@@ -161,41 +135,34 @@ def train_linear(prepared: PreparedLinear, extra_callbacks: list | None = None):
         spec,
         model,
         dali_datamodule=_dali_datamodule,
-        fit_data=_fit_data(train_transform),
+        fit_data=lambda spec, val_loader: _fit_data(spec, val_loader, train_transform),
         run=decide_job_run(spec.fingerprint_source, run_root, resume=False),  # one per job
         callbacks=lambda val_loader: list(extra_callbacks or []),
         val_transform=val_transform,
     )
 
 
-def _fit_data(train_transform: Callable) -> Callable[[RunSpec, DataLoader | None], dict]:
+def _fit_data(spec: RunSpec, val_loader: DataLoader | None, train_transform: Callable) -> dict:
     """The ``fit_data`` of :func:`solo_bayesncl.training.fit.fit`: the labelled training images
-    through ``train_transform`` (random crops and flips), and the validation loader.
+    through ``train_transform``, and the validation loader.
 
-    The validation loader draws from a generator of its own (every iterator of a loader draws a
-    seed for its workers, from torch's global generator unless the loader has one), so that
-    validating takes nothing from the random stream the training epochs draw their order and
-    augmentations from: the probe trains the same whether it validates every epoch or only
-    after the last (``check_val_every_n_epoch``), and its final accuracy is the same."""
-
-    def fit_data(spec: RunSpec, val_loader: DataLoader | None) -> dict:
-        if val_loader is not None:
-            val_loader.generator = torch.Generator().manual_seed(int(spec.trainer.seed))
-        train_loader = DataLoader(
-            build_labelled_train_dataset(spec.data, train_transform),
-            batch_size=spec.optimizer.batch_size,
-            shuffle=True,
-            num_workers=spec.data.num_workers,
-            pin_memory=torch.cuda.is_available(),
-            drop_last=True,
-        )
-        return {"train_dataloaders": train_loader, "val_dataloaders": val_loader}
-
-    return fit_data
+    The validation loader gets a generator of its own (each of its iterators draws a worker seed,
+    from torch's global generator otherwise), so the probe trains the same whatever
+    ``check_val_every_n_epoch``."""
+    if val_loader is not None:
+        val_loader.generator = torch.Generator().manual_seed(int(spec.trainer.seed))
+    train_loader = DataLoader(
+        build_labelled_train_dataset(spec.data, train_transform),
+        batch_size=spec.optimizer.batch_size,
+        shuffle=True,
+        num_workers=spec.data.num_workers,
+        pin_memory=torch.cuda.is_available(),
+        drop_last=True,
+    )
+    return {"train_dataloaders": train_loader, "val_dataloaders": val_loader}
 
 
 def _dali_datamodule(spec: RunSpec):
-    """solo-learn's DALI training pipeline (validated on this project's loader)."""
     from solo_bayesncl.data.dali_modules import build_linear_dali_datamodule
 
     return build_linear_dali_datamodule(spec.data, spec.optimizer.batch_size)

@@ -1,14 +1,9 @@
 """Self-supervised pretraining through solo-learn's pipeline, for any method in its registry.
 
-``solo-bayesncl-pretrain --config-name bayesncl.yaml`` (or ``python main_pretrain.py ...`` in a
-checkout) runs :func:`pretrain` on a Hydra config composed from the shipped
-``scripts/pretrain/cifar`` folder (``--config-path`` picks another, e.g.
-``scripts/pretrain/imagenet-100``).
-solo-learn provides the backbones, augmentations, data loading (DALI included), LARS, schedulers,
-the online linear and kNN evaluation, checkpointing and auto-resume; this module adds what its own
-script lacks here: configs that follow the machine (:mod:`solo_bayesncl.config.runtime`), the offline
-``fashion-mnist`` dataset and early data checks (:mod:`solo_bayesncl.data.datasets`), a CSV log of
-every run beside its checkpoints, and wandb that never asks for a login unless switched on.
+solo-learn provides the backbones, augmentations, data loading, optimizers, schedulers, the online
+linear evaluation and checkpointing; this adds configs that follow the machine
+(:mod:`solo_bayesncl.config.runtime`), early checks, the offline datasets and the shared training
+skeleton (:mod:`solo_bayesncl.training.fit`).
 """
 
 from __future__ import annotations
@@ -26,18 +21,12 @@ from solo_bayesncl.methods.keys import check_upstream_method_kwargs, checked_met
 from solo_bayesncl.training.auto_resume import decide_job_run
 from solo_bayesncl.training.fit import fit, seed_and_layout
 
-__all__ = ["pretrain", "prepare_pretrain", "prepare_pretrain_cfg", "train_pretrain"]
+__all__ = ["pretrain", "prepare_pretrain", "train_pretrain"]
 
 
 def prepare_pretrain(cfg: omegaconf.DictConfig, check_data: bool = True) -> RunSpec:
-    """Every check and default that must hold before a model is built, then the config read once
-    into its :class:`~solo_bayesncl.config.settings.RunSpec`.
-
-    Resolves accelerator/devices/precision, the dataset (``fashion-mnist`` included), runs
-    solo-learn's ``parse_cfg`` and the method's own ``add_and_assert_specific_cfg``, and checks
-    the optimizer, scheduler and backbone names and the ``interpretability`` section, so that a
-    bad key fails here with a message naming it.
-    """
+    """Every check and default that must hold before a model is built, so that a bad key fails
+    here naming it; then the config read once into its spec."""
     require_solo_learn("main_pretrain.py")
     register()
     from solo.args.pretrain import parse_cfg
@@ -54,23 +43,14 @@ def prepare_pretrain(cfg: omegaconf.DictConfig, check_data: bool = True) -> RunS
     return spec
 
 
-def prepare_pretrain_cfg(
-    cfg: omegaconf.DictConfig, check_data: bool = True
-) -> omegaconf.DictConfig:
-    """:func:`prepare_pretrain`'s config as solo-learn takes it, for callers that
-    hand it on or only check it."""
-    return prepare_pretrain(cfg, check_data).solo
-
-
 def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
-    """Trains ``cfg.method`` as solo-learn's pretraining script would; returns the Trainer
-    (:func:`prepare_pretrain`, then :func:`train_pretrain`)."""
+    """:func:`prepare_pretrain`, then :func:`train_pretrain`; returns the Trainer."""
     return train_pretrain(prepare_pretrain(cfg), extra_callbacks)
 
 
 def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
-    """Trains the method of a prepared ``spec``; returns the Trainer. ``extra_callbacks`` are
-    added to the Trainer's (e.g. the benchmark's epoch timer)."""
+    """Trains the method of a prepared ``spec``, with ``extra_callbacks`` too; returns the
+    Trainer."""
     from lightning.pytorch.callbacks import LearningRateMonitor
 
     from solo_bayesncl.training.callback import build_interpretability_callback  # Lightning
@@ -80,8 +60,6 @@ def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
         spec.trainer.performance,
         lambda: build_method(spec.method.name, spec.solo, spec.method.small_stem),
     )
-    # one decision for the whole job, whatever the number of processes; the whole resolved config
-    # must match an earlier sitting's, not solo-learn's dozen keys
     run = decide_job_run(
         spec.fingerprint_source,
         spec.checkpoint.run_root,
@@ -111,8 +89,7 @@ def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
         ),
         run=run,
         callbacks=callbacks,
-        resumable=True,  # saves within epochs, resumes there as if never stopped
-        compile_backbone=True,  # performance.compile decides
+        pretraining=True,
     )
 
 

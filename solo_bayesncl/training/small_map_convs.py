@@ -7,25 +7,13 @@ output's ``O x H' x W'`` values: flattening the pixels (``q`` of the input, ``p`
 
     y[n, o, p] = sum over c, q of x[n, c, q] * w[o, c, t(p, q)]  (+ bias[o])
 
-where ``t(p, q)`` is the tap whose window position links output pixel ``p`` to input pixel ``q``;
-a pair that no tap links (its window meets ``q`` only through the padding, or not at all) has a
-zero weight. Per output pixel and channel pair the convolution multiplies every one of the
-``k_h k_w`` taps, those over the zero padding included, and the product every one of the
-``H W`` input pixels. So when the input has no more pixels than the kernel has taps, the product
-does no more multiplications than the convolution: here the three 3x3 convolutions of ``layer3``
-after its first block's entry (2 x 2 maps: 4 products against 9 taps per output pixel), the
-stride-2 3x3 convolution entering ``layer4`` and ``layer4``'s three 3x3 convolutions on 1 x 1 maps
-(one output pixel whose window holds the whole input).
-
-Why bother: oneDNN's CPU kernels handled these shapes poorly on the AVX2 CPU measured. On two
-AMD EPYC (Zen 3, no AVX-512) cores, the weight gradient of a 512-channel 3x3 convolution on
-1 x 1 inputs took 5.7 times its forward, and the forward and backward of a 256-channel 3x3
-convolution on 2 x 2 inputs took 3 times those of its product (docs/training.md, "Convolutions on
-small maps", has the figures of the whole step and the command). Everywhere, the products skip
-the multiplications by the padding; their speed on CPUs with AVX-512 and on GPUs was not measured.
-Nothing else changes: the module keeps its class's parameters, buffers and ``state_dict`` keys
-(checkpoints are the same), inputs with more pixels run the ordinary convolution, and the results
-agree with it to float rounding (the sums run in another order), not bit for bit.
+where ``t(p, q)`` is the tap linking output pixel ``p`` to input pixel ``q`` (zero weight where
+none does). The convolution multiplies all ``k_h k_w`` taps per output pixel, padding included, the
+product all ``H W`` input pixels: with no more input pixels than taps the product does no more
+multiplications. oneDNN's CPU kernels handled these shapes poorly on the AVX2 CPU measured
+(docs/training.md, "Convolutions on small maps", has the figures). Parameters, buffers and
+``state_dict`` keys stay the same; results agree with the convolution to float rounding, not bit
+for bit.
 """
 
 from __future__ import annotations
@@ -47,11 +35,10 @@ __all__ = [
 
 def tap_of_each_pixel_pair(conv: nn.Conv2d, height: int, width: int) -> torch.Tensor | None:
     """For an input of ``height`` x ``width`` pixels, the ``(H', W', H W)`` tensor whose entry
-    ``[i, j, q]`` is the flat kernel index ``t(p, q)`` of the tap linking output pixel ``p = (i, j)``
-    to input pixel ``q``, or ``k_h k_w`` where no tap does (module docstring). None when the product
-    would do more multiplications than the convolution (more input pixels than taps) or is not what
-    the convolution computes (groups, padding other than zeros, ``padding="same"``), and when the
-    input is too small for one output pixel (the convolution then raises its own error)."""
+    ``[i, j, q]`` is the flat kernel index ``t(p, q)`` linking output pixel ``p = (i, j)`` to input
+    pixel ``q``, or ``k_h k_w`` where no tap does. None when the product would do more
+    multiplications (more input pixels than taps), is not what the convolution computes (groups,
+    padding other than zeros or ``"same"``), or the input is too small for one output pixel."""
     if conv.groups != 1 or conv.padding_mode != "zeros" or isinstance(conv.padding, str):
         return None
     return _tap_index(conv.kernel_size, conv.stride, conv.padding, conv.dilation, height, width)
@@ -91,18 +78,16 @@ def _tap_index(
 def _tap_selection(
     index: torch.Tensor, taps: int, dtype: torch.dtype, device: torch.device
 ) -> torch.Tensor:
-    """The ``(k_h k_w, H' W' H W)`` 0/1 matrix that places each of the ``taps`` taps at the pixel
-    pairs it links (``index`` from :func:`tap_of_each_pixel_pair`, itself cached, so one entry
-    per shape): the weight times it is the linear map, a matrix product rather than a gather,
-    whose backward is a matrix product too."""
+    """The ``(k_h k_w, H' W' H W)`` 0/1 matrix placing each of the ``taps`` taps at the pixel
+    pairs it links (``index``: :func:`tap_of_each_pixel_pair`'s, cached, so one entry per shape):
+    the weight times it is the linear map, a matrix product whose backward is one too."""
     one_hot = F.one_hot(index.flatten(), num_classes=taps + 1)[:, :taps]
     return one_hot.t().to(device=device, dtype=dtype).contiguous()
 
 
 class SmallMapConv2d(nn.Conv2d):
-    """An ``nn.Conv2d`` that computes its output on an input of no more pixels than its kernel
-    has taps as one matrix product (module docstring); every other input runs ``nn.Conv2d``'s own
-    forward."""
+    """An ``nn.Conv2d`` computing its output as one matrix product where
+    :func:`tap_of_each_pixel_pair` allows it, else as ``nn.Conv2d``."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.Conv2d's name
         if input.dim() != 4:
@@ -127,6 +112,6 @@ class SmallMapConv2d(nn.Conv2d):
 
 
 def small_map_convs_as_products(model: nn.Module) -> int:
-    """Turns every plain ``nn.Conv2d`` of ``model`` (not a subclass, which may compute something
-    else) into :class:`SmallMapConv2d`, in place, keeping its parameters; returns how many."""
+    """Turns every plain ``nn.Conv2d`` of ``model`` into :class:`SmallMapConv2d`, in place;
+    returns how many."""
     return swap_exact_class(model, nn.Conv2d, SmallMapConv2d)

@@ -9,10 +9,7 @@ import shutil
 import signal
 from pathlib import Path
 
-from solo_bayesncl.training.auto_resume import (
-    ResumePoint,
-    resume_order,
-)
+from solo_bayesncl.training.auto_resume import ResumePoint, resume_order
 
 __all__ = [
     "csv_log_dir",
@@ -20,7 +17,6 @@ __all__ = [
     "last_logged_value",
     "run_summary",
     "stopping_signal",
-    "this_runs_checkpoint",
 ]
 
 
@@ -45,20 +41,16 @@ def csv_log_dir(trainer) -> Path:
 
 
 def stopping_signal(trainer) -> signal.Signals | None:
-    """The signal that stopped the trainer's fit: SIGTERM when it received one (Lightning stops
-    at the next batch), SIGINT for Ctrl-C (Lightning catches the KeyboardInterrupt and returns);
-    None when the fit was not interrupted."""
+    """The signal that stopped the trainer's fit (SIGTERM, or SIGINT for Ctrl-C); None when the
+    fit was not interrupted."""
     if not trainer.interrupted:
         return None
     return signal.SIGTERM if getattr(trainer, "received_sigterm", False) else signal.SIGINT
 
 
-def this_runs_checkpoint(trainer) -> Path | None:
-    """The furthest checkpoint of this run (auto-resume's order,
-    :func:`~solo_bayesncl.training.auto_resume.resume_order`): the last one the fit saved or,
-    when it saved none (the run was already finished, or stopped again before its first save),
-    the one it resumed from. Never another file of the folder: a checkpoint another
-    configuration left there, which auto-resume skipped, is not this run's."""
+def _this_runs_checkpoint(trainer) -> Path | None:
+    """The furthest checkpoint among those the fit saved and the one it resumed from; never
+    another file of the folder (one another configuration left there is not this run's)."""
     paths = [
         getattr(callback, name, None)
         for callback in trainer.callbacks
@@ -70,10 +62,9 @@ def this_runs_checkpoint(trainer) -> Path | None:
 
 
 def drop_folder_without_checkpoint(trainer, checkpointing: bool) -> Path | None:
-    """After an interrupted fit that saves checkpoints, removes its run folder when no checkpoint
-    is in it (it was stopped before the first one: nothing there can be resumed, and a folder of
-    ``args.json`` and logs only would be mistaken for a run); returns the removed folder.
-    ``checkpointing``: the fit saves checkpoints (``checkpoint.enabled``)."""
+    """After an interrupted fit that saves checkpoints (``checkpointing``), removes its run folder
+    when no checkpoint is in it (a folder of ``args.json`` and logs would be mistaken for a
+    run); returns the removed folder."""
     if not trainer.interrupted or not checkpointing or not trainer.is_global_zero:
         return None
     try:
@@ -87,17 +78,15 @@ def drop_folder_without_checkpoint(trainer, checkpointing: bool) -> Path | None:
 
 
 def run_summary(trainer) -> dict[str, str | float | None]:
-    """What a fit ended with: ``val_acc1`` (last validation top-1 accuracy), ``checkpoint``
-    (:func:`this_runs_checkpoint`: the last one of a finished run, also when the run was already
-    finished and this fit trained nothing, the one to resume from after an interruption),
-    ``metrics_csv``, and for an interrupted fit ``interrupted`` (``epoch E, step S``, where it
-    stopped) and ``signal`` (``SIGINT`` or ``SIGTERM``, :func:`stopping_signal`), and whether the
-    fit saved checkpoints (``checkpointing``, ``checkpoint.enabled``)."""
+    """What a fit ended with: ``val_acc1`` (the last validation top-1), ``checkpoint``
+    (:func:`_this_runs_checkpoint`), ``metrics_csv``, its ``folder``, whether it saved checkpoints
+    (``checkpointing``) and, for an interrupted fit, where it stopped (``interrupted``: ``epoch
+    E, step S``) and the ``signal`` (:func:`stopping_signal`)."""
     try:
         folder: Path | None = csv_log_dir(trainer)
     except ValueError:  # a Trainer built elsewhere, without the CSV logger
         folder = None
-    own = this_runs_checkpoint(trainer)
+    own = _this_runs_checkpoint(trainer)
     checkpoint = str(own) if own is not None else None
     path = folder / "metrics.csv" if folder is not None else None
     metrics_csv = str(path) if path is not None and path.is_file() else None

@@ -1,17 +1,9 @@
-"""The Lightning Trainer and loggers shared by the entry points.
+"""The Lightning Trainer, loggers and callbacks shared by the entry points.
 
 Every run writes ``metrics.csv`` beside its checkpoints; wandb logs too when ``wandb.enabled``,
-offline when no login is stored, so that no default asks for one or hangs.
-
-A job of several processes (DDP) is one run: its id, hence its folder, checkpoints and
-``metrics.csv``, is decided once (:func:`solo_bayesncl.training.auto_resume.decide_job_run`), and
-:func:`job_run_agreement` stops every process before training when they do not agree on it; it
-is also the one place that says, once, which run starts or where it resumed. Lightning writes the
-files from global rank 0 only.
-
-Checkpoints (:func:`checkpoint_callbacks`) are solo-learn's ``Checkpointer`` at epoch ends and,
-in a pretraining, one more every ``checkpoint.time_interval_s`` seconds within an epoch, so that
-an interrupted run loses at most that much work.
+offline when no login is stored, so that no default asks for one or hangs. A job of several
+processes (DDP) is one run (:func:`solo_bayesncl.training.auto_resume.decide_job_run`), which
+:func:`job_run_agreement` checks.
 """
 
 from __future__ import annotations
@@ -43,8 +35,6 @@ __all__ = [
     "build_loggers",
     "build_trainer",
     "checkpoint_callbacks",
-    "continue_metrics_csv",
-    "interval_checkpoint",
     "job_run_agreement",
     "per_rank_random_streams",
     "resume_line",
@@ -60,10 +50,8 @@ def _wandb_login_available() -> bool:
 
 def build_loggers(spec: TrainerSpec, run_dir_root: Path, run: JobRun) -> list:
     """wandb (when ``wandb.enabled``) first, then a CSV logger writing ``metrics.csv`` into the
-    run's checkpoint folder, ``<run id>`` with wandb, ``offline-<run id>`` without. Without stored
-    wandb credentials, wandb logs offline instead of prompting for a login. A resumed run's
-    folder keeps its ``metrics.csv``, which the new sitting appends to
-    (:func:`continue_metrics_csv`)."""
+    run's checkpoint folder, ``<run id>`` with wandb, ``offline-<run id>`` without; a resumed
+    run appends to its ``metrics.csv`` (:func:`_continue_metrics_csv`)."""
     from lightning.pytorch.loggers import CSVLogger
 
     loggers: list = []
@@ -88,17 +76,15 @@ def build_loggers(spec: TrainerSpec, run_dir_root: Path, run: JobRun) -> list:
     else:
         version = f"offline-{run.run_id}"
     csv_logger = CSVLogger(save_dir=str(run_dir_root), name="", version=version)
-    continue_metrics_csv(csv_logger)
+    _continue_metrics_csv(csv_logger)
     loggers.append(csv_logger)
     return loggers
 
 
-def continue_metrics_csv(csv_logger) -> None:
-    """Makes a CSV logger writing into a run folder that already has a ``metrics.csv`` (a resumed
-    run continues in its own folder) append to it under its header: Lightning's writer starts
-    with no columns, would rewrite the file with only the columns of its first rows and append
-    its rows in another column order. A header with new columns is extended, as Lightning does.
-    """
+def _continue_metrics_csv(csv_logger) -> None:
+    """Makes a CSV logger append to the ``metrics.csv`` already in its folder, under its header
+    (extended when new columns come): Lightning's writer would rewrite the file with the columns
+    of its first rows only and append its rows in another column order."""
     path = Path(csv_logger.log_dir) / "metrics.csv"
     if not path.is_file():
         return
@@ -112,9 +98,9 @@ def continue_metrics_csv(csv_logger) -> None:
 
 
 def resume_line(run: JobRun, point: ResumePoint | None, world_size: int) -> str | None:
-    """What a job says once when it begins: ``resumed from epoch E, step S (<checkpoint>)``, for
-    several processes ``run <id>: the N processes resumed from ...`` or ``run <id>: the N
-    processes start it``; None for a new run of one process."""
+    """What a job says once when it begins: ``resumed from epoch E, step S (<checkpoint>)``,
+    prefixed ``run <id>: the N processes`` for several (``... start it`` for a new run); None
+    for a new run of one process."""
     resumed = None
     if run.ckpt_path is not None:
         where = point.phrase() if point is not None else "its checkpoint"
@@ -125,11 +111,9 @@ def resume_line(run: JobRun, point: ResumePoint | None, world_size: int) -> str 
 
 
 def job_run_agreement(run: JobRun):
-    """A callback that stops every process, before anything is restored or trained, when the
-    processes of a job disagree on its :class:`~solo_bayesncl.training.auto_resume.JobRun`; once
-    the checkpoint is restored, global rank 0 prints :func:`resume_line`. Every checkpoint saved
-    holds the run's config fingerprint (:data:`~solo_bayesncl.training.auto_resume.FINGERPRINT_KEY`),
-    so that auto-resume never picks one of another configuration."""
+    """A callback that stops every process before training when the processes of a job disagree
+    on ``run``, prints :func:`resume_line` once from global rank 0 and stores the run's fingerprint
+    in every checkpoint (:data:`~solo_bayesncl.training.auto_resume.FINGERPRINT_KEY`)."""
     from lightning.pytorch import Callback
 
     class JobRunAgreement(Callback):
@@ -164,15 +148,9 @@ def job_run_agreement(run: JobRun):
 
 
 def per_rank_random_streams():
-    """A callback that gives each process of a multi-process job random streams of its own.
-
-    ``seed_everything`` seeds every process alike, and the augmentations draw from the process's
-    generators (the batched path and solo-learn's per-image transforms from torch's and Python's,
-    loader workers from seeds drawn from torch's), so without it the i-th image of every rank
-    would get the same crop, jitter and flip. Once the rank is known (``setup``), Python, NumPy
-    and torch are seeded from :func:`~solo_bayesncl.core.distributed.rank_seed`; a one-process run is
-    left as it is. (DALI's pipelines take solo-learn's seed plus the local device id.)
-    """
+    """A callback that seeds each process of a multi-process job from its rank
+    (:func:`~solo_bayesncl.core.distributed.rank_seed`): ``seed_everything`` seeds them alike, so
+    the i-th image of every rank would get the same augmentations."""
     from lightning.pytorch import Callback
 
     class PerRankRandomStreams(Callback):
@@ -190,13 +168,12 @@ class PeersNotMet(RuntimeError):
     """The processes of a multi-process or multi-node job did not all connect in time."""
 
 
-LIGHTNING_LOG_EVERY_N_STEPS = 50
-"""Lightning's logging interval when ``Trainer(log_every_n_steps=None)``, its default."""
+LIGHTNING_LOG_EVERY_N_STEPS = 50  # Lightning's default log_every_n_steps
 
 
 def _batches_within_limit(batches: int, limit: int | float | None) -> int:
-    """The training batches of an epoch under Lightning's ``limit_train_batches``: a count, or a
-    share of the epoch when a float (as Lightning reads it)."""
+    """The training batches of an epoch under Lightning's ``limit_train_batches`` (a count, or a
+    share when a float)."""
     if limit is None:
         return batches
     if isinstance(limit, float):
@@ -207,15 +184,12 @@ def _batches_within_limit(batches: int, limit: int | float | None) -> int:
 def build_trainer(
     spec: TrainerSpec, loggers: list, callbacks: list, train_batches: int | None = None
 ):
-    """A Trainer from the config's Trainer keys (``spec.arguments``), with devices as Lightning
-    takes them.
+    """A Trainer from the config's Trainer keys (``spec.arguments``).
 
-    ``train_batches``, the training batches of an epoch in each process when known, caps
-    Lightning's ``log_every_n_steps`` (:data:`LIGHTNING_LOG_EVERY_N_STEPS`) at the epoch, so that a short epoch is still logged and
-    Lightning does not warn that it is shorter than the logging interval; a ``log_every_n_steps``
-    in the config is kept. Lightning's own checkpointing runs only through a ``ModelCheckpoint``
-    among ``callbacks``. A DDP job's processes wait ``distributed.timeout_s`` for each other (to
-    connect, and at every collective) before the job fails.
+    ``train_batches`` (an epoch's batches in each process, when known) caps the default
+    ``log_every_n_steps`` at the epoch, so that a short epoch is still logged. Lightning
+    checkpoints only through a ``ModelCheckpoint`` among ``callbacks``. A DDP job's processes
+    wait ``distributed.timeout_s`` for each other.
     """
     from lightning.pytorch import Trainer
     from lightning.pytorch.callbacks import ModelCheckpoint
@@ -247,16 +221,11 @@ def build_trainer(
 _WITHIN_EPOCH = re.compile(r"-ep=(\d+)-step=\d+\.ckpt$")
 
 
-def interval_checkpoint(name: str, run_root: Path, seconds: float):
-    """Lightning's ``ModelCheckpoint`` saving every ``seconds`` within an epoch, into the folder
-    solo-learn's ``Checkpointer`` writes (``run_root/<logger version>``, beside ``args.json``),
-    as ``<name>-<version>-ep=<epoch>-step=<step>.ckpt``.
-
-    Only the newest is kept, and it is removed once the ``Checkpointer`` saved the end of its
-    epoch, with any older one of the folder (the one a resumed run continued from, in the same
-    folder). The interval counts from the first training step (the start-up before it, data
-    loading and the sanity validation, does not count), which the run says in one line when
-    training starts. The last batch of an epoch is left to the epoch's checkpoint.
+def _interval_checkpoint(name: str, run_root: Path, seconds: float):
+    """Lightning's ``ModelCheckpoint`` saving every ``seconds`` of training within an epoch, from
+    the first step on, beside solo-learn's ``Checkpointer`` (``run_root/<logger version>``) as
+    ``<name>-<version>-ep=<epoch>-step=<step>.ckpt``. Only the newest is kept, until the
+    epoch's end is saved; the last batch of an epoch is left to the epoch's checkpoint.
     """
     from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -323,10 +292,9 @@ def interval_checkpoint(name: str, run_root: Path, seconds: float):
 def checkpoint_callbacks(
     spec: CheckpointSpec, name: str, solo_cfg, within_epochs: bool = False
 ) -> list:
-    """solo-learn's Checkpointer (checkpoints and ``args.json``, which it writes from
-    ``solo_cfg``, under ``spec.run_root``) when ``checkpoint.enabled``, else no callback; with
-    ``within_epochs`` (pretraining, which resumes) and ``checkpoint.time_interval_s`` > 0 the
-    :func:`interval_checkpoint` too, its files named after the run (``name``)."""
+    """solo-learn's Checkpointer (checkpoints and ``args.json`` from ``solo_cfg``, under
+    ``spec.run_root``) when ``checkpoint.enabled``; with ``within_epochs`` (pretraining) and
+    ``checkpoint.time_interval_s`` > 0, the :func:`_interval_checkpoint` of run ``name`` too."""
     if not spec.enabled:
         return []
     from solo.utils.checkpointer import Checkpointer
@@ -337,5 +305,5 @@ def checkpoint_callbacks(
         )
     ]
     if within_epochs and spec.time_interval_s:
-        callbacks.append(interval_checkpoint(name, spec.run_root, float(spec.time_interval_s)))
+        callbacks.append(_interval_checkpoint(name, spec.run_root, float(spec.time_interval_s)))
     return callbacks

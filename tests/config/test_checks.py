@@ -11,7 +11,7 @@ import solo.methods  # noqa: E402,F401  (solo-learn first, then the plugin's met
 from helpers import compose, image_folder_overrides  # noqa: E402
 
 from solo_bayesncl.core.validation import ConfigError  # noqa: E402
-from solo_bayesncl.training.pretrain import prepare_pretrain_cfg  # noqa: E402
+from solo_bayesncl.training.pretrain import prepare_pretrain  # noqa: E402
 
 
 def _prepare(config: str, extra: list[str], image_folder, edit=None):
@@ -29,7 +29,7 @@ def _prepare(config: str, extra: list[str], image_folder, edit=None):
     )
     if edit is not None:
         edit(cfg)
-    return prepare_pretrain_cfg(cfg, check_data=False)
+    return prepare_pretrain(cfg, check_data=False).solo
 
 
 def _refused(config: str, extra: list[str], image_folder, edit=None) -> str:

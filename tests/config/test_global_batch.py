@@ -62,10 +62,10 @@ def test_apply_on_a_config_is_idempotent_and_keeps_per_device_configs():
 @pytest.mark.parametrize("devices", [1, 2, 4])
 def test_shipped_configs_through_solo_learn(config_dir, batch, lr, trained_lr, devices):
     """solo-learn's own ``parse_cfg`` gives the paper's batch and lr on 1, 2 and 4 processes."""
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
     overrides = ["accelerator=cpu", f"devices={devices}", "data.format=image_folder"]
-    cfg = prepare_pretrain_cfg(compose(config_dir, "simclr.yaml", overrides), check_data=False)
+    cfg = prepare_pretrain(compose(config_dir, "simclr.yaml", overrides), check_data=False).solo
     assert len(cfg.devices) == devices
     assert cfg.optimizer.batch_size * devices == batch == cfg.optimizer.global_batch_size
     assert cfg.optimizer.lr == pytest.approx(trained_lr)

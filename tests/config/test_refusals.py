@@ -16,7 +16,7 @@ import solo.methods  # noqa: E402,F401  (solo-learn first, then the plugin's met
 from helpers import REPO, compose, image_folder_overrides  # noqa: E402
 
 from solo_bayesncl.config import runtime  # noqa: E402
-from solo_bayesncl.training.pretrain import prepare_pretrain_cfg  # noqa: E402
+from solo_bayesncl.training.pretrain import prepare_pretrain  # noqa: E402
 
 PRETRAIN_CONFIGS = sorted(
     (group, path.name)
@@ -44,7 +44,7 @@ def _prepare(extra: list[str], image_folder: Path, check_data: bool = False):
             *extra,
         ],
     )
-    return prepare_pretrain_cfg(cfg, check_data=check_data)
+    return prepare_pretrain(cfg, check_data=check_data).solo
 
 
 def _refused(extra: list[str], image_folder: Path, check_data: bool = False) -> str:

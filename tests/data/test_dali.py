@@ -194,7 +194,7 @@ def test_dali_and_torchvision_loaders_agree_on_the_same_folder(image_folder, tmp
 def test_imagenet100_config_takes_dali_on_the_cpu_without_edits(image_folder):
     """The ImageNet-100 configs ask for DALI with ``dali.device: auto``: on a CPU it resolves to
     DALI's CPU operators, on GPUs to solo-learn's GPU path."""
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
     cfg = compose(
         "scripts/pretrain/imagenet-100",
@@ -206,7 +206,7 @@ def test_imagenet100_config_takes_dali_on_the_cpu_without_edits(image_folder):
             "accelerator=cpu",
         ],
     )
-    cfg = prepare_pretrain_cfg(cfg)
+    cfg = prepare_pretrain(cfg).solo
     assert cfg.data.format == "dali" and cfg.dali.device == "cpu"
 
 

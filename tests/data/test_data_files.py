@@ -125,10 +125,10 @@ def _ncl_weights_with_bayesncl_config(image_folder: Path, folder: Path) -> Path:
     from helpers import compose, method_of
     from omegaconf import OmegaConf
 
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
     def cfg_of(name: str):
-        return prepare_pretrain_cfg(
+        return prepare_pretrain(
             compose(
                 "scripts/pretrain/cifar",
                 name,
@@ -140,7 +140,7 @@ def _ncl_weights_with_bayesncl_config(image_folder: Path, folder: Path) -> Path:
                 ],
             ),
             check_data=False,
-        )
+        ).solo
 
     folder.mkdir()
     path = folder / "last.ckpt"

@@ -125,7 +125,7 @@ def fake_data(tmp_path_factory):
 
 
 def pretrain_cfg(fake_data: Path, dataset: str, out: Path, *extra: str):
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
     cfg = compose(
         "scripts/pretrain/cifar",
@@ -149,7 +149,7 @@ def pretrain_cfg(fake_data: Path, dataset: str, out: Path, *extra: str):
     )
     for aug in cfg.augmentations:  # brightness would change the grey value
         aug.color_jitter.prob = 0.0
-    return prepare_pretrain_cfg(cfg)
+    return prepare_pretrain(cfg).solo
 
 
 @pytest.fixture(scope="module")
@@ -236,13 +236,13 @@ def test_linear_probe_trains_and_validates_on_one_normalisation(
     ImageNet's and validated on CIFAR-10's before). Official: solo-learn's classification
     transforms on both sides, as the official probe (CIFAR-10's stats); refused where the
     official code has no transforms (Fashion-MNIST)."""
-    from solo_bayesncl.training.linear import linear_eval, prepare_linear_cfg
+    from solo_bayesncl.training.linear import linear_eval, prepare_linear
 
     ckpt, _ = pretrained[dataset]
     cfg = linear_cfg(ckpt, tmp_path, f"probe={probe}")
     if probe == "official" and dataset == "fashion-mnist":
         with pytest.raises(ValueError, match=r"^probe=official: .*fashion-mnist.*probe=standard"):
-            prepare_linear_cfg(cfg)
+            prepare_linear(cfg)
         return
     capture_cb = PhaseCapture()
     linear_eval(cfg, extra_callbacks=[capture_cb])

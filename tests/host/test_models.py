@@ -13,7 +13,7 @@ from helpers import compose  # noqa: E402
 
 from solo_bayesncl.config.settings import run_spec  # noqa: E402
 from solo_bayesncl.host.models import build_backbone, build_method  # noqa: E402
-from solo_bayesncl.training.pretrain import prepare_pretrain_cfg  # noqa: E402
+from solo_bayesncl.training.pretrain import prepare_pretrain  # noqa: E402
 
 
 def _cfg(name: str, extra: list[str], image_folder):
@@ -27,9 +27,9 @@ def _cfg(name: str, extra: list[str], image_folder):
     ]
     if name == "mocov2plus.yaml":
         overrides.append("method_kwargs.queue_size=64")
-    return prepare_pretrain_cfg(
+    return prepare_pretrain(
         compose("scripts/pretrain/cifar", name, overrides + extra), check_data=False
-    )
+    ).solo
 
 
 def _has_small_stem(backbone: nn.Module) -> bool:

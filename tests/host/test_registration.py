@@ -154,11 +154,11 @@ def test_entry_point_registers_without_the_package_hook(image_folder):
         import solo.methods
         print("before:", "bayesncl" in solo.methods.METHODS)
         from helpers import compose
-        from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+        from solo_bayesncl.training.pretrain import prepare_pretrain
         cfg = compose("scripts/pretrain/cifar", "bayesncl.yaml", [
             "data.dataset=custom", "data.train_path={image_folder / "train"}",
             "data.val_path={image_folder / "val"}", "accelerator=cpu"])
-        print("method:", prepare_pretrain_cfg(cfg, check_data=False).method)
+        print("method:", prepare_pretrain(cfg, check_data=False).solo.method)
         """,
         [str(REPO), str(REPO / "tests")],
     )

@@ -31,11 +31,11 @@ TINY = [*TINY_FASHION_MNIST, "wandb.enabled=False"]
 
 
 def _prepare(overrides: list[str], config: str = "bayesncl.yaml", check_data: bool = False):
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
-    return prepare_pretrain_cfg(
+    return prepare_pretrain(
         compose("scripts/pretrain/cifar", config, [*TINY, *overrides]), check_data=check_data
-    )
+    ).solo
 
 
 # ------------------------------------------------------------------- pretraining config keys
@@ -780,7 +780,7 @@ def test_a_bad_key_of_linear_evaluation_is_refused_naming_it(
 ):
     from helpers import image_folder_overrides
 
-    from solo_bayesncl.training.linear import prepare_linear_cfg
+    from solo_bayesncl.training.linear import prepare_linear
 
     overrides = [
         f"pretrained_feature_extractor={ncl_checkpoint}",
@@ -791,5 +791,5 @@ def test_a_bad_key_of_linear_evaluation_is_refused_naming_it(
     ]
     cfg = compose("scripts/linear/cifar", "linear.yaml", overrides)
     with pytest.raises(ValueError, match=message) as err:
-        prepare_linear_cfg(cfg, overrides)
+        prepare_linear(cfg, overrides)
     assert "\n" not in str(err.value)

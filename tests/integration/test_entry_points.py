@@ -53,7 +53,7 @@ def test_four_configs_share_one_budget(config_dir):
 @pytest.mark.parametrize("config_dir", CONFIG_DIRS)
 @pytest.mark.parametrize("name", METHOD_FILES)
 def test_every_config_passes_solo_parse_cfg(config_dir, name, image_folder):
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
     overrides = [
         f"data.train_path={image_folder / 'train'}",
@@ -62,7 +62,7 @@ def test_every_config_passes_solo_parse_cfg(config_dir, name, image_folder):
     ]
     if config_dir.endswith("imagenet-100"):
         overrides.append("data.format=image_folder")  # DALI is optional: tests/data/test_dali.py
-    cfg = prepare_pretrain_cfg(compose(config_dir, name, overrides), check_data=False)
+    cfg = prepare_pretrain(compose(config_dir, name, overrides), check_data=False).solo
     assert cfg.devices == [0] and cfg.accelerator == "cpu" and cfg.precision == "32"
     assert cfg.data.num_large_crops == 2
 
@@ -281,15 +281,15 @@ def test_fashion_mnist_loads_offline():
 @solo
 def test_fashion_mnist_switch_resolves_before_parse_cfg():
     from solo_bayesncl.data.fashion_mnist import fashion_mnist_root
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
     if not (fashion_mnist_root() / "train-images-idx3-ubyte.gz").is_file():
         pytest.skip("Debian's dataset-fashion-mnist is not installed")
-    cfg = prepare_pretrain_cfg(
+    cfg = prepare_pretrain(
         compose(
             "scripts/pretrain/cifar", "ncl.yaml", ["data.dataset=fashion-mnist", "accelerator=cpu"]
         )
-    )
+    ).solo
     assert cfg.data.dataset == "custom" and cfg.data.offline_dataset == "fashion-mnist"
     assert cfg.data.num_classes == 10 and list(cfg.augmentations[0].mean) == pytest.approx(
         [0.286] * 3
@@ -313,7 +313,7 @@ def test_missing_cifar_points_at_the_offline_option(tmp_path, monkeypatch):
     import torchvision
 
     from solo_bayesncl.data.resolve import DatasetUnavailableError
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
     def no_network(*args, **kwargs):
         raise URLError("no network")
@@ -328,7 +328,7 @@ def test_missing_cifar_points_at_the_offline_option(tmp_path, monkeypatch):
         DatasetUnavailableError,
         match="CIFAR100 is not in data.train_path=.*data.dataset=fashion-mnist",
     ):
-        prepare_pretrain_cfg(cfg)
+        prepare_pretrain(cfg)
 
 
 def test_entry_points_without_solo_learn_give_the_install_command(tmp_path):

@@ -70,16 +70,16 @@ def test_only_that_warning_is_dropped_and_only_where_nothing_resumes(image_folde
     from helpers import method_of
 
     from solo_bayesncl.host.models import without_resume_warning
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
-    cfg = prepare_pretrain_cfg(
+    cfg = prepare_pretrain(
         compose(
             "scripts/pretrain/cifar",
             "ncl.yaml",
             [*image_folder_overrides(image_folder), "accelerator=cpu", "optimizer.batch_size=8"],
         ),
         check_data=False,
-    )
+    ).solo
     caplog.set_level(logging.WARNING)
     method_of(cfg.copy())  # pretraining: its checkpoints are resumed, the warning stays
     assert len(_scheduler_records(caplog)) == 1

@@ -163,14 +163,14 @@ def test_explicit_half_precision_on_cpu_still_warns():
 @solo
 def test_fashion_mnist_run_is_named_after_it():
     from solo_bayesncl.data.fashion_mnist import fashion_mnist_root
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
     if not (fashion_mnist_root() / "train-images-idx3-ubyte.gz").is_file():
         pytest.skip("Debian's dataset-fashion-mnist is not installed")
     cfg = compose(
         "scripts/pretrain/cifar", "bayesncl.yaml", ["data.dataset=fashion-mnist", "accelerator=cpu"]
     )
-    assert prepare_pretrain_cfg(cfg).name == "bayesncl-fashion-mnist"
+    assert prepare_pretrain(cfg).solo.name == "bayesncl-fashion-mnist"
 
 
 @solo

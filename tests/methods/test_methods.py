@@ -11,7 +11,7 @@ from helpers import compose  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 import solo_bayesncl  # noqa: E402,F401
-from solo_bayesncl.training.pretrain import prepare_pretrain_cfg  # noqa: E402
+from solo_bayesncl.training.pretrain import prepare_pretrain  # noqa: E402
 
 
 def _cfg(name: str = "bayesncl.yaml", extra: list[str] | None = None, image_folder=None):
@@ -27,9 +27,9 @@ def _cfg(name: str = "bayesncl.yaml", extra: list[str] | None = None, image_fold
             f"data.train_path={image_folder / 'train'}",
             f"data.val_path={image_folder / 'val'}",
         ]
-    return prepare_pretrain_cfg(
+    return prepare_pretrain(
         compose("scripts/pretrain/cifar", name, overrides + (extra or [])), check_data=False
-    )
+    ).solo
 
 
 @pytest.fixture

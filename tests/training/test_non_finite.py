@@ -172,9 +172,9 @@ def _model_and_batch(image_folder, config: str):
     from helpers import compose
     from solo.methods import METHODS
 
-    from solo_bayesncl.training.pretrain import prepare_pretrain_cfg
+    from solo_bayesncl.training.pretrain import prepare_pretrain
 
-    cfg = prepare_pretrain_cfg(
+    cfg = prepare_pretrain(
         compose(
             "scripts/pretrain/cifar",
             config,
@@ -187,7 +187,7 @@ def _model_and_batch(image_folder, config: str):
             ],
         ),
         check_data=False,
-    )
+    ).solo
     torch.manual_seed(0)
     model = METHODS[cfg.method](cfg)
     model.log_dict = lambda *a, **k: None
