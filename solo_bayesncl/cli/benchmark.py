@@ -5,9 +5,9 @@ folder a study trains in) in ``--out`` (their records and commits), then writes 
 
 Exit status: 0 done, 1 a run failed (its log and its error are named), 2 a bad preset, override
 or command line (``--seeds`` the preset does not have), a run another benchmark is training in
-the same results folder, a run's ``result.json`` that is not a result or its lock that cannot be
-taken (each named), 130 interrupted by Ctrl-C (143 by SIGTERM): run the same command again to
-resume.
+the same results folder, a run's record that cannot be read (``--table-only`` writes the table
+of the others first) or its lock that cannot be taken (each named), 130 interrupted by Ctrl-C
+(143 by SIGTERM): run the same command again to resume.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--table-only",
         action="store_true",
         help="train nothing: write the table and plots from the finished runs only (the "
-        "unfinished ones are listed under the table, never counted)",
+        "unfinished ones, and any whose records cannot be read, are listed under the table, "
+        "never counted; an unreadable one ends the command with status 2)",
     )
     no_training.add_argument(
         "--keep-records-from",
@@ -78,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="train nothing: copy the records (result.json, pretrain_metrics.csv, "
         "gate_measures.json) of the preset's runs finished in the results folder DIR into --out, "
         "add their commits to its COMMIT file, then write the table as --table-only does; a run "
-        "trained from uncommitted changes, or whose kept records differ, is refused",
+        "trained from uncommitted changes, whose kept records differ or whose records cannot be "
+        "read is refused before anything is written",
     )
     return parser
 
