@@ -20,7 +20,6 @@ when the checkpoint is at hand, and shows ``-`` when it is not.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 
 from solo_bayesncl.benchmark.machine import git_state
 from solo_bayesncl.benchmark.paired import mean_interval
-from solo_bayesncl.benchmark.records import located
+from solo_bayesncl.benchmark.records import RecordsError, load_gate_measures, located
 from solo_bayesncl.benchmark.table import aggregate, run_name
 from solo_bayesncl.host.availability import quiet_third_party_warnings
 from solo_bayesncl.io.files import replacing, write_text_replacing
@@ -99,21 +98,9 @@ def _kept_measures(kept: Path) -> dict[str, Any]:
     """The measures kept in ``kept``; exits with one line naming it when it is not a JSON
     object (cut short, edited)."""
     try:
-        measures = json.loads(kept.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        problem = "not valid JSON" + (
-            f" at line {err.lineno} column {err.colno}"
-            if isinstance(err, json.JSONDecodeError)
-            else ""
-        )
-    else:
-        if isinstance(measures, dict):
-            return measures
-        problem = f"a JSON {type(measures).__name__}, not an object"
-    raise SystemExit(
-        f"error: {kept}: not the gate measures of a run ({problem}); it was cut short or "
-        "edited: remove it, and they are measured again from the run's checkpoint"
-    )
+        return load_gate_measures(kept)
+    except RecordsError as err:
+        raise SystemExit(f"error: {err}") from None
 
 
 def with_gate_measures(

@@ -26,12 +26,14 @@ writes the Markdown table (default ``study/records/relative.md``) and the figure
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from solo_bayesncl.benchmark.records import RecordsError, load_result
+from solo_bayesncl.benchmark.table import run_name
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -95,11 +97,15 @@ def t_quantile(dof: int, p: float) -> float:
 
 
 def runs(folder: str) -> dict[tuple[str, int], dict]:
-    """The finished runs of a records folder, by (variant, seed)."""
+    """The finished runs of a records folder, by (row, seed); exits with one line naming the
+    file and the field when a ``result.json`` is not a result."""
     found = {}
     for path in sorted((RECORDS / folder / "runs").glob("*/result.json")):
-        record = json.loads(path.read_text())
-        found[(record["variant"], int(record["seed"]))] = record
+        try:
+            record = load_result(path)
+        except RecordsError as err:
+            raise SystemExit(f"error: {err}") from None
+        found[(run_name(record), record["seed"])] = record
     return found
 
 

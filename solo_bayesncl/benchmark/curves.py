@@ -3,8 +3,9 @@ in ``budget_curves.png``) or any logged column (:func:`epoch_series`)."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
+
+from solo_bayesncl.benchmark.records import epoch_metrics
 
 __all__ = ["BUDGET_FIGURES", "epoch_series"]
 
@@ -22,11 +23,7 @@ BUDGET_FIGURES: tuple[tuple[str, str], ...] = (
 
 def epoch_series(metrics_csv: Path, column: str) -> tuple[list[int], list[float]]:
     """The epochs (1-based) at which ``column`` was logged in a run's ``metrics.csv``, and its
-    values there."""
-    epochs, values = [], []
-    with open(metrics_csv, newline="") as f:
-        for row in csv.DictReader(f):
-            if row.get(column):
-                epochs.append(int(float(row["epoch"])) + 1)
-                values.append(float(row[column]))
-    return epochs, values
+    values there (read by :func:`~solo_bayesncl.benchmark.records.epoch_metrics`, which refuses
+    a file that is not such a log)."""
+    points = epoch_metrics(metrics_csv).get(column, {})
+    return list(points), list(points.values())

@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from solo_bayesncl.benchmark.curves import BUDGET_FIGURES, epoch_series
-from solo_bayesncl.benchmark.table import run_name
+from solo_bayesncl.benchmark.table import figure, run_name
 from solo_bayesncl.config.settings import saved_run_spec
 from solo_bayesncl.core.validation import parse_bool
 from solo_bayesncl.methods.keys import BayesNCLSettings
@@ -55,10 +55,6 @@ def _colors(results: Sequence[dict[str, Any]]) -> dict[str, str]:
     return colors
 
 
-def _nan(value: Any) -> float:
-    return float("nan") if value is None else float(value)
-
-
 def _mean_std(values: Sequence[float]) -> tuple[float, float]:
     values = [v for v in values if not math.isnan(v)]
     if not values:
@@ -73,8 +69,8 @@ def plot_accuracy_vs_consistency(results: Sequence[dict[str, Any]], path: Path) 
     fig, ax = _subplots(figsize=(6, 4.2))
     for name, color in colors.items():
         runs = [r for r in results if run_name(r) == name]
-        x = [_nan(r["metrics"].get("semantic_consistency_gain")) for r in runs]
-        y = [_nan(r.get("linear_top1")) for r in runs]
+        x = [figure(r, "metrics.semantic_consistency_gain") for r in runs]
+        y = [figure(r, "linear_top1") for r in runs]
         several = len(runs) > 1
         ax.scatter(x, y, color=color, s=18 if several else 50, alpha=0.5 if several else 1.0,
                    label=None if several else name)  # fmt: skip
@@ -200,13 +196,6 @@ _SWEEP_PANELS = (
 )
 
 
-def _value(result: dict[str, Any], dotted: str) -> float:
-    value: Any = result
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return _nan(value)
-
-
 def plot_prior_sweep(results: Sequence[dict[str, Any]], path: Path) -> Path | None:
     """BayesNCL's figures against rho (at the lambda most runs use) and against lambda (at the
     rho that has several lambdas), mean ± std over seeds, each seed as a faint dot; NCL's mean ±
@@ -239,12 +228,12 @@ def plot_prior_sweep(results: Sequence[dict[str, Any]], path: Path) -> Path | No
         xs = sorted({x for x, _ in runs})
         for ax, (source, title) in zip(row, _SWEEP_PANELS, strict=True):
             for x, r in runs:
-                ax.scatter([x], [_value(r, source)], color="tab:red", s=10, alpha=0.35)
-            stats = [_mean_std([_value(r, source) for v, r in runs if v == x]) for x in xs]
+                ax.scatter([x], [figure(r, source)], color="tab:red", s=10, alpha=0.35)
+            stats = [_mean_std([figure(r, source) for v, r in runs if v == x]) for x in xs]
             ax.errorbar(xs, [m for m, _ in stats], yerr=[s for _, s in stats], fmt="-o",
                         color="tab:red", capsize=3, label="bayesncl (mean ± std)")  # fmt: skip
             if ncl and source != "gate_open_rate.mean":
-                m, s = _mean_std([_value(r, source) for r in ncl])
+                m, s = _mean_std([figure(r, source) for r in ncl])
                 ax.axhline(m, color="tab:green", ls="--", label=f"ncl (n={len(ncl)})")
                 ax.axhspan(m - s, m + s, color="tab:green", alpha=0.12)
             if log:

@@ -1,16 +1,20 @@
 """A finished run's records (:data:`RUN_RECORDS`): the few small files its table row, epoch curves
 and gate measures are read from. They name no path of the machine that trained: ``result.json``
 names the run's files relative to the run folder (:func:`recorded_path`; older absolute paths are
-found inside a moved folder by :func:`read_result`). :func:`load_result` refuses a
-``result.json`` that is not a result with :class:`RecordsError`. :func:`keep_run_records` and
-:func:`add_commit_lines` keep a study's finished runs in the committed folder, never replacing a
-differing record nor keeping a run whose code was not a commit."""
+found inside a moved folder by :func:`read_result`). Every reader reads them here:
+:func:`load_result`, :func:`epoch_metrics` and :func:`load_gate_measures` refuse a record that
+is not what its name says with :class:`RecordsError`, one line naming the file and the field
+(line, column) at fault. :func:`keep_run_records` and :func:`add_commit_lines` keep a study's
+finished runs in the committed folder, never replacing a differing record nor keeping a run
+whose code was not a commit."""
 
 from __future__ import annotations
 
+import csv
+import functools
 import json
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +22,17 @@ from solo_bayesncl.io.files import replacing, write_text_replacing
 
 __all__ = [
     "COMMIT_FILE",
+    "KEPT_FIELDS",
     "RECORDED_PATHS",
+    "RESULT_FIELDS",
     "RUN_RECORDS",
     "RecordsError",
     "add_commit_lines",
     "commit_line",
+    "epoch_metrics",
     "keep_run_records",
+    "load_gate_measures",
+    "load_record",
     "load_result",
     "located",
     "read_result",
@@ -45,22 +54,51 @@ COMMIT_FILE = "COMMIT"
 
 
 class RecordsError(ValueError):
-    """A run's records cannot be read or kept: its ``result.json`` is not a result, the run is
-    not finished, its code was not a commit, or the results folder already holds different
-    records under its name."""
+    """A run's records cannot be read or kept: a record is not what its name says (cut short,
+    edited, a field of the wrong kind), the run is not finished, its code was not a commit, or
+    the results folder already holds different records under its name."""
 
 
-def load_result(
-    result_file: Path,
-    what: str = "a finished run's result",
-    redo: str = "the run is trained again",
-) -> dict[str, Any]:
-    """The object a run's ``result.json`` holds, as written; :class:`RecordsError` naming the
-    file when it cannot be read, is not JSON (half-written) or holds no JSON object. A stage's
-    record is read the same way, ``what`` it is and what removing it does (``redo``) named."""
-    problem = None
+_NULL = type(None)
+_KINDS: dict[str, tuple[type, ...]] = {  # what a field must be: the JSON types it may have
+    "text": (str,), "text or null": (str, _NULL), "a whole number": (int,),
+    "a number or null": (int, float, _NULL), "an object": (dict,),
+    "an object or null": (dict, _NULL),
+}  # fmt: skip
+RESULT_FIELDS: dict[str, tuple[str, str | None]] = {
+    # field: (what it must be, what each of its entries must be); null: an undefined figure
+    **dict.fromkeys(("method", "variant", "commit", "checkpoint", "pretrain_metrics_csv"),
+                    ("text", None)),
+    "seed": ("a whole number", None),
+    "linear_probe": ("text or null", None),
+    **dict.fromkeys(("linear_top1", "probe_top1", "knn_top1", "seconds_per_epoch",
+                     "cpu_seconds_per_epoch", "peak_memory_mb", "epoch_load_mean", "cpu_count"),
+                    ("a number or null", None)),
+    **dict.fromkeys(("metrics", "metrics_paper", "background"), ("an object", "a number or null")),
+    "gate_open_rate": ("an object or null", "a number or null"),
+    "timing": ("an object", "an object or null"),
+}  # fmt: skip
+"""The fields of ``result.json`` its readers use (table, paired differences, plots, resume, the
+study's commands), each checked by :func:`load_result` where present."""
+REQUIRED_FIELDS: tuple[str, ...] = ("method", "seed")
+"""The fields every result has: its row and seed."""
+KEPT_FIELDS: tuple[str, ...] = (*REQUIRED_FIELDS, "commit")
+"""The fields of a result kept in the committed folder (its ``COMMIT`` line)."""
+
+
+def _refused(path: Path, what: str, problem: str, redo: str) -> RecordsError:
+    return RecordsError(
+        f"{path}: not {what} ({problem}); it was cut short or edited: restore it, or remove it "
+        f"and {redo}"
+    )
+
+
+def load_record(path: Path, what: str, redo: str) -> dict[str, Any]:
+    """The JSON object a record (a stage's JSON, ``gate_measures.json``) holds, as written;
+    :class:`RecordsError` naming the file, ``what`` it is and what removing it does (``redo``)
+    when it cannot be read, is not JSON (half-written) or holds no JSON object."""
     try:
-        result = json.loads(Path(result_file).read_text())
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         problem = f"not valid JSON at line {err.lineno} column {err.colno}: {err.msg}"
     except UnicodeDecodeError:
@@ -68,14 +106,89 @@ def load_result(
     except OSError as err:
         problem = f"cannot be read: {err.strerror or err}"
     else:
-        if not isinstance(result, dict):
-            problem = f"a JSON {_json_kind(result)}, not an object"
-    if problem is not None:
-        raise RecordsError(
-            f"{result_file}: not {what} ({problem}); it was cut short or edited: restore it, "
-            f"or remove it and {redo}"
-        )
+        if isinstance(record, dict):
+            return record
+        problem = f"a JSON {_json_kind(record)}, not an object"
+    raise _refused(path, what, problem, redo)
+
+
+def load_result(result_file: Path, required: Sequence[str] = REQUIRED_FIELDS) -> dict[str, Any]:
+    """A run's ``result.json`` as written, every ``required`` field there and every field of
+    :data:`RESULT_FIELDS` of its kind; :class:`RecordsError` naming the file and the field
+    otherwise (or as :func:`load_record` says)."""
+    what, redo = "a finished run's result", "the run is trained again"
+    result = load_record(result_file, what, redo)
+    problems = [f"field '{name}' is missing" for name in required if name not in result]
+    for name, (kind, entries) in RESULT_FIELDS.items():
+        value = result.get(name)
+        fields = [(name, value, kind)] if name in result else []
+        if entries and isinstance(value, dict):
+            fields += [(f"{name}.{key}", entry, entries) for key, entry in value.items()]
+        problems += [
+            f"field '{field}' must be {must}, got {_shown(entry)}"
+            for field, entry, must in fields
+            if type(entry) not in _KINDS[must]
+        ]
+    if problems:
+        raise _refused(result_file, what, problems[0], redo)
     return result
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def epoch_metrics(metrics_csv: Path) -> dict[str, dict[int, float]]:
+    """The figures of a run's per-epoch metrics (``pretrain_metrics.csv``, Lightning's CSV log)
+    logged at an epoch: ``{column: {epoch (from 1): value}}``, an epoch's last value kept, rows
+    without an epoch (the learning-rate monitor's) left out. :class:`RecordsError` naming the
+    file (and the line and column) when it is not CSV text, has no ``epoch`` column or a cell
+    that is not a number. Read once per version of the file: the caller leaves it unchanged."""
+    stat = Path(metrics_csv).stat()
+    return _epoch_metrics(Path(metrics_csv), stat.st_mtime_ns, stat.st_size)
+
+
+def _bad_curves(metrics_csv: Path, problem: str) -> RecordsError:
+    return _refused(
+        metrics_csv, "a run's per-epoch metrics", problem, "its curves are left out of the plots"
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _epoch_metrics(metrics_csv: Path, mtime_ns: int, size: int) -> dict[str, dict[int, float]]:
+    series: dict[str, dict[int, float]] = {}
+    try:
+        with open(metrics_csv, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if "epoch" not in (reader.fieldnames or ()):
+                raise _bad_curves(metrics_csv, "no 'epoch' column")
+            for row in reader:
+                if None in row:  # the cells past the header's
+                    raise _bad_curves(
+                        metrics_csv, f"line {reader.line_num}: more cells than columns"
+                    )
+                values = {column: _cell(metrics_csv, reader.line_num, column, cell)
+                          for column, cell in row.items() if cell}  # fmt: skip
+                epoch = values.pop("epoch", None)
+                if epoch is not None and not epoch.is_integer():
+                    problem = f"line {reader.line_num}, column 'epoch': {row['epoch']!r}"
+                    raise _bad_curves(metrics_csv, problem + " is not a whole number")
+                for column, value in values.items() if epoch is not None else ():
+                    series.setdefault(column, {})[int(epoch) + 1] = value
+    except UnicodeDecodeError:
+        raise _bad_curves(metrics_csv, "not UTF-8 text") from None
+    except (csv.Error, OSError) as err:
+        raise _bad_curves(metrics_csv, f"not CSV: {err}") from None
+    return series
+
+
+def _cell(metrics_csv: Path, line: int, column: str, cell: str) -> float:
+    try:
+        return float(cell)
+    except ValueError:
+        problem = f"line {line}, column '{column}': {cell!r} is not a number"
+        raise _bad_curves(metrics_csv, problem) from None
 
 
 def _json_kind(value: Any) -> str:
@@ -108,14 +221,23 @@ def located(run_dir: Path, recorded: str | Path) -> Path:
 
 
 def read_result(run_dir: Path) -> dict[str, Any]:
-    """A finished run's ``result.json``, with the files it names (:data:`RECORDED_PATHS`)
-    resolved by :func:`located` to absolute paths (:class:`RecordsError` as
-    :func:`load_result` says)."""
+    """A finished run's ``result.json`` (:func:`load_result`), with the files it names
+    (:data:`RECORDED_PATHS`) resolved by :func:`located` to absolute paths, its per-epoch
+    metrics checked by :func:`epoch_metrics` where they are: :class:`RecordsError` as they
+    say."""
     result = load_result(run_dir / "result.json")
     for key in RECORDED_PATHS:
         if result.get(key):
             result[key] = str(located(run_dir.absolute(), result[key]))
+    if result.get("pretrain_metrics_csv") and Path(result["pretrain_metrics_csv"]).is_file():
+        epoch_metrics(Path(result["pretrain_metrics_csv"]))
     return result
+
+
+def load_gate_measures(path: Path) -> dict[str, Any]:
+    """A run's ``gate_measures.json`` (:func:`load_record`)."""
+    redo = "they are measured again from the run's checkpoint"
+    return load_record(path, "the gate measures of a run", redo)
 
 
 def commit_line(result: dict[str, Any]) -> str:
@@ -127,22 +249,27 @@ def commit_line(result: dict[str, Any]) -> str:
 
 def records_to_keep(source_run: Path, kept_run: Path) -> list[str]:
     """The records of the finished run ``source_run`` that ``kept_run`` lacks, ``result.json`` last;
-    writes nothing. :class:`RecordsError` when the run is not finished, was trained from
-    uncommitted changes (not ``"dirty": false``), or ``kept_run`` holds a differing record."""
+    writes nothing. :class:`RecordsError` when the run is not finished, a record cannot be read
+    (:func:`load_result` with :data:`KEPT_FIELDS`, :func:`epoch_metrics`,
+    :func:`load_gate_measures`), the run was trained from uncommitted changes (not
+    ``"dirty": false``), or ``kept_run`` holds a differing record."""
     result_file = source_run / "result.json"
     if not result_file.is_file():
         raise RecordsError(f"{source_run}: not finished (no result.json); nothing is kept of it")
-    dirty = load_result(result_file).get("dirty")
+    dirty = load_result(result_file, KEPT_FIELDS).get("dirty")
     if dirty is not False:
         raise RecordsError(
             f"{result_file}: dirty is {json.dumps(dirty)}: the run was not trained from a commit "
             "(uncommitted changes, or no git checkout), so its records are not kept"
         )
     missing = []
+    readers = {"pretrain_metrics.csv": epoch_metrics, "gate_measures.json": load_gate_measures}
     for name in RUN_RECORDS:
         source, kept = source_run / name, kept_run / name
         if not source.is_file():
             continue
+        if name in readers:
+            readers[name](source)
         if not kept.is_file():
             missing.append(name)
         elif kept.read_bytes() != source.read_bytes():

@@ -50,7 +50,7 @@ from solo_bayesncl.benchmark.process import (
     watch_parent,
 )
 from solo_bayesncl.benchmark.progress import STAGES, StatusFile, read_status
-from solo_bayesncl.benchmark.records import load_result, recorded_path
+from solo_bayesncl.benchmark.records import load_record, recorded_path
 from solo_bayesncl.benchmark.stages import (
     StageUnfinished,
     ValidationPass,
@@ -113,7 +113,7 @@ def run(spec_path: Path) -> dict[str, Any]:
                 finished_at=dt.datetime.now().isoformat(timespec="seconds"),
             )
             _write_json(path, data)
-        stages[name] = load_result(
+        stages[name] = load_record(
             path, f"the record of a finished {name} stage", f"the {name} stage runs again"
         )
         return stages[name]

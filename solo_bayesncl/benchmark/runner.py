@@ -117,9 +117,11 @@ def write_outputs(
     out_dir: Path,
     preset_name: str,
     missing: list[str] | tuple[str, ...] = (),
+    unreadable: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Path]:
     """The tables and plots, each written to a temporary name and renamed; a plot with nothing
-    to draw (no prior sweep, no converged probe) is left out."""
+    to draw (no prior sweep, no converged probe) is left out. ``missing`` and ``unreadable``
+    runs are listed under the table."""
     commit = ", ".join(sorted({_short_commit(r) for r in results})) or "unknown"
     date = dt.date.today().isoformat()
     rows = aggregate(results)
@@ -127,7 +129,9 @@ def write_outputs(
     writers = {
         "markdown": (
             "results.md",
-            lambda p: write_markdown(rows, p, preset_name, commit, date, paired, missing),
+            lambda p: write_markdown(
+                rows, p, preset_name, commit, date, paired, missing, unreadable
+            ),
         ),
         "csv": ("results.csv", lambda p: write_csv(rows, p, commit, date)),
         "paired_csv": ("paired_differences.csv", lambda p: write_paired_csv(paired, p, commit)),
@@ -154,22 +158,35 @@ def write_tables(
     preset: Preset, out_dir: Path | None = None, protocol: str = "standard", log=print
 ) -> list[dict[str, Any]]:
     """The table and plots of the preset's finished runs, without training; the others are
-    listed as not finished."""
+    listed as not finished, and a run whose records cannot be read as unreadable, each with its
+    file and what is wrong, before :class:`RecordsError` names the first (the table of the
+    others written; none when no run was readable)."""
     out_dir = results_folder(preset, out_dir)
-    results, missing = [], []
+    results, missing, unreadable = [], [], {}
     for seed in preset.seeds:
         for method in preset.methods:
             run_dir = out_dir / "runs" / run_folder_name(preset, method, seed)
-            if _finished(run_dir / "result.json", protocol):
-                results.append(read_result(run_dir))
-            else:
-                missing.append(f"{method} seed {seed}")
+            try:
+                if _finished(run_dir / "result.json", protocol):
+                    results.append(read_result(run_dir))
+                else:
+                    missing.append(f"{method} seed {seed}")
+            except RecordsError as err:
+                unreadable[f"{method} seed {seed}"] = err
+                log(f"[unreadable] {method} seed {seed}: {err}")
+    first = next(iter(unreadable.values()), None)
     if not results:
-        raise RunFailed(f"no finished run of preset {preset.name} in {out_dir / 'runs'}")
-    for name, path in write_outputs(results, out_dir, preset.name, missing).items():
+        raise first or RunFailed(f"no finished run of preset {preset.name} in {out_dir / 'runs'}")
+    listed = [f"{run} ({str(err).replace(f'{out_dir}/', '')})" for run, err in unreadable.items()]
+    for name, path in write_outputs(results, out_dir, preset.name, missing, listed).items():
         log(f"[out]  {name}: {path}")
     if missing:
         log(f"[todo] not finished: {', '.join(missing)}")
+    if first is not None:
+        raise RecordsError(
+            f"{first}; the table of the other runs is written, listing {len(unreadable)} "
+            f"unreadable run{'s' * (len(unreadable) > 1)}"
+        )
     return results
 
 
@@ -178,8 +195,9 @@ def keep_records(
 ) -> list[dict[str, Any]]:
     """Copies the records of the preset's runs finished in ``source_dir`` to ``out_dir`` (the
     committed folder), adds their commits to ``COMMIT`` and writes :func:`write_tables`. Every
-    run is checked first: one from uncommitted changes, or whose kept records differ, raises
-    :class:`PresetError` naming the file and nothing is written."""
+    run is checked first: a record that cannot be read, a run from uncommitted changes, or one
+    whose kept records differ, raises :class:`PresetError` naming the file and nothing is
+    written (a partial copy would change the study's table unseen)."""
     out_dir = results_folder(preset, out_dir)
     source_runs = Path(source_dir).expanduser().resolve() / "runs"
     if not source_runs.is_dir():
@@ -192,9 +210,9 @@ def keep_records(
     finished = [name for name in names if (source_runs / name / "result.json").is_file()]
     if not finished:
         raise PresetError(f"no finished run of preset {preset.name} in {source_runs}")
-    try:
-        results = [load_result(source_runs / name / "result.json") for name in finished]
-        for name in finished:  # every check first: a refusal writes nothing
+    try:  # every record of every run read and checked first: a refusal writes nothing
+        results = [read_result(source_runs / name) for name in finished]
+        for name in finished:
             records_to_keep(source_runs / name, out_dir / "runs" / name)
         for name in finished:
             copied = keep_run_records(source_runs / name, out_dir / "runs" / name)
@@ -299,7 +317,7 @@ def run_benchmark(
     times = StageTimes()  # the pace of every stage, as the finished runs measured it
     for folder in folders:
         if (folder / "result.json").is_file():
-            times.learn(load_result(folder / "result.json"), linear_epochs)
+            times.learn(read_result(folder), linear_epochs)
     total = sum(run.total for run in progresses)
     display = ProgressDisplay(total, runs=progresses, times=times) if progress else None
     if display is not None and log is print:

@@ -19,6 +19,7 @@ __all__ = [
     "REFERENCE",
     "aggregate",
     "column_value",
+    "figure",
     "paired_markdown",
     "row_names",
     "run_name",
@@ -85,7 +86,9 @@ def run_name(result: dict[str, Any]) -> str:
     return str(result.get("variant") or result["method"])
 
 
-def _get(result: dict[str, Any], dotted: str) -> float:
+def figure(result: dict[str, Any], dotted: str) -> float:
+    """The figure at ``dotted`` (``metrics.active_dims``) of a run's result, ``nan`` where the
+    run lacks it."""
     value: Any = result
     for part in dotted.split("."):
         value = value.get(part) if isinstance(value, dict) else None
@@ -94,7 +97,7 @@ def _get(result: dict[str, Any], dotted: str) -> float:
 
 def column_value(result: dict[str, Any], column: str) -> float:
     """A run's figure for one of :data:`COLUMNS` (``nan`` where the run lacks it)."""
-    return _get(result, _SOURCES[column])
+    return figure(result, _SOURCES[column])
 
 
 def row_names(results: Sequence[dict[str, Any]]) -> list[str]:
@@ -113,7 +116,7 @@ def row_names(results: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _column_values(runs: Sequence[dict[str, Any]], source: str) -> list[float]:
-    return [v for v in (_get(r, source) for r in runs) if not math.isnan(v)]
+    return [v for v in (figure(r, source) for r in runs) if not math.isnan(v)]
 
 
 def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -281,8 +284,11 @@ def write_markdown(
     date: str,
     paired: Sequence[dict[str, Any]] = (),
     missing: Sequence[str] = (),
+    unreadable: Sequence[str] = (),
 ) -> Path:
-    """The table as Markdown (``mean ± std`` over seeds), then the paired differences."""
+    """The table as Markdown (``mean ± std`` over seeds), the runs not finished and those whose
+    records cannot be read (``unreadable``: each run with its file and what is wrong), then the
+    paired differences."""
     columns = _present(rows)
     header = ["method", "seeds"] + [c for c, _, _ in columns]
     lines = [
@@ -341,6 +347,8 @@ def write_markdown(
             + ", ".join(missing)
             + ". The same benchmark command resumes them.",
         ]
+    if unreadable:
+        lines += ["", f"Unreadable, so in no figure above: {'; '.join(unreadable)}."]
     paired_lines = paired_markdown(paired)
     if paired_lines:
         lines += ["", *paired_lines]

@@ -1,8 +1,9 @@
 """``python -m solo_bayesncl.benchmark --preset cpu [--out DIR] [--protocol standard|paper]``.
 
 Exit status: 0 done, 1 a run failed, 2 bad input (preset, override, command line, a run another
-benchmark is training, an unreadable record or lock), 130 interrupted by Ctrl-C (143 by
-SIGTERM): run the same command again to resume.
+benchmark is training, an unreadable record or lock; ``--table-only`` writes the table of the
+other runs first), 130 interrupted by Ctrl-C (143 by SIGTERM): run the same command again to
+resume.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--table-only",
         action="store_true",
         help="train nothing: write the table and plots from the finished runs only (the "
-        "unfinished ones are listed under the table, never counted)",
+        "unfinished ones, and any whose records cannot be read, are listed under the table, "
+        "never counted; an unreadable one ends the command with status 2)",
     )
     no_training.add_argument(
         "--keep-records-from",
@@ -70,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="train nothing: copy the records (result.json, pretrain_metrics.csv, "
         "gate_measures.json) of the preset's runs finished in the results folder DIR into --out, "
         "add their commits to its COMMIT file, then write the table as --table-only does; a run "
-        "trained from uncommitted changes, or whose kept records differ, is refused",
+        "trained from uncommitted changes, whose kept records differ or whose records cannot be "
+        "read is refused before anything is written",
     )
     return parser
 

@@ -276,5 +276,5 @@ def test_a_half_written_kept_measures_file_is_named_in_one_line(tmp_path, text):
     message = str(stop.value.code)
     assert "\n" not in message and measure.calls == []
     assert message.startswith(f"error: {kept}: not the gate measures of a run (")
-    assert message.endswith("remove it, and they are measured again from the run's checkpoint")
+    assert message.endswith("remove it and they are measured again from the run's checkpoint")
     assert kept.read_text() == text

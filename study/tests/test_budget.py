@@ -325,6 +325,28 @@ def test_a_half_written_result_is_named_in_one_line(tmp_path):
     assert not (tmp_path / "budget.md").exists()
 
 
+@pytest.mark.parametrize(
+    ("metrics", "reason"),
+    [
+        (b"\x80\xff" * 64, "not UTF-8 text"),
+        (b"epoch,interp/probe_top1\n0,51.0\n1,high\n", "line 3, column 'interp/probe_top1'"),
+    ],
+)
+def test_a_metrics_csv_that_is_no_log_of_numbers_is_named_in_one_line(tmp_path, metrics, reason):
+    """The study's commands read a run's per-epoch metrics through the benchmark's loader: a
+    file of random bytes, or a word among the figures, is named with the line and column, never
+    a UnicodeDecodeError or ValueError traceback."""
+    _every_twenty_epochs(tmp_path / "runs")
+    broken = tmp_path / "runs" / "ncl-seed9" / "metrics.csv"
+    _run(broken.parent, "ncl", 9, {GAIN: {20: 0.1}}, method="ncl")
+    broken.write_bytes(metrics)
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path)])
+    message = str(stop.value.code)
+    assert "\n" not in message and message.startswith(f"error: {broken}: not a run's per-epoch")
+    assert reason in message and not (tmp_path / "budget.md").exists()
+
+
 @pytest.mark.parametrize("seed_list", ["one two", "1 2.5"])
 def test_a_table_whose_seed_list_is_not_integers_is_named_in_one_line(tmp_path, seed_list):
     _every_twenty_epochs(tmp_path / "runs")

@@ -84,25 +84,117 @@ def test_table_only_over_a_half_written_result_names_it(tmp_path, capsys):
     out = tmp_path / "out"
     _finish(preset, out, "ncl", 1)
     broken = _finish(preset, out, "ncl", 2, text=HALF_WRITTEN) / "result.json"
-    before = _files(out)
     assert main(["--preset", str(preset.source), "--out", str(out), "--table-only"]) == 2
     assert _one_error_line(capsys).startswith(f"error: {broken}: not a finished run's result")
-    assert _files(out) == before  # no table from part of the runs
-    # with the paper protocol the file is read to decide whether the run is finished: the same
+    assert "Unreadable, so in no figure above: ncl seed 2 (" in (out / "results.md").read_text()
+    # with the paper protocol the file is read to decide whether the run is finished: the same,
+    # and with no other run finished there is no table
+    (out / "results.md").unlink()
     argv = ["--preset", str(preset.source), "--out", str(out), "--table-only"]
     assert main([*argv, "--protocol", "paper"]) == 2
     assert _one_error_line(capsys).startswith(f"error: {broken}: not a finished run's result")
+    assert not (out / "results.md").exists()
 
 
-def test_a_benchmark_over_a_half_written_result_names_it_before_training(tmp_path, capsys):
+NOT_TEXT = bytes(range(128, 256)) * 4
+"""Bytes that are no UTF-8 text (a file of random bytes)."""
+SHAPES = {
+    # case -> (the run's file, what replaces it: a result's fields or the file's content,
+    #          the reason the one error line gives)
+    "empty result": ("result.json", "{}", "field 'method' is missing"),
+    "a word for a figure": (
+        "result.json",
+        {"linear_top1": "abc"},
+        "field 'linear_top1' must be a number or null, got 'abc'",
+    ),
+    "no metrics object": ("result.json", {"metrics": None}, "field 'metrics' must be an object"),
+    "a word in the metrics": (
+        "result.json",
+        {"metrics": {"active_dims": "many"}},
+        "field 'metrics.active_dims' must be a number or null, got 'many'",
+    ),
+    "metrics csv of random bytes": ("pretrain_metrics.csv", NOT_TEXT, "not UTF-8 text"),
+    "a word in the metrics csv": (
+        "pretrain_metrics.csv",
+        "epoch,val_acc1\n0,50.0\n1,abc\n",
+        "line 3, column 'val_acc1': 'abc' is not a number",
+    ),
+}
+
+
+def _break(preset, folder, case, seed=2):
+    """A finished ``ncl`` run of ``seed`` whose record is replaced as :data:`SHAPES` says; the
+    replaced file."""
+    name, bad, _ = SHAPES[case]
+    run_dir = _run_dir(preset, folder, "ncl", seed)
+    if name == "result.json" and isinstance(bad, str):
+        return _finish(preset, folder, "ncl", seed, text=bad) / name
+    fields = bad if name == "result.json" else {"pretrain_metrics_csv": name}
+    _finish(preset, folder, "ncl", seed, **fields)
+    record = run_dir / name
+    if name != "result.json":
+        record.write_bytes(bad if isinstance(bad, bytes) else bad.encode())
+    return record
+
+
+@pytest.mark.parametrize("case", list(SHAPES))
+def test_table_only_lists_a_run_of_the_wrong_shape_as_unreadable_and_tables_the_rest(
+    tmp_path, capsys, case
+):
+    """A record of the right syntax but the wrong shape: one line naming the file and the field
+    (line, column), status 2, and the table of the other runs, listing this one as unreadable."""
     from solo_bayesncl.cli.benchmark import main
 
-    preset = _preset(tmp_path, methods=("ncl",), seeds=(1,))
+    preset = _preset(tmp_path)
     out = tmp_path / "out"
-    broken = _finish(preset, out, "ncl", 1, text=HALF_WRITTEN) / "result.json"
+    _finish(preset, out, "ncl", 1)
+    _finish(preset, out, "bayesncl", 1)
+    broken = _break(preset, out, case)
+    assert main(["--preset", str(preset.source), "--out", str(out), "--table-only"]) == 2
+    line = _one_error_line(capsys)
+    assert line.startswith(f"error: {broken}: not ") and f"({SHAPES[case][2]}" in line
+    assert line.endswith("the table of the other runs is written, listing 1 unreadable run")
+    table = (out / "results.md").read_text()
+    assert "| ncl | 1 |" in table and "| bayesncl | 1 |" in table
+    unreadable = f"Unreadable, so in no figure above: ncl seed 2 ({broken.relative_to(out)}: "
+    assert unreadable in table and SHAPES[case][2] in table and str(tmp_path) not in table
+
+
+@pytest.mark.parametrize("case", ["empty result", "metrics csv of random bytes"])
+def test_keeping_records_refuses_a_record_of_the_wrong_shape_before_writing(tmp_path, capsys, case):
+    """``--keep-records-from`` refuses the whole copy, naming the file and the field, before it
+    writes anything: a partial copy would change the study's table unseen."""
+    from solo_bayesncl.cli.benchmark import main
+
+    preset = _preset(tmp_path)
+    trained, kept = tmp_path / "trained", tmp_path / "kept"
+    _finish(preset, trained, "ncl", 1)
+    _finish(preset, trained, "bayesncl", 1)
+    if case == "empty result":  # the one field the copy itself reads
+        broken = _finish(preset, trained, "ncl", 2, text='{"dirty": false}') / "result.json"
+    else:
+        broken = _break(preset, trained, case)
+    argv = ["--preset", str(preset.source), "--out", str(kept), "--keep-records-from", str(trained)]
+    assert main(argv) == 2
+    line = _one_error_line(capsys)
+    assert line.startswith(f"error: {broken}: not ") and f"({SHAPES[case][2]})" in line
+    assert not kept.exists()  # nothing written, not even the folder
+
+
+@pytest.mark.parametrize(
+    "text", [HALF_WRITTEN, '{"method": "ncl", "seed": "one"}'], ids=["half-written", "shape"]
+)
+def test_a_benchmark_over_a_half_written_result_names_it_before_training(tmp_path, capsys, text):
+    """Resuming reads every finished run's result through the same loader: a result cut short,
+    or of the wrong shape, is named before anything trains."""
+    from solo_bayesncl.cli.benchmark import main
+
+    preset = _preset(tmp_path, methods=("ncl",), seeds=(1, 2))
+    out = tmp_path / "out"
+    broken = _finish(preset, out, "ncl", 2, text=text) / "result.json"
     assert main(["--preset", str(preset.source), "--out", str(out)]) == 2
     assert _one_error_line(capsys).startswith(f"error: {broken}: not a finished run's result")
-    assert not any(out.glob("runs/*/log.txt"))  # nothing was trained
+    assert not any(out.glob("runs/*/log.txt"))  # nothing was trained, not even seed 1
 
 
 def test_a_lock_that_is_a_folder_is_named(tmp_path, capsys):

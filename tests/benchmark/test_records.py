@@ -62,6 +62,7 @@ def test_read_result_resolves_both_kinds_of_record(tmp_path):
         json.dumps(
             {
                 "method": "bayesncl",
+                "seed": 2,
                 "checkpoint": "/old/results/runs/bayesncl-seed2-k/pretrain/a.ckpt",
                 "pretrain_metrics_csv": "pretrain_metrics.csv",
                 "knn_top1": 50.0,
