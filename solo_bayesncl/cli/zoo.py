@@ -16,7 +16,7 @@ from solo_bayesncl.cli.invocation import command_name, error_status
 from solo_bayesncl.io.artifact import ArtifactError, open_artifact
 from solo_bayesncl.zoo.errors import ZooError
 from solo_bayesncl.zoo.export import export_checkpoint
-from solo_bayesncl.zoo.fetch import download, ordered_sources, sha256_file
+from solo_bayesncl.zoo.fetch import DEFAULT_TIMEOUT, download, ordered_sources, sha256_file
 from solo_bayesncl.zoo.hub_folder import export_hub_folder
 from solo_bayesncl.zoo.manifest import (
     FIELD_DOCS,
@@ -61,7 +61,9 @@ def _cmd_fields(args: argparse.Namespace) -> int:
 
 
 def _cmd_download(args: argparse.Namespace) -> int:
-    path = download(args.name, cache=args.cache, progress=not args.no_progress)
+    path = download(
+        args.name, cache=args.cache, progress=not args.no_progress, timeout=args.timeout
+    )
     print(path)
     return 0
 
@@ -111,18 +113,15 @@ def _export_hub(args: argparse.Namespace) -> int:
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
-    try:
-        result = publish_folder(
-            args.folder,
-            args.repo,
-            name=args.name,
-            urls=args.url,
-            private=args.private,
-            message=args.message,
-        )
-    except OSError as err:  # the Hub's answer (HTTP errors are OSErrors): its first line
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise ZooError(f"upload to {args.repo} failed: {first}") from None
+    result = publish_folder(
+        args.folder,
+        args.repo,
+        name=args.name,
+        urls=args.url,
+        private=args.private,
+        message=args.message,
+        timeout=args.timeout,
+    )
     print(f"uploaded  {args.folder} to {args.repo} at commit {result.revision}")
     print(json.dumps(result.entry, indent=2))
     print(
@@ -186,6 +185,24 @@ def _check_sources(entry, tmp: Path) -> int:
     return live
 
 
+def _seconds(text: str) -> float:
+    """``--timeout``: a number of seconds > 0."""
+    value = float(text) if text.strip().replace(".", "", 1).isdigit() else 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
+    return value
+
+
+def _add_timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds to wait for a host's first byte (default {DEFAULT_TIMEOUT}); a transfer "
+        "may take that plus its size at 10 KiB/s",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m solo_bayesncl.zoo``."""
     parser = argparse.ArgumentParser(
@@ -205,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--cache", help="cache folder (default $SOLO_BAYESNCL_CACHE)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_timeout(p)
     p.set_defaults(func=_cmd_download)
 
     p = sub.add_parser(
@@ -250,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", action="append", default=[], help="https mirror of the weights")
     p.add_argument("--private", action="store_true", help="create the repository private")
     p.add_argument("--message", help="commit message")
+    _add_timeout(p)
     p.set_defaults(func=_cmd_publish)
 
     p = sub.add_parser("verify", help="hash an artifact and compare with the manifest")

@@ -250,9 +250,10 @@ def download(
         failures.append((url, reason))
         if actual is not None:
             mismatches.append((url, actual))
-        log.warning("zoo: %s failed (%s)", url, reason)
         if actual is None and not offline and time.monotonic() >= end:
             raise DownloadDeadlineError(entry.name, total, total_from, failures, DEADLINE_ENV)
+        if url != sources[-1]:  # the error raised after the last one names every source
+            log.warning("zoo: %s failed (%s); trying the next source", url, reason)
     if mismatches:
         url, actual = mismatches[0]
         raise ChecksumError(entry.name, entry.sha256, actual, url)

@@ -12,16 +12,28 @@ once, at import), so setting them later in a process takes effect.
 Whatever huggingface_hub returns is then checked against the entry's sha256, as every zoo
 download is: bytes that fail it are removed from the cache (the snapshot link and its blob), so
 the cache never holds a file under a name that promises other bytes.
+
+Every Hub call keeps the deadlines of an https mirror (:mod:`.fetch`). huggingface_hub bounds
+each read but not a call: it retries a silent metadata request for minutes, and reads a file in
+10 MiB chunks, so a host sending a byte every few seconds never trips its read timeout nor
+reaches its progress bar. Each call therefore runs in a daemon thread (:func:`call_within`)
+that is abandoned at its deadline, and the temporary file of an abandoned download is removed,
+so its bytes can never be moved into the cache.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 import re
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from huggingface_hub import constants, hf_hub_download
 from huggingface_hub.errors import (
@@ -120,24 +132,108 @@ def hub_cache_dir(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(constants.HF_HUB_CACHE)
 
 
-def _deadline_bar(end: float, progress: bool) -> type[tqdm]:
-    """A tqdm class for huggingface_hub's transfer that stops it past ``end`` (monotonic time),
-    checked at each chunk it writes (10 MiB): huggingface_hub times out a silent connection
-    (``HF_HUB_DOWNLOAD_TIMEOUT``) and resumes a cut one, this ends a slow one."""
+def hub_host(endpoint: str) -> str:
+    """The host (and port) of a Hub endpoint, as messages name it: ``huggingface.co``."""
+    return urlsplit(endpoint).netloc or endpoint
 
-    class DeadlineBar(tqdm):
+
+class HubTimeout(TimeoutError):
+    """A Hub call abandoned at its deadline; the message says which host and what timed out."""
+
+
+class _Worker(threading.Thread):
+    """``call()`` in a daemon thread: a thread cannot be killed, so a call past its deadline is
+    abandoned, and a daemon thread does not keep the process alive."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        super().__init__(daemon=True, name="solo-bayesncl-hub")
+        self.call, self.result, self.error = call, None, None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.result = self.call()
+        except BaseException as err:  # handed to the caller by value()
+            self.error = err
+
+    def ended_by(self, end: float) -> bool:
+        """Wait until the call ends or ``end`` (monotonic time); True when it ended."""
+        self.join(max(0.0, end - time.monotonic()))
+        return not self.is_alive()
+
+    def value(self) -> Any:
+        """What the call returned; what it raised is raised again."""
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+_T = TypeVar("_T")
+
+
+def call_within(call: Callable[[], _T], seconds: float, what: str) -> _T:
+    """``call()``, ended within ``seconds``: its result or its exception, else :class:`HubTimeout`
+    ``"{what} within {seconds} s"`` (the call is abandoned)."""
+    worker = _Worker(call)
+    if not worker.ended_by(time.monotonic() + seconds):
+        raise HubTimeout(f"{what} within {_seconds(seconds)} s")
+    return worker.value()
+
+
+def _seconds(value: float) -> str:
+    """A deadline in messages: up to the next tenth (the time spent before the clock started
+    does not turn 60 s into 59.9)."""
+    return f"{math.ceil(round(value * 10, 6)) / 10:g}"
+
+
+def _answer_bar(answered: threading.Event, progress: bool) -> type[tqdm]:
+    """A tqdm class for huggingface_hub's transfer that sets ``answered`` when it is made: the
+    file's host has answered (huggingface_hub makes it once the response's headers came)."""
+
+    class AnswerBar(tqdm):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs["disable"] = not progress
             super().__init__(*args, **kwargs)
+            answered.set()
 
-        def update(self, n: float | None = 1) -> bool | None:
-            if time.monotonic() > end:
-                raise TimeoutError(
-                    f"the transfer passed its deadline ({self.n:.0f} bytes received)"
-                )
-            return super().update(n)
+    return AnswerBar
 
-    return DeadlineBar
+
+def _download_within(
+    call: Callable[[threading.Event], str],
+    timeout: float,
+    end: float,
+    name: str,
+    storage: Path,
+    endpoint: str,
+) -> str:
+    """``call(answered)`` (``hf_hub_download`` of ``name`` into the repository folder ``storage``,
+    with an :func:`_answer_bar`) within the deadlines: the first byte within ``timeout`` seconds,
+    the whole call by ``end`` (monotonic time); else :class:`HubTimeout`, and the temporary
+    files of the abandoned transfer are removed."""
+    start, answered, host = time.monotonic(), threading.Event(), hub_host(endpoint)
+    blobs = storage / "blobs"
+    before = set(blobs.glob("*.incomplete"))
+    worker = _Worker(functools.partial(call, answered))
+    first = min(start + timeout, end)
+    try:
+        if worker.ended_by(first) or (answered.is_set() and worker.ended_by(end)):
+            return worker.value()
+    finally:
+        partial = set(blobs.glob("*.incomplete")) - before if worker.is_alive() else set()
+        for path in partial:  # abandoned (deadline, Ctrl-C): its bytes never reach the cache
+            path.unlink(missing_ok=True)
+    if answered.is_set():
+        what = f"the transfer of {name} from the Hub at {host} did not end within its deadline"
+        raise HubTimeout(f"{what} of {_seconds(end - start)} s")
+    if partial:  # the metadata came, the file's host (the Hub or its CDN) did not answer
+        raise HubTimeout(
+            f"{host} (or the host it sent the download to) did not start sending {name} within "
+            f"{_seconds(first - start)} s"
+        )
+    raise HubTimeout(
+        f"{host} did not answer the metadata request for {name} within {_seconds(first - start)} s"
+    )
 
 
 def discard_cached(path: Path) -> None:
@@ -167,9 +263,19 @@ def _reason(
         return f"{source.filename} not found in {repo} at revision {rev}"
     if isinstance(err, HfHubHTTPError) and err.response is not None:
         return f"HTTP {err.response.status_code} from {endpoint} for {repo}"
+    return hub_problem(err, hub_host(endpoint))
+
+
+def hub_problem(err: BaseException, host: str) -> str:
+    """One line saying what went wrong in a call to the Hub at ``host``."""
     lines = str(err).strip().splitlines()
-    detail = f"{type(err).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    first = lines[0] if lines else ""
+    if isinstance(err, HubTimeout | HfHubHTTPError):
+        return first
+    detail = f"{type(err).__name__}: {first}".rstrip(": ")
     if type(err).__module__.split(".")[0].startswith(("httpx", "httpcore")):
+        if type(err).__name__ == "ConnectError":
+            return f"could not connect to {host} ({first or 'refused'})"
         return f"the transfer was cut or the host could not be reached ({detail})"
     return detail
 
@@ -189,30 +295,32 @@ def fetch_hub_source(
     Returns ``(path, None, None)`` for a verified file (its path in the Hugging Face cache), else
     ``(None, reason, actual)``: a one-line reason, and the sha256 of bytes that completed but are
     not the expected ones (None when no complete file came). Bytes failing the hash are removed
-    from the cache. ``offline`` reads the cache only; ``end`` (monotonic time) cuts a transfer
-    still running then; ``timeout`` bounds the wait for the Hub's metadata answer.
+    from the cache. ``offline`` reads the cache only; ``timeout`` bounds the wait for the first
+    byte (the metadata answer, then the file's), ``end`` (monotonic time) the whole call.
     """
     source = parse_hub_url(url)
     endpoint, folder = hub_endpoint(), hub_cache_dir(cache)
     end = time.monotonic() + 3600.0 if end is None else end
-    snapshot = folder / repo_folder_name(repo_id=source.repo_id, repo_type="model")
-    cached = (snapshot / "snapshots" / source.revision / source.filename).exists()
+    storage = folder / repo_folder_name(repo_id=source.repo_id, repo_type="model")
+    cached = (storage / "snapshots" / source.revision / source.filename).exists()
     tries = 2 if cached and not offline else 1  # a cached file failing its hash: fetch again
+
+    def call(answered: threading.Event) -> str:
+        return hf_hub_download(
+            source.repo_id,
+            source.filename,
+            revision=source.revision,
+            cache_dir=folder,
+            endpoint=endpoint,
+            local_files_only=offline,
+            etag_timeout=max(1.0, timeout),
+            tqdm_class=_answer_bar(answered, progress),
+            library_name="solo-bayesncl",
+        )
+
     for attempt in range(tries):
         try:
-            path = Path(
-                hf_hub_download(
-                    source.repo_id,
-                    source.filename,
-                    revision=source.revision,
-                    cache_dir=folder,
-                    endpoint=endpoint,
-                    local_files_only=offline,
-                    etag_timeout=max(1.0, timeout),
-                    tqdm_class=_deadline_bar(end, progress),
-                    library_name="solo-bayesncl",
-                )
-            )
+            path = Path(_download_within(call, timeout, end, source.filename, storage, endpoint))
         except Exception as err:  # httpx, huggingface_hub, OSError: one line, next source
             return None, _reason(err, source, endpoint, offline, folder), None
         actual = sha256_file(path)
@@ -230,10 +338,14 @@ __all__ = [
     "HUB_CONFIG",
     "HUB_WEIGHTS",
     "HubSource",
+    "HubTimeout",
+    "call_within",
     "fetch_hub_source",
     "hub_cache_dir",
     "hub_endpoint",
+    "hub_host",
     "hub_offline",
+    "hub_problem",
     "hub_url",
     "is_hub_url",
     "parse_hub_url",

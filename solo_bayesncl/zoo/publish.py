@@ -2,11 +2,15 @@
 and give the manifest entry that downloads its weights pinned to the uploaded commit.
 
 Without a token (``hf auth login`` stores one; ``$HF_TOKEN`` gives one) nothing is sent: the
-refusal is one line saying how to log in.
+refusal is one line saying how to log in. Each call to the Hub keeps a download's deadlines
+(:mod:`.fetch`): the repository's creation must be answered within ``timeout`` seconds, the
+upload must end within ``timeout`` plus the folder's size at :data:`~.fetch.MIN_RATE`; a call
+past its deadline, or any failure, is one line naming the host.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,7 +21,19 @@ from huggingface_hub import HfApi, get_token
 
 from .card import REPO_PLACEHOLDER, read_front_matter
 from .errors import ZooError
-from .hub import HUB_CARD, HUB_CONFIG, HUB_WEIGHTS, LOGIN_HINT, REPO_RE, hub_endpoint, hub_url
+from .fetch import DEFAULT_TIMEOUT, MIN_RATE
+from .hub import (
+    HUB_CARD,
+    HUB_CONFIG,
+    HUB_WEIGHTS,
+    LOGIN_HINT,
+    REPO_RE,
+    call_within,
+    hub_endpoint,
+    hub_host,
+    hub_problem,
+    hub_url,
+)
 from .hub_folder import hub_entry
 
 
@@ -67,6 +83,7 @@ def publish_folder(
     private: bool = False,
     message: str | None = None,
     license: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> PublishResult:
     """Upload a Hub folder (``zoo export --hub-folder``) to the model repository ``repo_id``,
     creating it when missing, with the user's token (``token``, else huggingface_hub's:
@@ -76,7 +93,8 @@ def publish_folder(
     The card's ``OWNER/NAME`` placeholder (a folder exported without ``--repo``) is replaced by
     ``repo_id`` first. Raises :class:`HubLoginError` without a token and :class:`ZooError` for a
     folder that is not a Hub folder or a repository id that is not ``OWNER/NAME``, both before
-    any network request.
+    any network request, and :class:`ZooError` (one line naming the host) for a Hub that fails,
+    cannot be reached or does not answer within the deadlines (``timeout``, module docstring).
     """
     folder = Path(folder)
     check_hub_folder(folder)
@@ -87,15 +105,27 @@ def publish_folder(
     text = card.read_text(encoding="utf-8")
     if REPO_PLACEHOLDER in text:
         card.write_text(text.replace(REPO_PLACEHOLDER, repo_id), encoding="utf-8")
-    api = HfApi(endpoint=hub_endpoint(), token=token, library_name="solo-bayesncl")
-    api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
-    info = api.upload_folder(
+    endpoint = hub_endpoint()
+    api = HfApi(endpoint=endpoint, token=token, library_name="solo-bayesncl")
+    host = hub_host(endpoint)
+    size = sum((folder / n).stat().st_size for n in (HUB_WEIGHTS, HUB_CONFIG, HUB_CARD))
+    create = functools.partial(
+        api.create_repo, repo_id, repo_type="model", private=private, exist_ok=True
+    )
+    upload = functools.partial(
+        api.upload_folder,
         repo_id=repo_id,
         folder_path=str(folder),
         repo_type="model",
         commit_message=message or f"Upload {folder.name} with solo-bayesncl",
         allow_patterns=[HUB_WEIGHTS, HUB_CONFIG, HUB_CARD],
     )
+    try:
+        call_within(create, timeout, f"{host} did not answer the request to create the repository")
+        deadline = timeout + size / MIN_RATE
+        info = call_within(upload, deadline, f"the upload to {host} did not end")
+    except Exception as err:  # httpx, huggingface_hub, a deadline: one line naming the host
+        raise ZooError(f"upload to {repo_id} failed: {hub_problem(err, host)}") from None
     revision = str(info.oid)
     license = license or read_front_matter(card.read_text(encoding="utf-8")).get("license")
     url = hub_url(repo_id, HUB_WEIGHTS, revision)

@@ -7,8 +7,9 @@ The server speaks the Hub's download protocol for a file at a revision: ``HEAD``
 huggingface_hub reads the file's metadata from the redirect itself, as it does for LFS files)
 with ``X-Repo-Commit``, ``X-Linked-Etag`` (the sha256), ``X-Linked-Size`` and ``ETag``; an
 unknown repository, revision or file is a 404 with the Hub's ``X-Error-Code``. The CDN serves
-the bytes, or a cut transfer (the full ``Content-Length`` announced, half sent, then closed,
-and the host down from then on).
+the bytes, a cut transfer (the full ``Content-Length`` announced, half sent, then closed,
+and the host down from then on) or a trickle (a byte every 0.2 s). A ``silent`` Hub accepts
+every request and never answers.
 ``HF_ENDPOINT`` and ``HF_HUB_CACHE`` point each test at its server and its own cache.
 """
 
@@ -17,7 +18,9 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import logging
 import re
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -49,10 +52,10 @@ from solo_bayesncl.zoo import (  # noqa: E402
 from solo_bayesncl.zoo import publish as publish_module  # noqa: E402
 
 try:  # the model helpers and the plain loopback server live with the other zoo tests
-    from test_download import serving
+    from test_download import make_entry, serving
     from test_zoo_models import make_model, outputs, save_run
 except ImportError:  # tests/ imported as a package
-    from tests.zoo.test_download import serving
+    from tests.zoo.test_download import make_entry, serving
     from tests.zoo.test_zoo_models import make_model, outputs, save_run
 
 pytestmark = pytest.mark.solo
@@ -68,7 +71,9 @@ class HubServer:
 
     ``files[(repo, commit)][filename] = bytes``; ``branches[(repo, name)] = commit``; a sha256 in
     ``cut`` is served cut short, after which its CDN host is down (``down``: the connection is
-    closed with no answer, so huggingface_hub's resume attempts fail too). Every request is recorded as ``(server, method, path)``.
+    closed with no answer, so huggingface_hub's resume attempts fail too); a sha256 in
+    ``trickle`` is sent a byte every 0.2 s; a ``silent`` Hub answers no request (GET, HEAD,
+    POST). Every request is recorded as ``(server, method, path)``.
     """
 
     def __init__(self) -> None:
@@ -77,6 +82,9 @@ class HubServer:
         self.blobs: dict[str, bytes] = {}
         self.cut: set[str] = set()
         self.down: set[str] = set()
+        self.trickle: set[str] = set()
+        self.silent = False
+        self.stopping = threading.Event()
         self.requests: list[tuple[str, str, str]] = []
         self.cdn = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._cdn_handler())
         self.hub = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._hub_handler())
@@ -112,6 +120,9 @@ class HubServer:
 
             def _resolve(self) -> None:
                 server.requests.append(("hub", self.command, self.path))
+                if server.silent:  # the connection stays open, with no answer
+                    server.stopping.wait()
+                    return
                 match = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", self.path)
                 if match is None:
                     self._error("RepoNotFound")
@@ -138,7 +149,7 @@ class HubServer:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            do_HEAD = do_GET = _resolve  # noqa: N815 - http.server's naming
+            do_HEAD = do_GET = do_POST = _resolve  # noqa: N815 - http.server's naming
 
             def log_message(self, *args) -> None:
                 pass
@@ -166,6 +177,16 @@ class HubServer:
                 self.end_headers()
                 if self.command == "HEAD":
                     return
+                if sha in server.trickle:  # a byte every 0.2 s, until the client hangs up
+                    for i in range(len(data)):
+                        if server.stopping.wait(0.2):
+                            return
+                        try:
+                            self.wfile.write(data[i : i + 1])
+                            self.wfile.flush()
+                        except OSError:
+                            return
+                    return
                 if sha in server.cut:  # half the announced bytes, then the host is down
                     self.wfile.write(data[: len(data) // 2])
                     self.wfile.flush()
@@ -182,6 +203,7 @@ class HubServer:
         return Cdn
 
     def close(self) -> None:
+        self.stopping.set()
         for httpd in (self.hub, self.cdn):
             httpd.shutdown()
             httpd.server_close()
@@ -489,6 +511,113 @@ def test_check_fetch_reports_each_entrys_live_sources(hub, exported, tmp_path, c
     assert f"{entry.urls[0]} OK" in printed.out
     assert "bayesncl-toy: 1/2 source(s) live" in printed.out
     assert "gone.safetensors FAILED" in printed.err
+
+
+# ---------------------------------------------------------------- a Hub too slow to wait for
+
+TINY = bytes(range(250)) * 4  # a 1,000-byte file: its deadline is the timeout + 0.1 s
+
+
+def listed_tiny(server: HubServer, tmp_path: Path, monkeypatch) -> ZooEntry:
+    """A 1,000-byte file on the server, listed as ``test-ncl`` in the user's manifest."""
+    sha = server.add(REPO, COMMIT, "w.bin", TINY)
+    entry = make_entry([f"hf://{REPO}/w.bin@{COMMIT}"], sha256=sha, size=len(TINY))
+    manifest = tmp_path / "mine.json"
+    doc = {"format": "solo-bayesncl-zoo-manifest/1", "models": [entry.to_dict()]}
+    manifest.write_text(json.dumps(doc))
+    monkeypatch.setenv("SOLO_BAYESNCL_MANIFEST", str(manifest))
+    return entry
+
+
+def failed_in_one_line(capsys, caplog, argv: list[str]) -> str:
+    """Run the CLI, which must fail (status 2) within seconds; the one line it printed (and no
+    warning logged, which a terminal would show too)."""
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        assert main(argv) == 2
+    assert time.monotonic() - start < 15  # cut at its deadline, not left hanging
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    return err.rstrip("\n")
+
+
+def nothing_cached(cache: Path) -> bool:
+    return snapshot_files(cache) == [] and snapshot_problems(cache) == []
+
+
+def test_a_hub_that_never_answers_the_metadata_request_is_given_up(
+    hub, tmp_path, monkeypatch, capsys, caplog
+):
+    entry = listed_tiny(hub, tmp_path, monkeypatch)
+    hub.silent = True
+    err = failed_in_one_line(
+        capsys, caplog, ["download", "test-ncl", "--no-progress", "--timeout", "1"]
+    )
+    host = hub.endpoint.removeprefix("http://")
+    assert err == (
+        f"error: could not download zoo entry 'test-ncl': {entry.urls[0]}: {host} did not "
+        "answer the metadata request for w.bin within 1 s"
+    )
+    assert {s for s, _, _ in hub.requests} == {"hub"}  # asked, never answered: no CDN request
+    assert nothing_cached(tmp_path / "hf-cache")
+
+
+def test_a_hub_trickling_the_file_is_given_up_at_its_deadline(
+    hub, tmp_path, monkeypatch, capsys, caplog
+):
+    """A byte every 0.2 s never trips a read timeout: the transfer is cut at its deadline (the
+    timeout plus the size at 10 KiB/s) and nothing, not even a temporary file, stays cached."""
+    entry = listed_tiny(hub, tmp_path, monkeypatch)
+    hub.trickle.add(entry.sha256)
+    err = failed_in_one_line(
+        capsys, caplog, ["download", "test-ncl", "--no-progress", "--timeout", "1"]
+    )
+    host = hub.endpoint.removeprefix("http://")
+    assert err == (
+        f"error: could not download zoo entry 'test-ncl': {entry.urls[0]}: the transfer of w.bin "
+        f"from the Hub at {host} did not end within its deadline of 1.1 s"
+    )
+    assert ("cdn", "GET", f"/blobs/{entry.sha256}") in hub.requests
+    assert nothing_cached(tmp_path / "hf-cache")
+    assert not list((tmp_path / "hf-cache").rglob("blobs/*"))
+
+
+def hub_folder(tmp_path: Path) -> Path:
+    """A folder with the three files of a Hub folder (publish reads nothing else first)."""
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    for name in ("model.safetensors", "config.json", "README.md"):
+        (folder / name).write_text("{}")
+    return folder
+
+
+def test_publish_to_a_hub_that_never_answers_is_given_up(
+    hub, tmp_path, monkeypatch, capsys, caplog
+):
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    argv = ["publish", str(hub_folder(tmp_path)), "--repo", REPO, "--timeout", "1"]
+    hub.silent = True
+    err = failed_in_one_line(capsys, caplog, argv)
+    host = hub.endpoint.removeprefix("http://")
+    assert err == (
+        f"error: upload to {REPO} failed: {host} did not answer the request to create the "
+        "repository within 1 s"
+    )
+    assert {s for s, _, _ in hub.requests} == {"hub"}  # it was asked
+
+
+def test_publish_to_an_unreachable_hub_is_one_line(tmp_path, monkeypatch, capsys, caplog):
+    with socket.socket() as closed:  # a port that nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    err = failed_in_one_line(capsys, caplog, ["publish", str(hub_folder(tmp_path)), "--repo", REPO])
+    assert err.startswith(
+        f"error: upload to {REPO} failed: could not connect to 127.0.0.1:{port} ("
+    )
+    assert "refused" in err.lower()
 
 
 # ---------------------------------------------------------------- publish
