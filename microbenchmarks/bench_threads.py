@@ -1,10 +1,10 @@
 """Wall and CPU time of the README's quick start under each OpenMP thread policy, on idle cores
 and beside one busy process per core.
 
-torch's OpenMP threads spin while they wait for work; on cores that other processes share, the
-spinning takes the time the others need. ``import solo_bayesncl`` therefore sets
-``OMP_WAIT_POLICY=PASSIVE`` before torch loads, unless the user chose
-(:mod:`solo_bayesncl.core.threads`). This script measures that choice against the others.
+torch starts an OpenMP thread per core, and its threads spin while they wait for work; on cores
+that other processes keep busy, they take the time the others need. ``import solo_bayesncl``
+therefore gives torch the cores left and passive threads there, before torch loads, unless the
+user chose (:mod:`solo_bayesncl.core.threads`). This script measures that choice against others.
 
 One run is the quick start, ``python main_pretrain.py`` with ``data.dataset=fashion-mnist
 data.fraction=0.05 data.val_fraction=0.1 max_epochs=2 optimizer.batch_size=128
@@ -56,7 +56,7 @@ from pathlib import Path
 from solo_bayesncl.core.threads import KEEP_DEFAULTS_ENV, USER_SETTINGS
 
 REPO = Path(__file__).resolve().parents[1]
-CONTROLLED = (*USER_SETTINGS, "OMP_NUM_THREADS", "MKL_NUM_THREADS", KEEP_DEFAULTS_ENV)
+CONTROLLED = (*USER_SETTINGS, "MKL_NUM_THREADS", KEEP_DEFAULTS_ENV)
 """Removed from every run's environment; each policy sets its own."""
 DEFAULT_POLICIES = ("torch", "project", "OMP_NUM_THREADS=1", "GOMP_SPINCOUNT=10000")
 CONDITIONS = ("idle", "loaded")

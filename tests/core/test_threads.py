@@ -1,27 +1,33 @@
-"""``import solo_bayesncl`` sets ``OMP_WAIT_POLICY=PASSIVE`` before torch loads, unless the user
-chose how OpenMP threads wait, opted out, or torch is already loaded; the processes it starts
-inherit it. The cases about import order run in fresh interpreters."""
+"""``import solo_bayesncl``, before torch loads, gives torch the cores other processes leave and
+passive threads when at least half a core is busy, and sets nothing on idle cores, when the user
+chose, opted out, or torch is already loaded; the processes it starts inherit it. The cases about
+import order run in fresh interpreters."""
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from helpers import REPO
 
 from solo_bayesncl.core import threads
-from solo_bayesncl.core.threads import KEEP_DEFAULTS_ENV, apply_wait_policy
+from solo_bayesncl.core.threads import KEEP_DEFAULTS_ENV, apply_thread_policy
 
-PRINT_POLICY = "import os; print(os.environ.get('OMP_WAIT_POLICY'))"
+PRINT_POLICY = (
+    "import os; print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('OMP_NUM_THREADS'))"
+)
+LOADED = ["PASSIVE", "1"]
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without the thread settings (this process imported the package,
     which set one), the checkout first on the path, and ``extra``."""
-    dropped = {*threads.USER_SETTINGS, KEEP_DEFAULTS_ENV, "OMP_NUM_THREADS"}
+    dropped = {*threads.USER_SETTINGS, KEEP_DEFAULTS_ENV}
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     return {**env, **extra}
@@ -40,20 +46,26 @@ def _python(code: str, **extra: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("env", "torch_loaded", "sets", "expected"),
+    ("env", "torch_loaded", "busy", "expected"),
     [
-        ({}, False, True, "PASSIVE"),
-        ({"OMP_WAIT_POLICY": "ACTIVE"}, False, False, "ACTIVE"),
-        ({"OMP_WAIT_POLICY": ""}, False, False, ""),
-        ({"GOMP_SPINCOUNT": "10000"}, False, False, None),
-        ({KEEP_DEFAULTS_ENV: "1"}, False, False, None),
-        ({KEEP_DEFAULTS_ENV: " Yes "}, False, False, None),
-        ({KEEP_DEFAULTS_ENV: "0"}, False, True, "PASSIVE"),
-        ({}, True, False, None),
+        ({}, False, 2.0, {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE"}),
+        ({}, False, 3.6, {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}),
+        ({}, False, 0.4, {}),
+        ({"OMP_WAIT_POLICY": "ACTIVE"}, False, 4.0, {}),
+        ({"OMP_NUM_THREADS": "3"}, False, 4.0, {}),
+        ({"GOMP_SPINCOUNT": "10000"}, False, 4.0, {}),
+        ({KEEP_DEFAULTS_ENV: " Yes "}, False, 4.0, {}),
+        (
+            {KEEP_DEFAULTS_ENV: "0"},
+            False,
+            1.0,
+            {"OMP_NUM_THREADS": "3", "OMP_WAIT_POLICY": "PASSIVE"},
+        ),
+        ({}, True, 4.0, {}),
     ],
 )
-def test_the_policy_is_set_only_when_unset_wanted_and_before_torch(
-    monkeypatch, env, torch_loaded, sets, expected
+def test_the_policy_is_set_only_beside_busy_cores_when_unset_and_before_torch(
+    monkeypatch, env, torch_loaded, busy, expected
 ):
     for name in (*threads.USER_SETTINGS, KEEP_DEFAULTS_ENV):
         monkeypatch.delenv(name, raising=False)
@@ -63,41 +75,77 @@ def test_the_policy_is_set_only_when_unset_wanted_and_before_torch(
         monkeypatch.setitem(sys.modules, "torch", sys.modules.get("torch", object()))
     else:
         monkeypatch.delitem(sys.modules, "torch", raising=False)
-    assert apply_wait_policy() is sets
-    assert os.environ.get("OMP_WAIT_POLICY") == expected
+    monkeypatch.setattr(threads, "busy_cores", lambda: busy)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    assert apply_thread_policy() == expected
+    for name in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY"):
+        assert os.environ.get(name) == expected.get(name, env.get(name))
 
 
-def test_importing_the_package_sets_passive_and_the_processes_it_starts_inherit_it():
+def test_busy_cores_counts_a_busy_process_and_reads_nothing_off_linux(monkeypatch):
+    loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        assert threads.busy_cores(0.3) >= 0.5
+    finally:
+        loop.kill()
+        loop.wait()
+
+    def no_proc_stat():
+        raise FileNotFoundError("/proc/stat")
+
+    monkeypatch.setattr(threads, "_ticks", no_proc_stat)
+    assert threads.busy_cores() == 0.0
+
+
+@contextlib.contextmanager
+def _every_core_busy():
+    loops = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 1)
+    ]
+    try:
+        time.sleep(0.3)
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def test_beside_busy_cores_the_package_sets_the_policy_and_its_processes_inherit_it():
     code = (
-        "import solo_bayesncl, os, subprocess, sys; print(os.environ.get('OMP_WAIT_POLICY')); "
+        f"import solo_bayesncl, subprocess, sys; {PRINT_POLICY}; "
         f"subprocess.run([sys.executable, '-c', {PRINT_POLICY!r}], check=True)"
     )
-    assert _python(code) == ["PASSIVE", "PASSIVE"]
+    with _every_core_busy():
+        assert _python(code) == LOADED + LOADED
 
 
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        ({"OMP_WAIT_POLICY": "ACTIVE"}, "ACTIVE"),
-        ({"GOMP_SPINCOUNT": "1000"}, "None"),
-        ({KEEP_DEFAULTS_ENV: "1"}, "None"),
+        ({"OMP_WAIT_POLICY": "ACTIVE"}, ["ACTIVE", "None"]),
+        ({"OMP_NUM_THREADS": "2"}, ["None", "2"]),
+        ({KEEP_DEFAULTS_ENV: "1"}, ["None", "None"]),
     ],
 )
 def test_a_users_choice_or_opt_out_is_kept(extra, expected):
-    assert _python(f"import solo_bayesncl; {PRINT_POLICY}", **extra) == [expected]
+    with _every_core_busy():
+        assert _python(f"import solo_bayesncl; {PRINT_POLICY}", **extra) == expected
 
 
 def test_importing_the_package_after_torch_sets_nothing():
     """torch's OpenMP runtime read the environment when torch loaded: a value set afterwards
     would claim a policy that is not in force."""
-    assert _python(f"import torch, solo_bayesncl; {PRINT_POLICY}") == ["None"]
+    with _every_core_busy():
+        assert _python(f"import torch, solo_bayesncl; {PRINT_POLICY}") == ["None", "None"]
 
 
-def test_a_thread_count_the_user_set_still_applies():
-    """``tests/conftest.py`` runs every pytest-xdist worker, and what it starts, on one thread
-    through ``OMP_NUM_THREADS``: the package leaves it alone."""
-    code = f"import solo_bayesncl, torch; print(torch.get_num_threads()); {PRINT_POLICY}"
-    assert _python(code, OMP_NUM_THREADS="1") == ["1", "PASSIVE"]
+def test_the_thread_count_set_reaches_torch():
+    code = "import solo_bayesncl, torch; print(torch.get_num_threads())"
+    with _every_core_busy():
+        assert _python(code) == ["1"]
 
 
 @pytest.mark.parametrize("script", ["main_pretrain.py", "main_linear.py", "main_knn.py"])

@@ -29,7 +29,6 @@ def users_settings(monkeypatch):
     ("policy", "expected"),
     [
         ("torch", f"{KEEP_DEFAULTS_ENV}=1"),
-        ("project", "OMP_WAIT_POLICY=PASSIVE"),
         ("OMP_NUM_THREADS=1", f"OMP_NUM_THREADS=1 {KEEP_DEFAULTS_ENV}=1"),
         (
             "GOMP_SPINCOUNT=10000,OMP_WAIT_POLICY=ACTIVE",
@@ -39,6 +38,12 @@ def users_settings(monkeypatch):
 )
 def test_a_run_has_the_policys_settings_and_none_it_would_inherit(users_settings, policy, expected):
     assert bench_threads.effective_settings(policy) == expected
+
+
+def test_the_project_policy_is_what_the_package_sets_beside_busy_cores(users_settings):
+    with bench_threads.busy_cores(os.cpu_count() or 1):
+        settings = bench_threads.effective_settings("project")
+    assert settings == "OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE"
 
 
 def test_the_busy_loops_run_in_the_block_and_stop_after_it_even_on_an_error():
