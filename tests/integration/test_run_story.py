@@ -164,7 +164,7 @@ def test_an_interruption_before_the_first_checkpoint_leaves_no_folder_without_on
 
 
 def test_a_launch_that_cannot_meet_its_peers_says_so_within_its_timeout(tmp_path):
-    command = _command(tmp_path, "accelerator=cpu", "devices=1", "+num_nodes=2")
+    command = _command(tmp_path, "accelerator=cpu", "devices=1", "num_nodes=2")
     command.append("+distributed.timeout_s=5")  # the second node never comes
     started = time.monotonic()
     try:
