@@ -10,8 +10,10 @@ With several processes (DDP) the run's id and checkpoint are decided once per jo
 (:func:`decide_job_run`). Under Lightning's launcher the process the user started decides and
 hands its :class:`JobRun` to the processes it launches in :data:`JOB_RUN_ENV`, so none scans the
 folder again (a checkpoint could age past ``max_hours`` in between). Under an external launcher
-(srun, torchrun) every process scans the same files and derives a new run's id from the job's id;
-the Trainer checks that all agree (:func:`solo_bayesncl.training.trainer.job_run_agreement`).
+(srun, torchrun, or by hand on every node) every process scans the same files and derives a new
+run's id from the job's id where there is one; once connected, the processes take global rank 0's
+new run (:meth:`JobRun.joining`) and check that all agree
+(:func:`solo_bayesncl.training.trainer.job_run_agreement`).
 """
 
 from __future__ import annotations
@@ -292,6 +294,13 @@ class JobRun:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
+
+    def joining(self, first: JobRun) -> JobRun:
+        """This process's run once it meets ``first``, global rank 0's: ``first`` when both
+        start a new run of one config (processes started by hand on several nodes each draw an
+        id), else itself, for the Trainer to compare."""
+        new = self.ckpt_path is None and first.ckpt_path is None
+        return first if new and self.fingerprint == first.fingerprint else self
 
 
 def _new_run_id(fingerprint: str, ckpt_path: str | None) -> str:

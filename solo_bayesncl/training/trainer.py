@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import inspect
+import json
 import os
 import random
 import re
@@ -110,37 +111,59 @@ def resume_line(run: JobRun, point: ResumePoint | None, world_size: int) -> str 
     return f"run {run.run_id}: the {world_size} processes {resumed or 'start it'}"
 
 
+def _rename_run(loggers: list, run_id: str) -> None:
+    """Points this process's loggers, built before the processes met, at run ``run_id``: the CSV
+    logger's folder (``offline-<id>``, ``<id>`` with wandb) and wandb's run id. Lightning reads
+    these when it first needs them, after the callbacks' ``setup``."""
+    from lightning.pytorch.loggers import CSVLogger
+    from lightning.pytorch.loggers.wandb import WandbLogger
+
+    wandb = any(isinstance(logger, WandbLogger) for logger in loggers)
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            logger._id = logger._wandb_init["id"] = run_id
+        elif isinstance(logger, CSVLogger):
+            logger._version = run_id if wandb else f"offline-{run_id}"
+
+
 def job_run_agreement(run: JobRun):
-    """A callback that stops every process before training when the processes of a job disagree
-    on ``run``, prints :func:`resume_line` once from global rank 0 and stores the run's fingerprint
-    in every checkpoint (:data:`~solo_bayesncl.training.auto_resume.FINGERPRINT_KEY`)."""
+    """A callback that makes the processes of a job one run once they are connected: each takes
+    global rank 0's new run when it only drew another id (:meth:`JobRun.joining`); all stop
+    before training when they still disagree (another checkpoint or config). It prints
+    :func:`resume_line` once from global rank 0 and stores the run's fingerprint in every
+    checkpoint (:data:`~solo_bayesncl.training.auto_resume.FINGERPRINT_KEY`)."""
     from lightning.pytorch import Callback
 
     class JobRunAgreement(Callback):
         def __init__(self) -> None:
+            self.run = run
             self.point: ResumePoint | None = None
 
         def setup(self, trainer, pl_module, stage: str) -> None:
             if trainer.world_size == 1:
                 return
-            mine = run.to_json()
-            theirs = trainer.strategy.broadcast(mine, src=0)
-            agree = trainer.strategy.reduce_boolean_decision(theirs == mine, all=True)
+            first = JobRun(**json.loads(trainer.strategy.broadcast(run.to_json(), src=0)))
+            joined = run.joining(first)
+            agree = trainer.strategy.reduce_boolean_decision(joined == first, all=True)
             if not agree:
+                mine = "" if joined == first else f"; rank {trainer.global_rank}: {run.to_json()}"
                 raise RuntimeError(
                     f"the {trainer.world_size} processes of this job chose different runs "
-                    f"(rank 0: {theirs}; rank {trainer.global_rank}: {mine}); start them with "
-                    "one launcher and one config (under torchrun give --rdzv-id or --standalone)"
+                    f"(rank 0: {first.to_json()}{mine}); every process must run the same config "
+                    "and see the same checkpoint folder (checkpoint.dir)"
                 )
+            if joined.run_id != run.run_id:
+                _rename_run(trainer.loggers, joined.run_id)
+            self.run = joined
 
         def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
             self.point = checkpoint_position(checkpoint)
 
         def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
-            checkpoint[FINGERPRINT_KEY] = run.fingerprint
+            checkpoint[FINGERPRINT_KEY] = self.run.fingerprint
 
         def on_fit_start(self, trainer, pl_module) -> None:
-            line = resume_line(run, self.point, trainer.world_size)
+            line = resume_line(self.run, self.point, trainer.world_size)
             if line is not None and trainer.is_global_zero:
                 print(line, flush=True)
 
