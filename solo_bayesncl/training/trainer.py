@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from solo_bayesncl.config.settings import CheckpointSpec, TrainerSpec
-from solo_bayesncl.core.distributed import rank_seed
+from solo_bayesncl.core.distributed import launched_as_rank_zero, rank_seed
 from solo_bayesncl.training.auto_resume import (
     FINGERPRINT_KEY,
     JobRun,
@@ -71,7 +71,8 @@ def build_loggers(spec: TrainerSpec, run_dir_root: Path, run: JobRun) -> list:
             resume="allow" if run.ckpt_path else None,
             id=run.run_id,  # every process's logger names the same run
         )
-        wandb_logger.log_hyperparams(dict(spec.arguments))
+        if launched_as_rank_zero():  # Lightning takes NODE_RANK=1 for rank 0 until it connects
+            wandb_logger.log_hyperparams(dict(spec.arguments))
         loggers.append(wandb_logger)
         version = run.run_id
     else:

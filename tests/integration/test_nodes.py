@@ -146,6 +146,25 @@ def test_a_process_that_drew_another_new_run_takes_rank_zeros(tmp_path, capsys):
         job_run_agreement(mine).setup(_trainer(1, other_config, [logger]), None, "fit")
 
 
+def test_a_second_machine_started_by_hand_opens_no_wandb_run_of_its_own(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    from omegaconf import OmegaConf
+
+    from solo_bayesncl.config.settings import run_spec
+    from solo_bayesncl.training.auto_resume import JobRun
+    from solo_bayesncl.training.trainer import build_loggers
+
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "GROUP_RANK", "WANDB_DIR"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("NODE_RANK", "1")  # as the second machine's command is started
+    monkeypatch.chdir(tmp_path)
+    cfg = {"wandb": {"enabled": True, "offline": True}, "name": "run"}
+    spec = run_spec(OmegaConf.create(cfg)).trainer
+    wandb_logger, _ = build_loggers(spec, tmp_path / "ck", JobRun("bbbb2222", None, "f" * 16))
+    assert wandb_logger._experiment is None  # rank 0's run, named at setup, is the one run
+    assert not (tmp_path / "wandb").exists()
+
+
 # --- the lines run on one machine ---------------------------------------------------------------
 
 
@@ -345,6 +364,7 @@ def test_a_two_machine_job_killed_in_its_second_epoch_resumes_in_its_folder(tmp_
     assert f"run {run_id}: the 2 processes resumed from epoch 1, step 7 ({ckpt0})" in out
     assert [p for p in root.iterdir() if p.is_dir()] == [folder]
     assert list(folder.glob("*-ep=1.ckpt"))
-    rows = _rows(folder)  # epoch 1 only: the killed sitting wrote no rows
-    assert {int(r["epoch"]) for r in rows if r["epoch"]} == {1}
-    assert max(int(r["step"]) for r in rows if r.get("train_loss_step")) == 2 * 7 - 1
+    # metrics.csv goes on: the resumed sitting appends epoch 1's steps and validation
+    steps = [int(r["step"]) for r in _rows(folder) if r.get("train_loss_step")]
+    assert steps[-7:] == list(range(7, 14)), steps
+    assert [int(r["step"]) for r in _rows(folder) if r.get("val_acc1")][-1] == 13
