@@ -2,9 +2,10 @@
 
 Every documented line's overrides must compose with the shipped configs. The lines the page gives
 for two "machines" of one CPU process each (gloo) are run as written, with a free port for 29500
-and a tiny run's settings appended: torchrun's c10d rendezvous, and Lightning's own launcher
-started by hand on each "machine" (``MASTER_ADDR``, ``MASTER_PORT``, ``NODE_RANK``). Each must be
-one run (one folder, one summary) training what ``devices=2`` on one machine trains.
+and a tiny run's settings appended: torchrun's c10d rendezvous, Lightning's own launcher started
+by hand on each "machine" (``MASTER_ADDR``, ``MASTER_PORT``, ``NODE_RANK``), and the variables
+srun sets. Each must be one run (one folder, one summary) training what ``devices=2`` on one
+machine trains.
 """
 
 from __future__ import annotations
@@ -175,13 +176,10 @@ def _free_port() -> int:
 
 
 def _one_machine_lines(kind: str) -> list[str]:
-    """The page's lines of ``kind`` (``torchrun``, ``MASTER_ADDR``, ``python``) that run on one
-    computer (127.0.0.1), in the page's order."""
-    return [
-        line
-        for line in _launch_lines()
-        if line.startswith(kind) and ("127.0.0.1" in line or "accelerator=cpu devices=2" in line)
-    ]
+    """The page's lines starting with ``kind`` (``torchrun``, ``MASTER_ADDR``, ``SLURM_JOB_ID``,
+    ``python``) that run on one computer, in the page's order."""
+    lines = [line for line in _launch_lines() if line.startswith(kind)]
+    return [line for line in lines if "127.0.0.1" in line or "accelerator=cpu devices=2" in line]
 
 
 def _command(line: str, port: int, out: Path, extra: list[str]) -> tuple[list[str], dict]:
@@ -289,6 +287,11 @@ def by_torchrun(tmp_path_factory) -> SimpleNamespace:
 
 
 @pytest.fixture(scope="module")
+def under_slurm(tmp_path_factory) -> SimpleNamespace:
+    return _trained("SLURM_JOB_ID", tmp_path_factory.mktemp("slurm"))
+
+
+@pytest.fixture(scope="module")
 def on_one_machine(tmp_path_factory) -> SimpleNamespace:
     return _trained("python", tmp_path_factory.mktemp("devices-2"))
 
@@ -312,12 +315,19 @@ def test_two_machines_through_torchrun_are_one_run(by_torchrun):
 @needs_training
 @pytest.mark.slow
 @pytest.mark.long
+def test_two_machines_with_srun_s_variables_are_one_run(under_slurm):
+    _assert_one_run(under_slurm)
+
+
+@needs_training
+@pytest.mark.slow
+@pytest.mark.long
 def test_two_machines_train_what_two_processes_on_one_machine_train(
-    by_hand, by_torchrun, on_one_machine
+    by_hand, by_torchrun, under_slurm, on_one_machine
 ):
     (reference,) = on_one_machine.folders
     expected = _first_step(_rows(reference))
-    for run in (by_hand, by_torchrun):
+    for run in (by_hand, by_torchrun, under_slurm):
         (folder,) = run.folders
         for key, value in _first_step(_rows(folder)).items():
             assert value == pytest.approx(expected[key], abs=1e-6), (key, folder)
