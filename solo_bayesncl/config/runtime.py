@@ -101,6 +101,9 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     if not devices:
         raise ValueError(f"devices={devices!r}: give 'auto', a positive count or a list of ids")
     cfg.devices = devices
+    nodes = _select(cfg, "num_nodes", 1)
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ConfigError(f"num_nodes={nodes!r}: give the number of machines, an integer >= 1")
 
     strategy = _select(cfg, "strategy", "auto")
     if strategy in (None, "auto"):

@@ -107,6 +107,17 @@ def test_documented_launch_lines_pass_the_checks_before_training():
         assert spec.trainer.processes == devices * nodes, overrides
 
 
+@pytest.mark.solo
+def test_a_node_count_that_is_not_a_positive_integer_is_refused_naming_the_key():
+    from solo_bayesncl.core.validation import ConfigError
+    from solo_bayesncl.training.pretrain import prepare_pretrain
+
+    for value in ("0", "two", "1.5", "true"):
+        cfg = compose("scripts/pretrain/cifar", "bayesncl.yaml", [f"num_nodes={value}"])
+        with pytest.raises(ConfigError, match=r"^num_nodes=.*: give the number of machines"):
+            prepare_pretrain(cfg, check_data=False)
+
+
 def _trainer(rank: int, first, loggers: list) -> SimpleNamespace:
     """A Trainer of a 2-process job as the agreement callback sees it, rank 0 having ``first``."""
     strategy = SimpleNamespace(
