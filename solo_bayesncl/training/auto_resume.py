@@ -12,7 +12,7 @@ hands its :class:`JobRun` to the processes it launches in :data:`JOB_RUN_ENV`, s
 folder again (a checkpoint could age past ``max_hours`` in between). Under an external launcher
 (srun, torchrun, or by hand on every node) every process scans the same files and derives a new
 run's id from the job's id where there is one; once connected, the processes take global rank 0's
-new run (:meth:`JobRun.joining`) and check that all agree
+id (:meth:`JobRun.joining`) and check that all agree
 (:func:`solo_bayesncl.training.trainer.job_run_agreement`).
 """
 
@@ -297,10 +297,10 @@ class JobRun:
 
     def joining(self, first: JobRun) -> JobRun:
         """This process's run once it meets ``first``, global rank 0's: ``first`` when both
-        start a new run of one config (processes started by hand on several nodes each draw an
-        id), else itself, for the Trainer to compare."""
-        new = self.ckpt_path is None and first.ckpt_path is None
-        return first if new and self.fingerprint == first.fingerprint else self
+        train one config from one checkpoint (or none) and differ only in the id each drew
+        (processes started by hand on several nodes), else itself, for the Trainer to compare."""
+        same = (self.ckpt_path, self.fingerprint) == (first.ckpt_path, first.fingerprint)
+        return first if same else self
 
 
 def _new_run_id(fingerprint: str, ckpt_path: str | None) -> str:

@@ -129,8 +129,8 @@ def _rename_run(loggers: list, run_id: str) -> None:
 
 def job_run_agreement(run: JobRun):
     """A callback that makes the processes of a job one run once they are connected: each takes
-    global rank 0's new run when it only drew another id (:meth:`JobRun.joining`); all stop
-    before training when they still disagree (another checkpoint or config). It prints
+    global rank 0's run when it only drew another id (:meth:`JobRun.joining`); all stop before
+    training when they still disagree (another checkpoint or config). It prints
     :func:`resume_line` once from global rank 0 and stores the run's fingerprint in every
     checkpoint (:data:`~solo_bayesncl.training.auto_resume.FINGERPRINT_KEY`)."""
     from lightning.pytorch import Callback

@@ -149,7 +149,13 @@ def test_a_process_that_drew_another_new_run_takes_rank_zeros(tmp_path, capsys):
     agreement.on_save_checkpoint(None, None, checkpoint)
     assert agreement.run == first and list(checkpoint.values()) == ["f" * 16]
 
-    # a run to resume is the checkpoints' to decide: a process that saw none stops, as rank 0
+    # resume_from_checkpoint: a new run from one checkpoint, its id drawn by each process
+    ckpt = "/ck/offline-cccc3333/ep=0.ckpt"
+    from_ckpt = job_run_agreement(JobRun("bbbb2222", ckpt, "f" * 16))
+    from_ckpt.setup(_trainer(1, JobRun("aaaa1111", ckpt, "f" * 16), [logger]), None, "fit")
+    assert from_ckpt.run == JobRun("aaaa1111", ckpt, "f" * 16)
+
+    # the checkpoint is the files' to decide: a process that saw another (or none) stops
     resuming = JobRun("aaaa1111", "/ck/offline-aaaa1111/ep=0.ckpt", "f" * 16)
     with pytest.raises(RuntimeError, match="chose different runs .*checkpoint.dir"):
         job_run_agreement(mine).setup(_trainer(1, resuming, [logger]), None, "fit")
