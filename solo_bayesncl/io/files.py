@@ -78,11 +78,12 @@ def _is_no_space(err: BaseException, folder: Path) -> bool:
 @contextlib.contextmanager
 def no_space_named(folder: str | os.PathLike[str]) -> Iterator[None]:
     """Turns a full disk inside the block (:func:`_is_no_space`) into :class:`NoSpaceError`
-    naming ``folder``; other errors pass unchanged."""
+    naming ``folder`` (the outermost block's, a folder the user named, not a temporary inside
+    it); other errors pass unchanged."""
     try:
         yield
-    except NoSpaceError:
-        raise
+    except NoSpaceError as err:
+        raise NoSpaceError(folder) from err.__cause__
     except Exception as err:
         if _is_no_space(err, Path(folder)):
             raise NoSpaceError(folder) from err
