@@ -1,14 +1,19 @@
-"""The name of a command as the user ran it, for its usage and ``error:`` lines, and the one way
-an argparse command reports an error."""
+"""The name of a command as the user ran it, for its usage and ``error:`` lines, the one way
+an argparse command reports an error, and a command started so that a Ctrl-C before its run
+(while torch and solo-learn load, seconds) is one line, as a Ctrl-C during training is."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
-__all__ = ["command_name", "error_status"]
+__all__ = ["EXIT_STATUS", "command_name", "error_status", "run_main"]
 
 _PACKAGE = "solo_bayesncl"
+
+#: The exit status of a run stopped by a signal, as a shell reports a process killed by it.
+EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143}
 
 
 def command_name(console_script: str) -> str:
@@ -31,3 +36,15 @@ def error_status(err: object, status: int = 2) -> int:
     """Prints ``error: <err>`` on stderr; returns ``status``, the command's exit status."""
     print(f"error: {err}", file=sys.stderr)
     return status
+
+
+def run_main(module: str, title: str) -> int:
+    """Imports the command ``module`` (``solo_bayesncl.cli.pretrain``) and returns its
+    ``main()``'s status. A Ctrl-C that reaches here, during the imports or the preparation of
+    the run (training handles its own), prints ``== <title> interrupted ...`` in one line and
+    returns :data:`EXIT_STATUS`'s 130; the scripts ``main_*.py`` start their command so."""
+    try:
+        return importlib.import_module(module).main()
+    except KeyboardInterrupt:
+        print(f"== {title} interrupted (SIGINT) while starting; nothing was trained", flush=True)
+        return EXIT_STATUS["SIGINT"]
