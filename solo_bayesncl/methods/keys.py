@@ -22,7 +22,6 @@ from solo_bayesncl.core.validation import (
     require_choice,
     require_int,
     require_known_keys,
-    require_temperature,
 )
 
 __all__ = [
@@ -302,4 +301,4 @@ def check_upstream_method_kwargs(method: str | None, kwargs: Mapping[str, Any] |
         if kwargs.get(key, None) is not None:
             require_int(f"{SECTION}.{key}", kwargs[key], low=1)
     if kwargs.get("temperature", None) is not None:
-        require_temperature(f"{SECTION}.temperature", kwargs["temperature"])
+        RANGES["temperature"].check(f"{SECTION}.temperature", kwargs["temperature"])
