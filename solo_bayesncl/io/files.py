@@ -69,6 +69,8 @@ def _is_no_space(err: BaseException, folder: Path) -> bool:
         seen = seen.__cause__ or seen.__context__
     if not isinstance(err, (OSError, RuntimeError)):
         return False
+    while not folder.exists() and folder != folder.parent:  # a folder not made yet: its disk
+        folder = folder.parent
     try:
         return shutil.disk_usage(folder).free < _NEARLY_FULL
     except OSError:

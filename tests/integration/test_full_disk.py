@@ -220,3 +220,15 @@ def test_a_write_error_on_an_almost_full_disk_is_taken_for_no_space(small_disk) 
     with expected, replacing(small_disk / "weights.pt") as tmp:
         torch.save({"w": torch.zeros(10_000)}, tmp)
     assert files(small_disk) == {}
+
+
+def test_a_write_error_into_a_folder_not_made_yet_is_taken_for_no_space(small_disk) -> None:
+    """The free space is read on the disk of the nearest folder that exists."""
+    from solo_bayesncl.io.files import NoSpaceError, replacing_folder
+
+    fill(small_disk)
+    final = small_disk / "new" / "weights"
+    expected = pytest.raises(NoSpaceError, match=f"^{final}: no space left on the device")
+    with expected, replacing_folder(final) as staging:
+        torch.save({"w": torch.zeros(10_000)}, staging / "weights.pt")
+    assert files(small_disk) == {}
