@@ -38,13 +38,13 @@ def error_status(err: object, status: int = 2) -> int:
     return status
 
 
-def run_main(module: str, title: str) -> int:
+def run_main(module: str, title: str, stopped: str = "while starting; nothing was trained") -> int:
     """Imports the command ``module`` (``solo_bayesncl.cli.pretrain``) and returns its
     ``main()``'s status. A Ctrl-C that reaches here, during the imports or the preparation of
-    the run (training handles its own), prints ``== <title> interrupted ...`` in one line and
-    returns :data:`EXIT_STATUS`'s 130; the scripts ``main_*.py`` start their command so."""
+    the run (training handles its own), prints ``== <title> interrupted (SIGINT) <stopped>`` in
+    one line and returns :data:`EXIT_STATUS`'s 130; the scripts ``main_*.py`` start so."""
     try:
         return importlib.import_module(module).main()
     except KeyboardInterrupt:
-        print(f"== {title} interrupted (SIGINT) while starting; nothing was trained", flush=True)
+        print(f"== {title} interrupted (SIGINT) {stopped}", flush=True)
         return EXIT_STATUS["SIGINT"]
