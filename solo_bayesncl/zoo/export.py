@@ -21,7 +21,7 @@ import contextlib
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -226,8 +226,9 @@ def export_state_dict(
         _refuse_existing(out_dir, name)
 
     path, sha_path, entry_path = _export_paths(out_dir, name)
+    made = not out_dir.exists()  # a folder this export makes goes again if it fails
     # the three files appear together once all are written (renamed in this order on leaving)
-    with contextlib.ExitStack() as stack:
+    with _removed_on_error(out_dir if made else None), contextlib.ExitStack() as stack:
         tmp_entry, tmp_sha, tmp_path = (
             stack.enter_context(replacing(p, suffix=".part")) for p in (entry_path, sha_path, path)
         )
@@ -237,6 +238,18 @@ def export_state_dict(
         tmp_sha.write_text(f"{entry['sha256']}  {filename}\n")
         tmp_entry.write_text(json.dumps(entry, indent=2, allow_nan=False) + "\n")
     return ExportResult(path, entry["sha256"], entry["size"], entry, sha_path, entry_path)
+
+
+@contextlib.contextmanager
+def _removed_on_error(folder: Path | None) -> Iterator[None]:
+    """Removes ``folder`` (when given and left empty) if the block fails."""
+    try:
+        yield
+    except BaseException:
+        if folder is not None:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 def _export_paths(out_dir: Path, name: str) -> list[Path]:

@@ -81,6 +81,7 @@ def test_zoo_export_name_on_a_full_disk(checkpoint, small_disk, capsys):
     assert main(["export", str(checkpoint), "--name", "ncl-toy", "--out", str(out)]) == 2
     one_no_space_line(capsys.readouterr().err, out)
     assert files(small_disk) == {}  # not the artifact, nor its sha256 or entry
+    assert not out.exists()  # nor the folder the export made
 
 
 @pytest.mark.parametrize("small_disk", ["64m"], indirect=True)  # room for one export
