@@ -6,4 +6,6 @@ The same as the installed ``solo-bayesncl-knn`` command (:func:`solo_bayesncl.cl
 from solo_bayesncl.cli.invocation import run_main
 
 if __name__ == "__main__":  # a Ctrl-C while torch and solo-learn load is one line too
-    raise SystemExit(run_main("solo_bayesncl.cli.knn", "kNN evaluation", "before it finished"))
+    raise SystemExit(
+        run_main("solo_bayesncl.cli.knn", "kNN evaluation", "before it finished", until_fit=False)
+    )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import omegaconf
 
-from solo_bayesncl.cli.invocation import EXIT_STATUS, command_name
+from solo_bayesncl.cli.invocation import EXIT_STATUS, command_name, interrupt_normally
 from solo_bayesncl.config.shipped import resolve_config_dir, shipped_configs
 from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
 from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
@@ -53,6 +53,7 @@ def input_errors_until_fit(command: str) -> Iterator[list]:
     class FitStarted(Callback):
         def setup(self, trainer, pl_module, stage: str) -> None:
             started.append(True)
+            interrupt_normally()  # Lightning stops a fit on Ctrl-C, with a summary
 
     try:
         yield [FitStarted()]
