@@ -3,7 +3,9 @@
 The same as the installed ``solo-bayesncl-knn`` command (:func:`solo_bayesncl.cli.knn.main`).
 """
 
-from solo_bayesncl.cli.knn import main
+from solo_bayesncl.cli.invocation import run_main
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # a Ctrl-C while torch and solo-learn load is one line too
+    raise SystemExit(
+        run_main("solo_bayesncl.cli.knn", "kNN evaluation", "before it finished", until_fit=False)
+    )

@@ -7,7 +7,7 @@ The dataset, fraction and crop size come from the checkpoint's args.json unless 
 same as the installed ``solo-bayesncl-linear`` command (:func:`solo_bayesncl.cli.linear.main`).
 """
 
-from solo_bayesncl.cli.linear import main
+from solo_bayesncl.cli.invocation import run_main
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # a Ctrl-C while torch and solo-learn load is one line too
+    raise SystemExit(run_main("solo_bayesncl.cli.linear", "linear evaluation"))

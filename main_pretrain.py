@@ -7,7 +7,7 @@ python main_pretrain.py --config-path scripts/pretrain/imagenet-100 --config-nam
 The same as the installed ``solo-bayesncl-pretrain`` command (:func:`solo_bayesncl.cli.pretrain.main`).
 """
 
-from solo_bayesncl.cli.pretrain import main
+from solo_bayesncl.cli.invocation import run_main
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # a Ctrl-C while torch and solo-learn load is one line too
+    raise SystemExit(run_main("solo_bayesncl.cli.pretrain", "pretraining"))

@@ -38,7 +38,7 @@ from solo_bayesncl.benchmark.records import (
 from solo_bayesncl.benchmark.table import aggregate, write_csv, write_markdown, write_paired_csv
 from solo_bayesncl.config.shipped import linear_dir_for
 from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
-from solo_bayesncl.io.files import NotWritableError, replacing, require_writable
+from solo_bayesncl.io.files import NotWritableError, replacing_folder, require_writable
 from solo_bayesncl.training.pretrain import prepare_pretrain
 
 __all__ = [
@@ -119,7 +119,7 @@ def write_outputs(
     missing: list[str] | tuple[str, ...] = (),
     unreadable: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Path]:
-    """The tables and plots, each written to a temporary name and renamed; a plot with nothing
+    """The tables and plots, written into a temporary folder and moved in together; a plot with nothing
     to draw (no prior sweep, no converged probe) is left out. ``missing`` and ``unreadable``
     runs are listed under the table."""
     commit = ", ".join(sorted({_short_commit(r) for r in results})) or "unknown"
@@ -144,13 +144,13 @@ def write_outputs(
         "budget_plot": ("budget_curves.png", lambda p: plot_budget_curves(results, p)),
     }
     outputs = {}
-    for key, (name, write) in writers.items():
-        final = out_dir / name
-        with replacing(final, suffix=final.suffix) as tmp:
-            if write(tmp) is None:  # nothing to draw (the prior sweep without a sweep)
-                tmp.unlink()
+    # all written, then moved in together: a full disk leaves the previous tables as they were
+    with replacing_folder(out_dir, suffix=".tables") as staging:
+        for key, (name, write) in writers.items():
+            if write(staging / name) is None:  # nothing to draw (the prior sweep without a sweep)
+                (staging / name).unlink(missing_ok=True)
                 continue
-        outputs[key] = final
+            outputs[key] = out_dir / name
     return outputs
 
 

@@ -113,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_benchmark,
         write_tables,
     )
+    from solo_bayesncl.io.files import NoSpaceError
 
     if args.table_only or args.keep_records_from:
         try:
@@ -126,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 keep_records(preset, args.keep_records_from, args.out)
             else:
                 write_tables(preset, args.out, protocol=args.protocol)
-        except (PresetError, RecordsError) as err:
+        except (PresetError, RecordsError, NoSpaceError) as err:
             return error_status(err)
         except RunFailed as err:
             return error_status(err, 1)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import omegaconf
 
-from solo_bayesncl.cli.invocation import command_name
+from solo_bayesncl.cli.invocation import EXIT_STATUS, command_name, interrupt_normally
 from solo_bayesncl.config.shipped import resolve_config_dir, shipped_configs
 from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
 from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
@@ -53,6 +53,7 @@ def input_errors_until_fit(command: str) -> Iterator[list]:
     class FitStarted(Callback):
         def setup(self, trainer, pl_module, stage: str) -> None:
             started.append(True)
+            interrupt_normally()  # Lightning stops a fit on Ctrl-C, with a summary
 
     try:
         yield [FitStarted()]
@@ -68,8 +69,6 @@ def input_errors_until_fit(command: str) -> Iterator[list]:
 
 #: The command's name and ``sys.argv`` as typed, recorded before Hydra rewrites ``sys.argv``.
 _INVOCATION: list[str] = []
-#: The exit status of a run stopped by a signal, as a shell reports a process killed by it.
-EXIT_STATUS = {"SIGINT": 130, "SIGTERM": 143}
 
 
 def _command_line() -> str:
@@ -93,6 +92,18 @@ def _checkpoint_line(summary: dict) -> str:
     return "none"
 
 
+def _end_progress_lines(trainer) -> None:
+    """Closes the progress bars an interrupted fit left open (Lightning closes them only at the
+    end of training), so that what follows starts on its own line."""
+    bar = getattr(trainer, "progress_bar_callback", None)
+    if bar is None:
+        return
+    for name in ("_val_progress_bar", "_train_progress_bar"):  # TQDMProgressBar's
+        progress = getattr(bar, name, None)
+        if progress is not None and hasattr(progress, "close"):
+            progress.close()
+
+
 def print_run_summary(title: str, trainer, resumes: bool = True) -> dict[str, str | float | None]:
     """Prints :func:`solo_bayesncl.training.summary.run_summary` from global rank 0, one item per
     line, with the command that resumes an interrupted run (or, unless it ``resumes``, starts it
@@ -100,6 +111,8 @@ def print_run_summary(title: str, trainer, resumes: bool = True) -> dict[str, st
     summary = run_summary(trainer)
     if not trainer.is_global_zero:
         return summary
+    if summary["interrupted"]:
+        _end_progress_lines(trainer)
     acc = summary["val_acc1"]
     ended = f"interrupted at {summary['interrupted']}" if summary["interrupted"] else "finished"
     lines = [

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from solo_bayesncl.cli.invocation import command_name, error_status
 from solo_bayesncl.dashboard.builder import build_dashboard
 from solo_bayesncl.dashboard.sprites import FORMATS
+from solo_bayesncl.io.files import NoSpaceError
 from solo_bayesncl.metrics import MIN_SUPPORT
 
 
@@ -83,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ValueError,
         NotADirectoryError,
         PermissionError,
+        NoSpaceError,
     ) as err:
         return error_status(err.args[0] if isinstance(err, KeyError) and err.args else err)
     print(index.resolve().as_uri())

@@ -63,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from solo_bayesncl.data.resolve import DatasetUnavailableError
     from solo_bayesncl.evaluation.report import ReportError, ReportOptions, write_report
     from solo_bayesncl.io.checkpoints import CheckpointError
+    from solo_bayesncl.io.files import NoSpaceError
 
     if args.device == "cuda" and not torch.cuda.is_available():
         return error_status("--device cuda was given but no CUDA GPU is available")
@@ -86,7 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             overwrite=args.overwrite,
             progress=not args.no_progress,
         )
-    except (CheckpointError, ReportError, DatasetUnavailableError, FileNotFoundError) as err:
+    except (
+        CheckpointError,
+        ReportError,
+        DatasetUnavailableError,
+        FileNotFoundError,
+        NoSpaceError,
+    ) as err:
         return error_status(err)
     m = report["metrics"]
     print(

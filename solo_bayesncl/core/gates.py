@@ -4,8 +4,8 @@ arXiv 2605.28441, section 3; docs/method.md: "The gate", "The KL to the prior").
 The gating head ``q`` reads the stop-gradient backbone features, one logit per dimension; each
 gate is open with probability ``alpha = sigmoid(q(sg(h)) / tau_g)``, hard when ``alpha > t``
 with a straight-through gradient; a Bernoulli(``rho``) prior enters through
-:func:`bernoulli_kl`. The hyperparameters are required arguments under their config names,
-declared and checked in :class:`solo_bayesncl.methods.keys.BayesNCLSettings`."""
+:func:`bernoulli_kl`. The hyperparameters are required arguments under their config names; each
+function and module checks them against :data:`solo_bayesncl.core.hyperparameters.RANGES`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from solo_bayesncl.core.hyperparameters import checked
 
 __all__ = [
     "GATE_MODES",
@@ -74,7 +76,7 @@ def resolve_gate_type(name: str, key: str = "gate_type") -> str:
 def gate_probabilities(logits: torch.Tensor, sigmoid_temperature: float) -> torch.Tensor:
     """``alpha = sigmoid(logits / tau_g)`` (docs/method.md, "The gate"); at ``tau_g = 1`` the
     division (an exact no-op) is skipped."""
-    tau = sigmoid_temperature
+    tau = checked("sigmoid_temperature", sigmoid_temperature)
     return torch.sigmoid(logits if tau == 1.0 else logits / tau)
 
 
@@ -85,6 +87,7 @@ def hard_threshold_ste(probs: torch.Tensor, gate_threshold: float) -> torch.Tens
     The value is exactly 0 or 1 (NaN where ``probs`` is NaN, so a broken gate stays visible); the
     gradient with respect to ``probs`` is the identity.
     """
+    gate_threshold = checked("gate_threshold", gate_threshold)
     return (probs > gate_threshold).to(probs.dtype) + (probs - probs.detach())
 
 
@@ -96,6 +99,7 @@ def binary_concrete_sample(
     """A relaxed Bernoulli sample ``sigmoid((logits + log U - log(1 - U)) / tau_g)``: the
     binary-concrete distribution (Maddison et al., 2017; Jang et al., 2017), whose noise is the
     difference of two Gumbels (a logistic sample), unlike the official :func:`gumbel_sample`."""
+    sigmoid_temperature = checked("sigmoid_temperature", sigmoid_temperature)
     u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
     u = u.clamp(torch.finfo(torch.float32).tiny, 1.0 - torch.finfo(torch.float32).eps)
     noise = (torch.log(u) - torch.log1p(-u)).to(logits.dtype)
@@ -110,6 +114,7 @@ def gumbel_sample(
     """``sigmoid((logits + g) / tau_g)`` with one Gumbel sample ``g = -log(-log(U + 1e-4) + 1e-4)``:
     the official BayesNCL code's ``gumbel_sigmoid`` gate, with its two 1e-4 margins; not a relaxed
     Bernoulli, so a gate opens more often than ``alpha`` says (``1 - 1/e`` at logit 0, ``t = 0.5``)."""
+    sigmoid_temperature = checked("sigmoid_temperature", sigmoid_temperature)
     u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
     noise = (-torch.log(-torch.log(u + 1e-4) + 1e-4)).to(logits.dtype)
     return torch.sigmoid((logits + noise) / sigmoid_temperature)
@@ -125,8 +130,10 @@ def bernoulli_kl(
 
     with ``alpha`` and ``rho`` clamped to ``[kl_eps, 1 - kl_eps]`` (official 0.01), in float32. A
     sum rounded below 0 (gates at the prior) is 0 with no gradient; NaN stays NaN. Raises
-    ValueError for empty ``probs`` and, with ``check_inputs`` (one read back from the device),
-    values outside [0, 1]."""
+    ValueError for a prior or clamp outside their ranges, empty ``probs`` and, with
+    ``check_inputs`` (one read back from the device), values outside [0, 1]."""
+    bayesian_prior_prob = checked("bayesian_prior_prob", bayesian_prior_prob)
+    kl_eps = checked("kl_eps", kl_eps)
     if probs.numel() == 0:
         raise ValueError(
             f"probs has shape {tuple(probs.shape)}: no gate probabilities, the KL's mean over "
@@ -173,8 +180,8 @@ class BernoulliGate(nn.Module):
     def __init__(self, gate_type: str, gate_threshold: float, sigmoid_temperature: float):
         super().__init__()
         self.gate_type = resolve_gate_type(gate_type)
-        self.gate_threshold = float(gate_threshold)
-        self.sigmoid_temperature = float(sigmoid_temperature)
+        self.gate_threshold = checked("gate_threshold", gate_threshold)
+        self.sigmoid_temperature = checked("sigmoid_temperature", sigmoid_temperature)
 
     def forward(self, logits: torch.Tensor, mode: str = "hard") -> GateOutput:
         probs = gate_probabilities(logits.float(), self.sigmoid_temperature)

@@ -4,18 +4,16 @@ positive. Each raises a ValueError that names the input, what is wrong and what 
 
 from __future__ import annotations
 
-import math
-
 import torch
+
+from solo_bayesncl.core.hyperparameters import checked
 
 __all__ = ["NORM_TOLERANCE", "check_contrast", "check_unit_rows", "norm_tolerance"]
 
 
 def check_contrast(v: torch.Tensor, indexes: torch.Tensor, temperature: float) -> float:
     """Raises as :func:`info_nce_loss` says for the temperature and the shapes; returns ``T``."""
-    temperature = float(temperature)
-    if not (math.isfinite(temperature) and temperature > 0 and math.isfinite(1 / temperature)):
-        raise ValueError(f"temperature={temperature} must be a finite number > 0")
+    temperature = checked("temperature", temperature)
     if v.ndim != 2:
         raise ValueError(f"v must be 2-D (rows x dims), got shape {tuple(v.shape)}")
     if v.shape[0] == 0:

@@ -9,8 +9,9 @@ With ``z`` the projector output of every view, ``phi`` the non-negativity map an
 
 InfoNCE is SimCLR's NT-Xent (Chen et al., 2020); the gate and its KL are in
 :mod:`solo_bayesncl.core.gates`. Plain PyTorch under autograd: the definition, and what trains.
-The hyperparameters' defaults and ranges are declared in :mod:`solo_bayesncl.methods.keys`,
-whose ``settings.objective()`` builds :class:`NCLLoss` or :class:`BayesNCLLoss` checked."""
+The hyperparameters' ranges are declared in :mod:`solo_bayesncl.core.hyperparameters`, against
+which every function and module here checks its arguments; their defaults are in
+:mod:`solo_bayesncl.methods.keys`."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from torch import nn
 
 from solo_bayesncl.core.distributed import gather_no_grad, gather_with_grad, rank
 from solo_bayesncl.core.gates import BernoulliGate, GateOutput, bernoulli_kl
+from solo_bayesncl.core.hyperparameters import checked
 from solo_bayesncl.core.loss_inputs import check_contrast, check_unit_rows, norm_tolerance
 from solo_bayesncl.core.nonneg import non_negative, resolve_non_neg
 
@@ -53,6 +55,7 @@ def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
 
     Exactly ``k`` per row: among tied values, the ones ``torch.topk`` returns are kept.
     """
+    k = checked("topk_k", k, key="k")
     if k >= z.shape[-1]:
         return z
     keep = torch.zeros_like(z).scatter_(-1, torch.topk(z, k, dim=-1).indices, 1.0)
@@ -64,6 +67,8 @@ def non_negative_representation(z: torch.Tensor, non_neg: str, top_k: int | None
     ``top_k`` largest entries of ``phi(z)`` are kept (NCL+TopK, arXiv 2605.28441). For ``exp`` the
     row maximum is subtracted first (``normalize(exp(z - c)) = normalize(exp(z))``), else ``exp``
     overflows float32."""
+    if top_k is not None:
+        top_k = checked("topk_k", top_k, key="top_k")
     z = z.float()
     if resolve_non_neg(non_neg) == "exp":
         z = z - z.detach().amax(dim=-1, keepdim=True)
@@ -148,10 +153,10 @@ class NCLLoss(nn.Module):
         check_inputs: bool = True,
     ) -> None:
         super().__init__()
-        self.temperature = float(temperature)
+        self.temperature = checked("temperature", temperature)
         self.non_neg = resolve_non_neg(non_neg)
-        self.top_k = top_k
-        self.dimension_dropout = float(dimension_dropout)
+        self.top_k = None if top_k is None else checked("topk_k", top_k, key="top_k")
+        self.dimension_dropout = checked("dimension_dropout", dimension_dropout)
         self.gather_distributed = bool(gather_distributed)
         self.check_inputs = bool(check_inputs)
 
@@ -222,10 +227,10 @@ class BayesNCLLoss(NCLLoss):
         check_inputs: bool = True,
     ) -> None:
         super().__init__(temperature, non_neg, top_k, 0.0, gather_distributed, check_inputs)
-        self.bayesian_prior_prob = float(bayesian_prior_prob)
-        self.bayesian_kl_lambda = float(bayesian_kl_lambda)
-        self.use_kl = bool(use_kl)
-        self.kl_eps = float(kl_eps)
+        self.bayesian_prior_prob = checked("bayesian_prior_prob", bayesian_prior_prob)
+        self.bayesian_kl_lambda = checked("bayesian_kl_lambda", bayesian_kl_lambda)
+        self.use_kl = checked("use_kl", use_kl)
+        self.kl_eps = checked("kl_eps", kl_eps)
         self.gate = BernoulliGate(gate_type, gate_threshold, sigmoid_temperature)
 
     def gated(self, z: torch.Tensor, gate: GateOutput) -> torch.Tensor:

@@ -3,7 +3,9 @@
 ``dim.html?d=ID``, ``data.js`` (``window.DASHBOARD_DATA``: browsers block ``fetch()`` of local
 files), ``thumbs/`` sprite sheets, ``assets/``; with a second report ``compare.html`` and its
 dashboard in ``b/``. ``.dashboard-files.json`` lists every file a build wrote: a rebuild
-removes only those, and a non-empty folder without it is refused."""
+removes only those, and a non-empty folder without it is refused. A build is written into a
+hidden sibling folder and moved in once complete, so a failed one (a full disk) leaves the
+folder as it was."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from solo_bayesncl.io.files import require_writable, write_text_replacing
+from solo_bayesncl.io.files import remove_stale_temporaries, replacing_folder, require_writable
 from solo_bayesncl.metrics import (
     EPS,
     MIN_SUPPORT,
@@ -43,21 +45,8 @@ FORMAT_VERSION = 1
 MANIFEST_FILE = ".dashboard-files.json"
 
 
-class _Written:
-    """The files a build writes, relative to the output root, saved in its manifest before each
-    file is written (so an interrupted build is still cleaned up by the next one)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.paths: list[str] = []
-
-    def add(self, path: Path) -> Path:
-        rel = path.relative_to(self.root).as_posix()
-        if rel not in self.paths:
-            self.paths.append(rel)
-            text = json.dumps({"files": self.paths}, indent=1) + "\n"
-            write_text_replacing(self.root / MANIFEST_FILE, text)
-        return path
+#: The suffix of the hidden folder a build is written into before it moves in.
+PARTIAL_SUFFIX = ".partial"
 
 
 def _manifest_files(out: Path) -> list[Path]:
@@ -230,51 +219,52 @@ def _write_index(bundle: FeatureBundle, n_active: int, path: Path) -> None:
     path.write_text(page, encoding="utf-8")
 
 
-def _copy_static(out: Path, pages: tuple[str, ...], written: _Written) -> None:
+def _copy_static(out: Path, pages: tuple[str, ...]) -> None:
     static = resources.files(__package__).joinpath("assets")
     (out / "assets").mkdir(parents=True, exist_ok=True)
     for name in ASSETS:
-        written.add(out / "assets" / name).write_bytes(static.joinpath(name).read_bytes())
+        (out / "assets" / name).write_bytes(static.joinpath(name).read_bytes())
     for name in pages:
-        written.add(out / name).write_bytes(static.joinpath(name).read_bytes())
+        (out / name).write_bytes(static.joinpath(name).read_bytes())
 
 
-def _prepare_out(out: Path) -> _Written:
-    """Create ``out``, or remove from it the files the previous build listed in its manifest
-    (and the folders they leave empty); refuse a non-empty folder without a manifest."""
+def _previous_build(out: Path) -> list[Path]:
+    """The files the previous build wrote in ``out`` (its manifest's), none for a new or empty
+    folder; refuses a file in place of ``out`` and a non-empty folder without a manifest."""
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} exists and is not a folder")
     if out.is_dir() and (out / MANIFEST_FILE).is_file():
-        files = _manifest_files(out)
-        for path in files:
-            if path.is_file() or path.is_symlink():
-                path.unlink()
-        folders = {p for f in files for p in f.parents if out in p.parents}
-        for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
-            if folder.is_dir() and not any(folder.iterdir()):
-                folder.rmdir()
-    elif out.is_dir():
+        return [*_manifest_files(out), out / MANIFEST_FILE]
+    if out.is_dir():
         foreign = sorted(p.name for p in out.iterdir())
         if foreign:
             raise FileExistsError(
                 f"--out {out} holds files no dashboard build wrote ({', '.join(foreign[:5])}"
                 f"{', ...' if len(foreign) > 5 else ''}); choose an empty or new folder"
             )
-    out.mkdir(parents=True, exist_ok=True)
-    written = _Written(out)
-    written.add(out / MANIFEST_FILE)
-    return written
+    return []
 
 
-def _build_one(
-    bundle: FeatureBundle, out: Path, nav: dict[str, Any], written: _Written, **options: Any
-) -> None:
+def _remove_empty_folders(out: Path, files: list[Path]) -> None:
+    """Removes the folders of ``files`` inside ``out`` that are left empty, deepest first."""
+    folders = {p for f in files for p in f.parents if out in p.parents}
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def _build_one(bundle: FeatureBundle, out: Path, nav: dict[str, Any], **options: Any) -> None:
     data = _dashboard_data(bundle, out / "thumbs", nav=nav, **options)
-    for name in data["sprite"]["files"]:
-        written.add(out / name)
-    _write_data_js(data, written.add(out / DATA_FILE))
-    _write_index(bundle, data["meta"]["n_active"], written.add(out / INDEX_PAGE))
-    _copy_static(out, PAGES, written)
+    _write_data_js(data, out / DATA_FILE)
+    _write_index(bundle, data["meta"]["n_active"], out / INDEX_PAGE)
+    _copy_static(out, PAGES)
+
+
+def _write_manifest(staging: Path) -> None:
+    """``.dashboard-files.json``: every file of the build, relative to its folder."""
+    files = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
+    text = json.dumps({"files": [*files, MANIFEST_FILE]}, indent=1) + "\n"
+    (staging / MANIFEST_FILE).write_text(text, encoding="utf-8")
 
 
 def build_dashboard(
@@ -313,7 +303,8 @@ def build_dashboard(
             f"({bundle.class_names[:5]}... vs {other.class_names[:5]}...)"
         )
     out = Path(out_dir)
-    written = _prepare_out(out)
+    remove_stale_temporaries(out, PARTIAL_SUFFIX)
+    previous = _previous_build(out)
     options = dict(
         top_k=top_k,
         top_purity_images=top_purity_images,
@@ -324,10 +315,14 @@ def build_dashboard(
         min_support=min_support,
     )
     compare = "compare.html" if other is not None else None
-    _build_one(bundle, out, {"root": "", "compare": compare, "side": "a"}, written, **options)
-    if other is not None:
-        nav = {"root": "../", "compare": "../compare.html", "side": "b"}
-        _build_one(other, out / COMPARE_SUBDIR, nav, written, **options)
-        _copy_static(out, ("compare.html",), written)
+    stale = tuple(p.relative_to(out).as_posix() for p in previous)
+    with replacing_folder(out, PARTIAL_SUFFIX, stale, last=(INDEX_PAGE, MANIFEST_FILE)) as staging:
+        _build_one(bundle, staging, {"root": "", "compare": compare, "side": "a"}, **options)
+        if other is not None:
+            nav = {"root": "../", "compare": "../compare.html", "side": "b"}
+            _build_one(other, staging / COMPARE_SUBDIR, nav, **options)
+            _copy_static(staging, ("compare.html",))
+        _write_manifest(staging)
+    _remove_empty_folders(out, previous)
 
     return out / "index.html"

@@ -1,5 +1,7 @@
 """Writing output without losing what a user wrote: an early write check, atomic replacement
 through a temporary, the removal of temporaries a killed process left behind, and lock files.
+A disk that fills up while a temporary is written raises :class:`NoSpaceError`, naming the
+folder, and leaves the final path as it was.
 
 A temporary is a hidden sibling of its final path, ``.<name>.<pid>.<random><suffix>``, so a later
 run can tell a temporary of a live process (kept) from one whose process is gone (removed).
@@ -8,6 +10,7 @@ run can tell a temporary of a live process (kept) from one whose process is gone
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import shutil
@@ -18,6 +21,7 @@ from pathlib import Path
 
 __all__ = [
     "LockedError",
+    "NoSpaceError",
     "NotWritableError",
     "hold_lock",
     "remove_stale_temporaries",
@@ -33,6 +37,59 @@ _STALE_AFTER_S: float = 24 * 3600.0
 
 class NotWritableError(PermissionError):
     """An output path cannot be written; raised before any work starts."""
+
+
+class NoSpaceError(OSError):
+    """The disk (or the quota) of ``folder`` filled up while a file was written there; what was
+    being written is removed, the final paths are as they were."""
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+        super().__init__(
+            f"{self.folder}: no space left on the device; nothing was written there (free some "
+            "space or choose another folder)"
+        )
+
+
+#: Free bytes below which a write error of a disk is taken for a full disk (torch.save's
+#: error does not say why it failed).
+_NEARLY_FULL: int = 1 << 20
+_NO_SPACE_WORDS = ("No space left", "os error 28", "Disk quota exceeded")
+
+
+def _is_no_space(err: BaseException, folder: Path) -> bool:
+    """True when ``err`` (or what caused it) is a full disk or quota, or a write error raised
+    while ``folder``'s disk has under :data:`_NEARLY_FULL` bytes free."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(words in str(seen) for words in _NO_SPACE_WORDS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    if not isinstance(err, (OSError, RuntimeError)):
+        return False
+    while not folder.exists() and folder != folder.parent:  # a folder not made yet: its disk
+        folder = folder.parent
+    try:
+        return shutil.disk_usage(folder).free < _NEARLY_FULL
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def no_space_named(folder: str | os.PathLike[str]) -> Iterator[None]:
+    """Turns a full disk inside the block (:func:`_is_no_space`) into :class:`NoSpaceError`
+    naming ``folder`` (the outermost block's, a folder the user named, not a temporary inside
+    it); other errors pass unchanged."""
+    try:
+        yield
+    except NoSpaceError as err:
+        raise NoSpaceError(folder) from err.__cause__
+    except Exception as err:
+        if _is_no_space(err, Path(folder)):
+            raise NoSpaceError(folder) from err
+        raise
 
 
 class LockedError(RuntimeError):
@@ -93,6 +150,8 @@ def require_writable(path: str | os.PathLike[str], what: str = "--out") -> None:
     try:
         fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=where)
     except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise NoSpaceError(where) from None
         raise NotWritableError(
             f"{what} {path}: cannot write in {where} ({err.strerror or err}); "
             "choose a writable folder"
@@ -128,11 +187,13 @@ def replacing(final: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[P
     new one. On an error, or when the block removed the temporary, ``final`` is left as it was."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _make_temporary(final, suffix)
+    with no_space_named(final.parent):
+        tmp = _make_temporary(final, suffix)
     try:
-        yield tmp
-        if tmp.exists():
-            os.replace(tmp, final)
+        with no_space_named(final.parent):  # before the temporary's removal frees its space
+            yield tmp
+            if tmp.exists():
+                os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -145,22 +206,28 @@ def replacing_folder(
     last: tuple[str, ...] = (),
 ) -> Iterator[Path]:
     """Yields a new temporary folder beside ``final`` whose files move into ``final`` when the
-    block ends: one rename when ``final`` does not exist, else one atomic replace per file (the
-    names in ``last`` last, in that order), after removing the ``stale`` names; other files of
-    ``final`` are kept. On an error, ``final`` is left as it was."""
+    block ends: one rename when ``final`` does not exist, else one atomic replace per file, those
+    of sub-folders too (the paths in ``last`` last, in that order), after removing the ``stale``
+    paths (relative to ``final``); other files of ``final`` are kept. On an error, ``final`` is
+    left as it was; a full disk raises :class:`NoSpaceError` naming ``final``."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = _make_temporary(final, suffix, folder=True)
+    with no_space_named(final):
+        staging = _make_temporary(final, suffix, folder=True)
     try:
-        yield staging
+        with no_space_named(final):  # before the staging's removal frees its space
+            yield staging
         if not final.exists():
             os.rename(staging, final)
             return
         for name in stale:
             (final / name).unlink(missing_ok=True)
-        names = sorted(p.name for p in staging.iterdir())
+        names = sorted(
+            p.relative_to(staging).as_posix() for p in staging.rglob("*") if not p.is_dir()
+        )
         names.sort(key=lambda name: last.index(name) + 1 if name in last else 0)
         for name in names:
+            (final / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging / name, final / name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

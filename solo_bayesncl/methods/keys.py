@@ -1,33 +1,27 @@
 """The hyperparameters of each method, declared once: one frozen dataclass per method
 (:class:`NCLSettings`, :class:`BayesNCLSettings`) whose fields carry their default, meaning and
-allowed values. From it come the refusal of a bad value (naming ``method_kwargs.<key>``), the
-table in the method's docstring (:func:`settings_table`), the defaults written into the config,
-and the checked loss module (``settings.objective()``); :mod:`solo_bayesncl.core` takes every
+allowed values, the ranges read from :data:`solo_bayesncl.core.hyperparameters.RANGES` (which
+the losses check too). From it come the refusal of a bad value (naming ``method_kwargs.<key>``),
+the table in the method's docstring (:func:`settings_table`), the defaults written into the
+config, and the loss module (``settings.objective()``); :mod:`solo_bayesncl.core` takes every
 hyperparameter as a required argument under its config name. Needs no solo-learn."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, ClassVar
 
 from solo_bayesncl.core.gates import GATE_MODES, GATE_TYPES, resolve_gate_type
+from solo_bayesncl.core.hyperparameters import FLAG, RANGES, Rule, integer
 from solo_bayesncl.core.losses import BayesNCLLoss, NCLLoss
 from solo_bayesncl.core.nonneg import NON_NEGATIVITY_MAPS, resolve_non_neg
 from solo_bayesncl.core.validation import (
-    MIN_TEMPERATURE,
     ConfigError,
-    describe_int,
-    describe_range,
-    parse_bool,
     require_choice,
     require_int,
     require_known_keys,
-    require_range,
-    require_temperature,
 )
 
 __all__ = [
@@ -46,29 +40,6 @@ __all__ = [
 SECTION = "method_kwargs"
 
 
-@dataclass(frozen=True)
-class Rule:
-    """What a hyperparameter allows: ``check(key, value)`` returns the value normalised or
-    raises :class:`~solo_bayesncl.core.validation.ConfigError` naming ``key``; ``allowed`` says
-    the same in words, for the docstring table."""
-
-    check: Callable[[str, Any], Any]
-    allowed: str
-
-
-def number(low: float, high: float, low_inclusive: bool = False) -> Rule:
-    """A finite number in the interval (``high`` excluded)."""
-    check = partial(require_range, low=low, high=high, low_inclusive=low_inclusive)
-    return Rule(check, describe_range(low, high, low_inclusive))
-
-
-def integer(low: int) -> Rule:
-    """An integer >= ``low``."""
-    return Rule(partial(require_int, low=low), describe_int(low))
-
-
-TEMPERATURE = Rule(require_temperature, describe_range(MIN_TEMPERATURE, math.inf, True))
-FLAG = Rule(parse_bool, "true or false (or 1, 0)")
 NON_NEG = Rule(
     lambda key, value: resolve_non_neg(value, key=key),
     "one of " + ", ".join(sorted(NON_NEGATIVITY_MAPS)) + " (official leakyrelu, null accepted)",
@@ -108,13 +79,13 @@ class ContrastiveSettings:
 
     proj_hidden_dim: int = setting("hidden width of the projector, e.g. 2048", integer(1))
     proj_output_dim: int = setting("number of features k, e.g. 256", integer(1))
-    temperature: float = setting("InfoNCE temperature T", TEMPERATURE, 0.2)
+    temperature: float = setting("InfoNCE temperature T", RANGES["temperature"], 0.2)
     non_neg: str = setting("non-negativity map phi", NON_NEG, "rep_relu")
     use_topk: bool = setting(
         "keep only the topk_k largest activations per sample (the NCL+TopK baseline)", FLAG, False
     )
     topk_k: int = setting(
-        "activations kept per sample when use_topk", integer(1), 32, when="use_topk"
+        "activations kept per sample when use_topk", RANGES["topk_k"], 32, when="use_topk"
     )
 
     @classmethod
@@ -178,7 +149,7 @@ class NCLSettings(ContrastiveSettings):
         "share of the representation's entries zeroed at random in training before InfoNCE "
         "(a random gate without a gating head or prior; the representation evaluated is "
         "unchanged)",
-        number(0.0, 1.0, low_inclusive=True),
+        RANGES["dimension_dropout"],
         0.0,
     )
     dimension_dropout_epochs: int = setting(
@@ -223,15 +194,19 @@ class BayesNCLSettings(ContrastiveSettings):
         "how the hard gate is drawn in training (ste: the paper's main variant)", GATE_TYPE, "ste"
     )
     bayesian_prior_prob: float = setting(
-        "rho, the prior open probability of every gate", number(0.0, 1.0), 0.8
+        "rho, the prior open probability of every gate", RANGES["bayesian_prior_prob"], 0.8
     )
-    gate_threshold: float = setting("t, the threshold of alpha", number(0.0, 1.0), 0.5)
-    sigmoid_temperature: float = setting("tau_g, the gate's temperature", TEMPERATURE, 1.0)
+    gate_threshold: float = setting("t, the threshold of alpha", RANGES["gate_threshold"], 0.5)
+    sigmoid_temperature: float = setting(
+        "tau_g, the gate's temperature", RANGES["sigmoid_temperature"], 1.0
+    )
     bayesian_kl_lambda: float = setting(
-        "lambda, the weight of the KL term", number(0.0, math.inf, low_inclusive=True), 3e-5
+        "lambda, the weight of the KL term", RANGES["bayesian_kl_lambda"], 3e-5
     )
-    kl_eps: float = setting("clamp of alpha and rho in the KL", number(0.0, 0.5), 0.01)
-    use_kl: bool = setting("add the KL term (false: the gate trains by InfoNCE only)", FLAG, True)
+    kl_eps: float = setting("clamp of alpha and rho in the KL", RANGES["kl_eps"], 0.01)
+    use_kl: bool = setting(
+        "add the KL term (false: the gate trains by InfoNCE only)", RANGES["use_kl"], True
+    )
     gating_head_hidden_dim: int = setting(
         "hidden width of the gating head (default: proj_hidden_dim)",
         integer(1),
@@ -326,4 +301,4 @@ def check_upstream_method_kwargs(method: str | None, kwargs: Mapping[str, Any] |
         if kwargs.get(key, None) is not None:
             require_int(f"{SECTION}.{key}", kwargs[key], low=1)
     if kwargs.get("temperature", None) is not None:
-        require_temperature(f"{SECTION}.temperature", kwargs["temperature"])
+        RANGES["temperature"].check(f"{SECTION}.temperature", kwargs["temperature"])

@@ -185,18 +185,33 @@ def resume_order(paths: list[Path]) -> list[Path]:
     return sorted(paths, key=lambda p: (*_progress(p), p.stat().st_mtime), reverse=True)
 
 
-def _candidates(run_root: Path, max_hours: float) -> Iterator[tuple[Path, Any, list[Path]]]:
-    """``(folder, its args.json, its checkpoints no older than max_hours)`` of each earlier run."""
+def _candidates(
+    run_root: Path, max_hours: float
+) -> Iterator[tuple[Path, Any, list[Path], list[Path]]]:
+    """``(folder, its args.json, its checkpoints no older than max_hours, the older ones)`` of
+    each earlier run with a checkpoint."""
     oldest = time.time() - max_hours * 3600
     for args_file in run_root.glob("*/args.json"):
-        ckpts = [p for p in args_file.parent.glob("*.ckpt") if p.stat().st_mtime >= oldest]
+        ckpts = list(args_file.parent.glob("*.ckpt"))
         if not ckpts:
             continue
         try:
             args = json.loads(args_file.read_text())
         except (OSError, ValueError):
             continue
-        yield args_file.parent, args, ckpts
+        fresh = [p for p in ckpts if p.stat().st_mtime >= oldest]
+        yield args_file.parent, args, fresh, [p for p in ckpts if p not in fresh]
+
+
+def _too_old_line(checkpoints: list[Path], max_hours: float) -> str:
+    """What a rerun says when the same run's checkpoints are all older than ``max_hours``."""
+    newest = max(checkpoints, key=lambda p: p.stat().st_mtime)
+    hours = (time.time() - newest.stat().st_mtime) / 3600
+    return (
+        f"auto-resume: not resuming from {newest}: saved {hours:.1f} h ago, older than "
+        f"auto_resume.max_hours={max_hours:g}; starting a new run (raise auto_resume.max_hours "
+        "to resume it)"
+    )
 
 
 #: The entry of a checkpoint holding the :func:`config_fingerprint` of the run that saved it.
@@ -252,11 +267,13 @@ def find_resume_checkpoint(
     run_root = Path(run_root)
     closest: tuple[Path, list] | None = None
     same_run: dict[Path, Path] = {}  # checkpoint: its run's folder
-    for folder, args, checkpoints in _candidates(run_root, max_hours):
+    too_old: list[Path] = []  # the same run's checkpoints older than max_hours
+    for folder, args, checkpoints, old in _candidates(run_root, max_hours):
         diffs = config_differences(args, cfg_container)
         if not diffs:
             same_run.update(dict.fromkeys(checkpoints, folder))
-        elif closest is None or len(diffs) < len(closest[1]):
+            too_old.extend(old)
+        elif checkpoints and (closest is None or len(diffs) < len(closest[1])):
             closest = (folder, diffs)
     fingerprint = config_fingerprint(cfg_container)
     for ckpt in resume_order(list(same_run)):
@@ -265,7 +282,9 @@ def find_resume_checkpoint(
             log(f"auto-resume: resuming the same run from {ckpt}")
             return ckpt, same_run[ckpt].name.removeprefix("offline-")
         log(f"auto-resume: skipping {problem}")
-    if closest is not None:
+    if too_old:
+        log(_too_old_line(too_old, max_hours))
+    elif closest is not None:
         log(
             f"auto-resume: no earlier run in {run_root} has the same settings; starting a new "
             f"run. The closest ({closest[0].name}) differs in {_describe(closest[1])}"

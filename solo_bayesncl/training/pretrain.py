@@ -17,6 +17,7 @@ from solo_bayesncl.data.pipelines import pretrain_fit_data
 from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.host.models import build_method
 from solo_bayesncl.host.registration import register
+from solo_bayesncl.io.files import require_writable
 from solo_bayesncl.methods.keys import check_upstream_method_kwargs, checked_method
 from solo_bayesncl.training.auto_resume import decide_job_run
 from solo_bayesncl.training.fit import fit, seed_and_layout
@@ -55,6 +56,9 @@ def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
 
     from solo_bayesncl.training.callback import build_interpretability_callback  # Lightning
 
+    # the run folder, logs and checkpoints go under checkpoint.dir (the current folder by
+    # default): a read-only place is refused here, not by Lightning once training runs
+    require_writable(spec.checkpoint.run_root, what="checkpoint.dir")
     model = seed_and_layout(
         spec.trainer.seed,
         spec.trainer.performance,

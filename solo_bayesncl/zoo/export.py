@@ -17,10 +17,11 @@ The entry's ``sha256`` and ``size`` are computed from the bytes just written.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from solo_bayesncl.io.checkpoints import (
     load_checkpoint,
     load_method,
 )
-from solo_bayesncl.io.files import require_writable
+from solo_bayesncl.io.files import replacing, require_writable
 
 from .errors import ArtifactError
 from .hashing import sha256_file
@@ -224,14 +225,31 @@ def export_state_dict(
     if not overwrite:
         _refuse_existing(out_dir, name)
 
-    path = write_artifact(artifact, out_dir / filename)
-    entry["sha256"] = sha256_file(path)
-    entry["size"] = path.stat().st_size
-    sha_path = out_dir / f"{filename}.sha256"
-    sha_path.write_text(f"{entry['sha256']}  {filename}\n")
-    entry_path = out_dir / f"{name}.entry.json"
-    entry_path.write_text(json.dumps(entry, indent=2, allow_nan=False) + "\n")
+    path, sha_path, entry_path = _export_paths(out_dir, name)
+    made = not out_dir.exists()  # a folder this export makes goes again if it fails
+    # the three files appear together once all are written (renamed in this order on leaving)
+    with _removed_on_error(out_dir if made else None), contextlib.ExitStack() as stack:
+        tmp_entry, tmp_sha, tmp_path = (
+            stack.enter_context(replacing(p, suffix=".part")) for p in (entry_path, sha_path, path)
+        )
+        write_artifact(artifact, tmp_path)
+        entry["sha256"] = sha256_file(tmp_path)
+        entry["size"] = tmp_path.stat().st_size
+        tmp_sha.write_text(f"{entry['sha256']}  {filename}\n")
+        tmp_entry.write_text(json.dumps(entry, indent=2, allow_nan=False) + "\n")
     return ExportResult(path, entry["sha256"], entry["size"], entry, sha_path, entry_path)
+
+
+@contextlib.contextmanager
+def _removed_on_error(folder: Path | None) -> Iterator[None]:
+    """Removes ``folder`` (when given and left empty) if the block fails."""
+    try:
+        yield
+    except BaseException:
+        if folder is not None:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 def _export_paths(out_dir: Path, name: str) -> list[Path]:

@@ -227,11 +227,17 @@ def read_manifest(path: str | os.PathLike[str], require_https: bool = True) -> l
     """Read and validate one manifest file; names must be unique within it."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ManifestError(f"manifest {path} does not exist") from None
     except json.JSONDecodeError as err:
         raise ManifestError(f"manifest {path} is not valid JSON: {err}") from None
+    except UnicodeDecodeError:
+        raise ManifestError(
+            f"manifest {path} is not a text file (not UTF-8); a manifest is JSON"
+        ) from None
+    except OSError as err:
+        raise ManifestError(f"manifest {path} cannot be read ({err.strerror or err})") from None
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         raise ManifestError(f"manifest {path}: 'format' must be {MANIFEST_FORMAT!r}")
     models = data.get("models")
