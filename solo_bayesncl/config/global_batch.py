@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import omegaconf
 from omegaconf import OmegaConf
 
+from solo_bayesncl.config.runtime import job_processes
+
 __all__ = ["BATCH_SCOPES", "BatchPlan", "apply_global_batch", "plan_global_batch"]
 
 BATCH_SCOPES: tuple[str, ...] = ("global", "per_device")
@@ -61,8 +63,7 @@ def apply_global_batch(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
         )
     if scope == "per_device":
         return cfg
-    world = len(cfg.devices) * int(OmegaConf.select(cfg, "num_nodes", default=1) or 1)
-    plan = plan_global_batch(OmegaConf.select(cfg, "optimizer.batch_size"), world)
+    plan = plan_global_batch(OmegaConf.select(cfg, "optimizer.batch_size"), job_processes(cfg))
     cfg.optimizer.global_batch_size = plan.global_batch
     cfg.optimizer.batch_size = plan.per_device
     cfg.optimizer.batch_size_scope = "per_device"

@@ -27,7 +27,12 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.config.checks import check_run_cfg, fit_backbone_to_crops
 from solo_bayesncl.config.global_batch import apply_global_batch
-from solo_bayesncl.config.runtime import PerformanceSettings, performance_settings, resolve_runtime
+from solo_bayesncl.config.runtime import (
+    PerformanceSettings,
+    job_processes,
+    performance_settings,
+    resolve_runtime,
+)
 from solo_bayesncl.core.gates import GATE_MODES
 from solo_bayesncl.core.validation import (
     ConfigError,
@@ -44,7 +49,6 @@ from solo_bayesncl.data.names import (
     small_stem,
 )
 from solo_bayesncl.data.resolve import (
-    batch_and_processes,
     check_dataset_available,
     resolve_augment_on,
     resolve_dataset_cfg,
@@ -151,9 +155,9 @@ long with no word."""
 
 @dataclass(frozen=True)
 class TrainerSpec:
-    """The Trainer and the machine: ``processes`` is the job's ``len(devices) * num_nodes``,
-    ``devices`` as Lightning's Trainer takes them (:func:`~solo_bayesncl.config.runtime.
-    trainer_devices`), ``peer_timeout_s`` how long the processes wait for each other
+    """The Trainer and the machine: ``processes`` is the job's
+    (:func:`~solo_bayesncl.config.runtime.job_processes`), ``devices`` as Lightning's Trainer
+    takes them (a process count on the CPU, GPU ids otherwise), ``peer_timeout_s`` how long the processes wait for each other
     (``distributed.timeout_s``, else :data:`PEER_TIMEOUT_S`), ``arguments`` the whole config as
     plain data, from which the Trainer takes the keys it has."""
 
@@ -298,8 +302,7 @@ def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool =
         trainer=TrainerSpec(
             name=str(select("name", default=None) or "run"),
             seed=None if seed is None else int(seed),
-            processes=(len(devices) if OmegaConf.is_list(devices) else 1)
-            * int(select("num_nodes", default=1) or 1),
+            processes=job_processes(cfg),
             accelerator=accelerator,
             strategy=select("strategy", default="auto"),
             devices=(len(devices) if accelerator == "cpu" else list(devices))
@@ -367,7 +370,8 @@ def resolve_with_solo(
         str(OmegaConf.select(cfg, "name", default=None) or "run"), data.name
     )
     if check_data:
-        check_dataset_available(data, *batch_and_processes(cfg))
+        batch = OmegaConf.select(cfg, "optimizer.batch_size", default=None)
+        check_dataset_available(data, batch, job_processes(cfg))
     cfg = parse_cfg(cfg)
     if data.name in OFFLINE_DATASETS:
         cfg.data.num_classes = OFFLINE_DATASETS[data.name]
