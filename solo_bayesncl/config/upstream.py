@@ -37,6 +37,7 @@ from solo_bayesncl.host.registration import register
 from solo_bayesncl.methods.keys import (
     METHOD_SETTINGS,
     check_method_kwargs,
+    check_owned_keys,
     check_upstream_method_kwargs,
 )
 
@@ -178,9 +179,10 @@ def check_method_keys(cfg: omegaconf.DictConfig) -> None:
     method = OmegaConf.select(cfg, "method", default=None)
     kwargs = OmegaConf.select(cfg, "method_kwargs", default=None)
     check_method_kwargs(method, kwargs)
+    check_owned_keys(cfg)
     settings = METHOD_SETTINGS.get(str(method))
     if settings is not None:
-        settings.check_kwargs(kwargs or {})
+        settings.check_kwargs(kwargs or {}, OmegaConf.select(cfg, "optimizer", default=None))
     check_upstream_method_kwargs(method, kwargs)
 
 

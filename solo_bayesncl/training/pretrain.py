@@ -37,8 +37,8 @@ def prepare_pretrain(cfg: omegaconf.DictConfig, check_data: bool = True) -> RunS
     method = checked_method(cfg, METHODS)  # no silently ignored (misspelt) key
     check_solo_names(cfg, BaseMethod._OPTIMIZERS, BaseMethod._SCHEDULERS, BaseMethod._BACKBONES)
     cfg = resolve_with_solo(cfg, parse_cfg, check_data, pretraining=True)
-    cfg = METHODS[method].add_and_assert_specific_cfg(cfg)  # solo-learn's hand-off
-    spec = run_spec(cfg, pretraining=True)  # performance.compile=True needs a C++ compiler
+    cfg = METHODS[method].add_and_assert_specific_cfg(cfg)  # solo-learn's defaults
+    spec = run_spec(cfg, pretraining=True)  # the method's settings parsed, once
     check_upstream_method_kwargs(spec.method.name, spec.method.kwargs)
     return spec
 
@@ -58,7 +58,9 @@ def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
     model = seed_and_layout(
         spec.trainer.seed,
         spec.trainer.performance,
-        lambda: build_method(spec.method.name, spec.solo, spec.method.small_stem),
+        lambda: build_method(
+            spec.method.name, spec.solo, spec.method.small_stem, settings=spec.method.settings
+        ),
     )
     run = decide_job_run(
         spec.fingerprint_source,
