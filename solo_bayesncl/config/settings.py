@@ -158,9 +158,9 @@ long with no word."""
 class TrainerSpec:
     """The Trainer and the machine: ``processes`` is the job's
     (:func:`~solo_bayesncl.config.runtime.job_processes`), ``devices`` as Lightning's Trainer
-    takes them (a process count on the CPU, GPU ids otherwise), ``peer_timeout_s`` how long the processes wait for each other
-    (``distributed.timeout_s``, else :data:`PEER_TIMEOUT_S`), ``arguments`` the whole config as
-    plain data, from which the Trainer takes the keys it has."""
+    takes them (a process count on the CPU, GPU ids otherwise), ``peer_timeout_s`` how long the
+    processes wait for each other (``distributed.timeout_s``, else :data:`PEER_TIMEOUT_S`),
+    ``arguments`` the whole config as plain data, from which the Trainer takes its keys."""
 
     name: str = "run"
     seed: int | None = None
@@ -187,7 +187,7 @@ class CheckpointSpec:
     keep_prev: bool = False
     time_interval_s: float | None = None
     auto_resume: bool = False
-    max_hours: Any = None
+    max_hours: float | None = None
     resume_from: str | None = None
 
 

@@ -38,7 +38,6 @@ from solo_bayesncl.methods.keys import (
     METHOD_SETTINGS,
     check_method_kwargs,
     check_owned_keys,
-    check_upstream_method_kwargs,
 )
 
 __all__ = ["UpstreamScripts", "check_method_keys", "upstream_problems"]
@@ -183,7 +182,6 @@ def check_method_keys(cfg: omegaconf.DictConfig) -> None:
     settings = METHOD_SETTINGS.get(str(method))
     if settings is not None:
         settings.check_kwargs(kwargs or {}, OmegaConf.select(cfg, "optimizer", default=None))
-    check_upstream_method_kwargs(method, kwargs)
 
 
 class UpstreamScripts(Callback):

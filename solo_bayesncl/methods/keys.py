@@ -40,7 +40,6 @@ __all__ = [
     "Rule",
     "check_method_kwargs",
     "check_owned_keys",
-    "check_upstream_method_kwargs",
     "checked_method",
     "owned_keys",
     "settings_table",
@@ -360,8 +359,9 @@ def checked_method(cfg: Mapping[str, Any], known: Iterable[str]) -> str:
 
 def check_method_kwargs(method: str | None, kwargs: Mapping[str, Any] | None) -> None:
     """Refuses ``method_kwargs`` keys the method does not read (:data:`METHOD_SETTINGS`,
-    :data:`UPSTREAM_METHOD_KWARGS`); called by the pretraining entry point only, so that
-    checkpoints of the official codes (with their extra keys) still load."""
+    :data:`UPSTREAM_METHOD_KWARGS`) and, for solo-learn's ``simclr`` and ``mocov2plus``, values
+    out of their ranges (NCL and BayesNCL: their settings'); called by the pretraining entry
+    point only, so that checkpoints of the official codes (with their extra keys) still load."""
     settings = METHOD_SETTINGS.get(str(method))
     if settings is not None:
         known = tuple(
@@ -371,6 +371,12 @@ def check_method_kwargs(method: str | None, kwargs: Mapping[str, Any] | None) ->
         known = UPSTREAM_METHOD_KWARGS.get(str(method))
     if known is not None:
         require_known_keys(SECTION, kwargs, known)
+    if settings is None and known is not None and kwargs is not None:  # solo-learn's ranges
+        for key in ("proj_hidden_dim", "proj_output_dim", "queue_size"):
+            if kwargs.get(key, None) is not None:
+                require_int(f"{SECTION}.{key}", kwargs[key], low=1)
+        if kwargs.get("temperature", None) is not None:
+            require_temperature(f"{SECTION}.temperature", kwargs["temperature"])
 
 
 def owned_keys() -> dict[str, str]:
@@ -394,15 +400,3 @@ def check_owned_keys(cfg: Mapping[str, Any]) -> None:
             raise ConfigError(
                 f"{key} is read by method={owner} only; method={method} would ignore it: remove it"
             )
-
-
-def check_upstream_method_kwargs(method: str | None, kwargs: Mapping[str, Any] | None) -> None:
-    """The ranges of the ``method_kwargs`` solo-learn's ``simclr`` and ``mocov2plus`` read
-    (NCL and BayesNCL check their own)."""
-    if method not in UPSTREAM_METHOD_KWARGS or kwargs is None:
-        return
-    for key in ("proj_hidden_dim", "proj_output_dim", "queue_size"):
-        if kwargs.get(key, None) is not None:
-            require_int(f"{SECTION}.{key}", kwargs[key], low=1)
-    if kwargs.get("temperature", None) is not None:
-        require_temperature(f"{SECTION}.temperature", kwargs["temperature"])

@@ -17,7 +17,7 @@ from solo_bayesncl.data.pipelines import pretrain_fit_data
 from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.host.models import build_method
 from solo_bayesncl.host.registration import register
-from solo_bayesncl.methods.keys import check_upstream_method_kwargs, checked_method
+from solo_bayesncl.methods.keys import checked_method
 from solo_bayesncl.training.auto_resume import decide_job_run
 from solo_bayesncl.training.fit import fit, seed_and_layout
 
@@ -38,9 +38,7 @@ def prepare_pretrain(cfg: omegaconf.DictConfig, check_data: bool = True) -> RunS
     check_solo_names(cfg, BaseMethod._OPTIMIZERS, BaseMethod._SCHEDULERS, BaseMethod._BACKBONES)
     cfg = resolve_with_solo(cfg, parse_cfg, check_data, pretraining=True)
     cfg = METHODS[method].add_and_assert_specific_cfg(cfg)  # solo-learn's defaults
-    spec = run_spec(cfg, pretraining=True)  # the method's settings parsed, once
-    check_upstream_method_kwargs(spec.method.name, spec.method.kwargs)
-    return spec
+    return run_spec(cfg, pretraining=True)  # the method's settings parsed, once
 
 
 def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
