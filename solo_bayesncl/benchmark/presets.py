@@ -19,15 +19,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omegaconf import OmegaConf
 
 from solo_bayesncl.config.shipped import resolve_config_dir
+from solo_bayesncl.evaluation.options import ReportError, ReportOptions
 from solo_bayesncl.host.registration import SUPPORTED_METHODS
-
-if TYPE_CHECKING:
-    from solo_bayesncl.evaluation.options import ReportOptions
 
 __all__ = ["METHODS", "Preset", "PresetError", "RunOrder", "available_presets", "load_preset"]
 
@@ -100,8 +98,6 @@ class Preset:
 
     def report_options(self, protocol: str = "standard") -> ReportOptions:
         """The report's options: the preset's ``report`` section and the run's ``protocol``."""
-        from solo_bayesncl.evaluation.options import ReportOptions
-
         return ReportOptions(**self.report, protocol=protocol)
 
 
@@ -131,8 +127,6 @@ class RunOrder:
     @classmethod
     def from_json(cls, text: str) -> RunOrder:
         """The order :meth:`to_json` wrote."""
-        from solo_bayesncl.evaluation.options import ReportOptions
-
         data = json.loads(text)
         return cls(**{**data, "report": ReportOptions(**data["report"])})
 
@@ -185,8 +179,6 @@ def _section(path: Path, name: str, value: Any, known: dict[str, str]) -> dict[s
 
 def _report(path: Path, value: Any) -> dict[str, Any]:
     """The ``report`` section, checked as the report's options are."""
-    from solo_bayesncl.evaluation.options import ReportError, ReportOptions
-
     known = {f.name: "" for f in dataclasses.fields(ReportOptions) if f.name != "protocol"}
     report = _section(path, "report", value, known)
     try:

@@ -359,3 +359,14 @@ def test_settings_that_would_be_misread_are_refused_before_training(
         prepare_pretrain(compose("scripts/pretrain/cifar", "bayesncl.yaml", overrides))
     assert "\n" not in str(err.value)
     assert re.search(message, str(err.value)), str(err.value)
+
+
+def test_the_docs_table_of_interpretability_keys_is_the_spec():
+    from solo_bayesncl.config.settings import InterpretabilitySpec
+
+    table = _docs_table("### `interpretability` config keys")
+    for f in dataclasses.fields(InterpretabilitySpec):
+        written = table.pop(f.name)
+        assert written == ("null" if f.default is None else str(f.default)), f.name
+    assert table == {}
+
