@@ -176,21 +176,28 @@ def check_solo_names(
         # solo-learn gives the parameters, lr and weight_decay itself
         _require_arguments("optimizer.kwargs", cfg, optimizers[optimizer], {"params", "lr"})
     backbone = str(OmegaConf.select(cfg, "backbone.name", default=""))
-    owner = next((c for prefix, c in BACKBONE_CLASSES.items() if backbone.startswith(prefix)), None)
-    if backbones is not None and owner is not None:
-        module, _, name = owner.rpartition(".")
-        built = getattr(importlib.import_module(module), name)
-        _require_arguments("backbone.kwargs", cfg, built, {"num_classes"})
+    for prefix, (owner, given) in BACKBONE_CLASSES.items():
+        if backbones is not None and backbone.startswith(prefix):
+            module, _, name = owner.rpartition(".")
+            built = getattr(importlib.import_module(module), name)
+            _require_arguments("backbone.kwargs", cfg, built, {"num_classes", *given})
 
 
-BACKBONE_CLASSES: dict[str, str] = {
-    "resnet": "torchvision.models.resnet.ResNet",
-    "vit_": "timm.models.vision_transformer.VisionTransformer",
-    "swin_": "timm.models.swin_transformer.SwinTransformer",
-    "convnext_": "timm.models.convnext.ConvNeXt",
+BACKBONE_CLASSES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "resnet": ("torchvision.models.resnet.ResNet", ("block", "layers")),
+    "vit_": (
+        "timm.models.vision_transformer.VisionTransformer",
+        ("embed_dim", "depth", "num_heads"),
+    ),
+    "swin_": (
+        "timm.models.swin_transformer.SwinTransformer",
+        ("patch_size", "embed_dim", "depths", "num_heads"),
+    ),
+    "convnext_": ("timm.models.convnext.ConvNeXt", ("depths", "dims")),
 }
 """The class each of solo-learn's backbones (by name prefix) is built as, whose arguments
-``backbone.kwargs`` are handed to (its WideResNet and PoolFormer take any keyword)."""
+``backbone.kwargs`` are handed to, less those solo-learn's builder gives itself (its WideResNet
+and PoolFormer take any keyword)."""
 
 
 def _require_arguments(key: str, cfg: omegaconf.DictConfig, target: Any, given: set[str]) -> None:
