@@ -326,3 +326,24 @@ def assert_gradients_close(first: dict, second: dict, rel: float) -> None:
         assert apart <= rel * float(grad.norm()) + 1e-7, (
             f"{name}: the first gradients differ by {apart:.2e} (norm {grad.norm():.2e})"
         )
+
+
+def run_order(**fields):
+    """A benchmark run's order (:class:`~solo_bayesncl.benchmark.presets.RunOrder`) with
+    ``fields`` and placeholders for the rest."""
+    from solo_bayesncl.benchmark.presets import RunOrder
+    from solo_bayesncl.evaluation.options import ReportOptions
+
+    values = {
+        "method": "ncl",
+        "variant": fields.get("method", "ncl"),
+        "seed": 1,
+        "run_key": "abc",
+        "config_dir": "configs",
+        "linear_config_dir": "configs",
+        "overrides": [],
+        "linear": {},
+        "knn": {},
+        "report": ReportOptions(),
+    }
+    return RunOrder(**{**values, **fields})

@@ -100,4 +100,4 @@ def test_the_dataset_is_decoded_only_where_a_config_is_resolved():
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "dataset_spec":
                 calls.append(name)
     outside = [name for name in calls if name != "data/names.py"]
-    assert sorted(outside) == ["config/settings.py", "data/resolve.py", "data/resolve.py"]
+    assert sorted(outside) == ["config/settings.py", "data/resolve.py"]

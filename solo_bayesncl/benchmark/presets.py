@@ -14,6 +14,8 @@ refused with the known keys."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +24,10 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from solo_bayesncl.config.shipped import resolve_config_dir
+from solo_bayesncl.evaluation.options import ReportError, ReportOptions
 from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
-__all__ = ["METHODS", "Preset", "PresetError", "available_presets", "load_preset"]
+__all__ = ["METHODS", "Preset", "PresetError", "RunOrder", "available_presets", "load_preset"]
 
 PRESET_DIR = Path(__file__).with_name("presets")
 METHODS: tuple[str, ...] = SUPPORTED_METHODS
@@ -52,20 +55,9 @@ _SECTION_KEYS: dict[str, dict[str, str]] = {
         "overrides": "list of strings",
     },
     "knn": {"k": "positive int", "temperature": "positive number"},
-    # the fields of solo_bayesncl.evaluation.options.ReportOptions
-    "report": {
-        "dataset": "string",
-        "batch_size": "positive int",
-        "max_images": "positive int or null",
-        "device": "string",
-        "top_dims": "positive int",
-        "images_per_dim": "positive int",
-        "num_workers": "int >= 0",
-        "thumbnail_size": "positive int",
-        "shuffle_permutations": "positive int",
-        "retrieval_max_samples": "positive int or null",
-    },
 }
+"""``report`` is checked as :class:`~solo_bayesncl.evaluation.options.ReportOptions` checks its
+options (:func:`_report`)."""
 
 
 class PresetError(ValueError):
@@ -85,6 +77,7 @@ class Preset:
     linear: dict[str, Any] = field(default_factory=dict)
     knn: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)
+    """The report options the preset gives (the others: their defaults); checked when read."""
     out_dir: Path = Path("results")
     source: Path | None = None
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -103,6 +96,40 @@ class Preset:
             + list(self.variants.get(name, {}).get("overrides", []))
         )
 
+    def report_options(self, protocol: str = "standard") -> ReportOptions:
+        """The report's options: the preset's ``report`` section and the run's ``protocol``."""
+        return ReportOptions(**self.report, protocol=protocol)
+
+
+@dataclass(frozen=True)
+class RunOrder:
+    """One run of a preset, all its stages read: what the benchmark hands its child process
+    (``run_one``), saved as ``RUN_DIR/spec.json`` (:meth:`to_json`, :meth:`from_json`)."""
+
+    method: str
+    variant: str
+    seed: int
+    run_key: str
+    config_dir: str
+    linear_config_dir: str
+    overrides: list[str]
+    linear: dict[str, Any]
+    knn: dict[str, Any]
+    report: ReportOptions
+
+    def to_json(self) -> str:
+        """The order as JSON (the report's dataset as a string)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        report = dataclasses.asdict(self.report)
+        report["dataset"] = None if self.report.dataset is None else str(self.report.dataset)
+        return json.dumps({**data, "report": report}, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> RunOrder:
+        """The order :meth:`to_json` wrote."""
+        data = json.loads(text)
+        return cls(**{**data, "report": ReportOptions(**data["report"])})
+
 
 def available_presets() -> list[str]:
     """Names of the presets shipped with the package."""
@@ -118,13 +145,8 @@ def _type_ok(value: Any, kind: str) -> bool:
         return isinstance(value, str)
     if kind == "list of strings":
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
-    if kind.endswith(" or null") and value is None:
-        return True
-    kind = kind.removesuffix(" or null")
     if kind == "positive int":
         return _is_int(value) and value > 0
-    if kind == "int >= 0":
-        return _is_int(value) and value >= 0
     if kind == "positive number":
         return (_is_int(value) or isinstance(value, float)) and value > 0
     raise AssertionError(kind)
@@ -140,20 +162,30 @@ def _strings(path: Path, key: str, value: Any) -> list[str]:
     return list(value)
 
 
-def _section(path: Path, name: str, value: Any) -> dict[str, Any]:
+def _section(path: Path, name: str, value: Any, known: dict[str, str]) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise PresetError(f"{path}: {name} must be a mapping, got {value!r}")
-    known = _SECTION_KEYS[name]
     for key, item in value.items():
         if key not in known:
             raise PresetError(
                 f"{path}: unknown key {name}.{key}; known keys of {name}: {', '.join(known)}"
             )
-        if not _type_ok(item, known[key]):
+        if known[key] and not _type_ok(item, known[key]):
             raise PresetError(f"{path}: {name}.{key} must be a {known[key]}, got {item!r}")
     return dict(value)
+
+
+def _report(path: Path, value: Any) -> dict[str, Any]:
+    """The ``report`` section, checked as the report's options are."""
+    known = {f.name: "" for f in dataclasses.fields(ReportOptions) if f.name != "protocol"}
+    report = _section(path, "report", value, known)
+    try:
+        ReportOptions(**report)
+    except ReportError as err:
+        raise PresetError(f"{path}: report: {err}") from None
+    return report
 
 
 def load_preset(name_or_path: str | Path) -> Preset:
@@ -235,9 +267,9 @@ def load_preset(name_or_path: str | Path) -> Preset:
         seeds=list(seeds),
         overrides=_strings(path, "overrides", raw.get("overrides")),
         method_overrides=method_overrides,
-        linear=_section(path, "linear", raw.get("linear")),
-        knn=_section(path, "knn", raw.get("knn")),
-        report=_section(path, "report", raw.get("report")),
+        linear=_section(path, "linear", raw.get("linear"), _SECTION_KEYS["linear"]),
+        knn=_section(path, "knn", raw.get("knn"), _SECTION_KEYS["knn"]),
+        report=_report(path, raw.get("report")),
         out_dir=out_dir,
         source=path,
         variants=variants,

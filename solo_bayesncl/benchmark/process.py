@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import datetime as dt
-import json
 import os
 import signal
 import subprocess
@@ -26,8 +25,8 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
+from solo_bayesncl.benchmark.presets import RunOrder
 from solo_bayesncl.benchmark.progress import read_status
 from solo_bayesncl.io.files import LockedError, hold_lock
 
@@ -234,13 +233,13 @@ def run_lock(run_dir: Path, label: str):
         yield
 
 
-def train_in_child(spec: dict[str, Any], run_dir: Path, display, run_progress, log) -> None:
-    """Trains one unfinished run, ``spec`` (what ``run_one`` reads from ``RUN_DIR/spec.json``),
+def train_in_child(order: RunOrder, run_dir: Path, display, run_progress, log) -> None:
+    """Trains one unfinished run, ``order`` (what ``run_one`` reads from ``RUN_DIR/spec.json``),
     in its child process, shown on ``display``; :class:`RunFailed` when it fails, with the error
     its log ends with."""
-    label = f"{spec['variant']} seed {spec['seed']}"
+    label = f"{order.variant} seed {order.seed}"
     result_file = run_dir / "result.json"
-    (run_dir / "spec.json").write_text(json.dumps(spec, indent=2) + "\n")
+    (run_dir / "spec.json").write_text(order.to_json())
     (run_dir / "status.json").unlink(missing_ok=True)  # an earlier sitting's
     log(f"[run]  {label}: log {run_dir / 'log.txt'}")
     if display is not None:

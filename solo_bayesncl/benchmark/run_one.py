@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from solo_bayesncl.benchmark.machine import StageMeter, git_state, load_unreliable
+from solo_bayesncl.benchmark.presets import RunOrder
 from solo_bayesncl.benchmark.process import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
@@ -88,7 +89,7 @@ def run(spec_path: Path) -> dict[str, Any]:
     With ``devices`` > 1 in the preset, pretraining is one Lightning DDP job started from this
     process; the processes Lightning starts for the other ranks re-run this module, train, and
     return ``{}`` (:func:`~solo_bayesncl.benchmark.stages.pretrain_other_rank`)."""
-    spec = json.loads(spec_path.read_text())
+    spec = RunOrder.from_json(spec_path.read_text())
     run_dir = spec_path.parent
     if not launched_as_rank_zero():
         pretrain_other_rank(spec, run_dir)
@@ -120,11 +121,11 @@ def run(spec_path: Path) -> dict[str, Any]:
 
     ckpt = stage("pretrain", lambda: pretrain_stage(spec, run_dir, status))["checkpoint"]
     stage("linear", lambda: linear_stage(spec, run_dir, ckpt, status))
-    shared = ValidationPass(spec, ckpt)  # one pass over the validation images for both
+    shared = ValidationPass(spec.report, ckpt)  # one pass over the validation images for both
     stage("knn", lambda: knn_stage(spec, ckpt, status, shared))
     report_json = run_dir / "report.json"
     if (
-        spec.get("protocol") == "paper"
+        spec.report.protocol == "paper"
         and report_json.is_file()
         and not json.loads(report_json.read_text()).get("metrics_paper")
     ):
@@ -138,10 +139,10 @@ def run(spec_path: Path) -> dict[str, Any]:
     commits = sorted({s["commit"] for s in stages.values()})
     pretrain = stages["pretrain"]
     result = {
-        "method": spec["method"],
-        "variant": spec.get("variant", spec["method"]),
-        "seed": spec["seed"],
-        "run_key": spec["run_key"],
+        "method": spec.method,
+        "variant": spec.variant,
+        "seed": spec.seed,
+        "run_key": spec.run_key,
         **{k: v for k, v in pretrain.items() if k not in ("metrics_csv", "timing", "commit")},
         # the run's own files by their place in its folder (benchmark.records)
         "checkpoint": recorded_path(run_dir, pretrain["checkpoint"]),

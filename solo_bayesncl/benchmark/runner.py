@@ -24,7 +24,7 @@ from solo_bayesncl.benchmark.plots import (
     plot_metrics_over_epochs,
     plot_prior_sweep,
 )
-from solo_bayesncl.benchmark.presets import Preset, PresetError
+from solo_bayesncl.benchmark.presets import Preset, PresetError, RunOrder
 from solo_bayesncl.benchmark.process import RunBusy, RunFailed, run_lock, train_in_child
 from solo_bayesncl.benchmark.progress import ProgressDisplay, RunProgress, StageTimes
 from solo_bayesncl.benchmark.records import (
@@ -241,21 +241,20 @@ def _finished(result_file: Path, protocol: str) -> bool:
     return protocol != "paper" or "metrics_paper" in load_result(result_file)
 
 
-def _run_spec(preset: Preset, method: str, seed: int, protocol: str) -> dict[str, Any]:
+def _run_order(preset: Preset, method: str, seed: int, protocol: str) -> RunOrder:
     """What a run's child process (``run_one``) reads from ``RUN_DIR/spec.json``."""
-    return {
-        "method": preset.base_method(method),
-        "variant": method,
-        "seed": seed,
-        "run_key": run_key(preset, method, seed),
-        "config_dir": str(preset.config_dir),
-        "linear_config_dir": str(linear_dir_for(preset.config_dir)),
-        "overrides": preset.run_overrides(method),
-        "linear": preset.linear,
-        "knn": preset.knn,
-        "report": preset.report,
-        "protocol": protocol,
-    }
+    return RunOrder(
+        method=preset.base_method(method),
+        variant=method,
+        seed=seed,
+        run_key=run_key(preset, method, seed),
+        config_dir=str(preset.config_dir),
+        linear_config_dir=str(linear_dir_for(preset.config_dir)),
+        overrides=preset.run_overrides(method),
+        linear=preset.linear,
+        knn=preset.knn,
+        report=preset.report_options(protocol),
+    )
 
 
 def _train_unless_finished(
@@ -274,8 +273,8 @@ def _train_unless_finished(
         run_dir.mkdir(parents=True, exist_ok=True)
         with run_lock(run_dir, f"{method} seed {seed}"):
             if not _finished(result_file, protocol):
-                spec = _run_spec(preset, method, seed, protocol)
-                train_in_child(spec, run_dir, display, run_progress, log)
+                order = _run_order(preset, method, seed, protocol)
+                train_in_child(order, run_dir, display, run_progress, log)
                 return True
     log(f"[skip] {method} seed {seed}: finished ({run_dir.name})")
     if display is not None:

@@ -11,7 +11,6 @@ validating every epoch ends with."""
 
 from __future__ import annotations
 
-import functools
 import json
 import resource
 import signal
@@ -25,10 +24,11 @@ from lightning.pytorch.trainer.states import TrainerStatus
 from omegaconf import OmegaConf
 
 from solo_bayesncl.benchmark.callbacks import stage_callbacks
+from solo_bayesncl.benchmark.presets import RunOrder
 from solo_bayesncl.benchmark.process import Terminated
 from solo_bayesncl.benchmark.sittings import epoch_timing, merge_metrics
 from solo_bayesncl.config.settings import RunSpec, run_spec
-from solo_bayesncl.config.shipped import linear_dir_for
+from solo_bayesncl.evaluation import knn
 from solo_bayesncl.evaluation.knn import knn_eval
 from solo_bayesncl.evaluation.report import (
     PreparedReport,
@@ -42,7 +42,6 @@ from solo_bayesncl.training.pretrain import pretrain
 from solo_bayesncl.training.summary import csv_log_dir, last_logged_value, stopping_signal
 
 __all__ = [
-    "KNN_BATCH_SIZE",
     "LINEAR_CONFIG",
     "StageUnfinished",
     "ValidationPass",
@@ -52,7 +51,6 @@ __all__ = [
     "linear_stage",
     "pretrain_other_rank",
     "pretrain_stage",
-    "report_options",
     "report_stage",
     "validate_at_end_only",
 ]
@@ -60,11 +58,6 @@ __all__ = [
 LINEAR_CONFIG = "linear_sgd.yaml"
 """The linear-probe config of a preset that names none (``linear.config``): SGD with step decay.
 The paper presets name ``linear.yaml``, the official probe of the NCL/BayesNCL papers."""
-
-
-KNN_BATCH_SIZE = 256
-"""The batch size of kNN's feature passes (:func:`~solo_bayesncl.evaluation.knn.knn_eval`'s)."""
-KNN_NUM_WORKERS = 2
 
 
 class StageUnfinished(RuntimeError):
@@ -79,21 +72,17 @@ class ValidationPass:
     kNN reads the backbone features of that pass instead of its own pass over the validation
     set. Both passes are the same computation: the checkpoint's model in eval mode on the
     checkpoint's validation set at :func:`~solo_bayesncl.data.datasets.validation_transform`,
-    in order, in batches of :data:`KNN_BATCH_SIZE`, on the same device. The pass is therefore
+    in order, in batches of :data:`~solo_bayesncl.evaluation.knn.BATCH_SIZE`, on the same
+    device. The pass is therefore
     shared only when the preset's report options keep it so (no other ``dataset``,
     ``max_images``, ``device`` or ``batch_size``); otherwise each stage makes its own, as
     before. A run resumed after kNN finished makes the report's pass without the backbone.
     """
 
-    def __init__(self, spec: dict[str, Any], ckpt: str) -> None:
+    def __init__(self, options: ReportOptions, ckpt: str) -> None:
         self.ckpt = ckpt
-        self.spec = spec
+        self.options = options
         self._prepared: PreparedReport | None = None
-
-    @functools.cached_property
-    def options(self) -> ReportOptions:
-        """The report's options (read when a stage first asks, so a bad one fails that stage)."""
-        return report_options(self.spec)
 
     @property
     def shared_with_knn(self) -> bool:
@@ -103,7 +92,7 @@ class ValidationPass:
             options.dataset is None
             and options.max_images is None
             and options.device is None
-            and options.batch_size == KNN_BATCH_SIZE
+            and options.batch_size == knn.BATCH_SIZE
         )
 
     def prepared(self, with_backbone: bool = False) -> PreparedReport:
@@ -150,10 +139,10 @@ def check_finished(trainer, what: str) -> None:
         )
 
 
-def _pretrain_cfg(spec: dict[str, Any], run_dir: Path):
+def _pretrain_cfg(spec: RunOrder, run_dir: Path):
     """The pretraining config of a run: the preset's overrides, then the benchmark's own."""
-    overrides = spec["overrides"] + [
-        f"seed={spec['seed']}",
+    overrides = spec.overrides + [
+        f"seed={spec.seed}",
         f"checkpoint.dir={run_dir / 'pretrain'}",
         "++checkpoint.enabled=True",
         "++checkpoint.frequency=1",  # the last epoch must be saved
@@ -162,10 +151,10 @@ def _pretrain_cfg(spec: dict[str, Any], run_dir: Path):
         "++wandb.enabled=False",
         "++enable_progress_bar=False",  # the benchmark shows progress; the log stays readable
     ]
-    return compose(Path(spec["config_dir"]), f"{spec['method']}.yaml", overrides)
+    return compose(Path(spec.config_dir), f"{spec.method}.yaml", overrides)
 
 
-def pretrain_stage(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any]:
+def pretrain_stage(spec: RunOrder, run_dir: Path, status) -> dict[str, Any]:
     """Pretraining to ``max_epochs``, resumed from the run's last readable checkpoint. With
     ``devices`` > 1 it is one Lightning DDP job started from this process (rank 0)."""
     cfg = _pretrain_cfg(spec, run_dir)
@@ -200,7 +189,7 @@ def pretrain_stage(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any
     }
 
 
-def pretrain_other_rank(spec: dict[str, Any], run_dir: Path) -> None:
+def pretrain_other_rank(spec: RunOrder, run_dir: Path) -> None:
     """A process that Lightning's launcher started for rank 1.. of a multi-process pretraining
     (it re-runs the run module): it trains its part and records nothing; rank 0 writes the
     stage's files, then runs the linear probe, kNN and the report in one process."""
@@ -210,15 +199,15 @@ def pretrain_other_rank(spec: dict[str, Any], run_dir: Path) -> None:
     )
 
 
-def linear_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict[str, Any]:
+def linear_stage(spec: RunOrder, run_dir: Path, ckpt: str, status) -> dict[str, Any]:
     trained = load_checkpoint(ckpt).spec
-    linear = spec["linear"]
+    linear = spec.linear
     # the data settings (dataset, paths, fractions, crop, normalisation, backgrounds) follow the
     # checkpoint through linear_eval's inherit_from_checkpoint (config.linear); these are the run's own
     overrides = [
         f"pretrained_feature_extractor='{ckpt}'",
         f"data.num_workers={trained.data.num_workers}",
-        f"seed={spec['seed']}",
+        f"seed={spec.seed}",
         f"checkpoint.dir={run_dir / 'linear'}",
         "wandb.enabled=False",
         "++enable_progress_bar=False",
@@ -232,7 +221,7 @@ def linear_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict
             overrides.append(f"{name}={linear[key]}")
     if "lr" in linear:
         overrides.append(f"optimizer.lr={linear['lr']}")
-    config_dir = spec.get("linear_config_dir") or linear_dir_for(spec["config_dir"])
+    config_dir = spec.linear_config_dir
     config_name = linear.get("config", LINEAR_CONFIG)
     cfg = compose(Path(config_dir), config_name, overrides)  # linear_eval's, handed on
     plan = run_spec(cfg)
@@ -274,14 +263,13 @@ def linear_probe_label(config_name: str, spec: RunSpec) -> str:
 
 
 def knn_stage(
-    spec: dict[str, Any], ckpt: str, status, shared: ValidationPass | None = None
+    spec: RunOrder, ckpt: str, status, shared: ValidationPass | None = None
 ) -> dict[str, Any]:
     """kNN top-1 on backbone features; with ``shared`` (when it is shared with kNN) the
     validation features come from the report's pass (:class:`ValidationPass`), which this
     stage then makes."""
     status.update(stage="knn")
-    knn = spec["knn"]
-    k = int(knn.get("k", 20))
+    k = int(spec.knn.get("k", knn.K))
     checkpoint, options = ckpt, {}
     if shared is not None and shared.shared_with_knn:
         prepared = shared.prepared(with_backbone=True)
@@ -296,21 +284,14 @@ def knn_stage(
     results = knn_eval(
         checkpoint,
         ks=(k,),
-        temperature=float(knn.get("temperature", 0.07)),
-        batch_size=KNN_BATCH_SIZE,
-        num_workers=KNN_NUM_WORKERS,
+        temperature=float(spec.knn.get("temperature", knn.TEMPERATURE)),
         **options,
     )
     return {"knn_top1": results[f"knn_top1_k{k}"], "k": k}
 
 
-def report_options(spec: dict[str, Any]) -> ReportOptions:
-    """A run's report options: the preset's ``report`` section and its ``protocol``."""
-    return ReportOptions(**spec.get("report", {}), protocol=spec.get("protocol", "standard"))
-
-
 def report_stage(
-    spec: dict[str, Any], run_dir: Path, ckpt: str, status, shared: ValidationPass | None = None
+    spec: RunOrder, run_dir: Path, ckpt: str, status, shared: ValidationPass | None = None
 ) -> dict[str, Any]:
     """The interpretability report, written from ``shared``'s pass when given (made here if
     kNN did not make it)."""
@@ -319,7 +300,7 @@ def report_stage(
     write_report(
         ckpt,
         report_dir,
-        shared.options if shared is not None else report_options(spec),
+        spec.report,
         overwrite=True,
         progress=False,
         prepared=shared.prepared() if shared is not None else None,

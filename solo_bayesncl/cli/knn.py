@@ -12,6 +12,7 @@ from pathlib import Path
 
 from solo_bayesncl.cli.console import input_errors
 from solo_bayesncl.cli.invocation import command_name
+from solo_bayesncl.evaluation import knn
 from solo_bayesncl.evaluation.knn import DISTANCES, FEATURES, knn_eval
 from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
 
@@ -19,7 +20,6 @@ __all__ = ["COMMAND", "build_parser", "main"]
 
 
 COMMAND = "solo-bayesncl-knn"  # the installed console script
-DEFAULT_K: tuple[int, ...] = (20,)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,16 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--k",
         type=int,
         nargs="+",
-        default=list(DEFAULT_K),
+        default=[knn.K],
         metavar="K",
-        help="neighbours in the vote; several give one result each "
-        f"(default: {' '.join(map(str, DEFAULT_K))})",
+        help=f"neighbours in the vote; several give one result each (default: {knn.K})",
     )
     parser.add_argument(
         "--temperature",
         type=float,
         metavar="T",
-        default=0.07,
+        default=knn.TEMPERATURE,
         help="temperature of the vote's weights exp(similarity / T), cosine distance only "
         "(default: %(default)s)",
     )
@@ -76,14 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size",
         type=int,
         metavar="N",
-        default=256,
+        default=knn.BATCH_SIZE,
         help="images per batch of feature extraction (default: %(default)s)",
     )
     parser.add_argument(
         "--num-workers",
         type=int,
         metavar="N",
-        default=2,
+        default=knn.NUM_WORKERS,
         help="data loader processes (default: %(default)s)",
     )
     parser.add_argument(

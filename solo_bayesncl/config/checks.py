@@ -5,9 +5,10 @@ names solo-learn resolves (:func:`check_solo_names`)."""
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import omegaconf
@@ -113,7 +114,6 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
         "global_batch_size",
         "lr",
         "classifier_lr",
-        "gating_head_lr",
         "weight_decay",
         "kwargs",
         "exclude_bias_n_norm_wd",
@@ -131,10 +131,13 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "wandb": ("enabled", "project", "entity", "offline"),
     "auto_resume": ("enabled", "max_hours"),
     "data.augmentations": ("crop_size", "mean", "std"),
+    "distributed": ("timeout_s",),
+    "knn_eval": ("enabled", "k", "distance_func"),
 }
 """The keys solo-learn's scripts and the plugin read in these sections (linear evaluation's
 ``data.augmentations``, a mapping; pretraining's is a list of pipelines); the entry points refuse
-any other, which would be ignored and its default used."""
+any other, which would be ignored and its default used; a key one method alone reads
+(:func:`~solo_bayesncl.methods.keys.owned_keys`) is known on that method only."""
 SCENE_KEYS: tuple[str, ...] = ("num_backgrounds", "background_seed")
 """``data.*`` keys only ``fashion-mnist-scenes`` reads."""
 
@@ -152,13 +155,15 @@ _RUN_BOOLEANS = (
 
 def check_solo_names(
     cfg: omegaconf.DictConfig,
-    optimizers: Iterable[str],
+    optimizers: Mapping[str, Any],
     schedulers: Iterable[str],
     backbones: Iterable[str] | None = None,
 ) -> None:
     """``optimizer.name``, ``scheduler.name`` and (when ``backbones`` is given)
     ``backbone.name`` among the names solo-learn's model class knows (its ``_OPTIMIZERS``,
-    ``_SCHEDULERS``, ``_BACKBONES``), which it would otherwise only assert once training starts."""
+    ``_SCHEDULERS``, ``_BACKBONES``), which it would otherwise only assert once training starts;
+    ``optimizer.kwargs`` and ``backbone.kwargs``, handed on unread, among the arguments of the
+    optimizer and of the backbone's class (:data:`BACKBONE_CLASSES`)."""
     checks = [("optimizer.name", optimizers), ("scheduler.name", schedulers)]
     if backbones is not None:
         checks.append(("backbone.name", backbones))
@@ -166,6 +171,49 @@ def check_solo_names(
         value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
         if value is not None:
             require_choice(key, value, allowed)
+    optimizer = OmegaConf.select(cfg, "optimizer.name", default=None)
+    if optimizer is not None:
+        # solo-learn gives the parameters, lr and weight_decay itself
+        _require_arguments("optimizer.kwargs", cfg, optimizers[optimizer], {"params", "lr"})
+    backbone = str(OmegaConf.select(cfg, "backbone.name", default=""))
+    for prefix, (owner, given) in BACKBONE_CLASSES.items():
+        if backbones is not None and backbone.startswith(prefix):
+            module, _, name = owner.rpartition(".")
+            built = getattr(importlib.import_module(module), name)
+            _require_arguments("backbone.kwargs", cfg, built, {"num_classes", *given})
+
+
+BACKBONE_CLASSES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "resnet": ("torchvision.models.resnet.ResNet", ("block", "layers")),
+    "vit_": (
+        "timm.models.vision_transformer.VisionTransformer",
+        ("embed_dim", "depth", "num_heads"),
+    ),
+    "swin_": (
+        "timm.models.swin_transformer.SwinTransformer",
+        ("patch_size", "embed_dim", "depths", "num_heads"),
+    ),
+    "convnext_": ("timm.models.convnext.ConvNeXt", ("depths", "dims")),
+}
+"""The class each of solo-learn's backbones (by name prefix) is built as, whose arguments
+``backbone.kwargs`` are handed to, less those solo-learn's builder gives itself (its WideResNet
+and PoolFormer take any keyword)."""
+
+
+def _require_arguments(key: str, cfg: omegaconf.DictConfig, target: Any, given: set[str]) -> None:
+    """The keys of the mapping at ``key`` among the keyword arguments of ``target`` (a class:
+    its ``__init__``), less those the caller gives itself (``given``)."""
+    kwargs = OmegaConf.select(cfg, key, default=None) or {}
+    params = inspect.signature(target.__init__).parameters
+    allowed = sorted(set(params) - {"self", "weight_decay"} - given)
+    unknown = sorted(str(k) for k in kwargs if k not in allowed)
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], allowed, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(
+            f"{key}.{unknown[0]} is not an argument of {target.__name__}{hint}; "
+            f"allowed: {', '.join(allowed)}"
+        )
 
 
 def _require_known_top_level_keys(cfg: omegaconf.DictConfig) -> None:
@@ -204,6 +252,30 @@ def _checkpoint_interval(value: Any) -> float:
     return number
 
 
+def _given(cfg: omegaconf.DictConfig, key: str) -> bool:
+    """Whether the config writes ``key``, null included."""
+    section, _, name = key.rpartition(".")
+    node = OmegaConf.select(cfg, section, default=None) if section else cfg
+    return isinstance(node, omegaconf.DictConfig) and name in node
+
+
+def _require_given_values(cfg: omegaconf.DictConfig) -> None:
+    """Refuses what would be read as something else: a null ``checkpoint.dir`` (a folder named
+    ``None``), and ``data.augmentations`` (linear evaluation's) in a pretraining config, whose
+    crops are its ``augmentations`` pipelines'."""
+    if _given(cfg, "checkpoint.dir") and OmegaConf.select(cfg, "checkpoint.dir") is None:
+        raise ConfigError(
+            "checkpoint.dir=null: give the folder the runs are written under (a path)"
+        )
+    pipelines = OmegaConf.select(cfg, "augmentations", default=None)
+    if OmegaConf.is_list(pipelines) and _given(cfg, "data.augmentations"):
+        raise ConfigError(
+            "data.augmentations is read by linear evaluation only; a pretraining config crops "
+            "and normalises with its augmentations pipelines (augmentations.<i>.crop_size, "
+            "mean, std): remove data.augmentations"
+        )
+
+
 def _require_probe_callback(probe: Any, enabled: Any) -> None:
     """``interpretability.probe`` asks the interpretability callback for its converged probe;
     with the callback off (``enabled`` False or left out) nothing would run it."""
@@ -228,13 +300,19 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     def present(key: str) -> Any:
         return OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
 
+    # the methods package loads solo-learn: imported here, so that --help answers without it
+    from solo_bayesncl.methods.keys import check_owned_keys, owned_keys
+
     _require_known_top_level_keys(cfg)
+    check_owned_keys(cfg)
     require_known_keys("data", present("data"), DATA_KEYS)
     require_known_keys("checkpoint", present("checkpoint"), CHECKPOINT_KEYS)
     require_known_keys("performance", present("performance"), PERFORMANCE_KEYS)
+    owned = [key.rpartition(".") for key in owned_keys()]
     for section, known in SECTION_KEYS.items():
         if isinstance(present(section), omegaconf.DictConfig | dict):
-            require_known_keys(section, present(section), known)
+            own = tuple(name for part, _, name in owned if part == section)
+            require_known_keys(section, present(section), known + own)
     dataset = dataset_name(cfg)
     for name in SCENE_KEYS:
         if present(f"data.{name}") is not None and dataset != SCENES:
@@ -244,15 +322,16 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
             )
     if present("seed") is not None:
         _set(cfg, "seed", require_int("seed", present("seed"), low=0, high=2**32 - 1))
-    for key in ("max_epochs", "optimizer.batch_size", "checkpoint.frequency"):
+    for key in ("max_epochs", "optimizer.batch_size", "checkpoint.frequency", "knn_eval.k"):
         if present(key) is not None:
             _set(cfg, key, require_int(key, present(key), low=1))
+    _require_given_values(cfg)
     if present("data.num_workers") is not None:
         _set(
             cfg, "data.num_workers", require_int("data.num_workers", present("data.num_workers"), 0)
         )
-    for key in ("optimizer.lr", "optimizer.classifier_lr"):
-        if present(key) is not None:
+    for key in ("optimizer.lr", "optimizer.classifier_lr", "auto_resume.max_hours"):
+        if _given(cfg, key):  # null too: solo-learn would fail on it, or read it as no value
             _set(cfg, key, require_range(key, present(key), low=0.0, high=math.inf))
     if present("optimizer.weight_decay") is not None:
         wd = require_range(
@@ -299,6 +378,13 @@ def fit_backbone_to_crops(cfg: omegaconf.DictConfig) -> None:
             f"backbone.name={name} takes images of one size (timm's img_size) and the "
             f"augmentations crop {' and '.join(map(str, crops))} px: give every pipeline one "
             "crop_size"
+        )
+    patch = OmegaConf.select(cfg, "backbone.kwargs.patch_size", default=None)
+    if patch is not None and require_int("backbone.kwargs.patch_size", patch, low=1) > crops[0]:
+        raise ConfigError(
+            f"backbone.kwargs.patch_size={patch} is larger than the {crops[0]} px crops "
+            "(augmentations.<i>.crop_size) the ViT reads: give a patch_size of at most "
+            f"{crops[0]} px"
         )
     given = OmegaConf.select(cfg, "backbone.kwargs.img_size", default=None)
     if given is None:

@@ -10,28 +10,19 @@ the papers' (one GPU, batch 256 on CIFAR) on any number of devices; an uneven sp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import omegaconf
 from omegaconf import OmegaConf
 
-__all__ = ["BATCH_SCOPES", "BatchPlan", "apply_global_batch", "plan_global_batch"]
+from solo_bayesncl.config.runtime import job_processes
+
+__all__ = ["BATCH_SCOPES", "apply_global_batch", "plan_global_batch"]
 
 BATCH_SCOPES: tuple[str, ...] = ("global", "per_device")
 
 
-@dataclass(frozen=True)
-class BatchPlan:
-    """How a global batch runs on ``world_size`` processes."""
-
-    global_batch: int
-    world_size: int
-    per_device: int
-
-
-def plan_global_batch(global_batch: int, world_size: int) -> BatchPlan:
-    """Splits ``global_batch`` evenly over ``world_size`` processes; raises ValueError for a
-    non-positive size, or a global batch that ``world_size`` does not divide."""
+def plan_global_batch(global_batch: int, world_size: int) -> int:
+    """The batch of each of ``world_size`` processes, ``global_batch`` split evenly; raises
+    ValueError for a non-positive size, or a global batch that ``world_size`` does not divide."""
     if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
         raise ValueError(f"optimizer.batch_size={global_batch!r} must be a positive integer")
     if world_size < 1:
@@ -43,7 +34,7 @@ def plan_global_batch(global_batch: int, world_size: int) -> BatchPlan:
             "processes (devices x num_nodes); use a device count that divides it, or set "
             "optimizer.batch_size_scope=per_device to give solo-learn a per-device batch"
         )
-    return BatchPlan(global_batch, world_size, global_batch // world_size)
+    return global_batch // world_size
 
 
 def apply_global_batch(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
@@ -61,9 +52,8 @@ def apply_global_batch(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
         )
     if scope == "per_device":
         return cfg
-    world = len(cfg.devices) * int(OmegaConf.select(cfg, "num_nodes", default=1) or 1)
-    plan = plan_global_batch(OmegaConf.select(cfg, "optimizer.batch_size"), world)
-    cfg.optimizer.global_batch_size = plan.global_batch
-    cfg.optimizer.batch_size = plan.per_device
+    batch = OmegaConf.select(cfg, "optimizer.batch_size")
+    cfg.optimizer.batch_size = plan_global_batch(batch, job_processes(cfg))
+    cfg.optimizer.global_batch_size = batch
     cfg.optimizer.batch_size_scope = "per_device"
     return cfg

@@ -4,8 +4,8 @@ and the ``performance`` switches (:func:`performance_settings`).
 The same config runs on a CPU, one GPU or many: ``accelerator``, ``devices``, ``strategy`` and
 ``precision`` set to ``auto`` (or left out) follow the machine, and explicit values are kept.
 solo-learn's ``parse_cfg`` computes ``len(cfg.devices)`` to scale the learning rate, so devices
-are stored as a list of ids for it and converted back to what Lightning accepts by
-:func:`trainer_devices`.
+are stored as a list of ids for it (:class:`~solo_bayesncl.config.settings.TrainerSpec` holds
+them as Lightning accepts them). :func:`job_processes` is the job's process count.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ __all__ = [
     "PRECISIONS",
     "PerformanceSettings",
     "cpp_compiler",
+    "job_processes",
     "performance_settings",
     "pick_device",
     "resolve_runtime",
-    "trainer_devices",
 ]
 
 CPU_STRATEGIES: tuple[str, ...] = (
@@ -69,6 +69,14 @@ _CPU_PRECISIONS = {"32", "32-true", "64", "64-true", "bf16", "bf16-mixed", "bf16
 def _select(cfg: omegaconf.DictConfig, key: str, default):
     value = OmegaConf.select(cfg, key, default=default)
     return default if value is None else value
+
+
+def job_processes(cfg: omegaconf.DictConfig) -> int:
+    """The job's process count, ``len(devices) * num_nodes`` (``devices`` not a list: one per
+    node): the one place it is computed."""
+    devices = OmegaConf.select(cfg, "devices", default=None)
+    count = len(devices) if isinstance(devices, list | tuple | omegaconf.ListConfig) else 1
+    return count * int(OmegaConf.select(cfg, "num_nodes", default=1) or 1)
 
 
 def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
@@ -107,7 +115,7 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
 
     strategy = _select(cfg, "strategy", "auto")
     if strategy in (None, "auto"):
-        strategy = "ddp" if len(devices) > 1 or _select(cfg, "num_nodes", 1) > 1 else "auto"
+        strategy = "ddp" if job_processes(cfg) > 1 else "auto"
     if accelerator == "cpu" and isinstance(strategy, str) and strategy not in CPU_STRATEGIES:
         raise ConfigError(
             f"strategy={strategy!r} cannot run on the CPU; allowed there: "
@@ -127,7 +135,7 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
         precision = "32"
     cfg.precision = precision
     if accelerator == "cpu":
-        processes = len(devices) * int(_select(cfg, "num_nodes", 1))
+        processes = job_processes(cfg)
         if (
             bool(_select(cfg, "sync_batchnorm", False))
             and processes > 1
@@ -145,12 +153,6 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
         # as fast or faster on contiguous (NCHW) tensors, with the same numbers (README)
         OmegaConf.update(cfg, "performance.disable_channel_last", accelerator == "cpu")
     return cfg
-
-
-def trainer_devices(cfg: omegaconf.DictConfig) -> int | list[int]:
-    """``devices`` as Lightning's Trainer takes it: a process count on CPU, GPU ids otherwise."""
-    devices = list(cfg.devices)
-    return len(devices) if cfg.accelerator == "cpu" else devices
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:

@@ -27,7 +27,12 @@ from omegaconf import OmegaConf
 
 from solo_bayesncl.config.checks import check_run_cfg, fit_backbone_to_crops
 from solo_bayesncl.config.global_batch import apply_global_batch
-from solo_bayesncl.config.runtime import PerformanceSettings, performance_settings, resolve_runtime
+from solo_bayesncl.config.runtime import (
+    PerformanceSettings,
+    job_processes,
+    performance_settings,
+    resolve_runtime,
+)
 from solo_bayesncl.core.gates import GATE_MODES
 from solo_bayesncl.core.validation import (
     ConfigError,
@@ -44,11 +49,12 @@ from solo_bayesncl.data.names import (
     small_stem,
 )
 from solo_bayesncl.data.resolve import (
-    batch_and_processes,
     check_dataset_available,
     resolve_augment_on,
     resolve_dataset_cfg,
 )
+from solo_bayesncl.metrics.accumulator import SHUFFLE_PERMUTATIONS, check_shuffle_permutations
+from solo_bayesncl.metrics.retrieval import check_retrieval_max_samples
 
 if TYPE_CHECKING:
     from solo_bayesncl.methods.keys import ContrastiveSettings
@@ -72,54 +78,53 @@ __all__ = [
 @dataclass(frozen=True)
 class InterpretabilitySpec:
     """The ``interpretability`` section (its callback:
-    :mod:`solo_bayesncl.training.callback`), defaults filled in; off unless ``enabled``."""
+    :mod:`solo_bayesncl.training.callback`), defaults filled in; off unless ``enabled``. Each
+    field's default is written here and its rule in :data:`_INTERPRETABILITY_RULES`."""
 
     enabled: bool = False
     frequency: int = 1
     gate: str = "hard"
     max_samples: int | None = None
-    shuffle_permutations: int = 5
+    shuffle_permutations: int = SHUFFLE_PERMUTATIONS
     retrieval: bool = True
     probe: bool = False
 
 
+_INTERPRETABILITY_RULES: dict[str, Callable[[str, Any], Any]] = {
+    "enabled": parse_bool,
+    "frequency": partial(require_int, low=1),
+    "gate": partial(require_choice, allowed=GATE_MODES),
+    "max_samples": check_retrieval_max_samples,
+    "shuffle_permutations": check_shuffle_permutations,
+    "retrieval": parse_bool,
+    "probe": parse_bool,
+}
+
+
 def check_interpretability(cfg: omegaconf.DictConfig) -> InterpretabilitySpec:
-    """Checks ``cfg.interpretability``, writes the keys it holds back normalised (booleans
-    parsed strictly) and returns every setting, defaults filled in.
+    """The ``interpretability`` section of ``cfg`` checked (booleans parsed strictly), every
+    setting given or its default; ``cfg`` is only read.
 
     Raises :class:`~solo_bayesncl.core.validation.ConfigError` naming the key for an
     unknown key or a value of the wrong type or range, and ``ValueError`` for ``enabled``
     without labelled validation data. Runs before any model is built.
     """
-    if not OmegaConf.select(cfg, "interpretability", default=None):
-        OmegaConf.update(cfg, "interpretability", {}, merge=False, force_add=True)
-    section: Any = cfg.interpretability
-    key = "interpretability"
-    require_known_keys(key, section, [f.name for f in dataclasses.fields(InterpretabilitySpec)])
-    checked = {
-        "enabled": parse_bool(f"{key}.enabled", section.get("enabled", False)),
-        "frequency": require_int(f"{key}.frequency", section.get("frequency", 1), low=1),
-        "gate": require_choice(f"{key}.gate", section.get("gate", "hard"), GATE_MODES),
-        "max_samples": None,
-        "shuffle_permutations": require_int(
-            f"{key}.shuffle_permutations", section.get("shuffle_permutations", 5), low=1
-        ),
-        "retrieval": parse_bool(f"{key}.retrieval", section.get("retrieval", True)),
-        "probe": parse_bool(f"{key}.probe", section.get("probe", False)),
-    }
-    if section.get("max_samples", None) is not None:
-        checked["max_samples"] = require_int(f"{key}.max_samples", section["max_samples"], low=2)
+    section: Any = OmegaConf.select(cfg, "interpretability", default=None) or {}
+    require_known_keys("interpretability", section, list(_INTERPRETABILITY_RULES))
+    spec = InterpretabilitySpec(
+        **{
+            name: _INTERPRETABILITY_RULES[name](f"interpretability.{name}", section[name])
+            for name in section
+        }
+    )
     no_labels = parse_bool("data.no_labels", OmegaConf.select(cfg, "data.no_labels", default=False))
     custom = OmegaConf.select(cfg, "data.dataset", default=None) == "custom"
     has_val = OmegaConf.select(cfg, "data.val_path", default=None) is not None
-    if checked["enabled"] and not (has_val and not (custom and no_labels)):
+    if spec.enabled and not (has_val and not (custom and no_labels)):
         raise ValueError(
             "interpretability.enabled=True needs labelled validation data (data.val_path)"
         )
-    for name in section:
-        if section[name] != checked[name] or type(section[name]) is not type(checked[name]):
-            section[name] = checked[name]
-    return InterpretabilitySpec(**checked)
+    return spec
 
 
 @dataclass(frozen=True)
@@ -151,11 +156,11 @@ long with no word."""
 
 @dataclass(frozen=True)
 class TrainerSpec:
-    """The Trainer and the machine: ``processes`` is the job's ``len(devices) * num_nodes``,
-    ``devices`` as Lightning's Trainer takes them (:func:`~solo_bayesncl.config.runtime.
-    trainer_devices`), ``peer_timeout_s`` how long the processes wait for each other
-    (``distributed.timeout_s``, else :data:`PEER_TIMEOUT_S`), ``arguments`` the whole config as
-    plain data, from which the Trainer takes the keys it has."""
+    """The Trainer and the machine: ``processes`` is the job's
+    (:func:`~solo_bayesncl.config.runtime.job_processes`), ``devices`` as Lightning's Trainer
+    takes them (a process count on the CPU, GPU ids otherwise), ``peer_timeout_s`` how long the
+    processes wait for each other (``distributed.timeout_s``, else :data:`PEER_TIMEOUT_S`),
+    ``arguments`` the whole config as plain data, from which the Trainer takes its keys."""
 
     name: str = "run"
     seed: int | None = None
@@ -182,7 +187,7 @@ class CheckpointSpec:
     keep_prev: bool = False
     time_interval_s: float | None = None
     auto_resume: bool = False
-    max_hours: Any = None
+    max_hours: float | None = None
     resume_from: str | None = None
 
 
@@ -235,58 +240,85 @@ def _plain(node: Any) -> dict[str, Any]:
     return dict(OmegaConf.to_container(node) if OmegaConf.is_config(node) else node or {})
 
 
-def _method_spec(name: Any, kwargs: Any, backbone: Any, dataset: str) -> MethodSpec:
+def _method_spec(cfg: omegaconf.DictConfig, dataset: str, strict: bool) -> MethodSpec:
+    """The method of ``cfg``, its settings parsed (the one parse of a run's ``method_kwargs``;
+    a failure raises with ``strict``, else leaves them None: a checkpoint of another layout,
+    which its method checks when built)."""
     # the methods package imports solo-learn when it is installed (it defines the method
     # classes): imported here, not at the top, so the commands answer --help and input errors
     # without loading solo-learn, Lightning and timm
     from solo_bayesncl.methods.keys import METHOD_SETTINGS
 
-    plain = _plain(kwargs)
+    name = OmegaConf.select(cfg, "method", default=None)
+    kwargs = _plain(OmegaConf.select(cfg, "method_kwargs", default=None))
     declared = METHOD_SETTINGS.get(str(name))
     settings = None
     if declared is not None:
         try:
-            settings = declared.from_kwargs(plain)
-        except ConfigError:  # a checkpoint of another layout: its method checks it when built
-            settings = None
-    backbone = _plain(backbone)
+            settings = declared.from_kwargs(kwargs, _plain(cfg.get("optimizer", None)))
+        except ConfigError:
+            if strict:
+                raise
+    backbone = _plain(OmegaConf.select(cfg, "backbone", default=None))
     net = backbone.get("name", None)
     return MethodSpec(
         None if name is None else str(name),
         None if net is None else str(net),
-        plain,
+        kwargs,
         settings,
         _plain(backbone.get("kwargs", None)),
         str(net).startswith("resnet") and small_stem(dataset, backbone.get("small_stem", None)),
     )
 
 
+def _write_back(cfg: omegaconf.DictConfig, interp: InterpretabilitySpec, method: MethodSpec):
+    """Into a pretraining run's own config (``args.json``, the run's fingerprint): the
+    interpretability keys given, normalised; no ``resume_from_checkpoint``; the method's
+    settings with their defaults, and the method it trains (``use_bayes: False``: ``ncl``).
+    Returns the method spec of the method trained."""
+    cfg.pop("resume_from_checkpoint", None)
+    section = OmegaConf.select(cfg, "interpretability", default=None)
+    if not section:
+        OmegaConf.update(cfg, "interpretability", {}, merge=False, force_add=True)
+    for name in list(section or ()):
+        section[name] = getattr(interp, name)
+    if method.settings is None:
+        return method
+    for key, value in method.settings.written().items():
+        OmegaConf.update(cfg, key, value, merge=False, force_add=True)
+    trained, settings = method.settings.trains(str(method.name))
+    cfg.method = trained
+    kwargs = _plain(cfg.method_kwargs)
+    return dataclasses.replace(method, name=trained, settings=settings, kwargs=kwargs)
+
+
 def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool = False) -> RunSpec:
     """The spec of a resolved config (see :class:`RunSpec`), or of a checkpoint's saved config
-    (:func:`saved_run_spec`). A ``pretraining`` config also has its ``interpretability`` section
-    checked and written back normalised (:func:`check_interpretability`), its
-    ``resume_from_checkpoint`` taken out (the run's fingerprint and ``args.json`` never hold it)
-    and ``performance.compile`` read (elsewhere it is off). From here on the config is handed to
-    solo-learn as it is (its method fills defaults into it, so it is not made read-only) and
-    the plugin reads only the spec."""
+    (:func:`saved_run_spec`); ``cfg`` itself is only read. A ``pretraining`` config also has its
+    ``interpretability`` section and the method's settings checked, and its spec's ``solo`` is a
+    copy with those written in (:func:`_write_back`); ``performance.compile`` is read only
+    there (elsewhere it is off). From here on the config is handed to solo-learn (its method
+    fills defaults into it, so it is not made read-only) and the plugin reads only the spec."""
+    resume_from = OmegaConf.select(cfg, "resume_from_checkpoint", default=None)
+    cfg = copy.deepcopy(cfg)
     select = partial(OmegaConf.select, cfg)
-    resume_from = select("resume_from_checkpoint", default=None)
-    if pretraining and "resume_from_checkpoint" in cfg:
-        del cfg.resume_from_checkpoint
     compiles = pretraining
     interp = InterpretabilitySpec()
     if pretraining or saved:
-        try:  # a saved config is checked on a copy: it is handed on as it was saved
-            interp = check_interpretability(copy.deepcopy(cfg) if saved else cfg)
+        try:
+            interp = check_interpretability(cfg)
         except ValueError:
             if not saved:
                 raise  # a saved config's section is its run's; another layout's: off
+    data = dataset_spec(cfg)
+    method_spec = _method_spec(cfg, data.loader, strict=pretraining)
+    if pretraining:
+        method_spec = _write_back(cfg, interp, method_spec)
     devices = select("devices", default=None)
-    method = select("method", default=None)
+    method = method_spec.name
     seed = select("seed", default=None)
     accelerator = str(select("accelerator", default="") or "")
     timeout = select("distributed.timeout_s", default=None)
-    data = dataset_spec(cfg)
     spec = RunSpec(
         data=data,
         optimizer=OptimizerSpec(
@@ -298,8 +330,7 @@ def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool =
         trainer=TrainerSpec(
             name=str(select("name", default=None) or "run"),
             seed=None if seed is None else int(seed),
-            processes=(len(devices) if OmegaConf.is_list(devices) else 1)
-            * int(select("num_nodes", default=1) or 1),
+            processes=job_processes(cfg),
             accelerator=accelerator,
             strategy=select("strategy", default="auto"),
             devices=(len(devices) if accelerator == "cpu" else list(devices))
@@ -330,12 +361,7 @@ def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool =
             resume_from=resume_from,
         ),
         interpretability=interp,
-        method=_method_spec(
-            method,
-            select("method_kwargs", default=None),
-            select("backbone", default=None),
-            data.loader,
-        ),
+        method=method_spec,
         solo=cfg,
     )
     return spec
@@ -367,7 +393,8 @@ def resolve_with_solo(
         str(OmegaConf.select(cfg, "name", default=None) or "run"), data.name
     )
     if check_data:
-        check_dataset_available(data, *batch_and_processes(cfg))
+        batch = OmegaConf.select(cfg, "optimizer.batch_size", default=None)
+        check_dataset_available(data, batch, job_processes(cfg))
     cfg = parse_cfg(cfg)
     if data.name in OFFLINE_DATASETS:
         cfg.data.num_classes = OFFLINE_DATASETS[data.name]

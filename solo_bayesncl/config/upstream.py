@@ -24,6 +24,7 @@ import omegaconf
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
+from solo_bayesncl.config.runtime import job_processes
 from solo_bayesncl.core.validation import ConfigError
 from solo_bayesncl.data.names import (
     OFFLINE_DATASETS,
@@ -36,7 +37,7 @@ from solo_bayesncl.host.registration import register
 from solo_bayesncl.methods.keys import (
     METHOD_SETTINGS,
     check_method_kwargs,
-    check_upstream_method_kwargs,
+    check_owned_keys,
 )
 
 __all__ = ["UpstreamScripts", "check_method_keys", "upstream_problems"]
@@ -61,15 +62,9 @@ def _devices_problem(cfg: omegaconf.DictConfig) -> str | None:
     )
 
 
-def _world_size(cfg: omegaconf.DictConfig) -> int:
-    devices = OmegaConf.select(cfg, "devices", default=None)
-    count = len(devices) if isinstance(devices, omegaconf.ListConfig | list | tuple) else 1
-    return count * int(OmegaConf.select(cfg, "num_nodes", default=1) or 1)
-
-
 def _batch_problem(cfg: omegaconf.DictConfig) -> str | None:
     scope = OmegaConf.select(cfg, "optimizer.batch_size_scope", default=None)
-    world = _world_size(cfg)
+    world = job_processes(cfg)
     if scope != "global" or world == 1:
         return None
     batch = OmegaConf.select(cfg, "optimizer.batch_size", default=None)
@@ -183,10 +178,10 @@ def check_method_keys(cfg: omegaconf.DictConfig) -> None:
     method = OmegaConf.select(cfg, "method", default=None)
     kwargs = OmegaConf.select(cfg, "method_kwargs", default=None)
     check_method_kwargs(method, kwargs)
+    check_owned_keys(cfg)
     settings = METHOD_SETTINGS.get(str(method))
     if settings is not None:
-        settings.check_kwargs(kwargs or {})
-    check_upstream_method_kwargs(method, kwargs)
+        settings.check_kwargs(kwargs or {}, OmegaConf.select(cfg, "optimizer", default=None))
 
 
 class UpstreamScripts(Callback):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,9 +42,9 @@ __all__ = [
 ]
 
 
-def scene_args(spec: DatasetSpec) -> tuple[int, int]:
-    """``(data.num_backgrounds, data.background_seed)``; a bad value names its key."""
-    num, seed = spec.num_backgrounds, spec.background_seed
+def scene_args(num: Any, seed: Any) -> tuple[int, int]:
+    """``(data.num_backgrounds, data.background_seed)`` from the values given (None: the
+    default); a bad value names its key."""
     num = DEFAULT_BACKGROUNDS if num is None else num
     seed = DEFAULT_BACKGROUND_SEED if seed is None else seed
     try:
@@ -68,7 +69,7 @@ def offline_dataset(
     ``with_index`` yields ``(index, image, target)`` as solo-learn's pretraining expects."""
     cls, kwargs = FashionMNIST, {}
     if spec.name == SCENES:
-        num, seed = scene_args(spec)
+        num, seed = scene_args(spec.num_backgrounds, spec.background_seed)
         cls, kwargs = FashionMNISTScenes, {"num_backgrounds": num, "seed": seed}
     if with_index:
         from solo.data.pretrain_dataloader import dataset_with_index

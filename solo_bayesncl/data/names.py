@@ -10,7 +10,7 @@ The plugin's ``fashion-mnist`` and ``fashion-mnist-scenes`` are presented to sol
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,8 +177,8 @@ class DatasetSpec:
         return f"custom ({self.val_path})" if self.name == "custom" else self.name
 
 
-def _numbers(values: Sequence[Any] | None) -> tuple[float, ...] | None:
-    return None if values is None else tuple(float(v) for v in values)
+def _numbers(values: Sequence[Any]) -> tuple[float, ...]:
+    return tuple(float(v) for v in values)
 
 
 def dataset_name(cfg: Mapping[str, Any]) -> str:
@@ -191,37 +191,46 @@ def dataset_name(cfg: Mapping[str, Any]) -> str:
 def dataset_spec(cfg: Mapping[str, Any]) -> DatasetSpec:
     """The dataset of a config (a DictConfig or the plain mapping of a checkpoint's config),
     read once: see :class:`DatasetSpec`. Reads ``data.*``, the first ``augmentations`` pipeline
-    (pretraining) or ``data.augmentations`` (linear evaluation); checks nothing (the run checks
-    do, :mod:`solo_bayesncl.config.checks`)."""
+    (pretraining) or ``data.augmentations`` (linear evaluation); a key absent or null takes the
+    field's default. Checks nothing (the run checks do, :mod:`solo_bayesncl.config.checks`)."""
     data = cfg.get("data", None) or {}
-    loader = str(data.get("dataset", None) or "")
     pipelines = cfg.get("augmentations", None)
-    aug = (pipelines[0] if pipelines else data.get("augmentations", None)) or {}
-    dali = cfg.get("dali", None) or {}
-    num_classes = data.get("num_classes", None)
-    return DatasetSpec(
-        name=dataset_name(cfg),
-        loader=loader,
-        num_classes=None if num_classes is None else int(num_classes),
-        train_path=_optional_str(data.get("train_path", None)),
-        val_path=_optional_str(data.get("val_path", None)),
-        format=str(data.get("format", None) or "image_folder"),
-        no_labels=bool(data.get("no_labels", None) or False),
-        num_workers=int(data.get("num_workers", None) or 0),
-        fraction=float(data.get("fraction", None) or -1),
-        val_fraction=float(data.get("val_fraction", None) or -1),
-        num_backgrounds=data.get("num_backgrounds", None),
-        background_seed=data.get("background_seed", None),
-        crop_size=int(aug.get("crop_size", None) or 224),
-        mean=_numbers(aug.get("mean", None)),
-        std=_numbers(aug.get("std", None)),
-        augment_on=str(data.get("augment_on", None) or "per_image"),
-        dali_device=str(dali.get("device", None) or "cpu"),
-        encode_indexes=bool(dali.get("encode_indexes_into_labels", None) or False),
-        large_crops=int(data.get("num_large_crops", None) or 0),
-        small_crops=int(data.get("num_small_crops", None) or 0),
-    )
+    sections = {
+        "data": data,
+        "aug": (pipelines[0] if pipelines else data.get("augmentations", None)) or {},
+        "dali": cfg.get("dali", None) or {},
+    }
+    given = {}
+    for name, (section, key, read) in _FIELD_KEYS.items():
+        value = sections[section].get(key, None)
+        if value is not None:
+            given[name] = read(value)
+    return DatasetSpec(name=dataset_name(cfg), loader=str(data.get("dataset", None) or ""), **given)
 
 
-def _optional_str(value: Any) -> str | None:
-    return None if value is None else str(value)
+def _as_is(value: Any) -> Any:
+    return value
+
+
+_FIELD_KEYS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
+    "num_classes": ("data", "num_classes", int),
+    "train_path": ("data", "train_path", str),
+    "val_path": ("data", "val_path", str),
+    "format": ("data", "format", str),
+    "no_labels": ("data", "no_labels", bool),
+    "num_workers": ("data", "num_workers", int),
+    "fraction": ("data", "fraction", float),
+    "val_fraction": ("data", "val_fraction", float),
+    "num_backgrounds": ("data", "num_backgrounds", _as_is),  # checked where the scenes are built
+    "background_seed": ("data", "background_seed", _as_is),
+    "augment_on": ("data", "augment_on", str),
+    "large_crops": ("data", "num_large_crops", int),
+    "small_crops": ("data", "num_small_crops", int),
+    "crop_size": ("aug", "crop_size", int),
+    "mean": ("aug", "mean", _numbers),
+    "std": ("aug", "std", _numbers),
+    "dali_device": ("dali", "device", str),
+    "encode_indexes": ("dali", "encode_indexes_into_labels", bool),
+}
+"""Where each :class:`DatasetSpec` field is read (``data``, the first augmentation pipeline or
+``dali``, and the key) and its type; absent or null, the field's default holds."""

@@ -29,8 +29,8 @@ from solo_bayesncl.data.names import (
     SCENES,
     SOLO_DATASETS,
     DatasetSpec,
+    dataset_name,
     dataset_spec,
-    small_stem,
 )
 from solo_bayesncl.data.pipelines import AUGMENT_ON, not_batchable
 from solo_bayesncl.data.scenes import scenes_mean_std
@@ -40,7 +40,6 @@ __all__ = [
     "check_dataset_available",
     "resolve_augment_on",
     "cifar_layout",
-    "batch_and_processes",
     "check_subset_sizes",
     "resolve_dali_cfg",
     "resolve_dataset_cfg",
@@ -53,25 +52,14 @@ class DatasetUnavailableError(RuntimeError):
 
 def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> DatasetSpec:
     """Validates ``data.dataset``, maps the plugin's datasets onto solo-learn's ``custom`` in
-    ``cfg`` and returns the dataset's spec as resolved.
-
-    Must run before solo-learn's ``parse_cfg``. Sets ``backbone.small_stem`` (3x3 stride-1 first
-    convolution, no max-pool, as solo-learn does for CIFAR) for small-image datasets unless given.
-    """
-    spec = dataset_spec(cfg)
-    name = spec.name
+    ``cfg`` and returns the dataset's spec as resolved (the one decoding before solo-learn's
+    ``parse_cfg``). Must run before ``parse_cfg``."""
+    name = dataset_name(cfg)
     allowed = (*SOLO_DATASETS, *OFFLINE_DATASETS)
     if name not in allowed:
         raise ValueError(
             f"data.dataset={name!r} is not supported; allowed values: {', '.join(allowed)}"
         )
-    small = OmegaConf.select(cfg, "backbone.small_stem", default=None)
-    OmegaConf.update(
-        cfg,
-        "backbone.small_stem",
-        small_stem(name) if small is None else bool(small),
-        force_add=True,
-    )
     if OmegaConf.select(cfg, "data.format", default="image_folder") == "dali":
         if name not in DALI_DATASETS:
             raise ValueError(
@@ -79,12 +67,21 @@ def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> DatasetSpec:
                 f"loaders read image folders ({', '.join(DALI_DATASETS)}); use image_folder"
             )
         resolve_dali_cfg(cfg)
-    if name not in OFFLINE_DATASETS:
-        return spec
+    if name in OFFLINE_DATASETS:
+        _as_custom(cfg, name)
+    return dataset_spec(cfg)
+
+
+def _as_custom(cfg: omegaconf.DictConfig, name: str) -> None:
+    """Presents the plugin's dataset ``name`` to solo-learn as ``custom``, in ``cfg``: its files,
+    its normalisation and (scenes) its background settings."""
     root = fashion_mnist_root()
     mean, std = MEAN_STD
     if name == SCENES:
-        num, seed = scene_args(spec)
+        num, seed = scene_args(
+            OmegaConf.select(cfg, "data.num_backgrounds", default=None),
+            OmegaConf.select(cfg, "data.background_seed", default=None),
+        )
         OmegaConf.update(cfg, "data.num_backgrounds", num, force_add=True)
         OmegaConf.update(cfg, "data.background_seed", seed, force_add=True)
         try:
@@ -102,7 +99,6 @@ def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> DatasetSpec:
     if OmegaConf.select(cfg, "data.augmentations", default=None) is not None:
         cfg.data.augmentations.mean = list(mean)
         cfg.data.augmentations.std = list(std)
-    return dataset_spec(cfg)
 
 
 def resolve_dali_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
@@ -181,15 +177,6 @@ def _subset_size(key: str, fraction: float, total: int, classes: int, batch: int
             f"batch (optimizer.batch_size={batch} over all devices): no training step would run; "
             f"use {key} >= {math.ceil(batch / total * 1e6) / 1e6:g} or a smaller batch"
         )
-
-
-def batch_and_processes(cfg: omegaconf.DictConfig) -> tuple[int | None, int]:
-    """``optimizer.batch_size`` (per process; None when unset) and the number of processes."""
-    batch = OmegaConf.select(cfg, "optimizer.batch_size", default=None)
-    devices = OmegaConf.select(cfg, "devices", default=None)
-    count = len(devices) if isinstance(devices, list | omegaconf.ListConfig) else 1
-    processes = count * int(OmegaConf.select(cfg, "num_nodes", default=1) or 1)
-    return (batch if isinstance(batch, int) else None), processes
 
 
 def check_subset_sizes(

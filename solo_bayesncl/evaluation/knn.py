@@ -22,7 +22,17 @@ from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.io.checkpoints import LoadedCheckpoint, load_checkpoint, load_method
 from solo_bayesncl.metrics import non_finite_rows
 
-__all__ = ["DISTANCES", "FEATURES", "knn_eval"]
+__all__ = ["BATCH_SIZE", "DISTANCES", "FEATURES", "K", "NUM_WORKERS", "TEMPERATURE", "knn_eval"]
+
+K = 20
+"""Neighbours in the vote, unless a setting says otherwise (the command's ``--k``, a preset's
+``knn.k``); every default of kNN is written here once."""
+TEMPERATURE = 0.07
+"""Temperature of the vote's weights ``exp(similarity / T)`` (solo-learn's)."""
+BATCH_SIZE = 256
+"""Images per batch of the feature passes."""
+NUM_WORKERS = 2
+"""Data loader processes of the feature passes."""
 
 FEATURES = {"backbone": "backbone", "projection": "representation"}
 """``--feature`` choices and the feature :func:`extract_representations` reads for each."""
@@ -47,13 +57,13 @@ def _require_finite(checkpoint: Path, feature: str, splits: dict[str, torch.Tens
 
 def knn_eval(
     checkpoint: str | Path | LoadedCheckpoint,
-    ks: Sequence[int] = (20,),
-    temperature: float = 0.07,
+    ks: Sequence[int] = (K,),
+    temperature: float = TEMPERATURE,
     feature: str = "backbone",
     distance: str = "cosine",
     dataset: str | None = None,
-    batch_size: int = 256,
-    num_workers: int = 2,
+    batch_size: int = BATCH_SIZE,
+    num_workers: int = NUM_WORKERS,
     device: str | None = None,
     *,
     model: torch.nn.Module | None = None,

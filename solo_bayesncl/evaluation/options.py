@@ -9,6 +9,8 @@ from typing import Any
 
 from solo_bayesncl.core.validation import require_choice, require_int
 from solo_bayesncl.metrics import TOP_IMAGES
+from solo_bayesncl.metrics.accumulator import SHUFFLE_PERMUTATIONS, check_shuffle_permutations
+from solo_bayesncl.metrics.retrieval import check_retrieval_max_samples
 
 __all__ = ["PASS_OPTIONS", "PROTOCOLS", "ReportError", "ReportOptions"]
 
@@ -58,7 +60,7 @@ class ReportOptions:
     device: str | None = None
     num_workers: int = 2
     thumbnail_size: int = 64
-    shuffle_permutations: int = 5
+    shuffle_permutations: int = SHUFFLE_PERMUTATIONS
     retrieval_max_samples: int | None = None
     top_dims: int = 16
     images_per_dim: int = TOP_IMAGES
@@ -71,16 +73,14 @@ class ReportOptions:
             ("--images-per-dim", self.images_per_dim, 1),
             ("--num-workers", self.num_workers, 0),
             ("thumbnail_size", self.thumbnail_size, 1),
-            # the baseline the consistency gain is measured against needs a permutation
-            ("--shuffle-permutations", self.shuffle_permutations, 1),
         ]
         if self.max_images is not None:
             ints.append(("--max-images", self.max_images, 1))
-        if self.retrieval_max_samples is not None:  # a query needs one other sample
-            ints.append(("--retrieval-max-samples", self.retrieval_max_samples, 2))
         try:
             for name, value, low in ints:
                 require_int(name, value, low=low)
+            check_shuffle_permutations("--shuffle-permutations", self.shuffle_permutations)
+            check_retrieval_max_samples("--retrieval-max-samples", self.retrieval_max_samples)
             require_choice("--protocol", self.protocol, PROTOCOLS)
             if self.device is not None:
                 require_choice("--device", self.device, ("cpu", "cuda"))

@@ -75,16 +75,22 @@ def apply_small_stem(backbone: nn.Module) -> nn.Module:
 
 
 def build_method(
-    name: str, solo_cfg: omegaconf.DictConfig, small_stem: bool, fresh_config: bool = False
+    name: str,
+    solo_cfg: omegaconf.DictConfig,
+    small_stem: bool,
+    fresh_config: bool = False,
+    settings: Any = None,
 ) -> nn.Module:
     """The method ``name`` from solo-learn's registry (``bayesncl`` and ``ncl`` included), freshly
     initialised from its config (handed on to solo-learn, which fills its defaults in; a copy
     with ``fresh_config``, for a checkpoint's), with the ResNet ``small_stem`` when asked (the
-    momentum backbone too, then re-synchronised with the online one)."""
+    momentum backbone too, then re-synchronised with the online one). A plugin method takes its
+    parsed ``settings`` (the spec's) when given."""
     register()
     from solo.methods import METHODS
 
-    model = METHODS[name](copy.deepcopy(solo_cfg) if fresh_config else solo_cfg)
+    cfg = copy.deepcopy(solo_cfg) if fresh_config else solo_cfg
+    model = METHODS[name](cfg) if settings is None else METHODS[name](cfg, settings)
     if small_stem:
         apply_small_stem(model.backbone)
         if hasattr(model, "momentum_backbone"):

@@ -21,7 +21,7 @@ from torch import nn
 
 from solo_bayesncl.config.saved import SavedConfigError, checkpoint_spec
 from solo_bayesncl.config.settings import RunSpec
-from solo_bayesncl.core.validation import first_line
+from solo_bayesncl.core.validation import ConfigError, first_line
 from solo_bayesncl.host import registration
 from solo_bayesncl.host.models import build_backbone, build_method, without_resume_warning
 from solo_bayesncl.io.artifact import is_artifact, read_artifact
@@ -193,8 +193,17 @@ def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") ->
     try:
         with without_resume_warning():  # read, never resumed
             model = build_method(
-                method.name, loaded.spec.solo, method.small_stem, fresh_config=True
+                method.name,
+                loaded.spec.solo,
+                method.small_stem,
+                fresh_config=True,
+                settings=method.settings,
             )
+    except ConfigError as err:  # its method's settings, out of range
+        raise CheckpointError(
+            f"{_config_source(loaded.path)}: {first_line(err)}; the checkpoint's config is not "
+            f"one its {loaded.method} model can be built from"
+        ) from None
     except (omegaconf.errors.ConfigAttributeError, omegaconf.errors.ConfigKeyError) as err:
         key = getattr(err, "full_key", None) or first_line(err)
         raise CheckpointError(

@@ -10,18 +10,14 @@ Bernoulli(``rho``) prior on the gates enters the loss through a KL term (docs/me
 
 from __future__ import annotations
 
-import math
-import warnings
 from textwrap import indent
 from typing import Any
 
 import omegaconf
 import torch
-from solo.utils.misc import omegaconf_select
 
 from solo_bayesncl.core.gates import GateOutput, GatingHead
 from solo_bayesncl.core.losses import LossTerms
-from solo_bayesncl.core.validation import require_range
 from solo_bayesncl.methods.keys import BayesNCLSettings, settings_table
 from solo_bayesncl.methods.ncl import NCL
 
@@ -31,48 +27,22 @@ __all__ = ["BayesNCL"]
 class BayesNCL(NCL):
     """Bayesian Gated Non-Negative Contrastive Learning (arXiv 2605.28441).
 
-    It reads the ``method_kwargs`` of :attr:`SETTINGS` (the table below) as ``self.settings``.
-    ``use_bayes: False`` has the official meaning: no gate at all, so the run trains plain
-    ``ncl`` (with a warning). ``optimizer.gating_head_lr`` (finite float > 0, default 0.1) is
-    the gating head's learning rate, not rescaled by batch size.
+    It takes its settings (:attr:`SETTINGS`, the table below) parsed, or parses them from the
+    config (:class:`~solo_bayesncl.methods.ncl.NCL`). ``use_bayes: False`` has the official
+    meaning: no gate at all, so the run trains plain ``ncl`` (with a warning).
     """
 
     SETTINGS: type[BayesNCLSettings] = BayesNCLSettings
 
-    def __init__(self, cfg: omegaconf.DictConfig):
-        super().__init__(cfg)
+    def __init__(self, cfg: omegaconf.DictConfig, settings: BayesNCLSettings | None = None):
+        super().__init__(cfg, settings)
         settings = self.settings
         self.eval_gate: str = settings.eval_gate
-        self.gating_head_lr: float = cfg.optimizer.gating_head_lr
+        self.gating_head_lr: float = settings.gating_head_lr
         self.gating_head = GatingHead(
             self.features_dim, settings.gating_head_hidden_dim, settings.proj_output_dim
         )
         self.gate = self.objective.gate
-
-    @staticmethod
-    def add_and_assert_specific_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-        """solo-learn's contract: checks BayesNCL's keys (:class:`BayesNCLSettings`) and writes
-        them back into ``cfg.method_kwargs``, defaults filled in; ``use_bayes: False`` switches
-        the run to ``ncl``."""
-        cfg = super(NCL, NCL).add_and_assert_specific_cfg(cfg)
-        values = BayesNCLSettings.check_kwargs(cfg.method_kwargs)
-        cfg.method_kwargs.update(values)
-        if not values["use_bayes"]:
-            warnings.warn(
-                "method_kwargs.use_bayes=False means no gate at all (the official meaning): "
-                "training method=ncl; to keep the gate and drop only the KL, set "
-                "method_kwargs.use_kl=False",
-                stacklevel=2,
-            )
-            cfg.method = "ncl"
-            return cfg
-        cfg.optimizer.gating_head_lr = require_range(
-            "optimizer.gating_head_lr",
-            omegaconf_select(cfg, "optimizer.gating_head_lr", 0.1),
-            low=0.0,
-            high=math.inf,
-        )
-        return cfg
 
     @property
     def learnable_params(self) -> list[dict[str, Any]]:

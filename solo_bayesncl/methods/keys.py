@@ -9,12 +9,14 @@ hyperparameter as a required argument under its config name. Needs no solo-learn
 from __future__ import annotations
 
 import dataclasses
+import math
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from solo_bayesncl.core.gates import GATE_MODES, GATE_TYPES, resolve_gate_type
-from solo_bayesncl.core.hyperparameters import FLAG, RANGES, Rule, integer
+from solo_bayesncl.core.hyperparameters import FLAG, RANGES, Rule, integer, number
 from solo_bayesncl.core.losses import BayesNCLLoss, NCLLoss
 from solo_bayesncl.core.nonneg import NON_NEGATIVITY_MAPS, resolve_non_neg
 from solo_bayesncl.core.validation import (
@@ -32,8 +34,9 @@ __all__ = [
     "NCLSettings",
     "Rule",
     "check_method_kwargs",
-    "check_upstream_method_kwargs",
+    "check_owned_keys",
     "checked_method",
+    "owned_keys",
     "settings_table",
 ]
 
@@ -61,12 +64,21 @@ def setting(
     *,
     when: str | None = None,
     default_from: str | None = None,
+    section: str = SECTION,
 ) -> Any:
     """One hyperparameter: its ``meaning`` (the docstring table's words, and the hint of a
-    missing required key), the ``rule`` a value must follow and its ``default`` (none: required).
-    ``when`` names a flag field: the rule applies only when that flag is true (the value is kept
-    as written otherwise). ``default_from`` names the field whose value is the default."""
-    metadata = {"meaning": meaning, "rule": rule, "when": when, "default_from": default_from}
+        missing required key), the ``rule`` a value must follow and its ``default`` (none: required).
+        ``when`` names a flag field: the rule applies only when that flag is true (the value is kept
+        as written otherwise). ``default_from`` names the field whose value is the default; ``section``
+    the config section the key is read from (another than ``method_kwargs``: a key of that section
+    only this method reads, refused for the others by :func:`check_owned_keys`)."""
+    metadata = {
+        "meaning": meaning,
+        "rule": rule,
+        "when": when,
+        "default_from": default_from,
+        "section": section,
+    }
     return field(default=default, metadata=metadata)
 
 
@@ -89,14 +101,19 @@ class ContrastiveSettings:
     )
 
     @classmethod
-    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    def check_kwargs(
+        cls, kwargs: Mapping[str, Any], optimizer: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Every field's value from ``kwargs`` (a method's ``method_kwargs``; other keys are
-        ignored here, :func:`check_method_kwargs` refuses them), defaults filled in, each checked
-        by its rule in declaration order; stops after :attr:`STOP_WHEN_FALSE` when it is false."""
+        ignored here, :func:`check_method_kwargs` refuses them) or, for a field of the
+        ``optimizer`` section, from ``optimizer``, defaults filled in, each checked by its rule in
+        declaration order; stops after :attr:`STOP_WHEN_FALSE` when it is false."""
         values: dict[str, Any] = {}
+        sections = {SECTION: kwargs, "optimizer": optimizer or {}}
         for f in dataclasses.fields(cls):
-            key, meta = f"{SECTION}.{f.name}", f.metadata
-            value = kwargs.get(f.name, None) if f.name in kwargs else _default(f, values)
+            meta = f.metadata
+            key, given = f"{meta['section']}.{f.name}", sections[meta["section"]]
+            value = given.get(f.name, None) if f.name in given else _default(f, values)
             value = None if value == "None" else value
             if value is None and f.default is dataclasses.MISSING and not meta["default_from"]:
                 raise ConfigError(f"{key} is missing: {meta['meaning']}")
@@ -119,14 +136,30 @@ class ContrastiveSettings:
             )
 
     @classmethod
-    def from_kwargs(cls, kwargs: Mapping[str, Any]) -> ContrastiveSettings:
-        """The settings of ``kwargs``, checked (:meth:`check_kwargs`)."""
-        return cls(**cls.check_kwargs(kwargs))
+    def from_kwargs(
+        cls, kwargs: Mapping[str, Any], optimizer: Mapping[str, Any] | None = None
+    ) -> ContrastiveSettings:
+        """The settings of ``kwargs`` (and ``optimizer``), checked (:meth:`check_kwargs`)."""
+        return cls(**cls.check_kwargs(kwargs, optimizer))
 
     @property
     def top_k(self) -> int | None:
         """How many activations are kept per sample (``topk_k`` when ``use_topk``, else None)."""
         return self.topk_k if self.use_topk else None
+
+    def written(self) -> dict[str, Any]:
+        """Each setting under its config key (``method_kwargs.temperature``), as a run's config
+        records it: nothing after :attr:`STOP_WHEN_FALSE` when it is false."""
+        keys = {}
+        for f in dataclasses.fields(self):
+            keys[f"{f.metadata['section']}.{f.name}"] = getattr(self, f.name)
+            if f.name == self.STOP_WHEN_FALSE and not getattr(self, f.name):
+                break
+        return keys
+
+    def trains(self, method: str) -> tuple[str, ContrastiveSettings]:
+        """The method a run of ``method`` with these settings trains, and its settings."""
+        return method, self
 
     def objective(self, gather_distributed: bool = True, check_inputs: bool = True) -> NCLLoss:
         """The method's loss module with these hyperparameters (``check_inputs``: as
@@ -219,6 +252,26 @@ class BayesNCLSettings(ContrastiveSettings):
         GATE_MODE,
         "hard",
     )
+    gating_head_lr: float = setting(
+        "the gating head's learning rate (its own parameter group, not rescaled by batch size)",
+        number(0.0, math.inf),
+        0.1,
+        section="optimizer",
+    )
+
+    def trains(self, method: str) -> tuple[str, ContrastiveSettings]:
+        """``use_bayes: False`` has the official meaning: no gate at all, so the run trains
+        ``ncl`` with the shared settings (said in a warning)."""
+        if self.use_bayes:
+            return method, self
+        warnings.warn(
+            "method_kwargs.use_bayes=False means no gate at all (the official meaning): "
+            "training method=ncl; to keep the gate and drop only the KL, set "
+            "method_kwargs.use_kl=False",
+            stacklevel=2,
+        )
+        shared = dataclasses.fields(ContrastiveSettings)
+        return "ncl", NCLSettings(**{f.name: getattr(self, f.name) for f in shared})
 
     def objective(self, gather_distributed: bool = True, check_inputs: bool = True) -> BayesNCLLoss:
         """:class:`~solo_bayesncl.core.losses.BayesNCLLoss` with these hyperparameters."""
@@ -263,7 +316,8 @@ def settings_table(settings: type[ContrastiveSettings]) -> str:
             default = "required"
         else:
             default = f"default {f.default!r}"
-        lines.append(f"    {f.name} ({default}; {meta['rule'].allowed}): {meta['meaning']}.")
+        name = f.name if meta["section"] == SECTION else f"{meta['section']}.{f.name}"
+        lines.append(f"    {name} ({default}; {meta['rule'].allowed}): {meta['meaning']}.")
     return "\n".join(lines)
 
 
@@ -281,24 +335,44 @@ def checked_method(cfg: Mapping[str, Any], known: Iterable[str]) -> str:
 
 def check_method_kwargs(method: str | None, kwargs: Mapping[str, Any] | None) -> None:
     """Refuses ``method_kwargs`` keys the method does not read (:data:`METHOD_SETTINGS`,
-    :data:`UPSTREAM_METHOD_KWARGS`); called by the pretraining entry point only, so that
-    checkpoints of the official codes (with their extra keys) still load."""
+    :data:`UPSTREAM_METHOD_KWARGS`) and, for solo-learn's ``simclr`` and ``mocov2plus``, values
+    out of their ranges (NCL and BayesNCL: their settings'); called by the pretraining entry
+    point only, so that checkpoints of the official codes (with their extra keys) still load."""
     settings = METHOD_SETTINGS.get(str(method))
     if settings is not None:
-        known = tuple(f.name for f in dataclasses.fields(settings))
+        known = tuple(
+            f.name for f in dataclasses.fields(settings) if f.metadata["section"] == SECTION
+        )
     else:
         known = UPSTREAM_METHOD_KWARGS.get(str(method))
     if known is not None:
         require_known_keys(SECTION, kwargs, known)
+    if settings is None and known is not None and kwargs is not None:  # solo-learn's ranges
+        for key in ("proj_hidden_dim", "proj_output_dim", "queue_size"):
+            if kwargs.get(key, None) is not None:
+                require_int(f"{SECTION}.{key}", kwargs[key], low=1)
+        if kwargs.get("temperature", None) is not None:
+            RANGES["temperature"].check(f"{SECTION}.temperature", kwargs["temperature"])
 
 
-def check_upstream_method_kwargs(method: str | None, kwargs: Mapping[str, Any] | None) -> None:
-    """The ranges of the ``method_kwargs`` solo-learn's ``simclr`` and ``mocov2plus`` read
-    (NCL and BayesNCL check their own)."""
-    if method not in UPSTREAM_METHOD_KWARGS or kwargs is None:
-        return
-    for key in ("proj_hidden_dim", "proj_output_dim", "queue_size"):
-        if kwargs.get(key, None) is not None:
-            require_int(f"{SECTION}.{key}", kwargs[key], low=1)
-    if kwargs.get("temperature", None) is not None:
-        RANGES["temperature"].check(f"{SECTION}.temperature", kwargs["temperature"])
+def owned_keys() -> dict[str, str]:
+    """The keys outside ``method_kwargs`` that one method alone reads, with that method
+    (``optimizer.gating_head_lr``: ``bayesncl``), from the declarations."""
+    return {
+        f"{f.metadata['section']}.{f.name}": method
+        for method, settings in METHOD_SETTINGS.items()
+        for f in dataclasses.fields(settings)
+        if f.metadata["section"] != SECTION
+    }
+
+
+def check_owned_keys(cfg: Mapping[str, Any]) -> None:
+    """Refuses, naming it, a key of :func:`owned_keys` in a config whose method does not read
+    it (it would be ignored)."""
+    method = cfg.get("method", None)
+    for key, owner in owned_keys().items():
+        section, _, name = key.partition(".")
+        if method != owner and (cfg.get(section, None) or {}).get(name, None) is not None:
+            raise ConfigError(
+                f"{key} is read by method={owner} only; method={method} would ignore it: remove it"
+            )

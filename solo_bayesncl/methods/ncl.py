@@ -55,7 +55,8 @@ class NonFiniteTrainingError(FloatingPointError):
 class NCL(BaseMethod):
     """Non-negative Contrastive Learning (arXiv 2403.12459): InfoNCE on ``normalize(phi(z))``.
 
-    It reads the ``method_kwargs`` of :attr:`SETTINGS` (the table below) as ``self.settings``.
+    It takes its settings (:attr:`SETTINGS`, the table below) as ``self.settings``, parsed by
+    the run's spec, or parses them from ``cfg.method_kwargs`` when not given.
     With ``dimension_dropout_epochs`` the dropout share falls as
     :func:`scheduled_dimension_dropout` says, as the binary-concrete gate's random closures fall
     while its gate probabilities leave 0.5.
@@ -63,11 +64,12 @@ class NCL(BaseMethod):
 
     SETTINGS: type[NCLSettings] = NCLSettings
 
-    def __init__(self, cfg: omegaconf.DictConfig):
+    def __init__(self, cfg: omegaconf.DictConfig, settings: NCLSettings | None = None):
         super().__init__(cfg)
-        # read again from the (resolved) config solo-learn hands every method; checkpoints older
-        # than a key get its default
-        self.settings = self.SETTINGS.from_kwargs(cfg.method_kwargs)
+        # parsed once by the run's spec; a config built elsewhere (upstream's scripts, a
+        # checkpoint of another layout) is parsed here, and a checkpoint older than a key gets
+        # its default
+        self.settings = settings or self.SETTINGS.from_kwargs(cfg.method_kwargs, cfg.optimizer)
         settings = self.settings
         self.non_neg: str = settings.non_neg
         self.projector = projector(
@@ -82,14 +84,6 @@ class NCL(BaseMethod):
         """The loss this method trains with (the config guarantees two views per image, so the
         per-step input check is off; a non-finite step stops training instead)."""
         return self.settings.objective(check_inputs=False)
-
-    @staticmethod
-    def add_and_assert_specific_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-        """solo-learn's contract: checks NCL's keys (:class:`NCLSettings`) and writes them back
-        into ``cfg.method_kwargs``, defaults filled in."""
-        cfg = super(NCL, NCL).add_and_assert_specific_cfg(cfg)
-        cfg.method_kwargs.update(NCLSettings.check_kwargs(cfg.method_kwargs))
-        return cfg
 
     @property
     def learnable_params(self) -> list[dict[str, Any]]:

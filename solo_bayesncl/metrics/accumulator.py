@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 
+from solo_bayesncl.core.validation import require_int
 from solo_bayesncl.metrics._bitmask import pack_mask, unpack_mask
 from solo_bayesncl.metrics._blocks import Workspace, block_rows
 from solo_bayesncl.metrics._validation import (
@@ -103,13 +105,26 @@ def describe_metric(key: str) -> str | None:
     return next((text for pattern, text in _DESCRIBED if pattern.match(key)), None)
 
 
+SHUFFLE_PERMUTATIONS = 5
+"""The permutations of the label-shuffled baseline, unless a setting says otherwise (the training
+callback's, the report's, the accumulator's)."""
+
+
+def check_shuffle_permutations(key: str, value: Any) -> int:
+    """The permutations of the label-shuffled baseline: an integer >= 1 (the consistency gain is
+    measured against it); else :class:`~solo_bayesncl.core.validation.ConfigError` naming
+    ``key``. The one rule of every setting of it."""
+    return require_int(key, value, low=1)
+
+
 class InterpretabilityAccumulator:
     """Accumulates batches and computes every interpretability metric (docs/method.md, "Metrics").
 
     Args:
         num_classes: C; labels must lie in ``0..C-1``.
         eps: activity threshold (``|F_ij| > eps`` is active).
-        shuffle_permutations: permutations of the label-shuffled baseline (0 disables it).
+        shuffle_permutations: permutations of the label-shuffled baseline
+            (:func:`check_shuffle_permutations`).
         seed: seed of the permutations and of the retrieval cap's sample choice.
         track_gram: keep the k x k Gram (effective rank, orthogonality).
         retrieval, retrieval_dim_counts: retrieval precision (P@1, 5, 10) and its m.
@@ -121,7 +136,7 @@ class InterpretabilityAccumulator:
         num_classes: int,
         *,
         eps: float = EPS,
-        shuffle_permutations: int = 5,
+        shuffle_permutations: int = SHUFFLE_PERMUTATIONS,
         seed: int = 0,
         track_gram: bool = True,
         retrieval: bool = True,
@@ -132,11 +147,11 @@ class InterpretabilityAccumulator:
     ) -> None:
         self.num_classes = check_num_classes(num_classes)
         self.eps = check_eps(eps)
-        if shuffle_permutations < 0:
-            raise ValueError(f"shuffle_permutations must be >= 0, got {shuffle_permutations}")
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-        self.shuffle_permutations = int(shuffle_permutations)
+        self.shuffle_permutations = check_shuffle_permutations(
+            "shuffle_permutations", shuffle_permutations
+        )
         self.seed = int(seed)
         self.track_gram = bool(track_gram)
         self.retrieval = bool(retrieval)

@@ -9,10 +9,12 @@ fewer than ``K + 1`` samples P@K uses the ``N - 1`` neighbours; below 2 samples 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
+from solo_bayesncl.core.validation import require_int
 from solo_bayesncl.metrics._validation import (
     absolute_column_sums,
     as_features,
@@ -156,6 +158,13 @@ def retrieval_precision(
     )
 
 
+def check_retrieval_max_samples(key: str, value: Any) -> int | None:
+    """The cap on the vectors kept for retrieval: None (all of them) or an integer >= 2 (a query
+    needs one other sample); else :class:`~solo_bayesncl.core.validation.ConfigError` naming
+    ``key``. The one rule of every setting of the cap."""
+    return None if value is None else require_int(key, value, low=2)
+
+
 def _splitmix64(values: np.ndarray) -> np.ndarray:
     """SplitMix64 hash of uint64 values (wrapping arithmetic)."""
     z = values + np.uint64(0x9E3779B97F4A7C15)
@@ -176,9 +185,7 @@ class RetrievalBuffer:
         device: str | torch.device | None = "cpu",
         seed: int = 0,
     ) -> None:
-        if max_samples is not None and max_samples < 2:
-            raise ValueError(f"retrieval_max_samples must be None or >= 2, got {max_samples}")
-        self.max_samples = max_samples
+        self.max_samples = check_retrieval_max_samples("retrieval_max_samples", max_samples)
         self.device = None if device is None else torch.device(device)
         self.seed = int(seed)
         self._features: list[torch.Tensor] = []

@@ -1,18 +1,8 @@
 """A Lightning callback that computes the interpretability metrics (docs/method.md, "Metrics") on the
 whole validation set every ``interpretability.frequency`` epochs, for any of the four methods.
 
-Config (all optional)::
-
-    interpretability:
-      enabled: True        # off by default
-      frequency: 5         # epochs between evaluations (the last epoch is always evaluated)
-      gate: hard           # BayesNCL: hard (v) or soft (u * alpha)
-      max_samples: null    # cap on the vectors kept for retrieval precision (an int >= 2)
-      shuffle_permutations: 5   # permutations of the label-shuffled baseline (>= 1)
-      retrieval: True      # False skips the retrieval precisions (booleans are strict)
-      probe: False         # also fit the converged linear probe (metrics/probe.py)
-
-The keys are checked by :func:`~solo_bayesncl.config.settings.check_interpretability`. Metrics
+Its settings, their defaults and rules:
+:class:`~solo_bayesncl.config.settings.InterpretabilitySpec` (docs/training.md). Metrics
 are logged as ``interp/<metric>``: with ``probe``, ``probe_top1`` and ``probe_converged``; on
 ``fashion-mnist-scenes``, the measures of :mod:`solo_bayesncl.metrics.background` too.
 """
@@ -80,11 +70,7 @@ class InterpretabilityCallback(Callback):
 
     val_loader: DataLoader
     num_classes: int
-    frequency: int = 1
-    gate: str = "hard"
-    max_samples: int | None = None
-    shuffle_permutations: int = 5
-    retrieval: bool = True
+    settings: InterpretabilitySpec = InterpretabilitySpec()
     probe_loader: DataLoader | None = None
     backgrounds: Backgrounds | None = None
 
@@ -97,7 +83,7 @@ class InterpretabilityCallback(Callback):
     def _evaluates(self, trainer: Trainer) -> bool:
         epoch = trainer.current_epoch
         last = trainer.max_epochs is not None and epoch + 1 >= trainer.max_epochs
-        return last or (epoch + 1) % self.frequency == 0
+        return last or (epoch + 1) % self.settings.frequency == 0
 
     def _batch_of(self, pl_module: LightningModule, out: dict[str, Any]) -> RepresentationBatch:
         """What the callback's own pass reads from the forward output ``out`` (labels set later)."""
@@ -105,7 +91,7 @@ class InterpretabilityCallback(Callback):
             pl_module,
             out,
             torch.empty(0, dtype=torch.long),
-            gate=self.gate,
+            gate=self.settings.gate,
             with_backbone=self.probe_loader is not None,
         )
 
@@ -176,9 +162,9 @@ class InterpretabilityCallback(Callback):
         over ``val_loader``) or, when None, a pass made here."""
         accumulator = InterpretabilityAccumulator(
             self.num_classes,
-            shuffle_permutations=self.shuffle_permutations,
-            retrieval=self.retrieval,
-            retrieval_max_samples=self.max_samples,
+            shuffle_permutations=self.settings.shuffle_permutations,
+            retrieval=self.settings.retrieval,
+            retrieval_max_samples=self.settings.max_samples,
         )
         gate_open_sum, count = None, 0
         reps, feats, labels = [], [], []
@@ -187,7 +173,7 @@ class InterpretabilityCallback(Callback):
             batches = extract_representations(
                 pl_module,
                 self.val_loader,
-                gate=self.gate,
+                gate=self.settings.gate,
                 with_backbone=self.probe_loader is not None,
             )
         for batch in batches:
@@ -279,11 +265,7 @@ def build_interpretability_callback(
     return InterpretabilityCallback(
         val_loader,
         num_classes=data.classes,
-        frequency=settings.frequency,
-        gate=settings.gate,
-        max_samples=settings.max_samples,
-        shuffle_permutations=settings.shuffle_permutations,
-        retrieval=settings.retrieval,
+        settings=settings,
         probe_loader=probe_loader,
         backgrounds=backgrounds,
     )

@@ -18,7 +18,7 @@ from solo_bayesncl.host.availability import require_solo_learn
 from solo_bayesncl.host.models import build_method
 from solo_bayesncl.host.registration import register
 from solo_bayesncl.io.files import require_writable
-from solo_bayesncl.methods.keys import check_upstream_method_kwargs, checked_method
+from solo_bayesncl.methods.keys import checked_method
 from solo_bayesncl.training.auto_resume import decide_job_run
 from solo_bayesncl.training.fit import fit, seed_and_layout
 
@@ -38,10 +38,8 @@ def prepare_pretrain(cfg: omegaconf.DictConfig, check_data: bool = True) -> RunS
     method = checked_method(cfg, METHODS)  # no silently ignored (misspelt) key
     check_solo_names(cfg, BaseMethod._OPTIMIZERS, BaseMethod._SCHEDULERS, BaseMethod._BACKBONES)
     cfg = resolve_with_solo(cfg, parse_cfg, check_data, pretraining=True)
-    cfg = METHODS[method].add_and_assert_specific_cfg(cfg)  # solo-learn's hand-off
-    spec = run_spec(cfg, pretraining=True)  # performance.compile=True needs a C++ compiler
-    check_upstream_method_kwargs(spec.method.name, spec.method.kwargs)
-    return spec
+    cfg = METHODS[method].add_and_assert_specific_cfg(cfg)  # solo-learn's defaults
+    return run_spec(cfg, pretraining=True)  # the method's settings parsed, once
 
 
 def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
@@ -62,7 +60,9 @@ def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
     model = seed_and_layout(
         spec.trainer.seed,
         spec.trainer.performance,
-        lambda: build_method(spec.method.name, spec.solo, spec.method.small_stem),
+        lambda: build_method(
+            spec.method.name, spec.solo, spec.method.small_stem, settings=spec.method.settings
+        ),
     )
     run = decide_job_run(
         spec.fingerprint_source,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import run_order
 
 pytest.importorskip("lightning", reason="needs Lightning (installed with solo-learn)")
 
@@ -105,11 +106,8 @@ def test_a_finished_runs_records_are_strict_json_with_undefined_figures_as_null(
     ckpt = run_dir / "pretrain" / "m" / "last.ckpt"
     ckpt.parent.mkdir(parents=True)
     ckpt.write_bytes(b"weights")
-    (run_dir / "spec.json").write_text(
-        json.dumps(
-            {"method": "bayesncl", "variant": "bayesncl_concrete", "seed": 1, "run_key": "abc"}
-        )
-    )
+    order = run_order(method="bayesncl", variant="bayesncl_concrete", seed=1, run_key="abc")
+    (run_dir / "spec.json").write_text(order.to_json())
     pretrain = {"checkpoint": str(ckpt), "metrics_csv": str(ckpt.parent / "metrics.csv")}
     monkeypatch.setattr(run_one, "launched_as_rank_zero", lambda: True)
     monkeypatch.setattr(run_one, "pretrain_stage", lambda *a: dict(pretrain))
@@ -141,7 +139,7 @@ def test_a_half_written_stage_record_is_named_with_what_to_do(tmp_path, monkeypa
 
     run_dir = tmp_path / "runs" / "ncl-seed1-abc"
     run_dir.mkdir(parents=True)
-    (run_dir / "spec.json").write_text(json.dumps({"method": "ncl", "seed": 1, "run_key": "abc"}))
+    (run_dir / "spec.json").write_text(run_order(method="ncl", seed=1, run_key="abc").to_json())
     (run_dir / "pretrain.json").write_text('{"checkpoint": "pretrain/m/la')
     monkeypatch.setattr(run_one, "launched_as_rank_zero", lambda: True)
     monkeypatch.setattr(run_one, "pretrain_stage", lambda *a: pytest.fail("not trained again"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO, untrained_checkpoint
+from helpers import REPO, run_order, untrained_checkpoint
 from torch.utils.data import DataLoader
 
 pytest.importorskip("solo", reason="needs upstream solo-learn installed")
@@ -65,8 +65,8 @@ def _report_files(folder: Path) -> tuple[dict, dict[str, np.ndarray]]:
 def test_knn_and_report_through_one_pass_equal_their_own_passes(
     checkpoint, image_folder, tmp_path, passes
 ):
-    spec = {"knn": {"k": 3}, "report": REPORT}
-    shared = stages.ValidationPass(spec, str(checkpoint))
+    spec = run_order(knn={"k": 3}, report=ReportOptions(**REPORT))
+    shared = stages.ValidationPass(spec.report, str(checkpoint))
     assert shared.shared_with_knn
     knn_shared = stages.knn_stage(spec, str(checkpoint), _Status(), shared)
     report_shared = stages.report_stage(
@@ -117,7 +117,7 @@ def test_shared_backbone_features_are_knns_own_validation_features(checkpoint):
     ],
 )
 def test_the_pass_is_shared_only_where_it_is_knns_pass(options, shared):
-    assert stages.ValidationPass({"report": options}, "x.ckpt").shared_with_knn is shared
+    assert stages.ValidationPass(ReportOptions(**options), "x.ckpt").shared_with_knn is shared
 
 
 def test_knn_refuses_validation_features_of_another_set(checkpoint):
@@ -136,16 +136,20 @@ def test_a_report_refuses_a_pass_made_with_other_options(checkpoint, tmp_path):
 
 
 def test_the_linear_stage_validates_once_after_its_last_epoch(checkpoint, tmp_path):
-    spec = {
-        "seed": 5,
-        "config_dir": str(REPO / "scripts/pretrain/cifar"),
-        "linear": {
+    from solo_bayesncl.config.shipped import linear_dir_for
+
+    config_dir = REPO / "scripts/pretrain/cifar"
+    spec = run_order(
+        seed=5,
+        config_dir=str(config_dir),
+        linear_config_dir=str(linear_dir_for(config_dir)),
+        linear={
             "max_epochs": 2,
             "batch_size": 8,
             "lr": 0.1,
             "overrides": ["data.num_workers=0", "checkpoint.enabled=False"],
         },
-    }
+    )
     result = stages.linear_stage(spec, tmp_path, str(checkpoint), _Status())
     with open(result["linear_metrics_csv"], newline="") as f:
         validated = [row for row in csv.DictReader(f) if row.get("val_acc1")]

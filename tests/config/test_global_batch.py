@@ -26,9 +26,9 @@ def solo_learn_lr(lr: float, per_device_batch: int, devices: int, num_nodes: int
 @pytest.mark.parametrize(("config_dir", "batch", "lr", "trained_lr"), PAPER)
 @pytest.mark.parametrize("devices", [1, 2, 4])
 def test_split_keeps_global_batch_and_lr(config_dir, batch, lr, trained_lr, devices):
-    plan = plan_global_batch(batch, devices)
-    assert plan.per_device * devices == batch and plan.per_device == batch // devices
-    assert solo_learn_lr(lr, plan.per_device, devices) == pytest.approx(trained_lr)
+    per_device = plan_global_batch(batch, devices)
+    assert per_device * devices == batch and per_device == batch // devices
+    assert solo_learn_lr(lr, per_device, devices) == pytest.approx(trained_lr)
     # without the split, solo-learn's per-device batch would multiply both by the device count
     assert solo_learn_lr(lr, batch, devices) == pytest.approx(trained_lr * devices)
 

@@ -260,13 +260,11 @@ def _dali_cfg(train: Path, **extra):
 
 
 def _check(cfg):
-    from solo_bayesncl.data.resolve import (
-        batch_and_processes,
-        check_dataset_available,
-        resolve_dataset_cfg,
-    )
+    from solo_bayesncl.config.runtime import job_processes
+    from solo_bayesncl.data.resolve import check_dataset_available, resolve_dataset_cfg
 
-    check_dataset_available(resolve_dataset_cfg(cfg), *batch_and_processes(cfg))
+    batch = OmegaConf.select(cfg, "optimizer.batch_size", default=None)
+    check_dataset_available(resolve_dataset_cfg(cfg), batch, job_processes(cfg))
 
 
 def _one_line(err: pytest.ExceptionInfo) -> str:

@@ -93,7 +93,7 @@ def test_interpretability_retrieval_false_really_stops_retrieval():
     callback = build_interpretability_callback(
         spec.interpretability, spec.data, spec.optimizer.batch_size, val_loader=object()
     )
-    assert callback is not None and callback.retrieval is False
+    assert callback is not None and callback.settings.retrieval is False
 
 
 @needs_solo

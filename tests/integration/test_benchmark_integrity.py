@@ -73,11 +73,14 @@ def test_bad_preset_values_are_refused_naming_the_key(tmp_path, text, message):
     assert str(path) in str(err.value)
 
 
-def test_report_keys_are_the_report_function_arguments():
-    from solo_bayesncl.benchmark.presets import _SECTION_KEYS
+def test_report_keys_are_the_report_function_arguments(tmp_path):
     from solo_bayesncl.evaluation.report import ReportOptions
 
-    assert set(_SECTION_KEYS["report"]) <= {f.name for f in dataclasses.fields(ReportOptions)}
+    known = [f.name for f in dataclasses.fields(ReportOptions) if f.name != "protocol"]
+    path = tmp_path / "p.yaml"
+    path.write_text(f"config_dir: {CONFIG_DIR}\nreport: {{typo: 1}}\n")
+    with pytest.raises(PresetError, match=f"known keys of report: {', '.join(known)}$"):
+        load_preset(path)
 
 
 def test_a_preset_file_writes_beside_itself_from_any_folder(tmp_path, monkeypatch):

@@ -52,7 +52,8 @@ def test_docstring_table_is_the_declaration(settings):
     for line in settings_table(settings).splitlines():
         assert line.strip() in doc
     for f in dataclasses.fields(settings):
-        assert f"    {f.name} (" in doc
+        section = "" if f.metadata["section"] == "method_kwargs" else f"{f.metadata['section']}."
+        assert f"    {section}{f.name} (" in doc
 
 
 def test_refusal_names_key_value_and_range():

@@ -205,10 +205,9 @@ def test_metric_keys_are_documented() -> None:
 
 
 def test_optional_parts_can_be_switched_off() -> None:
-    acc = InterpretabilityAccumulator(3, shuffle_permutations=0, track_gram=False, retrieval=False)
+    acc = InterpretabilityAccumulator(3, shuffle_permutations=1, track_gram=False, retrieval=False)
     acc.update(torch.rand(8, 5), torch.arange(8) % 3)
     m = acc.compute()
-    assert "semantic_consistency_shuffled" not in m
     assert "effective_rank" not in m
     assert not any(key.startswith("retrieval") for key in m)
     assert "semantic_consistency" in m
@@ -238,5 +237,14 @@ def test_accumulator_errors() -> None:
         acc.update(torch.rand(3, 5), torch.tensor([0, 1, 0]))
     with pytest.raises(ValueError, match="num_classes must be an int >= 1"):
         InterpretabilityAccumulator(0)
-    with pytest.raises(ValueError, match="retrieval_max_samples must be None or >= 2"):
+    with pytest.raises(
+        ValueError, match=r"^retrieval_max_samples=1 is out of range; allowed: an integer >= 2$"
+    ):
         InterpretabilityAccumulator(2, retrieval_max_samples=1)
+
+
+def test_the_shuffled_baseline_has_one_rule() -> None:
+    """At least one permutation, as the training callback and the report require: the
+    consistency gain is measured against it."""
+    with pytest.raises(ValueError, match=r"^shuffle_permutations=0 is out of range; allowed: an "):
+        InterpretabilityAccumulator(3, shuffle_permutations=0)
