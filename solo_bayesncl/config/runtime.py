@@ -76,7 +76,10 @@ def job_processes(cfg: omegaconf.DictConfig) -> int:
     node): the one place it is computed."""
     devices = OmegaConf.select(cfg, "devices", default=None)
     count = len(devices) if isinstance(devices, list | tuple | omegaconf.ListConfig) else 1
-    return count * int(OmegaConf.select(cfg, "num_nodes", default=1) or 1)
+    nodes = OmegaConf.select(cfg, "num_nodes", default=1)
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ConfigError(f"num_nodes={nodes!r}: give the number of machines, an integer >= 1")
+    return count * nodes
 
 
 def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
@@ -109,13 +112,11 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     if not devices:
         raise ValueError(f"devices={devices!r}: give 'auto', a positive count or a list of ids")
     cfg.devices = devices
-    nodes = _select(cfg, "num_nodes", 1)
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise ConfigError(f"num_nodes={nodes!r}: give the number of machines, an integer >= 1")
+    processes = job_processes(cfg)  # refuses a num_nodes that is not an integer >= 1
 
     strategy = _select(cfg, "strategy", "auto")
     if strategy in (None, "auto"):
-        strategy = "ddp" if job_processes(cfg) > 1 else "auto"
+        strategy = "ddp" if processes > 1 else "auto"
     if accelerator == "cpu" and isinstance(strategy, str) and strategy not in CPU_STRATEGIES:
         raise ConfigError(
             f"strategy={strategy!r} cannot run on the CPU; allowed there: "
