@@ -29,6 +29,7 @@ from solo_bayesncl.config.checks import check_run_cfg, fit_backbone_to_crops
 from solo_bayesncl.config.global_batch import apply_global_batch
 from solo_bayesncl.config.runtime import PerformanceSettings, performance_settings, resolve_runtime
 from solo_bayesncl.core.gates import GATE_MODES
+from solo_bayesncl.core.threads import resolve_threads
 from solo_bayesncl.core.validation import (
     ConfigError,
     parse_bool,
@@ -154,8 +155,9 @@ class TrainerSpec:
     """The Trainer and the machine: ``processes`` is the job's ``len(devices) * num_nodes``,
     ``devices`` as Lightning's Trainer takes them (:func:`~solo_bayesncl.config.runtime.
     trainer_devices`), ``peer_timeout_s`` how long the processes wait for each other
-    (``distributed.timeout_s``, else :data:`PEER_TIMEOUT_S`), ``arguments`` the whole config as
-    plain data, from which the Trainer takes the keys it has."""
+    (``distributed.timeout_s``, else :data:`PEER_TIMEOUT_S`), ``threads`` torch's CPU threads
+    (the ``threads`` key as :func:`resolve_with_solo` resolved it; None in a config that has none),
+    ``arguments`` the whole config as plain data, from which the Trainer takes the keys it has."""
 
     name: str = "run"
     seed: int | None = None
@@ -164,6 +166,7 @@ class TrainerSpec:
     strategy: Any = "auto"
     devices: Any = 1
     peer_timeout_s: float = PEER_TIMEOUT_S
+    threads: int | None = None
     max_epochs: int | None = None
     performance: PerformanceSettings = PerformanceSettings()
     wandb: WandbSpec = WandbSpec()
@@ -306,6 +309,7 @@ def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool =
             if OmegaConf.is_list(devices)
             else devices,
             peer_timeout_s=_peer_timeout_s(timeout),
+            threads=None if select("threads", default=None) is None else int(select("threads")),
             max_epochs=select("max_epochs", default=None),
             performance=performance_settings(
                 select("performance", default=None), accelerator, compiles
@@ -361,6 +365,7 @@ def resolve_with_solo(
     made (``data.augment_on``). The run name is made to say
     the dataset (:func:`solo_bayesncl.data.names.dataset_run_name`)."""
     cfg = check_run_cfg(cfg)  # every value read as written, or refused, before anything else
+    cfg.threads = resolve_threads(OmegaConf.select(cfg, "threads", default=None))  # core.threads
     cfg = apply_global_batch(resolve_runtime(cfg))  # the paper's global batch on any machine
     data = resolve_dataset_cfg(cfg)  # the one decoding of the dataset while resolving
     cfg.name = dataset_run_name(

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader
 from solo_bayesncl.config.runtime import PerformanceSettings
 from solo_bayesncl.config.settings import RunSpec
 from solo_bayesncl.core.distributed import launched_as_rank_zero
+from solo_bayesncl.core.threads import CHECKPOINT_KEY, apply_threads, resumed_threads
 from solo_bayesncl.core.validation import first_line
 from solo_bayesncl.data.datasets import build_val_loader
 from solo_bayesncl.training.auto_resume import JobRun, shared_with_launched_processes
@@ -33,7 +34,7 @@ from solo_bayesncl.training.trainer import (
     per_rank_random_streams,
 )
 
-__all__ = ["fit", "seed_and_layout", "train_batches_per_process"]
+__all__ = ["fit", "run_threads", "seed_and_layout", "train_batches_per_process"]
 
 
 def seed_and_layout(
@@ -54,6 +55,35 @@ def seed_and_layout(
     if performance.channels_last_max_pool:
         max_pools_via_channels_last(model)
     return model
+
+
+def run_threads(spec: RunSpec, run: JobRun) -> int:
+    """Gives torch the run's thread count and returns it: the resolved ``threads`` key, or for a
+    resumed run the count its checkpoint recorded (one line says so when they differ, and the
+    run's ``args.json`` holds the count it trains with)."""
+    requested = spec.trainer.threads or torch.get_num_threads()
+    recorded = None
+    if run.ckpt_path is not None:
+        with contextlib.suppress(Exception):  # unreadable: Lightning says so when it loads it
+            saved = torch.load(run.ckpt_path, map_location="cpu", mmap=True, weights_only=False)
+            recorded = saved.get(CHECKPOINT_KEY) if isinstance(saved, dict) else None
+    threads, line = resumed_threads(requested, recorded)
+    if line is not None and launched_as_rank_zero():
+        print(line, flush=True)
+    apply_threads(threads)
+    spec.solo.threads = threads  # what solo-learn's Checkpointer writes into args.json
+    return threads
+
+
+def _record_threads(threads: int):
+    """A callback that stores ``threads`` in every checkpoint (``core.threads.CHECKPOINT_KEY``)."""
+    from lightning.pytorch import Callback
+
+    class RecordThreads(Callback):
+        def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+            checkpoint[CHECKPOINT_KEY] = threads
+
+    return RecordThreads()
 
 
 def train_batches_per_process(data: dict[str, Any], processes: int, dali: bool) -> int | None:
@@ -92,6 +122,7 @@ def fit(
     (:mod:`solo_bayesncl.training.resumable`, last, so that its seeding comes right before each
     batch is drawn), and with ``performance.compile`` compiles the backbone's training forward.
 
+    Torch trains on the run's thread count (:func:`run_threads`), which every checkpoint records.
     An interrupted fit (Ctrl-C, SIGTERM) returns its Trainer too, ``trainer.interrupted`` set,
     its run folder removed when no checkpoint is in it. Processes that do not all connect in
     ``distributed.timeout_s`` raise :class:`~solo_bayesncl.training.trainer.PeersNotMet`.
@@ -99,6 +130,7 @@ def fit(
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     machine, checkpoint = spec.trainer, spec.checkpoint
+    threads = run_threads(spec, run)
     dali = spec.data.format == "dali"
     val_loader = build_val_loader(
         spec.data, spec.optimizer.batch_size, val_transform, machine.processes
@@ -124,6 +156,7 @@ def fit(
         build_loggers(machine, checkpoint.run_root, run),
         [
             job_run_agreement(run),
+            _record_threads(threads),
             per_rank_random_streams(),
             *checkpoint_callbacks(checkpoint, machine.name, spec.solo, within_epochs=pretraining),
             *own,
