@@ -29,6 +29,7 @@ from solo_bayesncl.benchmark.process import Terminated
 from solo_bayesncl.benchmark.sittings import epoch_timing, merge_metrics
 from solo_bayesncl.config.settings import RunSpec, run_spec
 from solo_bayesncl.config.shipped import linear_dir_for
+from solo_bayesncl.core.threads import CHECKPOINT_KEY
 from solo_bayesncl.evaluation.knn import knn_eval
 from solo_bayesncl.evaluation.report import (
     PreparedReport,
@@ -161,8 +162,14 @@ def _pretrain_cfg(spec: dict[str, Any], run_dir: Path):
         "++auto_resume.max_hours=1000000",
         "++wandb.enabled=False",
         "++enable_progress_bar=False",  # the benchmark shows progress; the log stays readable
+        *_threads_override(spec),
     ]
     return compose(Path(spec["config_dir"]), f"{spec['method']}.yaml", overrides)
+
+
+def _threads_override(spec: dict[str, Any]) -> list[str]:
+    """The benchmark's one thread count for every run (``threads`` of ``spec.json``)."""
+    return [f"++threads={int(spec['threads'])}"] if spec.get("threads") is not None else []
 
 
 def pretrain_stage(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any]:
@@ -183,7 +190,8 @@ def pretrain_stage(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any
     ckpt = getattr(checkpointer, "last_ckpt", None) or trainer.ckpt_path
     if ckpt is None:
         raise StageUnfinished("pretraining finished without a checkpoint")
-    saved_epoch = torch.load(ckpt, map_location="cpu", weights_only=False).get("epoch", -1)
+    saved = torch.load(ckpt, map_location="cpu", weights_only=False)
+    saved_epoch = saved.get("epoch", -1)
     if saved_epoch + 1 < trainer.max_epochs:
         raise StageUnfinished(
             f"the last checkpoint {ckpt} is of epoch {saved_epoch + 1}, not {trainer.max_epochs}"
@@ -194,6 +202,7 @@ def pretrain_stage(spec: dict[str, Any], run_dir: Path, status) -> dict[str, Any
         "metrics_csv": str(metrics),
         **epoch_timing(run_dir, "pretrain", trainer.max_epochs),
         "epochs": int(trainer.max_epochs),
+        "threads": saved.get(CHECKPOINT_KEY),  # the count it trained with (core.threads)
         "peak_memory_mb": peak_memory_mb(),
         "online_linear_top1": last_logged_value(metrics, "val_acc1"),
         "probe_top1": last_logged_value(metrics, "interp/probe_top1"),
@@ -225,6 +234,7 @@ def linear_stage(spec: dict[str, Any], run_dir: Path, ckpt: str, status) -> dict
         f"accelerator={trained.trainer.accelerator}",
         *linear.get("overrides", []),
         "devices=1",  # the probe runs in this process (pretraining may have used several)
+        *_threads_override(spec),
     ]
     # the preset's own values replace the config's; a step schedule then decays at 60% and 80%
     for key, name in (("max_epochs", "max_epochs"), ("batch_size", "optimizer.batch_size")):

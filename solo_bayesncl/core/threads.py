@@ -121,8 +121,11 @@ def resolve_threads(value: Any = None, environ: Mapping[str, str] | None = None)
     :class:`~solo_bayesncl.core.validation.ConfigError` naming where it came from."""
     environ = os.environ if environ is None else environ
     if value is not None and str(value).strip().lower() != "auto":
-        return _positive(KEY, value, "give a positive number of threads, or auto (the cores "
-                         "this process may use)")
+        return _positive(
+            KEY,
+            value,
+            "give a positive number of threads, or auto (the cores this process may use)",
+        )
     given = environ.get("OMP_NUM_THREADS", "").strip()
     if given:
         return _positive(

@@ -71,8 +71,10 @@ def test_the_cgroup_quota_is_read_from_v2_and_v1_files(tmp_path, cgroup, files, 
     assert cgroup_cpu_limit(_fake_root(tmp_path, cgroup, files)) == expected
 
 
-@pytest.mark.parametrize(("quota", "affinity", "expected"), [("150000", 4, 1), ("50000", 4, 1),
-                                                             ("800000", 4, 4), ("-1", 3, 3)])
+@pytest.mark.parametrize(
+    ("quota", "affinity", "expected"),
+    [("150000", 4, 1), ("50000", 4, 1), ("800000", 4, 4), ("-1", 3, 3)],
+)
 def test_usable_cores_is_the_affinity_capped_by_the_quota_rounded_down(
     tmp_path, monkeypatch, quota, affinity, expected
 ):
@@ -107,8 +109,12 @@ def test_the_count_is_the_key_else_omp_num_threads_else_the_usable_cores(value, 
         (0, {}, "threads=0 is not allowed; give a positive number of threads, or auto"),
         ("two", {}, "threads='two' is not allowed"),
         (True, {}, "threads=True is not allowed"),
-        (None, {"OMP_NUM_THREADS": "4,2"}, "OMP_NUM_THREADS='4,2' is not allowed; set it to one "
-         "positive integer, or unset it and give threads=N (or --threads N)"),
+        (
+            None,
+            {"OMP_NUM_THREADS": "4,2"},
+            "OMP_NUM_THREADS='4,2' is not allowed; set it to one "
+            "positive integer, or unset it and give threads=N (or --threads N)",
+        ),
         (None, {"OMP_NUM_THREADS": "0"}, "OMP_NUM_THREADS='0' is not allowed"),
     ],
 )
@@ -290,8 +296,8 @@ def test_a_run_resumed_under_another_load_and_count_ends_with_the_uninterrupted_
     assert "stopped 5" in stopped
     with _busy_loops():
         resumed = _train(
-            tmp_path / "resumed", ["max_epochs=2", "threads=1", "auto_resume.enabled=True",
-                                   every_step]
+            tmp_path / "resumed",
+            ["max_epochs=2", "threads=1", "auto_resume.enabled=True", every_step],
         )
     assert "resuming the same run" in resumed
     assert "threads=1: this run resumes on the 2 threads it trained with" in resumed
@@ -308,9 +314,10 @@ def test_a_run_resumed_under_another_load_and_count_ends_with_the_uninterrupted_
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
 def test_a_process_limited_to_one_core_trains_on_one_thread_and_records_it(tmp_path):
     out = _train(
-        tmp_path, ["max_epochs=1"], preexec_fn=lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        tmp_path,
+        ["max_epochs=1"],
+        preexec_fn=lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}),
     )
     assert "training threads 1" in out
     saved, args = _last_checkpoint(tmp_path)
     assert saved[CHECKPOINT_KEY] == 1 and args["threads"] == 1
-
