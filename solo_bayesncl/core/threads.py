@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from solo_bayesncl.core.validation import ConfigError
 
 __all__ = [
@@ -155,7 +157,5 @@ def resumed_threads(requested: int, recorded: Any) -> tuple[int, str | None]:
 def apply_threads(count: int) -> None:
     """Gives torch ``count`` intra-op threads, and the processes this one starts afterwards
     ``OMP_NUM_THREADS=count`` (a multi-process job's other processes resolve the same count)."""
-    import torch
-
     torch.set_num_threads(count)
     os.environ["OMP_NUM_THREADS"] = str(count)
