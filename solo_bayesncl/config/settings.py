@@ -67,6 +67,7 @@ __all__ = [
     "resolve_with_solo",
     "run_spec",
     "saved_run_spec",
+    "with_threads",
 ]
 
 
@@ -350,6 +351,18 @@ def saved_run_spec(saved: Mapping[str, Any]) -> RunSpec:
     the one reader of a checkpoint's config. Nothing is checked here (the checkpoint's method is
     checked when it is built) and nothing is compiled."""
     return run_spec(OmegaConf.create(dict(saved)), saved=True)
+
+
+def with_threads(spec: RunSpec, threads: int) -> RunSpec:
+    """``spec`` training on ``threads`` (a resumed run's recorded count,
+    :mod:`solo_bayesncl.core.threads`): its trainer settings and its config, which solo-learn's
+    Checkpointer writes into ``args.json``, say that count."""
+    if spec.trainer.threads == threads:
+        return spec
+    spec.solo.threads = threads
+    arguments = {**spec.trainer.arguments, "threads": threads}
+    trainer = dataclasses.replace(spec.trainer, threads=threads, arguments=arguments)
+    return dataclasses.replace(spec, trainer=trainer)
 
 
 def resolve_with_solo(

@@ -14,7 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from solo_bayesncl.config.runtime import PerformanceSettings
-from solo_bayesncl.config.settings import RunSpec
+from solo_bayesncl.config.settings import RunSpec, with_threads
 from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.core.threads import CHECKPOINT_KEY, apply_threads, resumed_threads
 from solo_bayesncl.core.validation import first_line
@@ -57,10 +57,10 @@ def seed_and_layout(
     return model
 
 
-def run_threads(spec: RunSpec, run: JobRun) -> int:
-    """Gives torch the run's thread count and returns it: the resolved ``threads`` key, or for a
-    resumed run the count its checkpoint recorded (one line says so when they differ, and the
-    run's ``args.json`` holds the count it trains with)."""
+def run_threads(spec: RunSpec, run: JobRun) -> RunSpec:
+    """Gives torch the run's thread count: the resolved ``threads`` key, or for a resumed run the
+    count its checkpoint recorded (one line says so when they differ); returns ``spec`` with that
+    count (:func:`~solo_bayesncl.config.settings.with_threads`: ``args.json`` records it)."""
     requested = spec.trainer.threads or torch.get_num_threads()
     recorded = None
     if run.ckpt_path is not None:
@@ -71,8 +71,7 @@ def run_threads(spec: RunSpec, run: JobRun) -> int:
     if line is not None and launched_as_rank_zero():
         print(line, flush=True)
     apply_threads(threads)
-    spec.solo.threads = threads  # what solo-learn's Checkpointer writes into args.json
-    return threads
+    return with_threads(spec, threads)
 
 
 def _record_threads(threads: int):
@@ -129,8 +128,8 @@ def fit(
     """
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+    spec = run_threads(spec, run)
     machine, checkpoint = spec.trainer, spec.checkpoint
-    threads = run_threads(spec, run)
     dali = spec.data.format == "dali"
     val_loader = build_val_loader(
         spec.data, spec.optimizer.batch_size, val_transform, machine.processes
@@ -156,7 +155,7 @@ def fit(
         build_loggers(machine, checkpoint.run_root, run),
         [
             job_run_agreement(run),
-            _record_threads(threads),
+            _record_threads(int(machine.threads)),
             per_rank_random_streams(),
             *checkpoint_callbacks(checkpoint, machine.name, spec.solo, within_epochs=pretraining),
             *own,
