@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         default=None,
         help="torch's CPU threads (default: OMP_NUM_THREADS if set, else the cores this process "
-        "may use)",
+        "may use; the count changes the features' rounding)",
     )
     parser.add_argument(
         "--output",
