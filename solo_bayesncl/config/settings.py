@@ -235,6 +235,11 @@ def _peer_timeout_s(value: Any) -> float:
     return seconds
 
 
+def _thread_count(value: Any) -> int | None:
+    """``threads`` once resolved (a count); None before (``auto``) or in a config without it."""
+    return int(value) if str(value).isdigit() and not isinstance(value, bool) else None
+
+
 def _plain(node: Any) -> dict[str, Any]:
     return dict(OmegaConf.to_container(node) if OmegaConf.is_config(node) else node or {})
 
@@ -310,7 +315,7 @@ def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool =
             if OmegaConf.is_list(devices)
             else devices,
             peer_timeout_s=_peer_timeout_s(timeout),
-            threads=None if select("threads", default=None) is None else int(select("threads")),
+            threads=_thread_count(select("threads", default=None)),
             max_epochs=select("max_epochs", default=None),
             performance=performance_settings(
                 select("performance", default=None), accelerator, compiles

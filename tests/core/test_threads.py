@@ -132,6 +132,34 @@ def test_a_resumed_run_keeps_its_recorded_count_and_says_so_when_another_is_aske
     assert line is not None and line.startswith("threads=1: this run resumes on the 2 threads")
 
 
+def test_a_config_reads_auto_as_not_yet_resolved_and_pretraining_resolves_it(monkeypatch):
+    from helpers import compose
+
+    from solo_bayesncl.config.settings import run_spec
+
+    overrides = ["data.dataset=fashion-mnist", "accelerator=cpu", "devices=1"]
+    composed = compose("scripts/pretrain/cifar", "bayesncl.yaml", overrides)
+    assert composed.threads == "auto" and run_spec(composed).trainer.threads is None
+    given = compose("scripts/pretrain/cifar", "bayesncl.yaml", [*overrides, "threads=3"])
+    assert run_spec(given).trainer.threads == 3
+
+
+@pytest.mark.solo
+def test_pretraining_resolves_auto_to_the_usable_cores_and_omp_num_threads(monkeypatch):
+    from helpers import compose
+
+    from solo_bayesncl.training.pretrain import prepare_pretrain
+
+    overrides = ["data.dataset=fashion-mnist", "accelerator=cpu", "devices=1"]
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cfg = compose("scripts/pretrain/cifar", "bayesncl.yaml", overrides)
+    spec = prepare_pretrain(cfg, check_data=False)
+    assert spec.trainer.threads == spec.solo.threads == usable_cores()
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    cfg = compose("scripts/pretrain/cifar", "bayesncl.yaml", overrides)
+    assert prepare_pretrain(cfg, check_data=False).trainer.threads == 3
+
+
 def test_importing_the_package_changes_no_environment_variable_even_beside_busy_cores():
     code = (
         "import json, os; before = dict(os.environ); import solo_bayesncl, torch; "
