@@ -1,46 +1,49 @@
-"""Wall and CPU time of the README's quick start under each OpenMP thread policy, on idle cores
-and beside one busy process per core.
+"""Wall and CPU time of the README's quick start under each thread setting, on idle cores and
+beside one busy process per core.
 
-torch starts an OpenMP thread per core, and its threads spin while they wait for work; on cores
-that other processes keep busy, they take the time the others need. ``import solo_bayesncl``
-therefore gives torch the cores left and passive threads there, before torch loads, unless the
-user chose (:mod:`solo_bayesncl.core.threads`). This script measures that choice against others.
+A run trains on the thread count it resolves once, never on the load (:mod:`solo_bayesncl.core.
+threads`: the ``threads`` key, else ``OMP_NUM_THREADS``, else the cores this process may use), so
+the count is the same idle and loaded and so are the weights; this script measures what that
+costs beside busy cores, against torch's own default count and against fewer threads.
 
 One run is the quick start, ``python main_pretrain.py`` with ``data.dataset=fashion-mnist
 data.fraction=0.05 data.val_fraction=0.1 max_epochs=2 optimizer.batch_size=128
 data.num_workers=2 interpretability.enabled=True`` (``--fraction`` and ``--epochs`` change two of
-them) and ``accelerator=cpu``, started as a new process, so that the policy's environment is in
-place before torch loads, in a fresh temporary folder that is its ``checkpoint.dir`` (removed
-afterwards). Its environment is this one's without the variables that set threads
-(:data:`CONTROLLED`), plus the policy's (``--policies``):
+them) and ``accelerator=cpu``, started as a new process in a fresh temporary folder that is its
+``checkpoint.dir`` (removed afterwards). Its environment is this one's without the variables that
+set threads (:data:`CONTROLLED`), plus the policy's (``--policies``):
 
-- ``torch``: torch's own defaults (``SOLO_BAYESNCL_KEEP_OMP_DEFAULTS=1``: the package sets none);
-- ``project``: what the package sets itself when the user sets nothing;
-- ``VAR=VALUE[,VAR=VALUE]``: torch's defaults plus these variables, e.g. ``OMP_NUM_THREADS=1``,
-  ``GOMP_SPINCOUNT=10000`` (libgomp, torch's runtime on Linux), ``OMP_WAIT_POLICY=PASSIVE``.
+- ``project``: the run's own default, nothing set;
+- ``torch``: ``threads=N`` with N torch's own default count (``torch.get_num_threads()`` in a
+  fresh interpreter with this environment), the count torch would take if no one set it;
+- ``threads=N``: the run's ``threads`` key, e.g. ``threads=1`` on a shared machine;
+- ``VAR=VALUE[,VAR=VALUE]``: these variables, e.g. ``OMP_NUM_THREADS=1`` (taken as the count),
+  ``OMP_WAIT_POLICY=PASSIVE`` or ``GOMP_SPINCOUNT=10000`` (libgomp, torch's runtime on Linux: how
+  idle threads wait, which the runs never set themselves).
 
-Before timing, each policy's environment is printed as a run sees it after ``import
-solo_bayesncl``. Conditions: ``idle``, and ``loaded``: ``--load`` processes (default one per
-logical CPU) each running a pure-Python busy loop, started before the run and stopped after it
-(also on Ctrl-C, SIGTERM or an error; each also ends by itself once this script's process is
-gone). Each round runs every policy idle and loaded, policies in an order rotating each round,
-which condition comes first alternating. Times: the run's wall time, and its CPU time with that
-of the processes it waited for (loader workers) from ``os.wait4``; besides, the CPU time the rest
-of the machine used during each run (``/proc/stat`` less the run's and the busy loops'), which
-should be near zero on a quiet machine. Reported: medians per policy and condition, and paired
-per-round ratios: loaded/idle per policy, policy/torch per condition, with a verdict against the
-goals (loaded at most 2.5x idle, fair share being 2x; idle at most 3% slower than torch's).
+Before timing, each policy's thread count and variables are printed. Conditions: ``idle``, and
+``loaded``: ``--load`` processes (default one per logical CPU) each running a pure-Python busy
+loop, started before the run and stopped after it (also on Ctrl-C, SIGTERM or an error; each also
+ends by itself once this script's process is gone). Each round runs every policy idle and loaded,
+policies in an order rotating each round, which condition comes first alternating. Times: the
+run's wall time, and its CPU time with that of the processes it waited for (loader workers) from
+``os.wait4``; besides, the CPU time the rest of the machine used during each run (``/proc/stat``
+less the run's and the busy loops'), which should be near zero on a quiet machine. Reported:
+medians per policy and condition, and paired per-round ratios: loaded/idle per policy,
+policy/torch per condition, with a verdict against the goals (loaded at most 2.5x idle, fair
+share being 2x; idle at most 3% slower than torch's).
 
 Usage::
 
     python microbenchmarks/bench_threads.py [--repeats 3] [--fraction 0.05] [--epochs 2]
-        [--load N] [--policies torch project OMP_NUM_THREADS=1 GOMP_SPINCOUNT=10000]
+        [--load N] [--policies torch project threads=1 OMP_WAIT_POLICY=PASSIVE]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import re
 import signal
@@ -53,12 +56,16 @@ from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 
-from solo_bayesncl.core.threads import KEEP_DEFAULTS_ENV, USER_SETTINGS
-
 REPO = Path(__file__).resolve().parents[1]
-CONTROLLED = (*USER_SETTINGS, "MKL_NUM_THREADS", KEEP_DEFAULTS_ENV)
+CONTROLLED = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+    "GOMP_SPINCOUNT",
+    "KMP_BLOCKTIME",
+)
 """Removed from every run's environment; each policy sets its own."""
-DEFAULT_POLICIES = ("torch", "project", "OMP_NUM_THREADS=1", "GOMP_SPINCOUNT=10000")
+DEFAULT_POLICIES = ("torch", "project", "threads=1")
 CONDITIONS = ("idle", "loaded")
 MAX_LOADED_OVER_IDLE = 2.5
 MAX_IDLE_OVER_TORCH = 1.03
@@ -68,29 +75,54 @@ BUSY_LOOP = (
 )
 """One core's worth of pure-Python work that ends once the process that started it is gone."""
 PROBE = (
-    "import solo_bayesncl, os, sys\n"
-    "print(' '.join(f'{k}={os.environ[k]}' for k in sys.argv[1:] if k in os.environ) or '-')\n"
+    "import os, sys\n"
+    "from solo_bayesncl.core.threads import resolve_threads\n"
+    "given = [a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith('threads=')]\n"
+    "print(f'threads={resolve_threads(given[0] if given else None)}', "
+    "*(f'{k}={os.environ[k]}' for k in sys.argv[1:] if k in os.environ))\n"
 )
+"""Prints the thread count a run resolves, and the variables of ``sys.argv`` it has."""
 _SPEC = re.compile(r"[A-Z_][A-Z0-9_]*=[^,=]+")
+_THREADS = re.compile(r"threads=[1-9][0-9]*")
 
 
-def policy_env(policy: str) -> dict[str, str]:
-    """A run's environment under ``policy`` (one of the module docstring's forms)."""
-    env = {k: v for k, v in os.environ.items() if k not in CONTROLLED}
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in CONTROLLED}
+
+
+@functools.cache
+def torch_default_threads() -> int:
+    """torch's own intra-op thread count in a fresh interpreter, no thread variable set."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(done.stdout)
+
+
+def policy_run(policy: str) -> tuple[dict[str, str], list[str]]:
+    """A run's environment and extra overrides under ``policy`` (the module docstring's forms)."""
+    env = _clean_env()
     if policy == "project":
-        return env
-    env[KEEP_DEFAULTS_ENV] = "1"
-    if policy != "torch":
-        env.update(item.split("=", 1) for item in policy.split(","))
-    return env
+        return env, []
+    if policy == "torch":
+        return env, [f"threads={torch_default_threads()}"]
+    if _THREADS.fullmatch(policy):
+        return env, [policy]
+    env.update(item.split("=", 1) for item in policy.split(","))
+    return env, []
 
 
 def effective_settings(policy: str) -> str:
-    """The thread variables a run under ``policy`` has once ``solo_bayesncl`` is imported."""
+    """The thread count a run under ``policy`` trains on, and the thread variables it has."""
+    env, overrides = policy_run(policy)
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, *CONTROLLED],
+        [sys.executable, "-c", PROBE, *overrides, *CONTROLLED],
         cwd=REPO,
-        env=policy_env(policy),
+        env=env,
         capture_output=True,
         text=True,
         check=True,
@@ -168,10 +200,11 @@ def timed_run(args: argparse.Namespace, policy: str, loaded: bool) -> tuple[floa
         loops_before = sum(process_seconds(loop.pid) for loop in loops)
         machine_before, start = busy_seconds(), time.perf_counter()
         with (folder / "run.log").open("w") as log:
+            env, overrides = policy_run(policy)
             proc = subprocess.Popen(
-                quick_start(args, folder),
+                [*quick_start(args, folder), *overrides],
                 cwd=folder,
-                env=policy_env(policy),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -288,7 +321,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--policies",
         nargs="+",
         default=list(DEFAULT_POLICIES),
-        help="torch, project, or VAR=VALUE[,VAR=VALUE] on top of torch's defaults",
+        help="project (the run's default), torch (torch's default count), threads=N, or "
+        "VAR=VALUE[,VAR=VALUE]",
     )
     args = parser.parse_args(argv)
     for key in ("repeats", "epochs", "load"):
@@ -297,11 +331,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not 0 < args.fraction <= 1:
         parser.error(f"--fraction must be in (0, 1], got {args.fraction}")
     for policy in args.policies:
-        if policy not in ("torch", "project") and not all(
-            _SPEC.fullmatch(item) for item in policy.split(",")
+        if (
+            policy not in ("torch", "project")
+            and not _THREADS.fullmatch(policy)
+            and not all(_SPEC.fullmatch(item) for item in policy.split(","))
         ):
             parser.error(
-                f"--policies: {policy!r} is not one of torch, project, VAR=VALUE[,VAR=VALUE]"
+                f"--policies: {policy!r} is not one of torch, project, threads=N, "
+                "VAR=VALUE[,VAR=VALUE]"
             )
     if len(set(args.policies)) != len(args.policies):
         parser.error("--policies: each policy once")

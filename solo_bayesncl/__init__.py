@@ -17,18 +17,13 @@ selenium, wandb), so that ``core``, ``metrics``, ``zoo`` and ``dashboard`` impor
 (the plotting backend, the warning filters); and the library imports of the commands (``cli``), so that ``--help`` and
 input errors answer before torch and solo-learn load.
 
-Importing the package, before torch, gives torch fewer threads, which sleep while they wait,
-where other work keeps the cores busy, unless the user chose (:mod:`solo_bayesncl.core.threads`).
+Importing the package changes no environment variable and no torch setting: each command gives
+torch the run's thread count, a setting it records (:mod:`solo_bayesncl.core.threads`).
 """
 
 from __future__ import annotations
 
-from solo_bayesncl.core.threads import apply_thread_policy
 from solo_bayesncl.host.registration import install_registration_hook, register
-
-# before anything imports torch (the two imports above do not): on cores other work keeps busy,
-# fewer OpenMP threads, which sleep while they wait, unless the user chose (core.threads)
-apply_thread_policy()
 
 __version__ = "0.1.0"
 

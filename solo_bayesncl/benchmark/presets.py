@@ -116,6 +116,8 @@ class RunOrder:
     linear: dict[str, Any]
     knn: dict[str, Any]
     report: ReportOptions
+    threads: int | None = None
+    """The benchmark's one thread count (``--threads``, else as a run resolves it)."""
 
     def to_json(self) -> str:
         """The order as JSON (the report's dataset as a string)."""

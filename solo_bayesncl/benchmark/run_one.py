@@ -62,6 +62,7 @@ from solo_bayesncl.benchmark.stages import (
     report_stage,
 )
 from solo_bayesncl.core.distributed import launched_as_rank_zero
+from solo_bayesncl.core.threads import apply_threads
 from solo_bayesncl.data.names import SCENES
 from solo_bayesncl.evaluation.background import background_measures
 from solo_bayesncl.io.files import write_text_replacing
@@ -91,6 +92,8 @@ def run(spec_path: Path) -> dict[str, Any]:
     return ``{}`` (:func:`~solo_bayesncl.benchmark.stages.pretrain_other_rank`)."""
     spec = RunOrder.from_json(spec_path.read_text())
     run_dir = spec_path.parent
+    if spec.threads is not None:
+        apply_threads(spec.threads)  # kNN and the report too; the fits apply it again
     if not launched_as_rank_zero():
         pretrain_other_rank(spec, run_dir)
         return {}

@@ -37,6 +37,7 @@ from solo_bayesncl.benchmark.records import (
 )
 from solo_bayesncl.benchmark.table import aggregate, write_csv, write_markdown, write_paired_csv
 from solo_bayesncl.config.shipped import linear_dir_for
+from solo_bayesncl.core.threads import resolve_threads
 from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
 from solo_bayesncl.io.files import NotWritableError, replacing_folder, require_writable
 from solo_bayesncl.training.pretrain import prepare_pretrain
@@ -44,6 +45,7 @@ from solo_bayesncl.training.pretrain import prepare_pretrain
 __all__ = [
     "RunBusy",
     "RunFailed",
+    "benchmark_threads",
     "check_configs",
     "check_seeds",
     "run_benchmark",
@@ -241,7 +243,9 @@ def _finished(result_file: Path, protocol: str) -> bool:
     return protocol != "paper" or "metrics_paper" in load_result(result_file)
 
 
-def _run_order(preset: Preset, method: str, seed: int, protocol: str) -> RunOrder:
+def _run_order(
+    preset: Preset, method: str, seed: int, protocol: str, threads: int | None = None
+) -> RunOrder:
     """What a run's child process (``run_one``) reads from ``RUN_DIR/spec.json``."""
     return RunOrder(
         method=preset.base_method(method),
@@ -254,7 +258,31 @@ def _run_order(preset: Preset, method: str, seed: int, protocol: str) -> RunOrde
         linear=preset.linear,
         knn=preset.knn,
         report=preset.report_options(protocol),
+        threads=threads,
     )
+
+
+def benchmark_threads(
+    finished: Sequence[dict[str, Any]], given: int | None, runs_dir: Path
+) -> tuple[int, str]:
+    """The one thread count of every run of this benchmark, and where it comes from: ``given``
+    (``--threads``), else the count the ``finished`` runs recorded, else as a run resolves it
+    (``OMP_NUM_THREADS``, else the cores this process may use). A count other than the one the
+    finished runs trained with raises :class:`PresetError`: their figures would not compare."""
+    recorded = sorted({int(r["threads"]) for r in finished if r.get("threads") is not None})
+    if given is not None:
+        count, source = resolve_threads(given), "--threads"
+    elif len(recorded) == 1:
+        count, source = recorded[0], f"the count the finished runs in {runs_dir} trained with"
+    else:
+        count, source = resolve_threads(), "OMP_NUM_THREADS, else the cores this process may use"
+    if recorded and recorded != [count]:
+        raise PresetError(
+            f"--threads {count}: the finished runs in {runs_dir} trained with "
+            f"{' and '.join(map(str, recorded))} threads, and a benchmark gives all its runs one "
+            f"count; give --threads {recorded[0]}, or another --out"
+        )
+    return count, source
 
 
 def _train_unless_finished(
@@ -266,6 +294,7 @@ def _train_unless_finished(
     display,
     run_progress,
     log,
+    threads: int | None = None,
 ) -> bool:
     """Trains a run under its lock unless it finished; True when it trained here."""
     result_file = run_dir / "result.json"
@@ -273,7 +302,7 @@ def _train_unless_finished(
         run_dir.mkdir(parents=True, exist_ok=True)
         with run_lock(run_dir, f"{method} seed {seed}"):
             if not _finished(result_file, protocol):
-                order = _run_order(preset, method, seed, protocol)
+                order = _run_order(preset, method, seed, protocol, threads)
                 train_in_child(order, run_dir, display, run_progress, log)
                 return True
     log(f"[skip] {method} seed {seed}: finished ({run_dir.name})")
@@ -290,8 +319,11 @@ def run_benchmark(
     protocol: str = "standard",
     seeds: Sequence[int] | None = None,
     leave_busy: bool = False,
+    threads: int | None = None,
 ) -> list[dict[str, Any]]:
     """Runs the preset; returns the results of every run (finished earlier or now).
+
+    Every run trains on one thread count (:func:`benchmark_threads`; ``threads``: ``--threads``).
 
     ``seeds`` runs only those seeds; ``protocol="paper"`` adds the official evaluation's figures.
     Interrupted (a signal), :class:`RunFailed` and :class:`RunBusy` (unless ``leave_busy``) keep
@@ -314,9 +346,11 @@ def run_benchmark(
     progresses = [RunProgress(epochs[m], linear_epochs) for _, m in plan]
     folders = [out_dir / "runs" / run_folder_name(preset, method, seed) for seed, method in plan]
     times = StageTimes()  # the pace of every stage, as the finished runs measured it
-    for folder in folders:
-        if (folder / "result.json").is_file():
-            times.learn(read_result(folder), linear_epochs)
+    finished = [read_result(f) for f in folders if (f / "result.json").is_file()]
+    for result in finished:
+        times.learn(result, linear_epochs)
+    count, source = benchmark_threads(finished, threads, out_dir / "runs")
+    log(f"[threads] {count} per run ({source}); the table's machine line records it")
     total = sum(run.total for run in progresses)
     display = ProgressDisplay(total, runs=progresses, times=times) if progress else None
     if display is not None and log is print:
@@ -327,7 +361,7 @@ def run_benchmark(
         for (seed, method), run_dir, run_progress in zip(plan, folders, progresses, strict=True):
             try:
                 trained = _train_unless_finished(
-                    preset, method, seed, run_dir, protocol, display, run_progress, log
+                    preset, method, seed, run_dir, protocol, display, run_progress, log, count
                 )
             except RunBusy as busy:
                 if not leave_busy:

@@ -28,6 +28,7 @@ from solo_bayesncl.benchmark.presets import RunOrder
 from solo_bayesncl.benchmark.process import Terminated
 from solo_bayesncl.benchmark.sittings import epoch_timing, merge_metrics
 from solo_bayesncl.config.settings import RunSpec, run_spec
+from solo_bayesncl.core.threads import CHECKPOINT_KEY
 from solo_bayesncl.evaluation import knn
 from solo_bayesncl.evaluation.knn import knn_eval
 from solo_bayesncl.evaluation.report import (
@@ -150,8 +151,14 @@ def _pretrain_cfg(spec: RunOrder, run_dir: Path):
         "++auto_resume.max_hours=1000000",
         "++wandb.enabled=False",
         "++enable_progress_bar=False",  # the benchmark shows progress; the log stays readable
+        *_threads_override(spec),
     ]
     return compose(Path(spec.config_dir), f"{spec.method}.yaml", overrides)
+
+
+def _threads_override(spec: RunOrder) -> list[str]:
+    """The benchmark's one thread count for every run (``threads`` of ``spec.json``)."""
+    return [f"++threads={spec.threads}"] if spec.threads is not None else []
 
 
 def pretrain_stage(spec: RunOrder, run_dir: Path, status) -> dict[str, Any]:
@@ -172,7 +179,8 @@ def pretrain_stage(spec: RunOrder, run_dir: Path, status) -> dict[str, Any]:
     ckpt = getattr(checkpointer, "last_ckpt", None) or trainer.ckpt_path
     if ckpt is None:
         raise StageUnfinished("pretraining finished without a checkpoint")
-    saved_epoch = torch.load(ckpt, map_location="cpu", weights_only=False).get("epoch", -1)
+    saved = torch.load(ckpt, map_location="cpu", weights_only=False)
+    saved_epoch = saved.get("epoch", -1)
     if saved_epoch + 1 < trainer.max_epochs:
         raise StageUnfinished(
             f"the last checkpoint {ckpt} is of epoch {saved_epoch + 1}, not {trainer.max_epochs}"
@@ -183,6 +191,7 @@ def pretrain_stage(spec: RunOrder, run_dir: Path, status) -> dict[str, Any]:
         "metrics_csv": str(metrics),
         **epoch_timing(run_dir, "pretrain", trainer.max_epochs),
         "epochs": int(trainer.max_epochs),
+        "threads": saved.get(CHECKPOINT_KEY),  # the count it trained with (core.threads)
         "peak_memory_mb": peak_memory_mb(),
         "online_linear_top1": last_logged_value(metrics, "val_acc1"),
         "probe_top1": last_logged_value(metrics, "interp/probe_top1"),
@@ -214,6 +223,7 @@ def linear_stage(spec: RunOrder, run_dir: Path, ckpt: str, status) -> dict[str, 
         f"accelerator={trained.trainer.accelerator}",
         *linear.get("overrides", []),
         "devices=1",  # the probe runs in this process (pretraining may have used several)
+        *_threads_override(spec),
     ]
     # the preset's own values replace the config's; a step schedule then decays at 60% and 80%
     for key, name in (("max_epochs", "max_epochs"), ("batch_size", "optimizer.batch_size")):

@@ -20,6 +20,7 @@ __all__ = [
     "aggregate",
     "column_value",
     "figure",
+    "machine_line",
     "paired_markdown",
     "row_names",
     "run_name",
@@ -143,6 +144,7 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         loads = [r["epoch_load_mean"] for r in runs if r.get("epoch_load_mean") is not None]
         row["load_max"] = max(loads) if loads else math.nan
         row["cpu_count"] = max((r.get("cpu_count") or 0 for r in runs), default=0)
+        row["threads"] = " ".join(sorted({str(r["threads"]) for r in runs if r.get("threads")}))
         rows.append(row)
     return rows
 
@@ -169,7 +171,7 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path, commit: str, date: str
     fields = (
         ["method", "base_method", "seeds", "seed_list"]
         + [c for col, _, _ in COLUMNS for c in (col, f"{col}_std")]
-        + ["linear_probe", "wall_unreliable", "commit", "date"]
+        + ["linear_probe", "threads", "wall_unreliable", "commit", "date"]
     )
     lines = [
         {
@@ -276,6 +278,23 @@ _COLUMN_NOTES: tuple[tuple[Callable[[str], bool], str], ...] = (
 )
 
 
+def machine_line(rows: Sequence[dict[str, Any]]) -> str:
+    """The threads every run trained with (``threads``: the figures depend on the count) and the
+    machine's cores."""
+    counts = sorted({c for row in rows for c in str(row.get("threads") or "").split()}, key=int)
+    cores = max((row.get("cpu_count") or 0 for row in rows), default=0)
+    on = f" on a machine of {cores} cores" if cores else ""
+    if not counts:
+        return f"Machine: the runs recorded no thread count{on}."
+    if len(counts) == 1:
+        plural = "s" * (counts[0] != "1")
+        return f"Machine: every run trained on {counts[0]} CPU thread{plural} (`threads`){on}."
+    return (
+        f"Machine: the runs trained on {' and '.join(counts)} CPU threads (`threads`){on}; "
+        "figures of different counts differ by more than rounding."
+    )
+
+
 def write_markdown(
     rows: Sequence[dict[str, Any]],
     path: Path,
@@ -293,6 +312,8 @@ def write_markdown(
     header = ["method", "seeds"] + [c for c, _, _ in columns]
     lines = [
         f"Benchmark preset `{preset}`, commit `{commit}`, {date}.",
+        "",
+        machine_line(rows),
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),

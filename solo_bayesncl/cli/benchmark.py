@@ -56,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(several benchmarks then share the preset's runs: one per GPU, or one per CPU core with "
         "OMP_NUM_THREADS=1); without it such a run stops this benchmark",
     )
+    parser.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="torch's CPU threads in every run, recorded with each (default: the count the "
+        "finished runs of --out trained with, else OMP_NUM_THREADS, else the cores this process "
+        "may use; lower it on a shared machine: the figures change with the count, not the load)",
+    )
     no_training = parser.add_mutually_exclusive_group()
     no_training.add_argument(
         "--table-only",
@@ -88,6 +97,12 @@ def _seed_list(text: str) -> list[int]:
     if not seeds:
         raise argparse.ArgumentTypeError("no seed given (e.g. --seeds 1,2)")
     return seeds
+
+
+def _positive_int(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of threads")
+    return int(text)
 
 
 def _raise_interrupted(signum, frame) -> None:
@@ -137,7 +152,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     try:
         run_benchmark(
-            preset, args.out, protocol=args.protocol, seeds=args.seeds, leave_busy=args.leave_busy
+            preset,
+            args.out,
+            protocol=args.protocol,
+            seeds=args.seeds,
+            leave_busy=args.leave_busy,
+            threads=args.threads,
         )
     except (KeyboardInterrupt, Interrupted) as err:
         print("interrupted; run the same command again to resume", file=sys.stderr)

@@ -86,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="data loader processes (default: %(default)s)",
     )
     parser.add_argument(
+        "--threads",
+        metavar="N",
+        default=None,
+        help="torch's CPU threads (default: OMP_NUM_THREADS if set, else the cores this process "
+        "may use; the count changes the features' rounding)",
+    )
+    parser.add_argument(
         "--output",
         type=Path,
         metavar="FILE",
@@ -106,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_third_party_warnings()
     # bad options, unreadable checkpoints and NaN features: one line and exit status 2
     with input_errors(command):
+        from solo_bayesncl.core.threads import apply_threads, resolve_threads
+
+        apply_threads(resolve_threads(args.threads))  # before any work
         if args.output is not None:  # before the kNN work, not after it
             from solo_bayesncl.io.files import require_writable
 

@@ -88,6 +88,7 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "auto_umap",
     "debug_augmentations",
     "distributed",  # timeout_s: how long the processes of a job wait for each other
+    "threads",  # torch's CPU threads (solo_bayesncl.core.threads)
 )
 """Top-level keys solo-learn's pretraining and linear scripts or the plugin read (``probe``:
 the linear probe's normalisation, ``standard`` or ``official``); the arguments

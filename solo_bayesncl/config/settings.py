@@ -34,6 +34,7 @@ from solo_bayesncl.config.runtime import (
     resolve_runtime,
 )
 from solo_bayesncl.core.gates import GATE_MODES
+from solo_bayesncl.core.threads import resolve_threads
 from solo_bayesncl.core.validation import (
     ConfigError,
     parse_bool,
@@ -72,6 +73,7 @@ __all__ = [
     "resolve_with_solo",
     "run_spec",
     "saved_run_spec",
+    "with_threads",
 ]
 
 
@@ -160,7 +162,9 @@ class TrainerSpec:
     (:func:`~solo_bayesncl.config.runtime.job_processes`), ``devices`` as Lightning's Trainer
     takes them (a process count on the CPU, GPU ids otherwise), ``peer_timeout_s`` how long the
     processes wait for each other (``distributed.timeout_s``, else :data:`PEER_TIMEOUT_S`),
-    ``arguments`` the whole config as plain data, from which the Trainer takes its keys."""
+    ``threads`` torch's CPU threads (the ``threads`` key as :func:`resolve_with_solo` resolved
+    it; None in a config that has none), ``arguments`` the whole config as plain data, from which
+    the Trainer takes its keys."""
 
     name: str = "run"
     seed: int | None = None
@@ -169,6 +173,7 @@ class TrainerSpec:
     strategy: Any = "auto"
     devices: Any = 1
     peer_timeout_s: float = PEER_TIMEOUT_S
+    threads: int | None = None
     max_epochs: int | None = None
     performance: PerformanceSettings = PerformanceSettings()
     wandb: WandbSpec = WandbSpec()
@@ -234,6 +239,11 @@ def _peer_timeout_s(value: Any) -> float:
     if not seconds > 0:
         raise ValueError(f"distributed.timeout_s={value!r} must be a number of seconds above 0")
     return seconds
+
+
+def _thread_count(value: Any) -> int | None:
+    """``threads`` once resolved (a count); None before (``auto``) or in a config without it."""
+    return int(value) if str(value).isdigit() and not isinstance(value, bool) else None
 
 
 def _plain(node: Any) -> dict[str, Any]:
@@ -337,6 +347,7 @@ def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool =
             if OmegaConf.is_list(devices)
             else devices,
             peer_timeout_s=_peer_timeout_s(timeout),
+            threads=_thread_count(select("threads", default=None)),
             max_epochs=select("max_epochs", default=None),
             performance=performance_settings(
                 select("performance", default=None), accelerator, compiles
@@ -374,6 +385,18 @@ def saved_run_spec(saved: Mapping[str, Any]) -> RunSpec:
     return run_spec(OmegaConf.create(dict(saved)), saved=True)
 
 
+def with_threads(spec: RunSpec, threads: int) -> RunSpec:
+    """``spec`` training on ``threads`` (a resumed run's recorded count,
+    :mod:`solo_bayesncl.core.threads`): its trainer settings and its config, which solo-learn's
+    Checkpointer writes into ``args.json``, say that count."""
+    if spec.trainer.threads == threads:
+        return spec
+    spec.solo.threads = threads
+    arguments = {**spec.trainer.arguments, "threads": threads}
+    trainer = dataclasses.replace(spec.trainer, threads=threads, arguments=arguments)
+    return dataclasses.replace(spec, trainer=trainer)
+
+
 def resolve_with_solo(
     cfg: omegaconf.DictConfig,
     parse_cfg: Callable[[omegaconf.DictConfig], omegaconf.DictConfig],
@@ -387,6 +410,7 @@ def resolve_with_solo(
     made (``data.augment_on``). The run name is made to say
     the dataset (:func:`solo_bayesncl.data.names.dataset_run_name`)."""
     cfg = check_run_cfg(cfg)  # every value read as written, or refused, before anything else
+    cfg.threads = resolve_threads(OmegaConf.select(cfg, "threads", default=None))  # core.threads
     cfg = apply_global_batch(resolve_runtime(cfg))  # the paper's global batch on any machine
     data = resolve_dataset_cfg(cfg)  # the one decoding of the dataset while resolving
     cfg.name = dataset_run_name(

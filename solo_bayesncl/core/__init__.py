@@ -1,4 +1,4 @@
 """The host-independent core, plain PyTorch: ``nonneg``, ``gates``, ``losses`` (each term's plain
 definition under autograd, and the loss modules), ``distributed``, ``representations`` (the
-one feature-extraction pass), ``validation`` and ``threads`` (how torch's OpenMP threads wait,
-set before torch loads)."""
+one feature-extraction pass), ``validation`` and ``threads`` (a run's thread count: resolved,
+given to torch, recorded)."""

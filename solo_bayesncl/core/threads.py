@@ -1,82 +1,161 @@
-"""How many CPU threads torch computes on, and how they wait, on cores other work already keeps
-busy: decided once, when the package is imported, before torch loads.
+"""How many CPU threads torch computes on: a setting of each run, never drawn from the load.
 
-torch's Linux wheels run their intra-op thread pool on GNU OpenMP (libgomp), which reads its
-settings from the environment once, when torch loads it. By default it starts a thread per core
-and a thread that has finished its share of a parallel region spins before it sleeps. On idle
-cores that is the fastest; on cores that other processes keep busy, the spinning threads take
-the time the others, and the slower threads of the same region, need
-(``microbenchmarks/bench_threads.py`` measures both ways, idle and beside busy processes).
+The thread count changes what a run computes (the kernels split their sums by thread, and
+training amplifies the difference), so it is an input of every result, like the seed. A command
+resolves it once (:func:`resolve_threads`): the ``threads`` key (``--threads`` for the
+benchmark) when given; else ``OMP_NUM_THREADS`` when the user set it to a positive integer (any
+other value is refused); else the cores this process may use (:func:`usable_cores`: its CPU
+affinity, capped by the cgroup's CPU quota where one is set). It does not depend on how busy the
+machine is. The command then gives torch that count (:func:`apply_threads`) and records it with
+the run; a resumed run trains on the count its checkpoint recorded (:data:`CHECKPOINT_KEY`).
 
-:func:`apply_thread_policy`, which ``import solo_bayesncl`` calls first (every command imports
-the package before torch), counts the cores other processes keep busy over
-:data:`SAMPLE_S` (``/proc/stat``). Where at least half a core is busy it sets
-``OMP_NUM_THREADS`` to the cores left (at least 1) and ``OMP_WAIT_POLICY=PASSIVE`` (a waiting
-thread sleeps at once); on idle cores it sets nothing. It sets nothing either when:
-
-- torch is already imported: the runtime has read its settings, and a variable set now would
-  only pretend;
-- the user set any of :data:`USER_SETTINGS`: theirs is kept;
-- :data:`KEEP_DEFAULTS_ENV` is ``1``, ``true`` or ``yes``: the OpenMP runtime's own defaults.
-
-Processes started afterwards (data loader workers, a benchmark's runs) inherit the decision.
+How idle OpenMP threads wait (``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``) is left to the runtime and
+the user: nothing here sets it. Importing the package changes no environment variable.
 """
 
 from __future__ import annotations
 
+import math
 import os
-import sys
-import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
-__all__ = ["KEEP_DEFAULTS_ENV", "SAMPLE_S", "USER_SETTINGS", "apply_thread_policy", "busy_cores"]
+import torch
 
-USER_SETTINGS: tuple[str, ...] = (
-    "OMP_NUM_THREADS",
-    "OMP_WAIT_POLICY",
-    "GOMP_SPINCOUNT",
-    "KMP_BLOCKTIME",
-)
-"""The variables with which a user chooses torch's threads; if any is set, nothing is set."""
+from solo_bayesncl.core.validation import ConfigError
 
-KEEP_DEFAULTS_ENV = "SOLO_BAYESNCL_KEEP_OMP_DEFAULTS"
-"""Set to ``1``, ``true`` or ``yes``: the package sets nothing (the OpenMP runtime's defaults)."""
+__all__ = [
+    "CHECKPOINT_KEY",
+    "KEY",
+    "apply_threads",
+    "cgroup_cpu_limit",
+    "resolve_threads",
+    "resumed_threads",
+    "usable_cores",
+]
 
-SAMPLE_S = 0.03
-"""How long the busy cores are counted for: three of the kernel's 10 ms ticks per core."""
+KEY = "threads"
+"""The config key (top level) of a run's thread count."""
+
+CHECKPOINT_KEY = "solo_bayesncl_threads"
+"""The entry of a checkpoint holding the thread count the run trained with."""
+
+_CGROUP_ROOT = Path("sys/fs/cgroup")
+_V1_CPU_MOUNTS = ("cpu,cpuacct", "cpu", "cpuacct,cpu")
 
 
-def _ticks() -> tuple[int, int]:
-    """``(busy, all)`` CPU ticks of the machine since boot (the first line of ``/proc/stat``:
-    user, nice, system, idle, iowait, irq, softirq, steal)."""
-    with open("/proc/stat", encoding="ascii") as stat:
-        fields = [int(x) for x in stat.readline().split()[1:9]]
-    return sum(fields) - fields[3] - fields[4], sum(fields)
-
-
-def busy_cores(seconds: float = SAMPLE_S) -> float:
-    """The cores other processes keep busy, counted over ``seconds`` while this one sleeps; 0
-    where ``/proc/stat`` cannot be read (not Linux)."""
+def _read(path: Path) -> str | None:
     try:
-        busy, total = _ticks()
-        time.sleep(seconds)
-        busy_after, total_after = _ticks()
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    elapsed = total_after - total
-    return (busy_after - busy) / elapsed * (os.cpu_count() or 1) if elapsed > 0 else 0.0
+        return path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
-def apply_thread_policy() -> dict[str, str]:
-    """Sets in ``os.environ`` what the module docstring says, and returns what it set."""
-    keep = os.environ.get(KEEP_DEFAULTS_ENV, "").strip().lower() in ("1", "true", "yes")
-    if keep or "torch" in sys.modules or any(v in os.environ for v in USER_SETTINGS):
-        return {}
-    busy = busy_cores()
-    if busy < 0.5:
-        return {}
-    chosen = {
-        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) - round(busy))),
-        "OMP_WAIT_POLICY": "PASSIVE",
-    }
-    os.environ.update(chosen)
-    return chosen
+def _quota(text: str | None) -> float | None:
+    """``quota period`` (cgroup v2 ``cpu.max``) as cores, None for ``max`` or unreadable."""
+    fields = (text or "").split()
+    if len(fields) != 2 or fields[0] == "max":
+        return None
+    try:
+        quota, period = int(fields[0]), int(fields[1])
+    except ValueError:
+        return None
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def _levels(mount: Path, inside: str) -> list[Path]:
+    """The cgroup folder of this process under ``mount`` and its parents up to ``mount``; just
+    ``mount`` when the path is not there (a container sees its own cgroup as the root)."""
+    folder = mount / inside.strip("/")
+    if not folder.is_dir():
+        return [mount]
+    return [folder, *[p for p in folder.parents if p == mount or mount in p.parents]]
+
+
+def cgroup_cpu_limit(root: Path = Path("/")) -> float | None:
+    """The CPU quota of this process's cgroup and its parents, in cores (the smallest), or None
+    where none is set. cgroup v2: ``cpu.max``; v1: ``cpu.cfs_quota_us / cpu.cfs_period_us``
+    (``-1``: none). ``root`` is the file system's root (tests give a fake one)."""
+    limits: list[float] = []
+    for line in (_read(root / "proc/self/cgroup") or "").splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, inside = rest.partition(":")
+        if hierarchy == "0" and controllers == "":
+            for level in _levels(root / _CGROUP_ROOT, inside):
+                limits.append(_quota(_read(level / "cpu.max")) or math.inf)
+        elif "cpu" in controllers.split(","):
+            for name in _V1_CPU_MOUNTS:
+                mount = root / _CGROUP_ROOT / name
+                if mount.is_dir():
+                    for level in _levels(mount, inside):
+                        pair = f"{_read(level / 'cpu.cfs_quota_us')} {_read(level / 'cpu.cfs_period_us')}"
+                        limits.append(_quota(pair) or math.inf)
+                    break
+    limit = min(limits, default=math.inf)
+    return None if limit == math.inf else limit
+
+
+def usable_cores(root: Path = Path("/")) -> int:
+    """The cores this process may use: its CPU affinity (``os.cpu_count()`` where the platform
+    has none), capped by the cgroup quota (:func:`cgroup_cpu_limit`) rounded down; at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    limit = cgroup_cpu_limit(root)
+    if limit is not None:
+        cores = min(cores, math.floor(limit))
+    return max(1, cores)
+
+
+def _positive(where: str, value: Any, allowed: str) -> int:
+    text = str(value).strip()
+    if isinstance(value, bool) or not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"{where}={value!r} is not allowed; {allowed}")
+    return int(text)
+
+
+def resolve_threads(value: Any = None, environ: Mapping[str, str] | None = None) -> int:
+    """The thread count of a run (module docstring): ``value`` (the ``threads`` key; None or
+    ``auto``: not given), else ``OMP_NUM_THREADS`` from ``environ`` (default ``os.environ``),
+    else :func:`usable_cores`. A value that is not a positive integer raises
+    :class:`~solo_bayesncl.core.validation.ConfigError` naming where it came from."""
+    environ = os.environ if environ is None else environ
+    if value is not None and str(value).strip().lower() != "auto":
+        return _positive(
+            KEY,
+            value,
+            "give a positive number of threads, or auto (the cores this process may use)",
+        )
+    given = environ.get("OMP_NUM_THREADS", "").strip()
+    if given:
+        return _positive(
+            "OMP_NUM_THREADS",
+            given,
+            f"set it to one positive integer, or unset it and give {KEY}=N (or --threads N)",
+        )
+    return usable_cores()
+
+
+def resumed_threads(requested: int, recorded: Any) -> tuple[int, str | None]:
+    """The count a resumed run trains on, and the line that says so when it is not
+    ``requested``: the ``recorded`` count of its checkpoint (None: a checkpoint that recorded
+    none, which keeps ``requested``)."""
+    if recorded is None:
+        return requested, None
+    recorded = int(recorded)
+    if recorded == requested:
+        return requested, None
+    return recorded, (
+        f"{KEY}={requested}: this run resumes on the {recorded} thread"
+        f"{'s' * (recorded != 1)} it trained with (its checkpoint's), so that it computes what "
+        "the uninterrupted run would"
+    )
+
+
+def apply_threads(count: int) -> None:
+    """Gives torch ``count`` intra-op threads, and the processes this one starts afterwards
+    ``OMP_NUM_THREADS=count`` (a multi-process job's other processes resolve the same count)."""
+    torch.set_num_threads(count)
+    os.environ["OMP_NUM_THREADS"] = str(count)

@@ -67,6 +67,7 @@ MAY_DIFFER: tuple[str, ...] = (
     "num_nodes",
     "strategy",
     "sync_batchnorm",  # follows the machine (off on the CPU), like devices
+    "threads",  # a resumed run trains on its checkpoint's count (core.threads)
     "data.num_workers",
     "performance",
     "resume_from_checkpoint",

@@ -14,8 +14,9 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from solo_bayesncl.config.runtime import PerformanceSettings
-from solo_bayesncl.config.settings import RunSpec
+from solo_bayesncl.config.settings import RunSpec, with_threads
 from solo_bayesncl.core.distributed import launched_as_rank_zero
+from solo_bayesncl.core.threads import CHECKPOINT_KEY, apply_threads, resumed_threads
 from solo_bayesncl.core.validation import first_line
 from solo_bayesncl.data.datasets import build_val_loader
 from solo_bayesncl.training.auto_resume import JobRun, shared_with_launched_processes
@@ -33,7 +34,7 @@ from solo_bayesncl.training.trainer import (
     per_rank_random_streams,
 )
 
-__all__ = ["fit", "seed_and_layout", "train_batches_per_process"]
+__all__ = ["fit", "run_threads", "seed_and_layout", "train_batches_per_process"]
 
 
 def seed_and_layout(
@@ -54,6 +55,34 @@ def seed_and_layout(
     if performance.channels_last_max_pool:
         max_pools_via_channels_last(model)
     return model
+
+
+def run_threads(spec: RunSpec, run: JobRun) -> RunSpec:
+    """Gives torch the run's thread count: the resolved ``threads`` key, or for a resumed run the
+    count its checkpoint recorded (one line says so when they differ); returns ``spec`` with that
+    count (:func:`~solo_bayesncl.config.settings.with_threads`: ``args.json`` records it)."""
+    requested = spec.trainer.threads or torch.get_num_threads()
+    recorded = None
+    if run.ckpt_path is not None:
+        with contextlib.suppress(Exception):  # unreadable: Lightning says so when it loads it
+            saved = torch.load(run.ckpt_path, map_location="cpu", mmap=True, weights_only=False)
+            recorded = saved.get(CHECKPOINT_KEY) if isinstance(saved, dict) else None
+    threads, line = resumed_threads(requested, recorded)
+    if line is not None and launched_as_rank_zero():
+        print(line, flush=True)
+    apply_threads(threads)
+    return with_threads(spec, threads)
+
+
+def _record_threads(threads: int):
+    """A callback that stores ``threads`` in every checkpoint (``core.threads.CHECKPOINT_KEY``)."""
+    from lightning.pytorch import Callback
+
+    class RecordThreads(Callback):
+        def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+            checkpoint[CHECKPOINT_KEY] = threads
+
+    return RecordThreads()
 
 
 def train_batches_per_process(data: dict[str, Any], processes: int, dali: bool) -> int | None:
@@ -92,12 +121,14 @@ def fit(
     (:mod:`solo_bayesncl.training.resumable`, last, so that its seeding comes right before each
     batch is drawn), and with ``performance.compile`` compiles the backbone's training forward.
 
+    Torch trains on the run's thread count (:func:`run_threads`), which every checkpoint records.
     An interrupted fit (Ctrl-C, SIGTERM) returns its Trainer too, ``trainer.interrupted`` set,
     its run folder removed when no checkpoint is in it. Processes that do not all connect in
     ``distributed.timeout_s`` raise :class:`~solo_bayesncl.training.trainer.PeersNotMet`.
     """
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+    spec = run_threads(spec, run)
     machine, checkpoint = spec.trainer, spec.checkpoint
     dali = spec.data.format == "dali"
     val_loader = build_val_loader(
@@ -124,6 +155,7 @@ def fit(
         build_loggers(machine, checkpoint.run_root, run),
         [
             job_run_agreement(run),
+            _record_threads(int(machine.threads)),
             per_rank_random_streams(),
             *checkpoint_callbacks(checkpoint, machine.name, spec.solo, within_epochs=pretraining),
             *own,

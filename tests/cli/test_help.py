@@ -100,6 +100,7 @@ def test_every_knn_option_says_its_default_and_matches_the_library():
         "distance",
         "batch_size",
         "num_workers",
+        "threads",
         "output",
     }
     for action in options:

@@ -1,6 +1,7 @@
-"""``microbenchmarks/bench_threads.py``: each policy's run gets the thread settings it names
-whatever this environment holds, the busy loops of the loaded condition always stop, and bad
-arguments are refused naming the option. (The timed runs themselves are not run here.)"""
+"""``microbenchmarks/bench_threads.py``: each policy's run gets the thread count and variables it
+names whatever this environment holds, the project's count does not change beside busy cores, the
+busy loops of the loaded condition always stop, and bad arguments are refused naming the option.
+(The timed runs themselves are not run here.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 import pytest
 from helpers import REPO
 
-from solo_bayesncl.core.threads import KEEP_DEFAULTS_ENV
+from solo_bayesncl.core.threads import usable_cores
 
 sys.path.insert(0, str(REPO / "microbenchmarks"))
 import bench_threads  # noqa: E402
@@ -28,11 +29,12 @@ def users_settings(monkeypatch):
 @pytest.mark.parametrize(
     ("policy", "expected"),
     [
-        ("torch", f"{KEEP_DEFAULTS_ENV}=1"),
-        ("OMP_NUM_THREADS=1", f"OMP_NUM_THREADS=1 {KEEP_DEFAULTS_ENV}=1"),
+        ("project", f"threads={usable_cores()}"),
+        ("threads=1", "threads=1"),
+        ("OMP_NUM_THREADS=1", "threads=1 OMP_NUM_THREADS=1"),
         (
-            "GOMP_SPINCOUNT=10000,OMP_WAIT_POLICY=ACTIVE",
-            f"OMP_WAIT_POLICY=ACTIVE GOMP_SPINCOUNT=10000 {KEEP_DEFAULTS_ENV}=1",
+            "GOMP_SPINCOUNT=10000,OMP_WAIT_POLICY=PASSIVE",
+            f"threads={usable_cores()} OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=10000",
         ),
     ],
 )
@@ -40,10 +42,16 @@ def test_a_run_has_the_policys_settings_and_none_it_would_inherit(users_settings
     assert bench_threads.effective_settings(policy) == expected
 
 
-def test_the_project_policy_is_what_the_package_sets_beside_busy_cores(users_settings):
+def test_the_torch_policy_gives_torchs_own_count(users_settings):
+    count = bench_threads.torch_default_threads()
+    assert count >= 1
+    assert bench_threads.effective_settings("torch") == f"threads={count}"
+
+
+def test_the_project_count_is_the_same_beside_busy_cores(users_settings):
+    idle = bench_threads.effective_settings("project")
     with bench_threads.busy_cores(os.cpu_count() or 1):
-        settings = bench_threads.effective_settings("project")
-    assert settings == "OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE"
+        assert bench_threads.effective_settings("project") == idle
 
 
 def test_the_busy_loops_run_in_the_block_and_stop_after_it_even_on_an_error():
@@ -58,7 +66,8 @@ def test_the_busy_loops_run_in_the_block_and_stop_after_it_even_on_an_error():
     [
         (["--repeats", "0"], "--repeats must be >= 1, got 0"),
         (["--fraction", "0"], "--fraction must be in (0, 1], got 0.0"),
-        (["--policies", "passive"], "'passive' is not one of torch, project, VAR=VALUE"),
+        (["--policies", "passive"], "'passive' is not one of torch, project, threads=N, VAR="),
+        (["--policies", "threads=0"], "'threads=0' is not one of torch, project, threads=N"),
         (["--policies", "torch", "torch"], "--policies: each policy once"),
     ],
 )
