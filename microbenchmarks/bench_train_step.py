@@ -28,9 +28,7 @@ memory format (channels-last against contiguous, ``performance.disable_channel_l
 ``torch.compile``) for every method, ``--compare-compile`` adds bayesncl with the other setting;
 with both comparisons, also the two flipped together. ``--compare-small-map-convs`` adds bayesncl
 with ``performance.small_map_convs`` flipped (the convolutions whose input has no more pixels than
-their kernel has taps computed as matrix products or as convolutions);
-``--compare-channels-last-max-pool`` adds bayesncl with ``performance.channels_last_max_pool``
-flipped (a contiguous model's max-pooling by the channels-last kernel or the contiguous one). The
+their kernel has taps computed as matrix products or as convolutions). The
 first step of each, where compiling happens, is printed apart.
 
 Usage::
@@ -39,7 +37,7 @@ Usage::
         [--warmup 3] [--threads 1] [--device cpu|cuda] [--precision 32|bf16|16]
         [--backbone resnet18] [--small-stem] [--proj 2048 256] [--images random|fashion-mnist]
         [--breakdown] [--compare-memory-format] [--compile] [--compare-compile]
-        [--compare-small-map-convs] [--compare-channels-last-max-pool] [--peak-gflops G]
+        [--compare-small-map-convs] [--peak-gflops G]
 """
 
 from __future__ import annotations
@@ -483,8 +481,6 @@ def variant_cfgs(cfg, args: argparse.Namespace) -> dict[str, Any]:
         flips.append(("memory", "compile"))
     if args.compare_small_map_convs:
         flips.append(("small maps",))
-    if args.compare_channels_last_max_pool:
-        flips.append(("pooling",))
     variants: dict[str, Any] = {}
     for flip in flips:
         other = copy.deepcopy(cfg)
@@ -494,9 +490,6 @@ def variant_cfgs(cfg, args: argparse.Namespace) -> dict[str, Any]:
             other.performance.compile = not compile_wanted(cfg)
         if "small maps" in flip:
             OmegaConf.update(other, "performance.small_map_convs", not small_map_wanted(cfg))
-        if "pooling" in flip:
-            wanted = not OmegaConf.select(cfg, "performance.channels_last_max_pool", default=True)
-            OmegaConf.update(other, "performance.channels_last_max_pool", wanted)
         parts = []
         if "memory" in flip:
             parts.append(memory_format_name(other))
@@ -504,8 +497,6 @@ def variant_cfgs(cfg, args: argparse.Namespace) -> dict[str, Any]:
             parts.append(compiled_name(compile_wanted(other)))
         if "small maps" in flip:
             parts.append(small_map_name(small_map_wanted(other)))
-        if "pooling" in flip:
-            parts.append(pooling_name(other))
         variants[f"bayesncl {', '.join(parts)}"] = other
     return variants
 
@@ -527,15 +518,6 @@ def small_map_wanted(cfg) -> bool:
 
 def small_map_name(as_products: bool) -> str:
     return "small-map convs as products" if as_products else "small-map convs as convolutions"
-
-
-def pooling_name(cfg) -> str:
-    """Which kernel ``cfg``'s model max-pools with (``performance.channels_last_max_pool``)."""
-    from solo_bayesncl.config.runtime import performance_settings
-
-    if performance_settings(cfg.get("performance"), "").channels_last_max_pool:
-        return "max-pool by the channels-last kernel"
-    return f"max-pool in the model's layout ({memory_format_name(cfg)})"
 
 
 def compiled_name(compiled: bool) -> str:
@@ -626,7 +608,6 @@ def run(args: argparse.Namespace) -> None:
         f"(performance.compile={args.compile})"
     )
     print(f"{small_map_name(small_map_wanted(cfgs['bayesncl']))} (performance.small_map_convs)")
-    print(f"{pooling_name(cfgs['bayesncl'])} (performance.channels_last_max_pool)")
     print(f"one step = training_step + backward + optimizer step; {args.steps} interleaved rounds")
     print(f"after {args.warmup} warm-up rounds, order rotating each round\n")
 
@@ -718,12 +699,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="also time bayesncl with its convolutions on small maps computed the other way "
         "(performance.small_map_convs: matrix products or convolutions)",
-    )
-    parser.add_argument(
-        "--compare-channels-last-max-pool",
-        action="store_true",
-        help="also time bayesncl with its max-pooling by the other kernel "
-        "(performance.channels_last_max_pool: channels-last or the model's layout)",
     )
     parser.add_argument(
         "--peak-gflops",

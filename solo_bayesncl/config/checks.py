@@ -103,9 +103,8 @@ PERFORMANCE_KEYS: tuple[str, ...] = (
     "disable_channel_last",
     "compile",
     "small_map_convs",
-    "channels_last_max_pool",
 )
-"""Every ``performance.*`` key: solo-learn's ``disable_channel_last`` and the plugin's three
+"""Every ``performance.*`` key: solo-learn's ``disable_channel_last`` and the plugin's two
 (:class:`~solo_bayesncl.config.runtime.PerformanceSettings`)."""
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "optimizer": (

@@ -182,7 +182,6 @@ class PerformanceSettings:
 
     channels_last: bool = True
     small_map_convs: bool = True
-    channels_last_max_pool: bool = False
     compile: bool = False
 
 
@@ -213,6 +212,5 @@ def performance_settings(
     return PerformanceSettings(
         channels_last=not contiguous,
         small_map_convs=_flag(section, "small_map_convs", True),
-        channels_last_max_pool=_flag(section, "channels_last_max_pool", True) and contiguous,
         compile=compile_,
     )

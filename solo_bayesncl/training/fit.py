@@ -20,7 +20,6 @@ from solo_bayesncl.core.threads import CHECKPOINT_KEY, apply_threads, resumed_th
 from solo_bayesncl.core.validation import first_line
 from solo_bayesncl.data.datasets import build_val_loader
 from solo_bayesncl.training.auto_resume import JobRun, shared_with_launched_processes
-from solo_bayesncl.training.channels_last_max_pool import max_pools_via_channels_last
 from solo_bayesncl.training.compiled import compile_training_forward
 from solo_bayesncl.training.resumable import resumable_fit
 from solo_bayesncl.training.small_map_convs import small_map_convs_as_products
@@ -52,8 +51,6 @@ def seed_and_layout(
         model = model.to(memory_format=torch.channels_last)
     if performance.small_map_convs:
         small_map_convs_as_products(model)
-    if performance.channels_last_max_pool:
-        max_pools_via_channels_last(model)
     return model
 
 

@@ -24,8 +24,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from solo_bayesncl.training.layer_swaps import swap_exact_class
-
 __all__ = [
     "SmallMapConv2d",
     "small_map_convs_as_products",
@@ -112,6 +110,10 @@ class SmallMapConv2d(nn.Conv2d):
 
 
 def small_map_convs_as_products(model: nn.Module) -> int:
-    """Turns every plain ``nn.Conv2d`` of ``model`` into :class:`SmallMapConv2d`, in place;
-    returns how many."""
-    return swap_exact_class(model, nn.Conv2d, SmallMapConv2d)
+    """Turns every module of ``model`` whose class is exactly ``nn.Conv2d`` (a subclass may compute
+    something else) into :class:`SmallMapConv2d`, in place; only ``forward`` changes, so
+    parameters, ``state_dict`` keys and checkpoints stay. Returns how many."""
+    convs = [m for m in model.modules() if type(m) is nn.Conv2d]
+    for conv in convs:
+        conv.__class__ = SmallMapConv2d
+    return len(convs)

@@ -74,6 +74,41 @@ def test_explicit_choice_is_kept_or_refused_with_the_reason():
         resolve_augment_on(_cfg("cifar100", "batch", equalization__prob=0.2))
 
 
+def _pretraining_pipeline(config_dir: str, method: str, overrides: list[str]) -> str:
+    from solo_bayesncl.training.pretrain import prepare_pretrain
+
+    cfg = compose(config_dir, f"{method}.yaml", [*overrides, "accelerator=cpu"])
+    return prepare_pretrain(cfg, check_data=False).data.augment_on
+
+
+@pytest.mark.solo
+@pytest.mark.parametrize("method", ["simclr", "mocov2plus", "ncl", "bayesncl"])
+@pytest.mark.parametrize(
+    ("config_dir", "dataset"),
+    [
+        ("scripts/pretrain/cifar", "cifar100"),
+        ("scripts/pretrain/cifar", "cifar10"),
+        ("scripts/pretrain/cifar", "fashion-mnist"),
+        ("scripts/pretrain/imagenet-100", "imagenet100"),
+    ],
+)
+def test_shipped_paper_configs_augment_per_image(config_dir, dataset, method):
+    """The paper's configs run solo-learn's per-image pipeline, as the official code does."""
+    assert _pretraining_pipeline(config_dir, method, [f"data.dataset={dataset}"]) == "per_image"
+
+
+@pytest.mark.solo
+def test_cpu_preset_chooses_the_batched_pipeline():
+    from solo_bayesncl.benchmark.presets import load_preset
+
+    preset = load_preset("cpu")
+    for method in preset.methods:
+        pipeline = _pretraining_pipeline(
+            str(preset.config_dir), preset.base_method(method), preset.run_overrides(method)
+        )
+        assert pipeline == "batch", method
+
+
 def test_in_memory_loader_serves_whole_batches_through_a_subset():
     images = torch.arange(40 * 3 * 4 * 4, dtype=torch.int64).remainder(256).byte().view(40, 3, 4, 4)
     dataset = Subset(InMemoryImages(images, torch.arange(40) % 7), list(range(5, 40, 2)))
@@ -93,8 +128,8 @@ def test_in_memory_loader_serves_whole_batches_through_a_subset():
 @pytest.mark.solo
 @pytest.mark.slow
 def test_fashion_mnist_pretraining_runs_through_the_batched_path(tmp_path):
-    """A real (tiny) training run with the default key: the method's training step receives
-    float views at the crop size made on the training device from uint8 batches."""
+    """A real (tiny) training run with ``data.augment_on=batch``: the method's training step
+    receives float views at the crop size made on the training device from uint8 batches."""
     if not (fashion_mnist_root() / "train-images-idx3-ubyte.gz").is_file():
         pytest.skip("Debian's dataset-fashion-mnist is not installed")
     import lightning.pytorch as pl
@@ -111,6 +146,7 @@ def test_fashion_mnist_pretraining_runs_through_the_batched_path(tmp_path):
         "data.dataset=fashion-mnist",
         "data.fraction=0.002",
         "data.val_fraction=0.005",
+        "data.augment_on=batch",
         "data.num_workers=0",
         "optimizer.batch_size=16",
         "method_kwargs.proj_hidden_dim=32",

@@ -245,13 +245,14 @@ def test_on_unless_turned_off_and_other_values_refused_in_one_line() -> None:
 
 
 @pytest.mark.solo  # needs Lightning, installed with solo-learn
-def test_a_performance_key_the_plugin_does_not_read_is_refused_naming_the_known_ones() -> None:
-    # performance.one_pixel_convs was this key's name before it covered 2 x 2 maps
+# one_pixel_convs: this key's name before it covered 2 x 2 maps; channels_last_max_pool: removed
+@pytest.mark.parametrize("key", ["one_pixel_convs", "channels_last_max_pool"])
+def test_a_performance_key_the_plugin_does_not_read_is_refused_naming_the_known_ones(key) -> None:
     with pytest.raises(ConfigError) as err:
-        check_run_cfg(OmegaConf.create({"performance": {"one_pixel_convs": False}}))
+        check_run_cfg(OmegaConf.create({"performance": {key: False}}))
     assert str(err.value) == (
-        "performance has unknown key(s) one_pixel_convs; known keys: channels_last_max_pool, "
-        "compile, disable_channel_last, small_map_convs"
+        f"performance has unknown key(s) {key}; known keys: compile, "
+        "disable_channel_last, small_map_convs"
     )
 
 
