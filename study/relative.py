@@ -157,10 +157,9 @@ def _summary(values: list[float], p: float = 0.975) -> str:
 
 
 NOTE = (
-    f"† these seeds pair runs trained on either side of commits `{CODE_CHANGES[0]}` and "
-    f"`{CODE_CHANGES[1]}`, which changed the backbone's arithmetic (equal to rounding, and rounding "
-    "grows over training); NCL was not rerun at the later commit: five 200-epoch runs per dataset "
-    "did not fit the study's budget."
+    f"† these seeds pair runs of the code before and after commits `{CODE_CHANGES[0]}` and "
+    f"`{CODE_CHANGES[1]}` (equal to rounding); rerunning NCL at the later commit, five 200-epoch "
+    "runs per dataset, did not fit the study's budget."
 )
 
 

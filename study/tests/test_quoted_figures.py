@@ -450,8 +450,6 @@ README_CLAIMS = [
             "raw_vs_gain.below",
             "raw.concrete.mean",
             "gain.concrete.mean",
-            "raw.pick.plain.mean",
-            "gain.pick.plain.mean",
         ),
     ),
     Claim(
