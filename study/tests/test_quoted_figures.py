@@ -442,7 +442,6 @@ README_CLAIMS = [
         ("gate.paper.difference",),
         {"no difference detected": ("gate.paper.difference",)},
     ),
-    Claim("**Against the paper** only the direction compares", PAPER_RELATIVE),
     Claim(
         "Raw consistency places BayesNCL above",
         (
@@ -459,7 +458,6 @@ README_CLAIMS = [
             "floor.settings",
             "floor.images.rho",
             "floor.dense.10",
-            "floor.dense.100",
         ),
         {"does not rise with sparsity": ("floor.sparsity.rho",)},
     ),
@@ -708,7 +706,7 @@ OLD_README = [
         "'survive' rests on no interval",
     ),
     (
-        "**Against the paper** only the direction compares",
+        "Chance-corrected, its lead on shared backgrounds",
         "**Like with like.** Raw on 10 classes, the paper's CIFAR-10 +5.0% lies inside the plain "
         "Fashion-MNIST interval [+3.8, +10.7], below the shared-backgrounds one [+7.6, +12.2]; its "
         "+122.2% and +142.1% are on 100 classes.",
@@ -961,3 +959,89 @@ def test_the_three_epoch_figures_are_the_first_studys_records():
     late = float(_results_csv(SHARED)["ncl"]["bg_consistency_gain"])
     early = float(scenes["ncl"]["bg_consistency_gain"])
     assert f"{early:.3f} after 3 epochs, {late:.3f} after 200" in text
+
+
+# How far the kept cpu table moves: the same preset (seed 5, 6 epochs) on two other machines,
+# whose runs are not kept (their tables as reported: linear top-1, kNN top-1, consistency gain),
+# beside the tables kept here: the README's, and one and two threads on one machine.
+OTHER_MACHINES = {
+    "two Intel Xeon cores, one thread": {
+        "simclr": (58.45, 69.40, None),
+        "mocov2plus": (60.85, 75.25, None),
+        "ncl": (52.85, 67.75, 0.127),
+        "bayesncl": (60.50, 66.45, 0.168),
+    },
+    "AMD EPYC cores, commit 7c0fcee": {
+        "simclr": (60.80, 68.75, None),
+        "mocov2plus": (59.95, 75.00, None),
+        "ncl": (59.80, 64.70, 0.133),
+        "bayesncl": (59.95, 65.50, 0.179),
+    },
+}
+THREAD_TABLES = ("cpu_1_thread", "cpu_2_threads")
+
+
+def _cpu_tables() -> list[dict[str, dict[str, float | None]]]:
+    tables = []
+    for folder in ("cpu", *THREAD_TABLES):
+        rows = _results_csv(folder)
+        assert {r["seeds"] for r in rows.values()} == {"1"}, folder
+        assert {r["seed_list"] for r in rows.values()} == {"5"}, folder
+        tables.append(
+            {
+                method: {
+                    "linear": float(row["linear_top1"]),
+                    "knn": float(row["knn_top1"]),
+                    "gain": float(row["consistency_gain"]),
+                    "consistency": float(row["semantic_consistency"]),
+                }
+                for method, row in rows.items()
+            }
+        )
+    for other in OTHER_MACHINES.values():
+        tables.append(
+            {
+                m: {"linear": lin, "knn": knn, "gain": gain, "consistency": None}
+                for m, (lin, knn, gain) in other.items()
+            }
+        )
+    return tables
+
+
+def _span(tables: list[dict], column: str, methods: tuple[str, ...]) -> float:
+    return max(
+        max(t[m][column] for t in tables) - min(t[m][column] for t in tables) for m in methods
+    )
+
+
+def test_the_readme_says_how_far_the_kept_table_moves_and_what_does_not():
+    for folder in THREAD_TABLES:
+        found = [
+            json.loads(p.read_text()) for p in (RECORDS / folder / "runs").glob("*/result.json")
+        ]
+        assert sorted(r["method"] for r in found) == ["bayesncl", "mocov2plus", "ncl", "simclr"]
+        assert {r["epochs"] for r in found} == {6}, folder
+    tables = _cpu_tables()
+    four = ("simclr", "mocov2plus", "ncl", "bayesncl")
+    linear, knn = _span(tables, "linear", four), _span(tables, "knn", four)
+    gain = _span(tables, "gain", ("ncl", "bayesncl"))
+    leads = [t["bayesncl"]["gain"] - t["ncl"]["gain"] for t in tables]
+    assert min(leads) > 0  # the ordering that does not move
+    dense = {t[m]["consistency"] for t in tables[:3] for m in ("simclr", "mocov2plus")}
+    assert {round(c, 3) for c in dense} == {0.100}
+    threads = [_results_csv(f) for f in THREAD_TABLES]
+    by_threads = max(
+        abs(float(threads[0][m][c]) - float(threads[1][m][c]))
+        for m in four
+        for c in ("linear_top1", "knn_top1")
+    )
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    table_end = readme.index("| bayesncl |")
+    sentences = readme[table_end:].split(" Then ", 1)[0]
+    for quoted in (
+        f"linear top-1 by up to {linear:.1f} points",
+        f"kNN top-1 by up to {knn:.1f}, its consistency gain by up to {gain:.3f}",
+        f"(one thread against two: up to {by_threads:.1f} points)",
+        f"BayesNCL's consistency gain above NCL's (by {min(leads):.3f} to {max(leads):.3f})",
+    ):
+        assert quoted in sentences, quoted
