@@ -202,7 +202,9 @@ def draw() -> Figure:
 
     labels, raws, gains = [], [], []
     for row in ROWS:
-        labels.append(f"{row.dataset}: {row.setting}, seeds {_seeds(row.seeds)}")
+        labels.append(
+            f"{row.dataset}: {row.setting}, seeds {_seeds(row.seeds)}" + " †" * bool(row.across)
+        )
         raws.append(per_seed(row, "semantic_consistency"))
         gains.append(per_seed(row, "semantic_consistency_gain"))
     fig, (left, right) = plt.subplots(
