@@ -503,7 +503,7 @@ RESULTS_CLAIMS = [
     ),
     Claim("**How many comparisons.**", (), {"six comparisons": SIX}),
     Claim(
-        "Two of the six intervals",
+        "Two of the six 95% intervals",
         (),
         {
             "exclude zero": (
