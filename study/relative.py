@@ -158,8 +158,8 @@ def _summary(values: list[float], p: float = 0.975) -> str:
 
 NOTE = (
     f"† these seeds pair runs of the code before and after commits `{CODE_CHANGES[0]}` and "
-    f"`{CODE_CHANGES[1]}` (equal to rounding); rerunning NCL at the later commit did not fit the "
-    "study's budget."
+    f"`{CODE_CHANGES[1]}` (equal to rounding); NCL was not rerun at the later commit (over the "
+    "study's budget)."
 )
 
 
