@@ -1059,6 +1059,6 @@ def test_the_readme_says_how_far_the_kept_table_moves_and_what_does_not():
         f"BayesNCL's consistency gain above NCL's (by {min(leads):.3f} to {max(leads):.3f})",
     ]
     if len(at_both) < len(FOUR):
-        quoted.append(f"({' and '.join(named[m] for m in at_both)} finished at two threads)")
+        quoted.append(f"(finished at two threads: {', '.join(named[m] for m in at_both)})")
     for phrase in quoted:
         assert phrase in sentences, phrase
