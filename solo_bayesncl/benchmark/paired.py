@@ -20,23 +20,13 @@ from solo_bayesncl.benchmark.table import (
 
 __all__ = ["mean_interval", "paired_differences", "t_quantile_975"]
 
-# two-sided 95% quantiles of Student's t, degrees of freedom 1..30
-_T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
-
-
 def t_quantile_975(dof: int) -> float:
-    """The 0.975 quantile of Student's t with ``dof`` degrees of freedom (a table up to 30, then
-    the Cornish-Fisher expansion around the normal quantile, within 0.001 of the exact value)."""
+    """The 0.975 quantile of Student's t with ``dof`` degrees of freedom (scipy's, exact)."""
     if dof < 1:
         raise ValueError(f"degrees of freedom must be >= 1, got {dof}")
-    if dof <= len(_T975):
-        return _T975[dof - 1]
-    z = statistics.NormalDist().inv_cdf(0.975)
-    return z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
+    from scipy.stats import t  # scikit-learn's dependency; imported here, on first use
+
+    return float(t.ppf(0.975, dof))
 
 
 def mean_interval(values: Sequence[float]) -> dict[str, float]:

@@ -109,8 +109,8 @@ def render_markdown(report: dict[str, Any], pictures: list[str], skipped: list[s
     ):
         lines += [
             "Semantic consistency **{:.4f}** against its label-shuffled baseline {:.4f} "
-            "(± {:.4f}): gain **{:+.4f}**. Sparser features have a higher chance floor, so "
-            "compare methods by the gain.".format(
+            "(± {:.4f}): gain **{:+.4f}**. The chance floor rises as each dimension fires on "
+            "fewer images, so compare methods by the gain.".format(
                 metrics["semantic_consistency"],
                 metrics["semantic_consistency_shuffled"],
                 metrics.get("semantic_consistency_shuffled_std") or 0.0,

@@ -180,7 +180,7 @@ def test_open_rate_difference_is_within_each_run_with_a_t_interval_over_seeds(tm
         _scenes_result(tmp_path / "3", method="ncl", gated=False),
     ]
     (diff,) = open_rate_differences(results).values()
-    half = 12.706 * math.sqrt(2) * 0.01 / math.sqrt(2)  # std of (0.04, 0.02) is 0.01 * sqrt(2)
+    half = 12.7062047 * math.sqrt(2) * 0.01 / math.sqrt(2)  # std of (0.04, 0.02) is 0.01 * sqrt(2)
     assert diff["n"] == 2
     assert diff["mean"] == pytest.approx(0.03)
     assert diff["low"] == pytest.approx(0.03 - half)
@@ -211,7 +211,7 @@ def test_command_writes_gates_md_with_each_row(tmp_path, capsys):
     text = (out / "gates.md").read_text()
     assert "3 finished runs on fashion-mnist-scenes (commits aaaaaaaaaaaa), mean" in text
     assert "| ncl | 1 | 0.700 | - | - | - | - | - | - |" in text
-    # class - background: 0.3 and 0.1, mean 0.2, std sqrt(0.02), half-width 12.706 * 0.1;
+    # class - background: 0.3 and 0.1, mean 0.2, std sqrt(0.02), half-width 12.7062 * 0.1;
     # the probabilities from seed 1 only (recorded; seed 2's checkpoint is gone)
     assert (
         "| bayesncl | 2 | 0.700 +- 0.000 | 0.800 +- 0.000 | 0.650 +- 0.071 | 0.850 +- 0.071 "
