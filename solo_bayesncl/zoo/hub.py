@@ -173,7 +173,9 @@ def _stop_at_error_statuses() -> None:
     public getter for it."""
     from huggingface_hub.utils import _http
 
-    made_by = getattr(_http, "_GLOBAL_CLIENT_FACTORY", _http.default_client_factory)
+    made_by = getattr(_http, "_GLOBAL_CLIENT_FACTORY", None)
+    if made_by is None:  # another huggingface_hub: its own handling of statuses
+        return
 
     def client() -> Any:
         made = made_by()
@@ -183,8 +185,16 @@ def _stop_at_error_statuses() -> None:
     set_client_factory(client)
 
 
-_FORK = multiprocessing.get_context("fork")
 _LONGEST_WAIT = 86400.0
+#: Seconds a Hub call's process may take to start (local work, not counted in its deadlines).
+_START_LIMIT = 300.0
+
+
+@functools.cache
+def _fork() -> Any:
+    """The ``fork`` start method: the child runs the caller's closures with its settings (POSIX;
+    asked for at the first call, so that importing the zoo works everywhere)."""
+    return multiprocessing.get_context("fork")
 
 
 def _serve(call: Callable[[], Any], explain: Callable[[BaseException], str], answer: Any) -> None:
@@ -192,6 +202,7 @@ def _serve(call: Callable[[], Any], explain: Callable[[BaseException], str], ans
     raised, sent on the pipe ``answer``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the caller, which kills us
     logging.disable(logging.CRITICAL)  # the caller reports, in one line
+    answer.send(("started", None))
     try:
         message: tuple[str, Any] = ("ok", call())
     except BaseException as err:
@@ -204,15 +215,26 @@ def _serve(call: Callable[[], Any], explain: Callable[[BaseException], str], ans
 
 class _Transfer:
     """``call()`` in a forked child process, which :meth:`stop` kills: a thread cannot be
-    killed, and one abandoned at its deadline went on retrying and logging after the call."""
+    killed, and one abandoned at its deadline went on retrying and logging after the call.
+    Made once the process runs, so that a deadline counts the host's time, not a busy
+    machine's delay in starting a process."""
 
     def __init__(self, call: Callable[[], Any], explain: Callable[[BaseException], str]) -> None:
-        self._answer, sender = _FORK.Pipe(duplex=False)
-        self._process = _FORK.Process(
+        self._answer, sender = _fork().Pipe(duplex=False)
+        self._process = _fork().Process(
             target=_serve, args=(call, explain, sender), name="solo-bayesncl-hub", daemon=True
         )
         self._process.start()
         sender.close()
+        try:
+            if not self.ended_by(time.monotonic() + _START_LIMIT):
+                raise HubCallError(
+                    f"the Hub call's process did not start within {_START_LIMIT:g} s"
+                )
+            self.value()  # "started", or what its end says
+        except BaseException:
+            self.stop()
+            raise
 
     def ended_by(self, end: float) -> bool:
         """Wait until the call answers (or its process dies) or ``end`` (monotonic time)."""
@@ -235,16 +257,13 @@ class _Transfer:
             ) from None
         if kind == "failed":
             raise HubCallError(value)
-        return value
+        return value  # "started": None
 
-    def stop(self) -> bool:
-        """Kill the process (it has answered, or is given up) and reap it; True when it had not
-        answered yet."""
-        running = not self._answer.poll()
+    def stop(self) -> None:
+        """Kill the process (it has answered, or is given up) and reap it."""
         self._process.kill()
         self._process.join()
         self._answer.close()
-        return running
 
 
 _T = TypeVar("_T")
@@ -273,7 +292,8 @@ def _seconds(value: float) -> str:
 
 def _answer_bar(answered: Any, progress: bool) -> type[tqdm]:
     """A tqdm class for huggingface_hub's transfer that sets ``answered`` (an event shared with
-    the caller's process) when it is made: the file's host has answered (huggingface_hub makes it once the response's headers came)."""
+    the caller's process) when it is made: the file's host has answered (huggingface_hub makes
+    it once the response's headers came)."""
 
     class AnswerBar(tqdm):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -296,22 +316,27 @@ def _download_within(
     """``call(answered)`` (``hf_hub_download`` of ``name`` into the repository folder ``storage``,
     with an :func:`_answer_bar`) in a child process, within the deadlines: the first byte within
     ``timeout`` seconds, the whole call by ``end`` (monotonic time). :class:`HubCallError` with
-    ``explain`` of what it raised; else :class:`HubTimeout`, the process killed and the
-    temporary files of its transfer removed."""
-    start, answered, host = time.monotonic(), _FORK.Event(), hub_host(endpoint)
+    ``explain`` of what it raised, else :class:`HubTimeout` (the process killed); a call that
+    gives no file leaves no temporary file."""
+    answered, host = _fork().Event(), hub_host(endpoint)
     blobs = storage / "blobs"
     before = set(blobs.glob("*.incomplete"))
+    started = time.monotonic()
     transfer = _Transfer(functools.partial(call, answered), explain)
+    start = time.monotonic()
+    end += start - started  # the process's start is not the host's time
     first = min(start + timeout, end)
-    partial: set[Path] = set()
+    path, partial = None, set()
     try:
         if transfer.ended_by(first) or (answered.is_set() and transfer.ended_by(end)):
-            return transfer.value()
+            path = transfer.value()
+            return path
     finally:
-        if transfer.stop():  # killed (deadline, Ctrl-C): its bytes never reach the cache
+        transfer.stop()
+        if path is None:  # failed, killed at a deadline or by Ctrl-C: no bytes reach the cache
             partial = set(blobs.glob("*.incomplete")) - before
-            for path in partial:
-                path.unlink(missing_ok=True)
+            for leftover in partial:
+                leftover.unlink(missing_ok=True)
     if answered.is_set():
         what = f"the transfer of {name} from the Hub at {host} did not end within its deadline"
         raise HubTimeout(f"{what} of {_seconds(end - start)} s")
@@ -442,8 +467,8 @@ def fetch_hub_source(
             path = Path(
                 _download_within(call, explain, timeout, end, source.filename, storage, endpoint)
             )
-        except (HubCallError, HubTimeout) as err:  # one line, next source
-            return None, str(err), None
+        except Exception as err:  # the call's own reason, a deadline, no fork: one line
+            return None, _reason(err, source, endpoint, offline, folder), None
         actual = sha256_file(path)
         if actual == sha256:
             return path, None, None
