@@ -51,6 +51,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.file_download import repo_folder_name
+from huggingface_hub.utils import _http as hub_http
 from tqdm.auto import tqdm
 
 from .hashing import sha256_file
@@ -171,9 +172,7 @@ def _stop_at_error_statuses() -> None:
     """In a download's process: every client huggingface_hub makes raises at an error status.
     Wraps the client factory in effect (the user's, if one was set); huggingface_hub has no
     public getter for it."""
-    from huggingface_hub.utils import _http
-
-    made_by = getattr(_http, "_GLOBAL_CLIENT_FACTORY", None)
+    made_by = getattr(hub_http, "_GLOBAL_CLIENT_FACTORY", None)
     if made_by is None:  # another huggingface_hub: its own handling of statuses
         return
 
