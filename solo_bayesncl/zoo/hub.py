@@ -307,24 +307,24 @@ def _download_within(
     call: Callable[[Any], str],
     explain: Callable[[BaseException], str],
     timeout: float,
-    end: float,
+    deadline: float,
     name: str,
     storage: Path,
     endpoint: str,
 ) -> str:
     """``call(answered)`` (``hf_hub_download`` of ``name`` into the repository folder ``storage``,
     with an :func:`_answer_bar`) in a child process, within the deadlines: the first byte within
-    ``timeout`` seconds, the whole call by ``end`` (monotonic time). :class:`HubCallError` with
-    ``explain`` of what it raised, else :class:`HubTimeout` (the process killed); a call that
-    gives no file leaves no temporary file."""
+    ``timeout`` seconds, the whole call within ``deadline`` seconds, both counted from the
+    moment the process runs (a busy machine's delay in starting it is not the host's time).
+    :class:`HubCallError` with ``explain`` of what it raised, else :class:`HubTimeout` (the
+    process killed); a call that gives no file leaves no temporary file."""
     answered, host = _fork().Event(), hub_host(endpoint)
     blobs = storage / "blobs"
     before = set(blobs.glob("*.incomplete"))
-    started = time.monotonic()
     transfer = _Transfer(functools.partial(call, answered), explain)
+    first_wait = min(timeout, deadline)
     start = time.monotonic()
-    end += start - started  # the process's start is not the host's time
-    first = min(start + timeout, end)
+    first, end = start + first_wait, start + deadline
     path, partial = None, set()
     try:
         if transfer.ended_by(first) or (answered.is_set() and transfer.ended_by(end)):
@@ -338,14 +338,14 @@ def _download_within(
                 leftover.unlink(missing_ok=True)
     if answered.is_set():
         what = f"the transfer of {name} from the Hub at {host} did not end within its deadline"
-        raise HubTimeout(f"{what} of {_seconds(end - start)} s")
+        raise HubTimeout(f"{what} of {_seconds(deadline)} s")
     if partial:  # the metadata came, the file's host (the Hub or its CDN) did not answer
         raise HubTimeout(
             f"{host} (or the host it sent the download to) did not start sending {name} within "
-            f"{_seconds(first - start)} s"
+            f"{_seconds(first_wait)} s"
         )
     raise HubTimeout(
-        f"{host} did not answer the metadata request for {name} within {_seconds(first - start)} s"
+        f"{host} did not answer the metadata request for {name} within {_seconds(first_wait)} s"
     )
 
 
@@ -427,7 +427,7 @@ def fetch_hub_source(
     offline: bool = False,
     progress: bool = True,
     timeout: float = 60.0,
-    end: float | None = None,
+    deadline: float = 3600.0,
 ) -> tuple[Path | None, str | None, str | None]:
     """Fetch one ``hf://`` source and check it against ``sha256``.
 
@@ -435,11 +435,11 @@ def fetch_hub_source(
     ``(None, reason, actual)``: a one-line reason, and the sha256 of bytes that completed but are
     not the expected ones (None when no complete file came). Bytes failing the hash are removed
     from the cache. ``offline`` reads the cache only; ``timeout`` bounds the wait for the first
-    byte (the metadata answer, then the file's), ``end`` (monotonic time) the whole call.
+    byte (the metadata answer, then the file's), ``deadline`` the whole call (seconds).
     """
     source = parse_hub_url(url)
     endpoint, folder = hub_endpoint(), hub_cache_dir(cache)
-    end = time.monotonic() + 3600.0 if end is None else end
+    end = time.monotonic() + deadline
     storage = folder / repo_folder_name(repo_id=source.repo_id, repo_type="model")
     cached = (storage / "snapshots" / source.revision / source.filename).exists()
     tries = 2 if cached and not offline else 1  # a cached file failing its hash: fetch again
@@ -462,9 +462,10 @@ def fetch_hub_source(
         return _reason(err, source, endpoint, offline, folder)
 
     for attempt in range(tries):
+        left = deadline if attempt == 0 else max(0.0, end - time.monotonic())
         try:
             path = Path(
-                _download_within(call, explain, timeout, end, source.filename, storage, endpoint)
+                _download_within(call, explain, timeout, left, source.filename, storage, endpoint)
             )
         except Exception as err:  # the call's own reason, a deadline, no fork: one line
             return None, _reason(err, source, endpoint, offline, folder), None
