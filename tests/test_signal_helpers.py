@@ -16,8 +16,8 @@ from helpers import REPO
 CHILD = textwrap.dedent(
     """
     import pathlib, sys, time
-    pathlib.Path(sys.argv[1]).touch()
-    try:
+    try:  # ready only once a Ctrl-C would be caught
+        pathlib.Path(sys.argv[1]).touch()
         time.sleep(float(sys.argv[2]))
     except KeyboardInterrupt:
         sys.exit(130)

@@ -117,8 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         preset = load_preset(args.preset)
     except PresetError as err:
         return error_status(err)
-    from solo_bayesncl.host.availability import require_solo_learn
+    from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
 
+    quiet_third_party_warnings()  # before solo-learn loads, as the pretraining command does
     require_solo_learn("the benchmark")
     from solo_bayesncl.benchmark.process import Interrupted, RunBusy, RunFailed, RunLockError
     from solo_bayesncl.benchmark.records import RecordsError

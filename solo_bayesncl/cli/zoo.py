@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -187,8 +188,11 @@ def _check_sources(entry, tmp: Path) -> int:
 
 def _seconds(text: str) -> float:
     """``--timeout``: a number of seconds > 0."""
-    value = float(text) if text.strip().replace(".", "", 1).isdigit() else 0.0
-    if not value > 0:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
     return value
 

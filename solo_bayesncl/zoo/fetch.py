@@ -235,7 +235,7 @@ def download(
                 offline=offline,
                 progress=progress,
                 timeout=limits[0],
-                end=time.monotonic() + limits[1],
+                deadline=limits[1],
             )
             if path is not None:
                 return path

@@ -14,20 +14,26 @@ download is: bytes that fail it are removed from the cache (the snapshot link an
 the cache never holds a file under a name that promises other bytes.
 
 Every Hub call keeps the deadlines of an https mirror (:mod:`.fetch`). huggingface_hub bounds
-each read but not a call: it retries a silent metadata request for minutes, and reads a file in
-10 MiB chunks, so a host sending a byte every few seconds never trips its read timeout nor
-reaches its progress bar. Each call therefore runs in a daemon thread (:func:`call_within`)
-that is abandoned at its deadline, and the temporary file of an abandoned download is removed,
-so its bytes can never be moved into the cache.
+each read but not a call: it retries a silent or failing metadata request for minutes, and reads
+a file in 10 MiB chunks, so a host sending a byte every few seconds never trips its read timeout
+nor reaches its progress bar. Each call therefore runs in a child process (forked, so it sees
+the caller's settings) that is killed at its deadline: no transfer, retry or log line outlives
+the call, and the temporary file of a killed download is removed, so its bytes never reach the
+cache. In that process huggingface_hub logs nothing (the caller says what happened, in one
+line), and a download stops at the first error status the Hub or its CDN answers, which the
+reason names (a 500 is not retried for minutes behind "cannot reach").
 """
 
 from __future__ import annotations
 
 import functools
+import http
+import logging
 import math
+import multiprocessing
 import os
 import re
-import threading
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +41,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from huggingface_hub import constants, hf_hub_download
+from huggingface_hub import constants, hf_hub_download, set_client_factory
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -45,6 +51,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.file_download import repo_folder_name
+from huggingface_hub.utils import _http as hub_http
 from tqdm.auto import tqdm
 
 from .hashing import sha256_file
@@ -141,43 +148,139 @@ class HubTimeout(TimeoutError):
     """A Hub call abandoned at its deadline; the message says which host and what timed out."""
 
 
-class _Worker(threading.Thread):
-    """``call()`` in a daemon thread: a thread cannot be killed, so a call past its deadline is
-    abandoned, and a daemon thread does not keep the process alive."""
+class HubCallError(Exception):
+    """A Hub call that failed in its process; the message is one line saying why."""
 
-    def __init__(self, call: Callable[[], Any]) -> None:
-        super().__init__(daemon=True, name="solo-bayesncl-hub")
-        self.call, self.result, self.error = call, None, None
-        self.start()
 
-    def run(self) -> None:
+class HubStatusError(Exception):
+    """An error status answered to a download's request (raised as the answer comes, so
+    huggingface_hub neither retries nor turns it into "cannot reach")."""
+
+    def __init__(self, status: int, url: str, code: str | None) -> None:
+        super().__init__(f"HTTP {status} for {url}")
+        self.status, self.host, self.code = status, urlsplit(url).netloc, code
+
+
+def _raise_error_status(response: Any) -> None:
+    """An httpx response hook: :class:`HubStatusError` for a status of 400 or more."""
+    if response.status_code >= 400:
+        code = response.headers.get("X-Error-Code")
+        raise HubStatusError(response.status_code, str(response.request.url), code)
+
+
+def _stop_at_error_statuses() -> None:
+    """In a download's process: every client huggingface_hub makes raises at an error status.
+    Wraps the client factory in effect (the user's, if one was set); huggingface_hub has no
+    public getter for it."""
+    made_by = getattr(hub_http, "_GLOBAL_CLIENT_FACTORY", None)
+    if made_by is None:  # another huggingface_hub: its own handling of statuses
+        return
+
+    def client() -> Any:
+        made = made_by()
+        made.event_hooks["response"].append(_raise_error_status)
+        return made
+
+    set_client_factory(client)
+
+
+_LONGEST_WAIT = 86400.0
+#: Seconds a Hub call's process may take to start (local work, not counted in its deadlines).
+_START_LIMIT = 300.0
+
+
+@functools.cache
+def _fork() -> Any:
+    """The ``fork`` start method: the child runs the caller's closures with its settings (POSIX;
+    asked for at the first call, so that importing the zoo works everywhere)."""
+    return multiprocessing.get_context("fork")
+
+
+def _serve(call: Callable[[], Any], explain: Callable[[BaseException], str], answer: Any) -> None:
+    """The child process of :class:`_Transfer`: ``call()``'s value, or ``explain`` of what it
+    raised, sent on the pipe ``answer``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the caller, which kills us
+    logging.disable(logging.CRITICAL)  # the caller reports, in one line
+    answer.send(("started", None))
+    try:
+        message: tuple[str, Any] = ("ok", call())
+    except BaseException as err:
         try:
-            self.result = self.call()
-        except BaseException as err:  # handed to the caller by value()
-            self.error = err
+            message = ("failed", explain(err))
+        except Exception:  # an explanation must not hide the error
+            message = ("failed", f"{type(err).__name__}: {err}")
+    answer.send(message)
+
+
+class _Transfer:
+    """``call()`` in a forked child process, which :meth:`stop` kills: a thread cannot be
+    killed, and one abandoned at its deadline went on retrying and logging after the call.
+    Made once the process runs, so that a deadline counts the host's time, not a busy
+    machine's delay in starting a process."""
+
+    def __init__(self, call: Callable[[], Any], explain: Callable[[BaseException], str]) -> None:
+        self._answer, sender = _fork().Pipe(duplex=False)
+        self._process = _fork().Process(
+            target=_serve, args=(call, explain, sender), name="solo-bayesncl-hub", daemon=True
+        )
+        self._process.start()
+        sender.close()
+        try:
+            if not self.ended_by(time.monotonic() + _START_LIMIT):
+                raise HubCallError(
+                    f"the Hub call's process did not start within {_START_LIMIT:g} s"
+                )
+            self.value()  # "started", or what its end says
+        except BaseException:
+            self.stop()
+            raise
 
     def ended_by(self, end: float) -> bool:
-        """Wait until the call ends or ``end`` (monotonic time); True when it ended."""
-        self.join(max(0.0, end - time.monotonic()))
-        return not self.is_alive()
+        """Wait until the call answers (or its process dies) or ``end`` (monotonic time)."""
+        while True:  # in steps: poll() refuses a wait of more than about 24 days
+            left = end - time.monotonic()
+            if self._answer.poll(min(max(0.0, left), _LONGEST_WAIT)):
+                return True
+            if left <= _LONGEST_WAIT:
+                return False
 
     def value(self) -> Any:
-        """What the call returned; what it raised is raised again."""
-        if self.error is not None:
-            raise self.error
-        return self.result
+        """What the call returned; :class:`HubCallError` saying why it failed."""
+        try:
+            kind, value = self._answer.recv()
+        except EOFError:
+            self._process.join()
+            raise HubCallError(
+                f"the Hub call's process ended without an answer (exit status "
+                f"{self._process.exitcode})"
+            ) from None
+        if kind == "failed":
+            raise HubCallError(value)
+        return value  # "started": None
+
+    def stop(self) -> None:
+        """Kill the process (it has answered, or is given up) and reap it."""
+        self._process.kill()
+        self._process.join()
+        self._answer.close()
 
 
 _T = TypeVar("_T")
 
 
-def call_within(call: Callable[[], _T], seconds: float, what: str) -> _T:
-    """``call()``, ended within ``seconds``: its result or its exception, else :class:`HubTimeout`
-    ``"{what} within {seconds} s"`` (the call is abandoned)."""
-    worker = _Worker(call)
-    if not worker.ended_by(time.monotonic() + seconds):
-        raise HubTimeout(f"{what} within {_seconds(seconds)} s")
-    return worker.value()
+def call_within(
+    call: Callable[[], _T], seconds: float, what: str, explain: Callable[[BaseException], str]
+) -> _T:
+    """``call()`` in a child process (its value must pickle), ended within ``seconds``: its
+    value, :class:`HubCallError` with ``explain`` of what it raised, else :class:`HubTimeout`
+    ``"{what} within {seconds} s"`` (the process killed)."""
+    transfer = _Transfer(call, explain)
+    try:
+        if transfer.ended_by(time.monotonic() + seconds):
+            return transfer.value()
+    finally:
+        transfer.stop()
+    raise HubTimeout(f"{what} within {_seconds(seconds)} s")
 
 
 def _seconds(value: float) -> str:
@@ -186,9 +289,10 @@ def _seconds(value: float) -> str:
     return f"{math.ceil(round(value * 10, 6)) / 10:g}"
 
 
-def _answer_bar(answered: threading.Event, progress: bool) -> type[tqdm]:
-    """A tqdm class for huggingface_hub's transfer that sets ``answered`` when it is made: the
-    file's host has answered (huggingface_hub makes it once the response's headers came)."""
+def _answer_bar(answered: Any, progress: bool) -> type[tqdm]:
+    """A tqdm class for huggingface_hub's transfer that sets ``answered`` (an event shared with
+    the caller's process) when it is made: the file's host has answered (huggingface_hub makes
+    it once the response's headers came)."""
 
     class AnswerBar(tqdm):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -200,39 +304,48 @@ def _answer_bar(answered: threading.Event, progress: bool) -> type[tqdm]:
 
 
 def _download_within(
-    call: Callable[[threading.Event], str],
+    call: Callable[[Any], str],
+    explain: Callable[[BaseException], str],
     timeout: float,
-    end: float,
+    deadline: float,
     name: str,
     storage: Path,
     endpoint: str,
 ) -> str:
     """``call(answered)`` (``hf_hub_download`` of ``name`` into the repository folder ``storage``,
-    with an :func:`_answer_bar`) within the deadlines: the first byte within ``timeout`` seconds,
-    the whole call by ``end`` (monotonic time); else :class:`HubTimeout`, and the temporary
-    files of the abandoned transfer are removed."""
-    start, answered, host = time.monotonic(), threading.Event(), hub_host(endpoint)
+    with an :func:`_answer_bar`) in a child process, within the deadlines: the first byte within
+    ``timeout`` seconds, the whole call within ``deadline`` seconds, both counted from the
+    moment the process runs (a busy machine's delay in starting it is not the host's time).
+    :class:`HubCallError` with ``explain`` of what it raised, else :class:`HubTimeout` (the
+    process killed); a call that gives no file leaves no temporary file."""
+    answered, host = _fork().Event(), hub_host(endpoint)
     blobs = storage / "blobs"
     before = set(blobs.glob("*.incomplete"))
-    worker = _Worker(functools.partial(call, answered))
-    first = min(start + timeout, end)
+    transfer = _Transfer(functools.partial(call, answered), explain)
+    first_wait = min(timeout, deadline)
+    start = time.monotonic()
+    first, end = start + first_wait, start + deadline
+    path, partial = None, set()
     try:
-        if worker.ended_by(first) or (answered.is_set() and worker.ended_by(end)):
-            return worker.value()
+        if transfer.ended_by(first) or (answered.is_set() and transfer.ended_by(end)):
+            path = transfer.value()
+            return path
     finally:
-        partial = set(blobs.glob("*.incomplete")) - before if worker.is_alive() else set()
-        for path in partial:  # abandoned (deadline, Ctrl-C): its bytes never reach the cache
-            path.unlink(missing_ok=True)
+        transfer.stop()
+        if path is None:  # failed, killed at a deadline or by Ctrl-C: no bytes reach the cache
+            partial = set(blobs.glob("*.incomplete")) - before
+            for leftover in partial:
+                leftover.unlink(missing_ok=True)
     if answered.is_set():
         what = f"the transfer of {name} from the Hub at {host} did not end within its deadline"
-        raise HubTimeout(f"{what} of {_seconds(end - start)} s")
+        raise HubTimeout(f"{what} of {_seconds(deadline)} s")
     if partial:  # the metadata came, the file's host (the Hub or its CDN) did not answer
         raise HubTimeout(
             f"{host} (or the host it sent the download to) did not start sending {name} within "
-            f"{_seconds(first - start)} s"
+            f"{_seconds(first_wait)} s"
         )
     raise HubTimeout(
-        f"{host} did not answer the metadata request for {name} within {_seconds(first - start)} s"
+        f"{host} did not answer the metadata request for {name} within {_seconds(first_wait)} s"
     )
 
 
@@ -244,11 +357,37 @@ def discard_cached(path: Path) -> None:
         blob.unlink(missing_ok=True)
 
 
+def _status_reason(err: HubStatusError, source: HubSource, endpoint: str) -> str:
+    """One line naming the status a host answered to a download, and what it means."""
+    repo, rev, name = source.repo_id, source.revision, source.filename
+    head = f"HTTP {err.status} from {err.host}"
+    if err.code == "RevisionNotFound":
+        return f"{head}: revision {rev} not found in {repo} on {endpoint}"
+    if err.code == "EntryNotFound":
+        return f"{head}: {name} not found in {repo} at revision {rev}"
+    if err.code == "GatedRepo":
+        return f"{head}: {repo} is gated: accept its terms on the Hub, then {LOGIN_HINT}"
+    if err.code == "RepoNotFound":
+        return f"{head}: repository {repo} not found on {endpoint} (or private: {LOGIN_HINT})"
+    if err.status == 404:
+        return f"{head}: no such file or revision ({name} at {rev} in {repo})"
+    if err.status in (401, 403):
+        phrase = http.HTTPStatus(err.status).phrase
+        return f"{head} ({phrase}) for {repo}: private or gated? {LOGIN_HINT}"
+    try:
+        phrase = http.HTTPStatus(err.status).phrase
+    except ValueError:
+        return f"{head} for {name} in {repo}"
+    return f"{head} ({phrase}) for {name} in {repo}"
+
+
 def _reason(
     err: BaseException, source: HubSource, endpoint: str, offline: bool, cache: Path
 ) -> str:
     """One line saying why ``source`` gave no file."""
     repo, rev = source.repo_id, source.revision
+    if isinstance(err, HubStatusError):
+        return _status_reason(err, source, endpoint)
     if isinstance(err, RevisionNotFoundError):
         return f"revision {rev} not found in {repo} on {endpoint}"
     if isinstance(err, GatedRepoError):
@@ -270,7 +409,7 @@ def hub_problem(err: BaseException, host: str) -> str:
     """One line saying what went wrong in a call to the Hub at ``host``."""
     lines = str(err).strip().splitlines()
     first = lines[0] if lines else ""
-    if isinstance(err, HubTimeout | HfHubHTTPError):
+    if isinstance(err, HubTimeout | HubCallError | HfHubHTTPError):
         return first
     detail = f"{type(err).__name__}: {first}".rstrip(": ")
     if type(err).__module__.split(".")[0].startswith(("httpx", "httpcore")):
@@ -288,7 +427,7 @@ def fetch_hub_source(
     offline: bool = False,
     progress: bool = True,
     timeout: float = 60.0,
-    end: float | None = None,
+    deadline: float = 3600.0,
 ) -> tuple[Path | None, str | None, str | None]:
     """Fetch one ``hf://`` source and check it against ``sha256``.
 
@@ -296,16 +435,17 @@ def fetch_hub_source(
     ``(None, reason, actual)``: a one-line reason, and the sha256 of bytes that completed but are
     not the expected ones (None when no complete file came). Bytes failing the hash are removed
     from the cache. ``offline`` reads the cache only; ``timeout`` bounds the wait for the first
-    byte (the metadata answer, then the file's), ``end`` (monotonic time) the whole call.
+    byte (the metadata answer, then the file's), ``deadline`` the whole call (seconds).
     """
     source = parse_hub_url(url)
     endpoint, folder = hub_endpoint(), hub_cache_dir(cache)
-    end = time.monotonic() + 3600.0 if end is None else end
+    end = time.monotonic() + deadline
     storage = folder / repo_folder_name(repo_id=source.repo_id, repo_type="model")
     cached = (storage / "snapshots" / source.revision / source.filename).exists()
     tries = 2 if cached and not offline else 1  # a cached file failing its hash: fetch again
 
-    def call(answered: threading.Event) -> str:
+    def call(answered: Any) -> str:  # in the child process
+        _stop_at_error_statuses()
         return hf_hub_download(
             source.repo_id,
             source.filename,
@@ -318,10 +458,16 @@ def fetch_hub_source(
             library_name="solo-bayesncl",
         )
 
+    def explain(err: BaseException) -> str:  # in the child process
+        return _reason(err, source, endpoint, offline, folder)
+
     for attempt in range(tries):
+        left = deadline if attempt == 0 else max(0.0, end - time.monotonic())
         try:
-            path = Path(_download_within(call, timeout, end, source.filename, storage, endpoint))
-        except Exception as err:  # httpx, huggingface_hub, OSError: one line, next source
+            path = Path(
+                _download_within(call, explain, timeout, left, source.filename, storage, endpoint)
+            )
+        except Exception as err:  # the call's own reason, a deadline, no fork: one line
             return None, _reason(err, source, endpoint, offline, folder), None
         actual = sha256_file(path)
         if actual == sha256:
@@ -337,7 +483,9 @@ __all__ = [
     "HUB_CARD",
     "HUB_CONFIG",
     "HUB_WEIGHTS",
+    "HubCallError",
     "HubSource",
+    "HubStatusError",
     "HubTimeout",
     "call_within",
     "fetch_hub_source",

@@ -109,24 +109,29 @@ def publish_folder(
     api = HfApi(endpoint=endpoint, token=token, library_name="solo-bayesncl")
     host = hub_host(endpoint)
     size = sum((folder / n).stat().st_size for n in (HUB_WEIGHTS, HUB_CONFIG, HUB_CARD))
-    create = functools.partial(
-        api.create_repo, repo_id, repo_type="model", private=private, exist_ok=True
-    )
-    upload = functools.partial(
-        api.upload_folder,
-        repo_id=repo_id,
-        folder_path=str(folder),
-        repo_type="model",
-        commit_message=message or f"Upload {folder.name} with solo-bayesncl",
-        allow_patterns=[HUB_WEIGHTS, HUB_CONFIG, HUB_CARD],
-    )
+
+    def create() -> None:  # in a child process: its value must pickle
+        api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+
+    def upload() -> str:
+        return str(
+            api.upload_folder(
+                repo_id=repo_id,
+                folder_path=str(folder),
+                repo_type="model",
+                commit_message=message or f"Upload {folder.name} with solo-bayesncl",
+                allow_patterns=[HUB_WEIGHTS, HUB_CONFIG, HUB_CARD],
+            ).oid
+        )
+
+    explain = functools.partial(hub_problem, host=host)
     try:
-        call_within(create, timeout, f"{host} did not answer the request to create the repository")
-        deadline = timeout + size / MIN_RATE
-        info = call_within(upload, deadline, f"the upload to {host} did not end")
+        what = f"{host} did not answer the request to create the repository"
+        call_within(create, timeout, what, explain)
+        what = f"the upload to {host} did not end"
+        revision = call_within(upload, timeout + size / MIN_RATE, what, explain)
     except Exception as err:  # httpx, huggingface_hub, a deadline: one line naming the host
         raise ZooError(f"upload to {repo_id} failed: {hub_problem(err, host)}") from None
-    revision = str(info.oid)
     license = license or read_front_matter(card.read_text(encoding="utf-8")).get("license")
     url = hub_url(repo_id, HUB_WEIGHTS, revision)
     entry = hub_entry(

@@ -89,8 +89,10 @@ def requested_urls(driver: Any) -> list[str]:
     return urls
 
 
-def wait_for(driver: Any, script: str, timeout: float = 10.0) -> Any:
-    """Poll a JavaScript expression (``return ...``) until it is truthy; return its value."""
+def wait_for(driver: Any, script: str, timeout: float = 120.0) -> Any:
+    """Poll a JavaScript expression (``return ...``) until it is truthy; return its value.
+    ``timeout`` only guards against a page that never gets there: it returns as soon as the
+    expression holds, and a busy machine may take many seconds to lay out a page."""
     deadline = time.monotonic() + timeout
     while True:
         value = driver.execute_script(script)

@@ -1,7 +1,8 @@
 """Two warnings the README says a run does not print: solo-learn's "Using scheduler_interval=step
 might generate issues when resuming a checkpoint." where nothing resumes (kNN, the report, the
 linear probe), and Lightning's "number of training batches ... is smaller than the logging
-interval" on a short epoch (pretraining, the linear probe, hence the benchmark's runs)."""
+interval" on a short epoch (pretraining, the linear probe, hence the benchmark's runs); and the
+benchmark command starts without other projects' deprecation notices."""
 
 from __future__ import annotations
 
@@ -135,3 +136,24 @@ def test_a_short_pretraining_and_its_linear_probe_log_every_batch_without_warnin
     assert linear.returncode == 0, linear.stderr[-3000:]
     for warning in (LOG_INTERVAL_WARNING, SCHEDULER_WARNING):
         assert warning not in linear.stderr, linear.stderr[-3000:]
+
+
+@pytest.mark.solo
+def test_the_benchmark_starts_without_other_projects_warnings_and_keeps_its_own(tmp_path):
+    """The benchmark command loads solo-learn (timm, Lightning) as the pretraining command does,
+    with the same filter of their known deprecation and registry notices; a warning about the
+    user's run still shows."""
+    code = (
+        "import sys, warnings\n"
+        "from solo_bayesncl.cli.benchmark import main\n"
+        "status = main(['--preset', 'cpu', '--table-only', '--out', sys.argv[1]])\n"
+        "warnings.warn('precision=16 is not supported on CPU; using 32', UserWarning)\n"
+        "sys.exit(status)\n"
+    )
+    done = _python(["-c", code, str(tmp_path / "out")], cwd=tmp_path)
+    assert done.returncode == 1, done.stderr[-2000:]  # no finished run to tabulate
+    noisy = ("pkg_resources is deprecated", "Importing from timm", "Overwriting", "custom_fwd")
+    assert [n for n in noisy if n in done.stderr] == [], done.stderr[-3000:]
+    lines = done.stderr.splitlines()
+    assert lines[0] == f"error: no finished run of preset cpu in {tmp_path / 'out' / 'runs'}"
+    assert "UserWarning: precision=16 is not supported on CPU; using 32" in lines[1]

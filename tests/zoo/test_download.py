@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import http.server
 import json
+import re
 import shutil
 import ssl
 import subprocess
@@ -343,22 +344,24 @@ def test_a_killed_download_leaves_no_part_file_forever(tmp_path):
     assert live.exists()  # another download in progress is left alone
 
 
+def bytes_received(message: str) -> int:
+    """The bytes a transfer cut at its deadline had received, as its message says."""
+    (count,) = re.findall(r"\((\d+) bytes received\)", message)
+    return int(count)
+
+
 def test_a_trickling_server_is_given_up_at_the_overall_deadline(tmp_path, monkeypatch):
     """Mirrors that each send a byte now and then never trip the per-read timeout; the download
     as a whole ($SOLO_BAYESNCL_DOWNLOAD_DEADLINE, here 2 s) ends in one line, the next mirror
     is not started past it, and nothing is left in the cache."""
-    import time
-
     monkeypatch.setenv("SOLO_BAYESNCL_DOWNLOAD_DEADLINE", "2")
     with serving({"/a.pt": ("trickle", PAYLOAD), "/b.pt": ("trickle", PAYLOAD)}) as srv:
         entry = make_entry([srv.url("/a.pt"), srv.url("/b.pt")])
-        start = time.monotonic()
         with pytest.raises(DownloadError) as info:
             download(entry, progress=False, timeout=5)
-        elapsed = time.monotonic() - start
         assert srv.requests == ["/a.pt"]
-    assert 1.9 < elapsed < 5
     message = str(info.value)
+    assert bytes_received(message) < len(PAYLOAD)  # cut at the deadline, not waited out
     assert "\n" not in message
     assert message.startswith(
         "could not download zoo entry 'test-ncl' within its overall deadline of 2 s "
@@ -372,16 +375,15 @@ def test_a_trickling_server_is_given_up_at_the_overall_deadline(tmp_path, monkey
 
 
 def test_the_overall_deadline_is_also_a_parameter_and_is_checked(monkeypatch):
-    import time
-
     from solo_bayesncl.zoo import ZooError
 
     with serving({"/a.pt": ("trickle", PAYLOAD)}) as srv:
         entry = make_entry([srv.url("/a.pt")])
-        start = time.monotonic()
-        with pytest.raises(DownloadError, match=r"overall deadline of 1\.5 s \(total_deadline"):
+        with pytest.raises(
+            DownloadError, match=r"overall deadline of 1\.5 s \(total_deadline"
+        ) as cut:
             download(entry, progress=False, timeout=5, total_deadline=1.5)
-        assert time.monotonic() - start < 4.5
+        assert bytes_received(str(cut.value)) < len(PAYLOAD)
         for bad in ("soon", "0", "-3", "nan"):
             monkeypatch.setenv("SOLO_BAYESNCL_DOWNLOAD_DEADLINE", bad)
             with pytest.raises(ZooError) as info:
