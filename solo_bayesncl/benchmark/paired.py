@@ -10,6 +10,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from scipy.stats import t as student_t  # scikit-learn's dependency
+
 from solo_bayesncl.benchmark.table import (
     PAIRED_COLUMNS,
     REFERENCE,
@@ -24,9 +26,7 @@ def t_quantile_975(dof: int) -> float:
     """The 0.975 quantile of Student's t with ``dof`` degrees of freedom (scipy's, exact)."""
     if dof < 1:
         raise ValueError(f"degrees of freedom must be >= 1, got {dof}")
-    from scipy.stats import t  # scikit-learn's dependency; imported here, on first use
-
-    return float(t.ppf(0.975, dof))
+    return float(student_t.ppf(0.975, dof))
 
 
 def mean_interval(values: Sequence[float]) -> dict[str, float]:
