@@ -54,14 +54,16 @@ def signal_after(
     signum: int,
     *,
     group: bool = False,
+    children: bool = False,
     env: dict[str, str] | None = None,
     cwd: Path = REPO,
     timeout: float = 240,
 ) -> tuple[int, str, str]:
     """Starts ``command`` with its signals at their defaults (:func:`signals_at_default`), sends
     ``signum`` once a file matching ``pattern`` exists under ``root`` (``group``: to its whole
-    process group, as a terminal's Ctrl-C reaches every process of a job); returns the finished
-    process's (status, stdout, stderr)."""
+    process group, as a terminal's Ctrl-C reaches every process of a job; ``children``: only to
+    the processes it started, not to itself); returns the finished process's (status, stdout,
+    stderr)."""
     proc = subprocess.Popen(
         command,
         cwd=cwd,
@@ -78,7 +80,13 @@ def signal_after(
             break
         time.sleep(0.2)
     assert proc.poll() is None, "the run ended before it could be signalled"
-    (os.killpg if group else os.kill)(proc.pid, signum)
+    if children:
+        started = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert started, "the command started no process"
+        for pid in started:
+            os.kill(int(pid), signum)
+    else:
+        (os.killpg if group else os.kill)(proc.pid, signum)
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err
 

@@ -22,6 +22,7 @@ from solo_bayesncl.benchmark.table import (
 
 __all__ = ["mean_interval", "paired_differences", "t_quantile_975"]
 
+
 def t_quantile_975(dof: int) -> float:
     """The 0.975 quantile of Student's t with ``dof`` degrees of freedom (scipy's, exact)."""
     if dof < 1:

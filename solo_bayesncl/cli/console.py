@@ -15,6 +15,7 @@ import omegaconf
 
 from solo_bayesncl.cli.invocation import EXIT_STATUS, command_name, interrupt_normally
 from solo_bayesncl.config.shipped import resolve_config_dir, shipped_configs
+from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.core.validation import INPUT_ERRORS, first_line
 from solo_bayesncl.host.availability import quiet_third_party_warnings, require_solo_learn
 from solo_bayesncl.training.summary import run_summary
@@ -129,8 +130,11 @@ def print_run_summary(title: str, trainer, resumes: bool = True) -> dict[str, st
 
 
 def exit_if_interrupted(summary: dict) -> None:
-    """Ends the process with :data:`EXIT_STATUS` when ``summary`` is of an interrupted run."""
-    if summary.get("signal"):
+    """Ends the process with :data:`EXIT_STATUS` when ``summary`` is of an interrupted run. The
+    job's status is the first process's: the others of a job end with 0 once stopped, since a
+    launcher (Lightning's, torchrun) takes a non-zero status for a crash and kills the job, the
+    first process before it has told the story."""
+    if summary.get("signal") and launched_as_rank_zero():
         raise SystemExit(EXIT_STATUS[str(summary["signal"])])
 
 

@@ -31,6 +31,7 @@ from solo_bayesncl.training.trainer import (
     checkpoint_callbacks,
     job_run_agreement,
     per_rank_random_streams,
+    stop_together,
 )
 
 __all__ = ["fit", "run_threads", "seed_and_layout", "train_batches_per_process"]
@@ -154,6 +155,7 @@ def fit(
             job_run_agreement(run),
             _record_threads(int(machine.threads)),
             per_rank_random_streams(),
+            stop_together(),
             *checkpoint_callbacks(checkpoint, machine.name, spec.solo, within_epochs=pretraining),
             *own,
             *([resumable_fit(int(machine.seed))] if pretraining else []),

@@ -14,6 +14,8 @@ import json
 import os
 import random
 import re
+import signal
+import threading
 import time
 import warnings
 from datetime import timedelta
@@ -39,6 +41,7 @@ __all__ = [
     "job_run_agreement",
     "per_rank_random_streams",
     "resume_line",
+    "stop_together",
 ]
 
 
@@ -186,6 +189,70 @@ def per_rank_random_streams():
                 torch.manual_seed(seed)
 
     return PerRankRandomStreams()
+
+
+def stop_together():
+    """A callback that stops the processes of a multi-process job at one training step. A Ctrl-C
+    or SIGTERM reaches each process at another point of its step, one inside a collective and
+    one not; one that stopped there would leave its peers waiting in a collective it never
+    joins, and they would crash. So during the fit a signal only marks its process (a second
+    Ctrl-C stops it at once), and after each training step the processes agree in one
+    all-reduce: when any was signalled, all stop there (on SIGTERM when any got one, else as on
+    Ctrl-C). The all-reduce reads one number back each step, as the progress bar already does."""
+    from lightning.pytorch import Callback
+
+    stops = {signal.SIGINT: 1, signal.SIGTERM: 2}
+
+    class StopTogether(Callback):
+        def __init__(self) -> None:
+            self.agreeing = False  # a multi-process fit, its handlers set from the main thread
+            self.marked = 0
+            self.sigterm_handler = None
+
+        def _mark(self, signum, frame) -> None:
+            if signum == signal.SIGINT and self.marked:
+                raise KeyboardInterrupt
+            if signum == signal.SIGINT and launched_as_rank_zero():
+                print(
+                    "Ctrl-C: every process of the job stops after this training step "
+                    "(Ctrl-C again stops this one at once)",
+                    flush=True,
+                )
+            self.marked = max(self.marked, stops[signum])
+
+        def setup(self, trainer, pl_module, stage: str) -> None:
+            if trainer.world_size > 1 and threading.current_thread() is threading.main_thread():
+                self.agreeing = True
+                signal.signal(signal.SIGINT, self._mark)
+
+        def on_train_start(self, trainer, pl_module) -> None:
+            if self.agreeing:  # in place of Lightning's, set just before, which stops one alone
+                self.sigterm_handler = signal.signal(signal.SIGTERM, self._mark)
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+            if not self.agreeing:
+                return
+            flag = torch.tensor(self.marked, device=trainer.strategy.root_device)
+            agreed = int(trainer.strategy.reduce(flag, reduce_op="max"))
+            if agreed == stops[signal.SIGTERM]:  # Lightning stops each process after this hook
+                trainer._signal_connector.received_sigterm = True
+            elif agreed:
+                raise KeyboardInterrupt
+
+        def _stop_agreeing(self) -> None:
+            if self.agreeing:
+                self.agreeing = False
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                if self.sigterm_handler is not None:
+                    signal.signal(signal.SIGTERM, self.sigterm_handler)
+
+        def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+            self._stop_agreeing()
+
+        def teardown(self, trainer, pl_module, stage: str) -> None:
+            self._stop_agreeing()
+
+    return StopTogether()
 
 
 class PeersNotMet(RuntimeError):

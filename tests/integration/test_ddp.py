@@ -301,6 +301,8 @@ def test_killed_two_process_run_resumes_and_a_changed_config_starts_anew(tmp_pat
         _kill_job(first)
     (ckpt0,) = root.glob("*/*-ep=0.ckpt")
     assert not list(root.glob("*/*-ep=1.ckpt")), "killed after the second epoch, not in it"
+    csv_file = ckpt0.parent / "metrics.csv"
+    written = _rows(csv_file) if csv_file.is_file() else []  # the killed sitting's rows
 
     again = _run("bayesncl.yaml", overrides, tmp_path)
     assert f"auto-resume: resuming the same run from {ckpt0}" in again.stdout
@@ -308,9 +310,14 @@ def test_killed_two_process_run_resumes_and_a_changed_config_starts_anew(tmp_pat
     assert agreed.endswith(f"the 2 processes resumed from epoch 1, step 7 ({ckpt0})")
     resumed = root / f"offline-{agreed.split()[1].rstrip(':')}"
     assert list(resumed.glob("*-ep=1.ckpt"))
+    assert resumed == ckpt0.parent  # one run, one folder: its metrics.csv goes on
     rows = _rows(resumed / "metrics.csv")
-    # epoch 1 only (epoch 0 came from ckpt0); the learning-rate rows carry no epoch
-    assert {int(r["epoch"]) for r in rows if r["epoch"]} == {1}
+    assert [(r["epoch"], r["step"]) for r in rows[: len(written)]] == [
+        (r["epoch"], r["step"]) for r in written
+    ]
+    # the resumed sitting adds epoch 1 only (epoch 0 came from ckpt0); learning-rate rows
+    # carry no epoch
+    assert {int(r["epoch"]) for r in rows[len(written) :] if r["epoch"]} == {1}
     assert _logged(rows, "train_nce_loss_epoch")[-1][0] == 2 * 7 - 1
 
     changed = [*overrides, "method_kwargs.bayesian_kl_lambda=1.0e-4"]

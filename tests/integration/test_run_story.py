@@ -52,8 +52,8 @@ def _env() -> dict[str, str]:
     return {**env, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
-def _signal_after(command: list[str], pattern: str, root: Path, signum: int, group: bool = False):
-    return signal_after(command, pattern, root, signum, group=group, env=_env())
+def _signal_after(command: list[str], pattern: str, root: Path, signum: int, **to):
+    return signal_after(command, pattern, root, signum, env=_env(), **to)
 
 
 def _run(command: list[str]) -> subprocess.CompletedProcess:
@@ -128,6 +128,32 @@ def test_ctrl_c_to_a_two_process_ddp_run_says_interrupted_and_exits_130(tmp_path
         command, "bayesncl/*/*-step=*.ckpt", tmp_path, signal.SIGINT, group=True
     )
     ckpt = _assert_interrupted(code, out, err, 130, command)
+    assert out.count("== pretraining") == 1, out[-2000:]
+    assert [ckpt.parent] == _folders(tmp_path)
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_that_reaches_one_process_of_a_ddp_run_stops_the_whole_job(
+    signum, status, tmp_path
+):
+    """The processes of a job take a signal at different points of a step (one inside a
+    collective, one not): the job stops only where all of them agree. Sent to the rank-1
+    process alone, the launching process still stops, says interrupted and exits 130 (143),
+    where it used to wait in a collective its peer had left, and be killed."""
+    command = _command(
+        tmp_path,
+        "strategy=ddp",
+        "devices=2",
+        "data.fraction=0.05",
+        "optimizer.batch_size=16",
+        "max_epochs=3",
+        "++limit_train_batches=6",
+        "++checkpoint.time_interval_s=0.000001",
+    )
+    code, out, err = _signal_after(
+        command, "bayesncl/*/*-step=*.ckpt", tmp_path, signum, children=True
+    )
+    ckpt = _assert_interrupted(code, out, err, status, command)
     assert out.count("== pretraining") == 1, out[-2000:]
     assert [ckpt.parent] == _folders(tmp_path)
 
