@@ -37,6 +37,35 @@ def test_study_budget_presets_share_everything_but_the_dataset():
     assert "++scheduler.warmup_epochs=10" in plain.overrides  # 10% of the budget
 
 
+def test_every_study_preset_trains_the_pipeline_its_kept_runs_trained_with():
+    """The shipped configs train solo-learn's per-image views (data.augment_on: per_image); every
+    kept run of the study trained the batched ones, the choice for Fashion-MNIST then. Each study
+    preset names that pipeline, so that a new seed joins its table on the same pipeline, and
+    every kept run folder is one its preset names (a run key covers the overrides), so that
+    --table-only still finds them."""
+    presets = [load_preset(f) for f in sorted((REPO / "study" / "presets").glob("*.yaml"))]
+    assert len(presets) >= 12
+    named = set()
+    for preset in presets:
+        assert "data.augment_on=batch" in preset.overrides, preset.name
+        runs = Path(preset.out_dir) / "runs"
+        named |= {
+            runs.resolve() / run_folder_name(preset, m, s)
+            for m in preset.methods
+            for s in preset.seeds
+        }
+    kept = [
+        f.parent.resolve()
+        for f in RECORDS.glob("study_*/runs/*/result.json")
+        if not f.parent.parent.is_symlink()
+    ]
+    assert len(kept) >= 70
+    assert set(kept) <= named, sorted(set(kept) - named)[:3]
+    for folder in kept:
+        key = json.loads((folder / "result.json").read_text())["run_key"]
+        assert folder.name.endswith(f"-{key}"), folder
+
+
 def test_study_presets_load():
     for name in ("study_seeds", "study_prior", "study_scenes"):
         preset = study_preset(name)
@@ -139,7 +168,7 @@ def test_the_fashion_mnist_comparison_is_part_1_at_twice_its_length():
     the warm-up and the callback's interval doubled with it, so that budget --shorter compares
     the two on the same seeds; nothing else differs. Since 100 epochs did not hold, it is the
     comparison on Fashion-MNIST: part 1's three settings and five seeds, and the runs it had
-    finished before it grew keep their folders (their run keys are unchanged)."""
+    finished before it grew keep their folders (their run keys are part 1's)."""
     part1, check = study_preset("study_budget"), study_preset("study_budget_fmnist_200")
     doubled = {"max_epochs=200", "++scheduler.warmup_epochs=20", "interpretability.frequency=20"}
     assert set(check.overrides) - set(part1.overrides) == doubled
@@ -150,8 +179,8 @@ def test_the_fashion_mnist_comparison_is_part_1_at_twice_its_length():
     assert check.methods[:3] == part1.methods  # then the sweep's best setting
     assert {k: check.variants[k] for k in part1.variants} == part1.variants
     assert check.seeds == [1, 2, 3, 4, 5]
-    assert run_folder_name(check, "ncl", 1) == "ncl-seed1-bc037f95c49f"
-    assert run_folder_name(check, "bayesncl", 1) == "bayesncl-seed1-6b8554ae07aa"
+    assert run_folder_name(check, "ncl", 1) == "ncl-seed1-f2cc398b0757"
+    assert run_folder_name(check, "bayesncl", 1) == "bayesncl-seed1-1d5718446851"
 
 
 def _sweep_200_pick(tmp_path) -> str:
