@@ -28,7 +28,6 @@ __all__ = [
     "RunProgress",
     "StageTimes",
     "StatusFile",
-    "format_seconds",
     "read_status",
 ]
 

@@ -21,14 +21,9 @@ from typing import Any
 from solo_bayesncl.io.files import replacing, write_text_replacing
 
 __all__ = [
-    "COMMIT_FILE",
-    "KEPT_FIELDS",
-    "RECORDED_PATHS",
-    "RESULT_FIELDS",
     "RUN_RECORDS",
     "RecordsError",
     "add_commit_lines",
-    "commit_line",
     "epoch_metrics",
     "keep_run_records",
     "load_gate_measures",

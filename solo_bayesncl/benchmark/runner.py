@@ -50,7 +50,6 @@ __all__ = [
     "check_seeds",
     "run_benchmark",
     "run_key",
-    "write_outputs",
     "write_tables",
 ]
 

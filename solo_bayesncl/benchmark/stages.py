@@ -43,12 +43,10 @@ from solo_bayesncl.training.pretrain import pretrain
 from solo_bayesncl.training.summary import csv_log_dir, last_logged_value, stopping_signal
 
 __all__ = [
-    "LINEAR_CONFIG",
     "StageUnfinished",
     "ValidationPass",
     "check_finished",
     "knn_stage",
-    "linear_probe_label",
     "linear_stage",
     "pretrain_other_rank",
     "pretrain_stage",

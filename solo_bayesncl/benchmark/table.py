@@ -14,14 +14,12 @@ from typing import Any
 from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
 __all__ = [
-    "COLUMNS",
     "PAIRED_COLUMNS",
     "REFERENCE",
     "aggregate",
     "column_value",
     "figure",
     "machine_line",
-    "paired_markdown",
     "row_names",
     "run_name",
     "write_csv",

@@ -27,13 +27,7 @@ from solo_bayesncl.core.validation import (
 from solo_bayesncl.data.names import SCENES, dataset_name
 
 __all__ = [
-    "CHECKPOINT_KEYS",
-    "DATA_KEYS",
-    "SECTION_KEYS",
     "DEFAULT_CHECKPOINT_INTERVAL_S",
-    "SCENE_KEYS",
-    "SIZED_BACKBONES",
-    "TOP_LEVEL_KEYS",
     "check_run_cfg",
     "check_solo_names",
     "fit_backbone_to_crops",

@@ -26,7 +26,6 @@ from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.core.validation import ConfigError, parse_bool
 
 __all__ = [
-    "CPU_STRATEGIES",
     "PRECISIONS",
     "PerformanceSettings",
     "cpp_compiler",

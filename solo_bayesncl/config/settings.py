@@ -61,14 +61,12 @@ if TYPE_CHECKING:
     from solo_bayesncl.methods.keys import ContrastiveSettings
 
 __all__ = [
-    "PEER_TIMEOUT_S",
     "CheckpointSpec",
     "InterpretabilitySpec",
     "MethodSpec",
     "OptimizerSpec",
     "RunSpec",
     "TrainerSpec",
-    "WandbSpec",
     "check_interpretability",
     "resolve_with_solo",
     "run_spec",

@@ -21,7 +21,6 @@ __all__ = [
     "RepresentationBatch",
     "extract_representations",
     "representation_batch",
-    "representation_from_output",
 ]
 
 

@@ -23,11 +23,9 @@ import torch.nn.functional as F
 from torch import nn
 
 __all__ = [
-    "BLUR_SIGMA",
     "BatchAugmentation",
     "MultiViewAugmentation",
     "Recipe",
-    "SOLARIZE_THRESHOLD",
     "unsupported_reason",
 ]
 

@@ -21,7 +21,6 @@ __all__ = [
     "check_dali_folder",
     "check_linear_dali",
     "dali_available",
-    "dali_file_list",
 ]
 
 INSTALL_DALI = 'pip install "solo-bayesncl[dali]"'

@@ -25,8 +25,6 @@ from solo.data.pretrain_dataloader import FullTransformPipeline, NCropAugmentati
 from solo_bayesncl.data.names import DatasetSpec
 
 __all__ = [
-    "ClassificationDALIData",
-    "PretrainDALIData",
     "build_linear_dali_datamodule",
     "build_pretrain_dali_datamodule",
 ]

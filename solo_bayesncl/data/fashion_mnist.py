@@ -20,7 +20,6 @@ from torch.utils.data import Dataset
 
 __all__ = [
     "CLASS_NAMES",
-    "DEFAULT_ROOT",
     "FashionMNIST",
     "fashion_mnist_root",
     "read_idx",

@@ -26,7 +26,6 @@ from solo_bayesncl.data.sampler import EpochSampler
 __all__ = [
     "AUGMENT_ON",
     "augmentations",
-    "IN_MEMORY_DATASETS",
     "InMemoryImages",
     "batch_datamodule",
     "collate_batch",

@@ -39,8 +39,6 @@ __all__ = [
     "DatasetUnavailableError",
     "check_dataset_available",
     "resolve_augment_on",
-    "cifar_layout",
-    "check_subset_sizes",
     "resolve_dali_cfg",
     "resolve_dataset_cfg",
 ]

@@ -24,8 +24,6 @@ from solo_bayesncl.data.fashion_mnist import FashionMNIST
 __all__ = [
     "DEFAULT_BACKGROUNDS",
     "DEFAULT_BACKGROUND_SEED",
-    "MAX_BACKGROUNDS",
-    "MIN_BACKGROUNDS",
     "TEXTURE_NAMES",
     "FashionMNISTScenes",
     "assign_backgrounds",

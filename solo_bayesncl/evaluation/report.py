@@ -53,7 +53,6 @@ __all__ = [
     "PreparedReport",
     "ReportError",
     "ReportOptions",
-    "gate_summary",
     "prepare_report",
     "write_report",
 ]

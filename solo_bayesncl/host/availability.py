@@ -9,7 +9,6 @@ import sys
 import warnings
 
 __all__ = [
-    "INSTALL_SOLO_LEARN",
     "quiet_third_party_warnings",
     "require_solo_learn",
     "solo_learn_available",

@@ -28,7 +28,6 @@ from torch import nn
 from solo_bayesncl.host.registration import register
 
 __all__ = [
-    "apply_small_stem",
     "build_backbone",
     "build_method",
     "without_resume_warning",

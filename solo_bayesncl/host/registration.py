@@ -32,7 +32,6 @@ from types import ModuleType
 from solo_bayesncl.host.availability import solo_learn_available
 
 __all__ = [
-    "PLUGIN_METHODS",
     "SUPPORTED_METHODS",
     "install_registration_hook",
     "register",

@@ -28,7 +28,6 @@ from solo_bayesncl.core.validation import (
 
 __all__ = [
     "METHOD_SETTINGS",
-    "UPSTREAM_METHOD_KWARGS",
     "BayesNCLSettings",
     "ContrastiveSettings",
     "NCLSettings",

@@ -22,7 +22,6 @@ from solo_bayesncl.metrics import EPS
 __all__ = [
     "NCL",
     "NonFiniteTrainingError",
-    "batch_feature_stats",
     "scheduled_dimension_dropout",
 ]
 

@@ -31,7 +31,6 @@ from solo_bayesncl.metrics.background import background_figures
 from solo_bayesncl.metrics.probe import logistic_probe
 
 __all__ = [
-    "Backgrounds",
     "InterpretabilityCallback",
     "build_interpretability_callback",
 ]

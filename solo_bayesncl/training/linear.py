@@ -42,7 +42,6 @@ from solo_bayesncl.training.auto_resume import decide_job_run
 from solo_bayesncl.training.fit import fit, seed_and_layout
 
 __all__ = [
-    "PreparedLinear",
     "linear_eval",
     "prepare_linear",
     "train_linear",

@@ -479,17 +479,12 @@ def fetch_hub_source(
 
 
 __all__ = [
-    "HF_SCHEME",
     "HUB_CARD",
     "HUB_CONFIG",
     "HUB_WEIGHTS",
-    "HubCallError",
     "HubSource",
-    "HubStatusError",
-    "HubTimeout",
     "call_within",
     "fetch_hub_source",
-    "hub_cache_dir",
     "hub_endpoint",
     "hub_host",
     "hub_offline",
