@@ -37,9 +37,6 @@ __all__ = [
     "register",
 ]
 
-PLUGIN_METHODS: tuple[str, ...] = ("bayesncl", "ncl")
-"""The methods this plugin adds to solo-learn."""
-
 SUPPORTED_METHODS: tuple[str, ...] = ("simclr", "mocov2plus", "ncl", "bayesncl")
 """Every method the project compares, evaluates, loads from checkpoints and publishes: solo-learn's
 two baselines, then the plugin's two (the benchmark table's row order)."""
