@@ -1,16 +1,9 @@
 """The life of a run process, from both ends.
 
-The benchmark starts each run as a child process (:mod:`solo_bayesncl.benchmark.run_one`) in its
-own process group, so that a Ctrl-C in the terminal reaches the benchmark only: it forwards
-SIGINT, SIGTERM and SIGHUP to the run, waits for it to stop (a second signal kills it), and
-raises :class:`Interrupted` (:func:`train_in_child`). The run ends when the benchmark process
-that started it ends (Ctrl-C, SIGTERM or SIGKILL of the parent: :func:`watch_parent`).
-
-A run being trained is locked (``RUN_DIR/lock``, holding the benchmark's process id,
-:func:`run_lock`): a second benchmark on the same results folder gets :class:`RunBusy` instead
-of training it a second time beside the first; the lock of a process that died is taken over.
-A lock that cannot be taken for another reason (a folder in its place) is
-:class:`RunLockError`, naming it.
+Each run is a child process (:mod:`.run_one`) in its own process group, so a Ctrl-C reaches the
+benchmark only, which forwards it (:func:`train_in_child`); the run ends when the benchmark
+does (:func:`watch_parent`). A run being trained is locked (:func:`run_lock`), so a second
+benchmark on the same folder gets :class:`RunBusy`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """A finished run's records (:data:`RUN_RECORDS`): the few small files its table row, epoch curves
 and gate measures are read from. They name no path of the machine that trained: ``result.json``
-names the run's files relative to the run folder (:func:`recorded_path`; older absolute paths are
-found inside a moved folder by :func:`read_result`). Every reader reads them here:
-:func:`load_result`, :func:`epoch_metrics` and :func:`load_gate_measures` refuse a record that
-is not what its name says with :class:`RecordsError`, one line naming the file and the field
-(line, column) at fault. :func:`keep_run_records` and :func:`add_commit_lines` keep a study's
-finished runs in the committed folder, never replacing a differing record nor keeping a run
-whose code was not a commit."""
+names the run's files relative to the run folder (:func:`recorded_path`). The readers here
+refuse a record that is not what its name says with :class:`RecordsError`, naming the file and
+the field at fault. :func:`keep_run_records` keeps a study's finished runs in the committed
+folder, never replacing a differing record nor keeping a run whose code was not a commit."""
 
 from __future__ import annotations
 

@@ -1,27 +1,13 @@
 """One benchmark run (a method and a seed), executed in its own process so that its peak memory
 is its own: pretraining, offline linear probe, kNN and the interpretability report.
 
-Every stage writes its JSON into the run folder when it has *finished*, and is skipped when that
-file exists, so an interrupted run picks up where it stopped. Finished means reached its target:
-
-- pretraining: the Trainer ran to ``max_epochs`` (Lightning returns normally after Ctrl-C, so its
-  status and epoch are checked) and the checkpoint it leaves is readable and of the last epoch.
-  An interrupted pretraining resumes from its furthest readable checkpoint, an epoch's end or
-  the one saved within an epoch every ``checkpoint.time_interval_s``
-  (:mod:`solo_bayesncl.training.auto_resume`), and trains as the uninterrupted run would
-  (:mod:`solo_bayesncl.training.resumable`: with loader workers, the augmentations of the epoch
-  it resumed within are drawn anew).
-- linear evaluation: the attempt's own Trainer reached ``max_epochs``; its accuracy is read from
-  the ``metrics.csv`` of that Trainer's logger, never from another attempt's folder. It validates
-  once, after the last epoch (the accuracy the table reads).
-- kNN and the report: one pass over the validation images serves both
-  (:class:`~solo_bayesncl.benchmark.stages.ValidationPass`); it is made in the kNN stage, whose
-  time therefore holds it, and the report is written from it. kNN's JSON is written before the
-  report starts, as ever; a run stopped in the report makes the report's pass again.
-
-Each stage records its wall and CPU time and the machine's load
-(:class:`~solo_bayesncl.benchmark.machine.StageMeter`), and the commit it ran at. Progress goes to
-``status.json`` for the benchmark's display. ``result.json`` is written last.
+Every stage writes its JSON into the run folder when it has *finished* (reached its target:
+pretraining and the linear probe their ``max_epochs``), and is skipped when that file exists, so
+an interrupted run picks up where it stopped; pretraining resumes from its furthest readable
+checkpoint (:mod:`solo_bayesncl.training.auto_resume`). kNN and the report share one pass over
+the validation images (:class:`~.stages.ValidationPass`), made in the kNN stage. Each stage
+records its time, the machine's load (:class:`~.machine.StageMeter`) and the commit; progress
+goes to ``status.json``, and ``result.json`` is written last.
 
     python -m solo_bayesncl.benchmark.run_one RUN_DIR/spec.json
 

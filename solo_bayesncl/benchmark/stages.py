@@ -2,12 +2,9 @@
 offline linear probe, kNN, the interpretability report and, on the scenes data, the background
 measures. A stage that ends short of its target raises :class:`StageUnfinished`.
 
-kNN and the report read the validation images of the same checkpoint through the same model in
-eval mode, at the same transform and batch size: :class:`ValidationPass` makes that pass once
-and gives both what it found. The linear probe validates once, after its last epoch: the table
-reads only that last accuracy, and the probe's validation draws nothing from the random stream
-of its training (:mod:`solo_bayesncl.training.linear`), so its figure is the one a probe
-validating every epoch ends with."""
+kNN and the report share one pass over the validation images (:class:`ValidationPass`). The
+linear probe validates once, after its last epoch (the accuracy the table reads; validation
+draws nothing from the training's random stream, so the figure is the same)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,10 @@
 """Building a solo-learn method or a bare backbone from a run's spec, with the small-image stem.
 
-solo-learn replaces a ResNet's first convolution by a 3x3 stride-1 one and drops the max-pool
-only when ``data.dataset`` is ``cifar10``/``cifar100``; ``backbone.small_stem: True`` asks for the
-same stem on any dataset, for any method. :func:`build_method` is the one place that builds a
-method (pretraining, checkpoint loading, the micro-benchmarks) and :func:`build_backbone` the one
-place that builds a bare backbone (linear evaluation, zoo), so the stem rule cannot drift
-between them.
-
-solo-learn's ``BaseMethod`` and ``LinearModel`` log, on the root logger and whenever their
-scheduler steps per batch (solo-learn's default), that this "might generate issues when resuming a
-checkpoint". :func:`without_resume_warning` drops that one record while a model that resumes
-nothing is built: one read from a checkpoint (kNN, the report, zoo export) or a linear probe
-(``training.linear``, which never resumes). Pretraining keeps it: its checkpoints are resumed.
+solo-learn uses the CIFAR stem (3x3 stride-1 first convolution, no max-pool) only for
+``cifar10``/``cifar100``; ``backbone.small_stem: True`` asks for it on any dataset.
+:func:`build_method` and :func:`build_backbone` are the one place each that builds a method or a
+bare backbone, so the stem rule cannot drift. :func:`without_resume_warning` drops solo-learn's
+"might generate issues when resuming a checkpoint" log record for models that resume nothing.
 """
 
 from __future__ import annotations

@@ -3,19 +3,11 @@
 solo-learn's pipelines look methods up in the dict ``solo.methods.METHODS``. Two ways in:
 
 - :func:`register` (``solo_bayesncl.register()``) imports ``solo.methods`` and registers the
-  methods; idempotent. Every entry point and the checkpoint loader call it.
-- ``import solo_bayesncl`` registers them too, whichever package is imported first: at once if
-  ``solo.methods`` is already imported, otherwise through an import hook that registers them
-  right after ``solo.methods`` is imported, so ``import solo_bayesncl`` stays fast (no
-  solo-learn, Lightning or timm import) for the parts that do not need the host. The hook stays
-  in ``sys.meta_path`` until registration has succeeded: if an import of ``solo.methods`` fails,
-  the next successful one still registers the methods. When ``solo_bayesncl.methods`` is what
-  imports ``solo.methods`` (``from solo_bayesncl.methods import BayesNCL`` first), its classes do
-  not exist yet at that moment: the hook then registers them when ``solo_bayesncl.methods`` has
-  finished loading.
-
-Whether solo-learn is installed, and what the commands say when it is not, is
-:mod:`solo_bayesncl.host.availability`.
+  methods; idempotent.
+- ``import solo_bayesncl`` registers them at once if ``solo.methods`` is imported, else through
+  an import hook run right after it is (so the import stays fast: no solo-learn, Lightning or
+  timm). The hook stays in ``sys.meta_path`` until registration succeeds; when
+  ``solo_bayesncl.methods`` itself imports ``solo.methods``, it registers once that has loaded.
 """
 
 from __future__ import annotations

@@ -14,16 +14,11 @@ loads with ``torch.load(..., weights_only=True)`` (no pickled code runs)::
       "omitted": {key: {"shape": [...], "dtype": "float32"}},  # state keys left out
     }
 
-``omitted`` lists the state keys dropped at export (by default MoCo's momentum copies and queue,
-training state). :func:`open_artifact` restores them so the state dict loads strictly: a
-``momentum_<part>.*`` key gets a copy of the online ``<part>.*`` weight (as solo-learn initialises
-momentum networks), any other gets zeros of the recorded shape. Resume training from the original
-``.ckpt``, not from an artifact.
+:func:`open_artifact` restores the ``omitted`` keys so the state dict loads strictly: a
+``momentum_<part>.*`` key copies the online ``<part>.*`` weight, any other gets zeros.
 
-The same content can be a safetensors file (a Hugging Face Hub model repository's,
-:func:`write_safetensors_artifact`): the state dict as its tensors, ``format``, ``method`` and
-``dtype`` as string metadata, ``cfg``, ``metrics`` and ``omitted`` as JSON text. Every reader here
-accepts both forms, told apart by their first bytes.
+The same content can be a safetensors file (:func:`write_safetensors_artifact`), ``cfg``,
+``metrics`` and ``omitted`` as JSON metadata; every reader here accepts both forms.
 """
 
 from __future__ import annotations

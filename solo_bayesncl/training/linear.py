@@ -1,12 +1,10 @@
 """Offline linear evaluation of a pretrained backbone, with solo-learn's ``LinearModel``.
 
-The backbone (any layout :mod:`solo_bayesncl.io.checkpoints` reads) and the data it was trained on
-come from the checkpoint, each data setting unless given as an override
+The backbone and its data come from the checkpoint unless overridden
 (:func:`~solo_bayesncl.config.linear.inherit_from_checkpoint`); the config gives the optimizer and
-the schedule. ``probe`` picks the transforms (:data:`~solo_bayesncl.config.linear.PROBES`):
-``standard`` normalises both sides with the pretraining views' mean/std, what the backbone was
-trained on; ``official`` uses solo-learn's classification transforms, as the official NCL/BayesNCL
-probe does (CIFAR-10's mean/std for CIFAR-100 too, bilinear random resized crops).
+schedule. ``probe`` picks the transforms (:data:`~solo_bayesncl.config.linear.PROBES`):
+``standard`` uses the pretraining views' mean/std, ``official`` solo-learn's classification
+transforms, as the official NCL/BayesNCL probe does.
 """
 
 from __future__ import annotations

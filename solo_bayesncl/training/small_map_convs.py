@@ -8,12 +8,9 @@ output's ``O x H' x W'`` values: flattening the pixels (``q`` of the input, ``p`
     y[n, o, p] = sum over c, q of x[n, c, q] * w[o, c, t(p, q)]  (+ bias[o])
 
 where ``t(p, q)`` is the tap linking output pixel ``p`` to input pixel ``q`` (zero weight where
-none does). The convolution multiplies all ``k_h k_w`` taps per output pixel, padding included, the
-product all ``H W`` input pixels: with no more input pixels than taps the product does no more
-multiplications. oneDNN's CPU kernels handled these shapes poorly on the AVX2 CPU measured
-(docs/training.md, "Convolutions on small maps", has the figures). Parameters, buffers and
-``state_dict`` keys stay the same; results agree with the convolution to float rounding, not bit
-for bit.
+none does). With no more input pixels than taps this does no more multiplications, and oneDNN's
+CPU kernels handled these shapes poorly (docs/training.md, "Convolutions on small maps").
+Parameters and ``state_dict`` keys stay the same; results agree to float rounding.
 """
 
 from __future__ import annotations

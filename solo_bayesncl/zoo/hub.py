@@ -1,27 +1,16 @@
 """Zoo sources on the Hugging Face Hub: ``hf://OWNER/REPO/FILE@REVISION``.
 
-A manifest entry lists its sources in ``urls``; an ``hf://`` source names a file of a Hub model
-repository at a pinned revision (a 40-hex commit id, which :func:`publish_folder` prints). It is
-fetched with :func:`huggingface_hub.hf_hub_download`, so it lands in the Hugging Face cache
-(``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``), is shared with every
-other library that reads the Hub, uses the user's token (``hf auth login`` or ``$HF_TOKEN``) for a
-private or gated repository and honours ``$HF_HUB_OFFLINE`` (the cache only). ``$HF_ENDPOINT``,
-``$HF_HUB_OFFLINE`` and ``$HF_HUB_CACHE`` are read at each download (huggingface_hub reads them
-once, at import), so setting them later in a process takes effect.
+An ``hf://`` source names a file of a Hub model repository at a pinned commit (which
+:func:`publish_folder` prints). :func:`huggingface_hub.hf_hub_download` fetches it into the
+Hugging Face cache with the user's token, honouring ``$HF_HUB_OFFLINE``; ``$HF_ENDPOINT``,
+``$HF_HUB_OFFLINE`` and ``$HF_HUB_CACHE`` are read at each download, not only at import. Bytes
+that fail the entry's sha256 are removed from the cache (the snapshot link and its blob).
 
-Whatever huggingface_hub returns is then checked against the entry's sha256, as every zoo
-download is: bytes that fail it are removed from the cache (the snapshot link and its blob), so
-the cache never holds a file under a name that promises other bytes.
-
-Every Hub call keeps the deadlines of an https mirror (:mod:`.fetch`). huggingface_hub bounds
-each read but not a call: it retries a silent or failing metadata request for minutes, and reads
-a file in 10 MiB chunks, so a host sending a byte every few seconds never trips its read timeout
-nor reaches its progress bar. Each call therefore runs in a child process (forked, so it sees
-the caller's settings) that is killed at its deadline: no transfer, retry or log line outlives
-the call, and the temporary file of a killed download is removed, so its bytes never reach the
-cache. In that process huggingface_hub logs nothing (the caller says what happened, in one
-line), and a download stops at the first error status the Hub or its CDN answers, which the
-reason names (a 500 is not retried for minutes behind "cannot reach").
+Every Hub call keeps the deadlines of an https mirror (:mod:`.fetch`): huggingface_hub bounds
+each read but not a call (it retries metadata requests for minutes and reads 10 MiB chunks), so
+each call runs in a forked child process killed at its deadline, with the temporary file of a
+killed download removed. There huggingface_hub logs nothing, and a download stops at the first
+error status, which the reason names (a 500 is not retried for minutes behind "cannot reach").
 """
 
 from __future__ import annotations
