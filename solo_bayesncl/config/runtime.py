@@ -1,11 +1,9 @@
 """Resolution of accelerator, devices, precision, strategy and memory format from the machine,
 and the ``performance`` switches (:func:`performance_settings`).
 
-The same config runs on a CPU, one GPU or many: ``accelerator``, ``devices``, ``strategy`` and
-``precision`` set to ``auto`` (or left out) follow the machine, and explicit values are kept.
-solo-learn's ``parse_cfg`` computes ``len(cfg.devices)`` to scale the learning rate, so devices
-are stored as a list of ids for it (:class:`~solo_bayesncl.config.settings.TrainerSpec` holds
-them as Lightning accepts them). :func:`job_processes` is the job's process count.
+``auto`` (or left out) follows the machine, explicit values are kept. Devices are stored as a
+list of ids, since solo-learn's ``parse_cfg`` scales the learning rate by ``len(cfg.devices)``.
+:func:`job_processes` is the job's process count.
 """
 
 from __future__ import annotations

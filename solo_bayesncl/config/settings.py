@@ -1,15 +1,9 @@
 """A config resolved once at the boundary and read once into frozen settings.
 
-:func:`resolve_with_solo` is the resolution every command's library half runs before a model is
-built: the run checks (:mod:`solo_bayesncl.config.checks`), the machine settings, the dataset
-mapping and early data checks, then solo-learn's ``parse_cfg``. :func:`run_spec` then reads the
-resolved config once into a frozen :class:`RunSpec`, one sub-spec per section (data: a
-:class:`~solo_bayesncl.data.names.DatasetSpec`, optimizer, trainer and machine, checkpoint,
-interpretability, method), and each builder takes its own; :func:`saved_run_spec` reads a
-checkpoint's config into the same spec.
-
-solo-learn's own classes (the method, its ``Checkpointer``, its DALI data modules) take the
-config itself, ``RunSpec.solo``: it is handed on, not read.
+:func:`resolve_with_solo` resolves a config before a model is built (run checks, machine, dataset,
+then solo-learn's ``parse_cfg``); :func:`run_spec` reads it once into a frozen :class:`RunSpec`,
+one sub-spec per section, and each builder takes its own (:func:`saved_run_spec`: a checkpoint's
+config). solo-learn's own classes take the config itself, ``RunSpec.solo``, handed on unread.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Where the shipped Hydra configs are, in a source checkout and in an installed package.
 
-The files live in the package, ``solo_bayesncl/configs/{pretrain,linear}/<group>/``, and ship
-in the wheel as package data; a checkout also shows them in solo-learn's layout,
-``scripts/pretrain/<group>/`` and ``scripts/linear/<group>/`` (links to the same folders, so
-there is one copy of each file). Every command and the benchmark presets find them through
-:func:`config_root`, so they work from any folder.
+The files live in ``solo_bayesncl/configs/{pretrain,linear}/<group>/`` (package data); a
+checkout links them into solo-learn's layout, ``scripts/{pretrain,linear}/<group>/``. Every
+command finds them through :func:`config_root`, from any folder.
 """
 
 from __future__ import annotations

@@ -3,15 +3,11 @@
     python main_pretrain.py --config-path <this package>/scripts/pretrain/cifar \\
         --config-name bayesncl.yaml devices=[0] precision=16-mixed
 
-Upstream's script looks ``cfg.method`` up in ``solo.methods.METHODS``, which gains ``bayesncl``
-and ``ncl`` only once ``solo_bayesncl`` is imported, so every shipped config declares
-:class:`UpstreamScripts` under ``hydra.callbacks``: Hydra calls it in the job's process before
-the task function (why a callback: docs/architecture.md). Upstream's scripts also read some keys
-differently from this package's commands (the learning rate scaled by ``len(devices)``, a
-per-device batch, solo-learn's datasets only, ...); such a config is refused in one line naming
-each key and the override to give (:func:`upstream_problems`). The callback cannot change the
-config the task receives (Hydra hands the task its own copy), so it checks instead of
-translating.
+Upstream's ``solo.methods.METHODS`` gains ``bayesncl`` and ``ncl`` only once ``solo_bayesncl``
+is imported, so every shipped config declares :class:`UpstreamScripts` under ``hydra.callbacks``
+(docs/architecture.md). Keys that upstream's scripts read differently (the learning rate scaled
+by ``len(devices)``, a per-device batch, ...) are refused in one line naming each key and the
+override to give (:func:`upstream_problems`): the callback cannot change the task's config.
 """
 
 from __future__ import annotations

@@ -8,10 +8,8 @@ With ``z`` the projector output of every view, ``phi`` the non-negativity map an
     L_BayesNCL = InfoNCE_T(v) + lambda * KL(alpha || rho)
 
 InfoNCE is SimCLR's NT-Xent (Chen et al., 2020); the gate and its KL are in
-:mod:`solo_bayesncl.core.gates`. Plain PyTorch under autograd: the definition, and what trains.
-The hyperparameters' ranges are declared in :mod:`solo_bayesncl.core.hyperparameters`, against
-which every function and module here checks its arguments; their defaults are in
-:mod:`solo_bayesncl.methods.keys`."""
+:mod:`solo_bayesncl.core.gates`. Arguments are checked against
+:mod:`solo_bayesncl.core.hyperparameters`; defaults are in :mod:`solo_bayesncl.methods.keys`."""
 
 from __future__ import annotations
 

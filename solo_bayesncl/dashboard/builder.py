@@ -1,11 +1,9 @@
 """Turn one report folder (optionally two) into a static, offline HTML dashboard (opens from
 ``file://``): ``index.html`` (cards of the active dimensions, best-evidenced first),
 ``dim.html?d=ID``, ``data.js`` (``window.DASHBOARD_DATA``: browsers block ``fetch()`` of local
-files), ``thumbs/`` sprite sheets, ``assets/``; with a second report ``compare.html`` and its
-dashboard in ``b/``. ``.dashboard-files.json`` lists every file a build wrote: a rebuild
-removes only those, and a non-empty folder without it is refused. A build is written into a
-hidden sibling folder and moved in once complete, so a failed one (a full disk) leaves the
-folder as it was."""
+files), ``thumbs/`` sprite sheets, ``assets/``; with a second report ``compare.html`` and ``b/``.
+A rebuild removes only the files ``.dashboard-files.json`` lists; a build is written into a
+hidden sibling folder and moved in once complete."""
 
 from __future__ import annotations
 

@@ -3,12 +3,10 @@ build_transform_pipeline``) applied to whole ``(B, C, H, W)`` uint8 batches on t
 random parameter drawn per image and per view (kornia's samplers with ``same_on_batch=False``, and
 ``torch.rand``), from torch's global generator, which the training seeds per rank and batch.
 
-The glue that makes kornia follow solo-learn's recipe: the crop box is kornia's
-``RandomResizedCrop`` sampler, resampled with PIL's half-pixel convention (box edges onto output
-edges) by one bicubic ``grid_sample``; the colour-jitter order is drawn per image, as torchvision
-does (kornia draws one per call); single-channel images stay single-channel until normalisation
-(saturation, hue and grayscale change nothing on them). Equalization is refused. How this path
-differs from solo-learn's per-image one: docs/fidelity.md.
+The crop box is kornia's ``RandomResizedCrop`` sampler, resampled with PIL's half-pixel
+convention by one bicubic ``grid_sample``; the colour-jitter order is drawn per image, as
+torchvision does; single-channel images stay so until normalisation. Equalization is refused.
+Differences from solo-learn's per-image path: docs/fidelity.md.
 """
 
 from __future__ import annotations

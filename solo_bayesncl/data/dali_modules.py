@@ -1,10 +1,8 @@
 """solo-learn's DALI data modules, made to run on the CPU as well.
 
-solo-learn builds its DALI pipelines with the local rank as DALI's ``device_id``, and DALI then
-asks for CUDA even when every operator runs on the CPU. With ``dali_device="cpu"`` the
-subclasses here build the same pipelines (solo-learn's builders, augmentations and iterator
-wrappers) with ``device_id=None``; with ``"gpu"`` ``setup`` is solo-learn's own. Importing this
-module imports solo-learn and NVIDIA DALI.
+solo-learn passes the local rank as DALI's ``device_id``, so DALI asks for CUDA even on the CPU.
+With ``dali_device="cpu"`` the subclasses here build the same pipelines with ``device_id=None``;
+with ``"gpu"`` ``setup`` is solo-learn's own. Imports solo-learn and NVIDIA DALI.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """The pretraining data pipeline picked by ``data.augment_on`` (docs/training.md): ``per_image``
-is solo-learn's path (its dataset applies ``build_transform_pipeline`` to one PIL image at a time
-in the loader); ``batch`` serves in-memory uint8 arrays and augments whole batches on the training
-device in the data module's ``on_after_batch_transfer``
-(:class:`~solo_bayesncl.data.batch_augment.MultiViewAugmentation`). Both data modules shuffle
-with :class:`~solo_bayesncl.data.sampler.EpochSampler`, so a run resumed within an epoch
-continues with the batches the checkpoint had not trained.
+is solo-learn's path (one PIL image at a time in the loader); ``batch`` augments whole in-memory
+uint8 batches on the training device
+(:class:`~solo_bayesncl.data.batch_augment.MultiViewAugmentation`). Both shuffle with
+:class:`~solo_bayesncl.data.sampler.EpochSampler`, so a run resumed within an epoch continues
+with the batches not yet trained.
 """
 
 from __future__ import annotations

@@ -2,13 +2,11 @@
 
 A testbed for BayesNCL's mechanism (arXiv 2605.28441, section 3: features common to many images,
 the "blue sky", should be closed by the gate), which the real data, items on black, lacks. Every
-image gets one of ``num_backgrounds`` (4-8) textures filling the 28x28 frame, the item pasted on
-top with its own intensity as alpha (``out = a * item + (1 - a) * texture``, ``a = item / 255``),
-all from Debian's IDX files and a seed. The textures differ in structure (orientation, period),
-so they stay distinguishable in grayscale, under colour jitter and in small crops; each is
-shifted by a seeded random phase per image. Background and class are independent by
-construction (:func:`assign_backgrounds`). The dataset yields ``(image, class)``; the background
-labels are in ``backgrounds`` (and ``background_names``).
+image gets one of ``num_backgrounds`` (4-8) textures, differing in orientation and period and
+shifted by a seeded random phase, with the item on top at its own intensity as alpha (``out = a *
+item + (1 - a) * texture``, ``a = item / 255``). Background and class are independent
+(:func:`assign_backgrounds`). The dataset yields ``(image, class)``; the background labels are in
+``backgrounds`` (and ``background_names``).
 """
 
 from __future__ import annotations

@@ -2,11 +2,8 @@
 (``python -m solo_bayesncl.evaluation CHECKPOINT --out REPORT_DIR``, flags in
 :mod:`solo_bayesncl.cli.evaluate`).
 
-:func:`write_report` makes one pass over the validation images
-(:func:`~solo_bayesncl.evaluation.report_data.prepare_report`), computes the report's figures and
-writes the folder that docs/evaluation.md describes: ``metrics.json``, ``metrics.md``, the
-pictures of :mod:`~solo_bayesncl.evaluation.plots` and ``features.npz`` (the dashboard's input).
-``metrics.json`` lists the files written (``files``); ``--overwrite`` replaces them and removes
+:func:`write_report` makes one pass over the validation images and writes the folder that
+docs/evaluation.md describes. ``metrics.json`` lists the files written; ``--overwrite`` removes
 only the files the previous report listed that the new one does not write.
 """
 

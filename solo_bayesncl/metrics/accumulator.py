@@ -1,13 +1,9 @@
 """Streaming computation of every interpretability metric in one pass over the data.
 
-:class:`InterpretabilityAccumulator` takes batches (``update(features, labels)``) and keeps only
-float64 running sums, plus what the two set-level metrics need: per-dimension active counts and
-sums (``16 k`` bytes: active dims, sparsity, retrieval's ranking), C x k class counts and sums
-(``16 C k`` bytes: consistency, entropies, dimension stats), the k x k Gram ``F^T F`` (``8 k^2``
-bytes: effective rank, orthogonality), bit-packed masks and labels (``N k / 8 + 8 N`` bytes: the
-label-shuffled baseline) and the kept vectors and labels (``N_r k`` values, ``N_r`` = N or
-``retrieval_max_samples``: retrieval). Under DDP, gather the features and labels across processes
-before ``update``; :func:`compute_interpretability_metrics` is the one-shot form."""
+:class:`InterpretabilityAccumulator` keeps float64 running sums (per-dimension and per-class
+counts and sums, the Gram ``F^T F``), bit-packed masks and labels for the label-shuffled baseline
+and the vectors retrieval keeps. Under DDP, gather the features and labels before ``update``;
+:func:`compute_interpretability_metrics` is the one-shot form."""
 
 from __future__ import annotations
 

@@ -1,18 +1,15 @@
 """Turn a trained checkpoint into a zoo artifact, its sha256 and its manifest entry.
 
-``export_checkpoint`` reads a solo-learn ``.ckpt`` (or one of the official BayesNCL / NCL codes,
-through :func:`solo_bayesncl.io.checkpoints.load_checkpoint`) and calls :func:`export_state_dict`,
-which needs nothing but torch: it keeps the module weights only (no optimizer or scheduler
-state), optionally in float16, drops MoCo's momentum copies and queue unless asked to keep
-them, and writes three files into ``out_dir``::
+``export_checkpoint`` reads a checkpoint and calls :func:`export_state_dict` (torch only), which
+keeps the module weights, optionally in float16, without MoCo's momentum copies and queue unless
+asked, and writes three files into ``out_dir``::
 
     <name>.pt          the artifact (format in :mod:`.artifact`)
     <name>.pt.sha256   "<hex>  <name>.pt", checkable with ``sha256sum -c``
     <name>.entry.json  the manifest entry to add to a manifest once the file is uploaded
 
-The entry's ``sha256`` and ``size`` are computed from the bytes just written.
-
-:mod:`.hub_folder` writes the same content as a Hugging Face Hub model repository instead.
+The entry's ``sha256`` and ``size`` are those of the bytes written. :mod:`.hub_folder` writes the
+same content as a Hugging Face Hub model repository.
 """
 
 from __future__ import annotations

@@ -4,15 +4,10 @@ Format ``solo-bayesncl-zoo-manifest/1``::
 
     {"format": "solo-bayesncl-zoo-manifest/1", "models": [ENTRY, ...]}
 
-An ENTRY has the required fields of :data:`REQUIRED_FIELDS` and may have the optional ones of
-:data:`OPTIONAL_FIELDS`; :data:`FIELD_DOCS` is the one documentation of every field
-(``python -m solo_bayesncl.zoo fields`` prints it). :func:`validate_entry` is the schema: it
-checks every field and the agreement between the entry and the config it carries.
-
-Where manifests are read from (:func:`manifest_paths`): the project's manifest, shipped in the
-package from the top-level ``zoo/manifest.json``, then every file named in the environment variable
-``SOLO_BAYESNCL_MANIFEST`` (separated by ``os.pathsep``), which is how a user lists their own
-published weights.
+An ENTRY has the fields of :data:`REQUIRED_FIELDS` and may have those of
+:data:`OPTIONAL_FIELDS`, documented in :data:`FIELD_DOCS`; :func:`validate_entry` is the schema.
+Manifests are read (:func:`manifest_paths`) from the project's ``zoo/manifest.json``, then every
+file in ``$SOLO_BAYESNCL_MANIFEST`` (``os.pathsep``-separated): a user's own published weights.
 """
 
 from __future__ import annotations

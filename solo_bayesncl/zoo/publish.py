@@ -1,11 +1,9 @@
 """``zoo publish``: upload a Hub folder to a Hugging Face model repository with the user's token,
 and give the manifest entry that downloads its weights pinned to the uploaded commit.
 
-Without a token (``hf auth login`` stores one; ``$HF_TOKEN`` gives one) nothing is sent: the
-refusal is one line saying how to log in. Each call to the Hub keeps a download's deadlines
-(:mod:`.fetch`): the repository's creation must be answered within ``timeout`` seconds, the
-upload must end within ``timeout`` plus the folder's size at :data:`~.fetch.MIN_RATE`; a call
-past its deadline, or any failure, is one line naming the host.
+Without a token nothing is sent. Each Hub call keeps a download's deadlines (:mod:`.fetch`):
+``timeout`` seconds for the repository's creation, plus the folder's size at
+:data:`~.fetch.MIN_RATE` for the upload; a failure is one line naming the host.
 """
 
 from __future__ import annotations
