@@ -32,10 +32,8 @@ def resumed_at(trainer) -> ResumePoint | None:
 
 class EpochTimer(Callback):
     """Wall and CPU seconds of every training epoch in ``<stage>_epoch_times.json``, keyed by
-    epoch (kept across resumes; an epoch run again replaces its earlier figure). An epoch this
-    fit resumed part-way through is timed from the resume, with the ``share`` of its batches
-    trained here (the time of the part before is lost with the sitting that trained it); a
-    whole epoch's share is 1. Sittings shorter than an epoch still time the run."""
+    epoch (kept across resumes); an epoch resumed part-way through is timed from the resume,
+    with the ``share`` of its batches trained here (1 for a whole epoch)."""
 
     def __init__(self, run_dir: Path, stage: str) -> None:
         self.path = run_dir / f"{stage}_epoch_times.json"
@@ -138,9 +136,8 @@ class Progress(Callback):
 
 
 def stage_callbacks(run_dir: Path, status: StatusFile | None, stage: str) -> list[Callback]:
-    """The callbacks of a stage's fit: pretraining resumes, so it logs its sittings; linear
-    evaluation restarts from scratch when interrupted. ``status`` is None in the processes of
-    ranks 1.. of a pretraining, which record nothing."""
+    """The callbacks of a stage's fit (pretraining logs its sittings); ``status`` is None in the
+    processes of ranks 1.., which record nothing."""
     if status is None:  # a process of rank 1..
         return []
     timer = EpochTimer(run_dir, stage)

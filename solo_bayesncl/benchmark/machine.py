@@ -81,12 +81,10 @@ def _own_runnable_threads() -> int | None:
 
 
 class StageMeter:
-    """Measures one stage: ``with StageMeter() as meter: ...`` then ``meter.result()``.
-
-    Wall time, CPU time of this process and its finished children (``os.times``), and every
-    ``interval`` seconds a sample of ``os.getloadavg()[0]`` and of this process tree's runnable
-    threads. With ``samples_file`` the samples are also appended there (one JSON line each), and
-    the load figures cover every sitting of a stage that was resumed."""
+    """Measures one stage: ``with StageMeter() as meter: ...`` then ``meter.result()``: wall and
+    CPU time (``os.times``) and every ``interval`` seconds a sample of the load and of this process
+    tree's runnable threads, also appended to ``samples_file`` when given (so a resumed stage's
+    load covers every sitting)."""
 
     def __init__(self, interval: float = 2.0, samples_file: Path | None = None) -> None:
         self.interval = interval
@@ -152,12 +150,9 @@ class StageMeter:
 
 
 def load_unreliable(timing: dict[str, Any], slack: float = 0.5) -> bool:
-    """True when other work competed for the cores while the stage ran.
-
-    The run itself uses ``cpu_s / wall_s`` cores on average; the load it did not cause is the
-    mean 1-minute load minus its own runnable threads (or minus its own use where threads could
-    not be counted). Wall times are unreliable when that foreign load exceeds the cores the run
-    left free, ``cpu_count - own use``, by more than ``slack`` cores."""
+    """True when other work competed for the cores while the stage ran: the mean 1-minute load
+    minus the run's own runnable threads (or its own use ``cpu_s / wall_s``) exceeds the cores
+    the run left free by more than ``slack``."""
     load, wall, cores = timing.get("load_mean"), timing.get("wall_s"), timing.get("cpu_count")
     if load is None or not wall or not cores:
         return False

@@ -165,10 +165,8 @@ def plot_budget_curves(results: Sequence[dict[str, Any]], path: Path) -> Path | 
 
 
 def prior_settings(result: dict[str, Any]) -> tuple[float, float] | None:
-    """``(rho, lambda)`` of a BayesNCL run, read from the config saved beside its checkpoint
-    (``args.json``, :func:`~solo_bayesncl.config.settings.saved_run_spec`); lambda is the KL
-    weight the loss used (0 for a ``use_kl: False`` run). None for other methods or when the file
-    is missing."""
+    """``(rho, lambda)`` of a BayesNCL run from the config saved beside its checkpoint (lambda 0
+    for ``use_kl: False``); None for other methods or when the file is missing."""
     if result.get("method") != "bayesncl" or not result.get("checkpoint"):
         return None
     args = Path(result["checkpoint"]).parent / "args.json"

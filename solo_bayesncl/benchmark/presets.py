@@ -191,12 +191,9 @@ def _report(path: Path, value: Any) -> dict[str, Any]:
 
 
 def load_preset(name_or_path: str | Path) -> Preset:
-    """Reads and checks a preset; errors name the file, the key and the allowed values.
-
-    A relative ``out_dir`` is resolved against the folder of the preset file for a preset given
-    as a file; a shipped preset (given by name) writes under the current folder. Either way the
-    absolute folder is in :attr:`Preset.out_dir` and printed by the benchmark before it starts.
-    """
+    """Reads and checks a preset; errors name the file, the key and the allowed values. A
+    relative ``out_dir`` is resolved against the preset file's folder (a shipped preset's: the
+    current folder) into :attr:`Preset.out_dir`."""
     path = Path(name_or_path)
     shipped = not path.suffix
     if shipped:

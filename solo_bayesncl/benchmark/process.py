@@ -77,9 +77,8 @@ class Terminated(BaseException):
 
 
 def watch_parent() -> None:
-    """Ends this run when the benchmark process that started it ends, even by SIGKILL: the
-    kernel sends SIGTERM on the parent's death (``prctl(PR_SET_PDEATHSIG)`` on Linux) and a
-    thread checks the parent pid every second elsewhere (and as a second line on Linux)."""
+    """Ends this run when the benchmark process that started it ends, even by SIGKILL
+    (``PR_SET_PDEATHSIG`` on Linux, and a thread checking the parent pid every second)."""
     expected = os.environ.get(PARENT_ENV)
     if not expected:
         return  # started by hand
@@ -198,9 +197,8 @@ def _run_child(spec_file: Path, log_file: Path, status_file: Path, display) -> i
 
 @contextlib.contextmanager
 def run_lock(run_dir: Path, label: str):
-    """Holds ``run_dir/lock`` while the run (``label``: "<row> seed <seed>") trains;
-    :class:`RunBusy` when another live benchmark holds it, :class:`RunLockError` when it cannot
-    be taken otherwise (only errors of taking it: the block's own pass through)."""
+    """Holds ``run_dir/lock`` while the run (``label``) trains; :class:`RunBusy` when another live
+    benchmark holds it, :class:`RunLockError` when it cannot be taken otherwise."""
     lock = run_dir / "lock"
     with contextlib.ExitStack() as stack:
         try:

@@ -46,9 +46,8 @@ COMMIT_FILE = "COMMIT"
 
 
 class RecordsError(ValueError):
-    """A run's records cannot be read or kept: a record is not what its name says (cut short,
-    edited, a field of the wrong kind), the run is not finished, its code was not a commit, or
-    the results folder already holds different records under its name."""
+    """A run's records cannot be read or kept (not what its name says, run not finished, code not
+    a commit, or differing records already kept)."""
 
 
 _NULL = type(None)
@@ -87,9 +86,8 @@ def _refused(path: Path, what: str, problem: str, redo: str) -> RecordsError:
 
 
 def load_record(path: Path, what: str, redo: str) -> dict[str, Any]:
-    """The JSON object a record (a stage's JSON, ``gate_measures.json``) holds, as written;
-    :class:`RecordsError` naming the file, ``what`` it is and what removing it does (``redo``)
-    when it cannot be read, is not JSON (half-written) or holds no JSON object."""
+    """The JSON object a record holds; :class:`RecordsError` naming the file, ``what`` it is and
+    what removing it does (``redo``) when it is unreadable or not a JSON object."""
     try:
         record = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
@@ -133,11 +131,9 @@ def _shown(value: Any) -> str:
 
 
 def epoch_metrics(metrics_csv: Path) -> dict[str, dict[int, float]]:
-    """The figures of a run's per-epoch metrics (``pretrain_metrics.csv``, Lightning's CSV log)
-    logged at an epoch: ``{column: {epoch (from 1): value}}``, an epoch's last value kept, rows
-    without an epoch (the learning-rate monitor's) left out. :class:`RecordsError` naming the
-    file (and the line and column) when it is not CSV text, has no ``epoch`` column or a cell
-    that is not a number. Read once per version of the file: the caller leaves it unchanged."""
+    """A run's per-epoch figures (``pretrain_metrics.csv``): ``{column: {epoch (from 1): value}}``,
+    an epoch's last value kept, rows without an epoch left out. :class:`RecordsError` naming the
+    file, line and column for a file that is not such a log."""
     stat = Path(metrics_csv).stat()
     return _epoch_metrics(Path(metrics_csv), stat.st_mtime_ns, stat.st_size)
 
@@ -200,9 +196,8 @@ def recorded_path(run_dir: Path, path: str | Path) -> str:
 
 
 def located(run_dir: Path, recorded: str | Path) -> Path:
-    """Where a file that ``result.json`` names is now: a relative name against ``run_dir``; an
-    absolute one that no longer exists but lies below a folder named like the run's (the results
-    folder was moved or copied from another machine) at the same place below ``run_dir``."""
+    """Where a file that ``result.json`` names is now: a relative name against ``run_dir``; a
+    missing absolute one below a folder named like the run's at the same place below ``run_dir``."""
     path = Path(recorded)
     if not path.is_absolute():
         return run_dir / path
@@ -214,10 +209,8 @@ def located(run_dir: Path, recorded: str | Path) -> Path:
 
 
 def read_result(run_dir: Path) -> dict[str, Any]:
-    """A finished run's ``result.json`` (:func:`load_result`), with the files it names
-    (:data:`RECORDED_PATHS`) resolved by :func:`located` to absolute paths, its per-epoch
-    metrics checked by :func:`epoch_metrics` where they are: :class:`RecordsError` as they
-    say."""
+    """A finished run's ``result.json`` (:func:`load_result`), the files it names resolved by
+    :func:`located`, its per-epoch metrics checked by :func:`epoch_metrics`."""
     result = load_result(run_dir / "result.json")
     for key in RECORDED_PATHS:
         if result.get(key):
@@ -242,10 +235,8 @@ def commit_line(result: dict[str, Any]) -> str:
 
 def records_to_keep(source_run: Path, kept_run: Path) -> list[str]:
     """The records of the finished run ``source_run`` that ``kept_run`` lacks, ``result.json`` last;
-    writes nothing. :class:`RecordsError` when the run is not finished, a record cannot be read
-    (:func:`load_result` with :data:`KEPT_FIELDS`, :func:`epoch_metrics`,
-    :func:`load_gate_measures`), the run was trained from uncommitted changes (not
-    ``"dirty": false``), or ``kept_run`` holds a differing record."""
+    writes nothing. :class:`RecordsError` when the run is not finished, a record is unreadable,
+    the run's code was not a commit, or ``kept_run`` holds a differing record."""
     result_file = source_run / "result.json"
     if not result_file.is_file():
         raise RecordsError(f"{source_run}: not finished (no result.json); nothing is kept of it")
@@ -275,9 +266,8 @@ def records_to_keep(source_run: Path, kept_run: Path) -> list[str]:
 
 
 def keep_run_records(source_run: Path, kept_run: Path) -> list[str]:
-    """Copies into ``kept_run`` the :func:`records_to_keep` of ``source_run`` (raising as it
-    does, before anything is written), each file whole or not at all; returns their names
-    (none when ``kept_run`` holds them already)."""
+    """Copies the :func:`records_to_keep` of ``source_run`` into ``kept_run``, each file
+    whole or not at all; returns their names."""
     names = records_to_keep(source_run, kept_run)
     for name in names:
         with replacing(kept_run / name) as tmp:

@@ -71,11 +71,8 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def run(spec_path: Path) -> dict[str, Any]:
-    """Runs every unfinished stage of the run described by ``spec_path``; returns its result.
-
-    With ``devices`` > 1 in the preset, pretraining is one Lightning DDP job started from this
-    process; the processes Lightning starts for the other ranks re-run this module, train, and
-    return ``{}`` (:func:`~solo_bayesncl.benchmark.stages.pretrain_other_rank`)."""
+    """Runs every unfinished stage of the run described by ``spec_path``; returns its result (``{}``
+    in the processes of ranks 1.. of a DDP pretraining, :func:`~.stages.pretrain_other_rank`)."""
     spec = RunOrder.from_json(spec_path.read_text())
     run_dir = spec_path.parent
     if spec.threads is not None:
@@ -168,9 +165,8 @@ def _pretraining_resume_point(run_dir: Path) -> ResumePoint | None:
 
 
 def stopped_message(run_dir: Path, signal_name: str) -> str:
-    """What a run stopped by ``signal_name`` says: the stage it stopped in, what is kept and
-    where the next run of the same command continues (pretraining: from its furthest
-    checkpoint; the other stages start again)."""
+    """What a run stopped by ``signal_name`` says: the stage, what is kept and where the next run
+    of the same command continues."""
     stage = read_status(run_dir / "status.json").get("stage")
     if stage not in STAGES:
         stage = "pretrain"

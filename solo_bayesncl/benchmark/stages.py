@@ -61,19 +61,11 @@ class StageUnfinished(RuntimeError):
 
 
 class ValidationPass:
-    """The one pass of a run's checkpoint over its validation images that kNN and the report
-    share (:func:`~solo_bayesncl.evaluation.report.prepare_report` with the backbone features),
-    made when the first of the two stages asks for it and dropped once the report is written.
-
-    kNN reads the backbone features of that pass instead of its own pass over the validation
-    set. Both passes are the same computation: the checkpoint's model in eval mode on the
-    checkpoint's validation set at :func:`~solo_bayesncl.data.datasets.validation_transform`,
-    in order, in batches of :data:`~solo_bayesncl.evaluation.knn.BATCH_SIZE`, on the same
-    device. The pass is therefore
-    shared only when the preset's report options keep it so (no other ``dataset``,
-    ``max_images``, ``device`` or ``batch_size``); otherwise each stage makes its own, as
-    before. A run resumed after kNN finished makes the report's pass without the backbone.
-    """
+    """The one pass of a checkpoint over its validation images that kNN and the report share
+    (:func:`~solo_bayesncl.evaluation.report.prepare_report` with the backbone features), made
+    when the first stage asks and dropped once the report is written. Shared only when the
+    preset's report options keep the pass the same (no other ``dataset``, ``max_images``,
+    ``device`` or ``batch_size``)."""
 
     def __init__(self, options: ReportOptions, ckpt: str) -> None:
         self.ckpt = ckpt
@@ -120,9 +112,8 @@ def compose(config_dir: Path, name: str, overrides: list[str]):
 
 
 def check_finished(trainer, what: str) -> None:
-    """Raises KeyboardInterrupt when Lightning swallowed one (Ctrl-C), :class:`Terminated` when
-    the fit stopped on SIGTERM, StageUnfinished when the fit stopped before ``max_epochs``: a
-    stage interrupted is never reported as finished."""
+    """Raises KeyboardInterrupt (Lightning swallowed a Ctrl-C), :class:`Terminated` (SIGTERM) or
+    StageUnfinished (stopped before ``max_epochs``): never reported as finished."""
     stopped = stopping_signal(trainer)
     if stopped == signal.SIGTERM:
         raise Terminated
@@ -194,9 +185,8 @@ def pretrain_stage(spec: RunOrder, run_dir: Path, status) -> dict[str, Any]:
 
 
 def pretrain_other_rank(spec: RunOrder, run_dir: Path) -> None:
-    """A process that Lightning's launcher started for rank 1.. of a multi-process pretraining
-    (it re-runs the run module): it trains its part and records nothing; rank 0 writes the
-    stage's files, then runs the linear probe, kNN and the report in one process."""
+    """Rank 1.. of a multi-process pretraining (Lightning's launcher re-runs the run module):
+    trains its part and records nothing."""
     pretrain(
         _pretrain_cfg(spec, run_dir),
         extra_callbacks=stage_callbacks(run_dir, None, "pretrain"),
@@ -248,11 +238,9 @@ def linear_stage(spec: RunOrder, run_dir: Path, ckpt: str, status) -> dict[str, 
 
 
 def validate_at_end_only(cfg, spec: RunSpec) -> None:
-    """The probe (``cfg``, whose spec is ``spec``) validates once, after its last epoch, and
-    runs no sanity check: the stage reads only the last ``val_acc1``, and validation takes
-    nothing from the training's random stream, so that figure is the one of a probe validating
-    every epoch. A schedule that reads the validation loss (``reduce``) keeps validating every
-    epoch."""
+    """The probe validates once, after its last epoch, with no sanity check (the stage reads only
+    the last ``val_acc1``); a ``reduce`` schedule, which reads the validation loss, keeps
+    validating every epoch."""
     if spec.optimizer.scheduler != "reduce":
         epochs = int(spec.trainer.max_epochs)  # type: ignore[arg-type]  # a probe has one
         cfg.merge_with({"check_val_every_n_epoch": epochs, "num_sanity_val_steps": 0})
@@ -270,9 +258,8 @@ def linear_probe_label(config_name: str, spec: RunSpec) -> str:
 def knn_stage(
     spec: RunOrder, ckpt: str, status, shared: ValidationPass | None = None
 ) -> dict[str, Any]:
-    """kNN top-1 on backbone features; with ``shared`` (when it is shared with kNN) the
-    validation features come from the report's pass (:class:`ValidationPass`), which this
-    stage then makes."""
+    """kNN top-1 on backbone features, from the report's pass when ``shared``
+    (:class:`ValidationPass`)."""
     status.update(stage="knn")
     k = int(spec.knn.get("k", knn.K))
     checkpoint, options = ckpt, {}

@@ -303,9 +303,8 @@ def write_markdown(
     missing: Sequence[str] = (),
     unreadable: Sequence[str] = (),
 ) -> Path:
-    """The table as Markdown (``mean ± std`` over seeds), the runs not finished and those whose
-    records cannot be read (``unreadable``: each run with its file and what is wrong), then the
-    paired differences."""
+    """The table as Markdown (``mean ± std`` over seeds), the runs not finished or ``unreadable``,
+    then the paired differences."""
     columns = _present(rows)
     header = ["method", "seeds"] + [c for c, _, _ in columns]
     lines = [
