@@ -153,11 +153,9 @@ def check_solo_names(
     schedulers: Iterable[str],
     backbones: Iterable[str] | None = None,
 ) -> None:
-    """``optimizer.name``, ``scheduler.name`` and (when ``backbones`` is given)
-    ``backbone.name`` among the names solo-learn's model class knows (its ``_OPTIMIZERS``,
-    ``_SCHEDULERS``, ``_BACKBONES``), which it would otherwise only assert once training starts;
-    ``optimizer.kwargs`` and ``backbone.kwargs``, handed on unread, among the arguments of the
-    optimizer and of the backbone's class (:data:`BACKBONE_CLASSES`)."""
+    """``optimizer.name``, ``scheduler.name`` and (with ``backbones``) ``backbone.name`` among the
+    names solo-learn knows, which it would only assert once training starts; ``optimizer.kwargs``
+    and ``backbone.kwargs`` among the arguments of the optimizer and the backbone's class."""
     checks = [("optimizer.name", optimizers), ("scheduler.name", schedulers)]
     if backbones is not None:
         checks.append(("backbone.name", backbones))
@@ -285,11 +283,9 @@ def _require_probe_callback(probe: Any, enabled: Any) -> None:
 
 def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     """Range checks of the keys every pretraining and linear run reads, before anything is built
-    (counts, rates, fractions, the seed, ``checkpoint.time_interval_s``: unset is
-    :data:`DEFAULT_CHECKPOINT_INTERVAL_S`), only known keys (:data:`TOP_LEVEL_KEYS` and Lightning
-    ``Trainer`` arguments at the top, the scene keys on ``fashion-mnist-scenes`` only), and the
-    booleans parsed strictly. Values are written back normalised (``"false"`` becomes ``False``).
-    """
+    (``checkpoint.time_interval_s`` unset: :data:`DEFAULT_CHECKPOINT_INTERVAL_S`), only known keys
+    (the scene keys on ``fashion-mnist-scenes`` only), booleans parsed strictly and written back
+    normalised (``"false"`` becomes ``False``)."""
 
     def present(key: str) -> Any:
         return OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
@@ -360,9 +356,8 @@ any size."""
 
 
 def fit_backbone_to_crops(cfg: omegaconf.DictConfig) -> None:
-    """Gives a ViT or Swin backbone (:data:`SIZED_BACKBONES`) the pipelines' crop size as
-    ``backbone.kwargs.img_size`` when it is unset, saying so once; refuses, naming the keys,
-    crops of several sizes or an ``img_size`` the crops do not have, before a model is built."""
+    """Gives a ViT or Swin backbone the crop size as ``backbone.kwargs.img_size`` when unset
+    (saying so once); refuses crops of several sizes or an ``img_size`` the crops do not have."""
     name = str(OmegaConf.select(cfg, "backbone.name", default=""))
     if not name.startswith(SIZED_BACKBONES):
         return

@@ -81,12 +81,10 @@ def job_processes(cfg: omegaconf.DictConfig) -> int:
 
 def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     """Fills ``accelerator``, ``devices`` (a list), ``strategy`` and ``precision`` in place
-    (docs/training.md): ``auto`` follows the machine, explicit values are kept. ``devices: n``
-    becomes ``[0, ..., n-1]``; on the CPU only :data:`CPU_STRATEGIES` are taken
-    (:class:`ConfigError` otherwise), a precision it cannot run falls back to ``32`` with a
-    warning, and ``sync_batchnorm`` is off (torch's ``SyncBatchNorm`` runs on GPUs only; one line
-    says so when several processes then normalise each its own part of the batch). A left-out
-    ``performance.disable_channel_last`` is ``True`` on the CPU (contiguous, faster there).
+    (docs/training.md): ``auto`` follows the machine, explicit values are kept. On the CPU only
+    :data:`CPU_STRATEGIES` are taken, a precision it cannot run falls back to ``32`` with a
+    warning, ``sync_batchnorm`` is off (GPU only) and ``performance.disable_channel_last``
+    defaults to ``True``.
     """
     accelerator = str(_select(cfg, "accelerator", "auto")).lower()
     if accelerator == "auto":
@@ -193,10 +191,9 @@ def _flag(section: Mapping[str, Any], key: str, default: bool) -> bool:
 def performance_settings(
     section: Mapping[str, Any] | None, accelerator: str, compiles: bool = True
 ) -> PerformanceSettings:
-    """The ``performance`` section read once (None: every default). ``compile=True`` on the CPU
-    without a C++ compiler, which inductor needs there, raises :class:`ConfigError`, before
-    training starts; a value that is not a boolean raises :class:`ConfigError` naming its key.
-    Without ``compiles`` (a run that never compiles) ``compile`` is not read and is off."""
+    """The ``performance`` section read once (None: every default); :class:`ConfigError` for a
+    non-boolean value or ``compile=True`` on a CPU without a C++ compiler. Without ``compiles``
+    ``compile`` is not read and is off."""
     section = section or {}
     contiguous = _flag(section, "disable_channel_last", False)
     compile_ = compiles and _flag(section, "compile", False)

@@ -55,10 +55,8 @@ def _gate_flags(cfg: dict[str, Any], weights: Iterable[str]) -> None:
 
 def official_method_name(cfg: dict[str, Any], weights: Iterable[str]) -> str:
     """The plugin method a config of the official codes means (``simclr`` + gate -> bayesncl,
-    ``simclr`` + ``non_neg`` -> ncl; other names as they are); ``weights``: the names of the
-    checkpoint's weights. Only a gating head in the weights or ``use_bayes: True`` makes a gated
-    model (the official ``use_bayes: False`` builds no gating head; the other gate keys are in
-    every official config and say nothing)."""
+    ``simclr`` + ``non_neg`` -> ncl; others as they are); only a gating head in ``weights`` (the
+    checkpoint's weight names) or ``use_bayes: True`` makes a gated model."""
     method = str(cfg.get("method", ""))
     kwargs = cfg.get("method_kwargs") or {}
     if method == "simclr":
@@ -70,9 +68,8 @@ def official_method_name(cfg: dict[str, Any], weights: Iterable[str]) -> str:
 
 
 def saved_model(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``method``, ``backbone`` and ``dataset`` a saved config names, as a zoo entry lists
-    them (None where it names none): its method as written, ``backbone.name`` and the dataset
-    trained on (read by :func:`~solo_bayesncl.config.settings.saved_run_spec`)."""
+    """The ``method`` (as written), ``backbone`` and ``dataset`` a saved config names, as a zoo
+    entry lists them (None where it names none)."""
     spec = saved_run_spec(cfg)
     return {
         "method": spec.method.name,
@@ -100,10 +97,9 @@ def switched_dataset(spec: RunSpec, dataset: str | Path | None) -> RunSpec:
 
 
 def checkpoint_spec(cfg: dict[str, Any], weights: Iterable[str]) -> RunSpec:
-    """The spec of a checkpoint's saved config ``cfg`` (changed in place: its method as the
-    plugin names it, the gate flags of a gated model, no ``wandb_run_id``), ``weights`` the names
-    of its weights. Raises :class:`SavedConfigError` for a method the plugin does not build or a
-    config without ``data.dataset`` or ``backbone.name``."""
+    """The spec of a checkpoint's saved config ``cfg`` (normalised in place), ``weights`` the names
+    of its weights; :class:`SavedConfigError` for a method the plugin does not build or a config
+    without ``data.dataset`` or ``backbone.name``."""
     names = list(weights)
     method = official_method_name(cfg, names)
     if method not in SUPPORTED_METHODS:

@@ -96,12 +96,9 @@ _INTERPRETABILITY_RULES: dict[str, Callable[[str, Any], Any]] = {
 
 
 def check_interpretability(cfg: omegaconf.DictConfig) -> InterpretabilitySpec:
-    """The ``interpretability`` section of ``cfg`` checked (booleans parsed strictly), every
-    setting given or its default; ``cfg`` is only read.
-
-    Raises :class:`~solo_bayesncl.core.validation.ConfigError` naming the key for an
-    unknown key or a value of the wrong type or range, and ``ValueError`` for ``enabled``
-    without labelled validation data. Runs before any model is built.
+    """The ``interpretability`` section of ``cfg`` checked (booleans parsed strictly), defaults
+    filled in; ``cfg`` is only read. :class:`~solo_bayesncl.core.validation.ConfigError` naming
+    the key for a bad key or value, ``ValueError`` for ``enabled`` without labelled validation data.
     """
     section: Any = OmegaConf.select(cfg, "interpretability", default=None) or {}
     require_known_keys("interpretability", section, list(_INTERPRETABILITY_RULES))
@@ -150,13 +147,9 @@ long with no word."""
 
 @dataclass(frozen=True)
 class TrainerSpec:
-    """The Trainer and the machine: ``processes`` is the job's
-    (:func:`~solo_bayesncl.config.runtime.job_processes`), ``devices`` as Lightning's Trainer
-    takes them (a process count on the CPU, GPU ids otherwise), ``peer_timeout_s`` how long the
-    processes wait for each other (``distributed.timeout_s``, else :data:`PEER_TIMEOUT_S`),
-    ``threads`` torch's CPU threads (the ``threads`` key as :func:`resolve_with_solo` resolved
-    it; None in a config that has none), ``arguments`` the whole config as plain data, from which
-    the Trainer takes its keys."""
+    """The Trainer and the machine: ``processes`` the job's, ``devices`` as Lightning takes them,
+    ``peer_timeout_s`` (``distributed.timeout_s``, else :data:`PEER_TIMEOUT_S`), ``threads``
+    torch's CPU threads (None in a config without the key), ``arguments`` the whole config."""
 
     name: str = "run"
     seed: int | None = None
@@ -190,10 +183,8 @@ class CheckpointSpec:
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """The method, its backbone (``backbone.name``, ``backbone.kwargs``, whether a ResNet gets the
-    small-image stem: :func:`~solo_bayesncl.data.names.small_stem`) and its ``method_kwargs``;
-    ``settings`` their checked form for the plugin's methods
-    (:data:`~solo_bayesncl.methods.keys.METHOD_SETTINGS`), else None."""
+    """The method, its backbone (name, kwargs, whether a ResNet gets the small-image stem) and its
+    ``method_kwargs``; ``settings`` their checked form for the plugin's methods, else None."""
 
     name: str | None = None
     backbone: str | None = None
@@ -206,9 +197,7 @@ class MethodSpec:
 @dataclass(frozen=True)
 class RunSpec:
     """A resolved pretraining or linear-evaluation config (or a checkpoint's), read once into one
-    frozen sub-spec per section; each builder takes its own. ``solo`` is the same config as
-    solo-learn takes it (its method, its ``Checkpointer``, its DALI module): handed on, never
-    read by the plugin."""
+    frozen sub-spec per section. ``solo`` is the config as solo-learn takes it: never read here."""
 
     data: DatasetSpec
     optimizer: OptimizerSpec
@@ -243,9 +232,8 @@ def _plain(node: Any) -> dict[str, Any]:
 
 
 def _method_spec(cfg: omegaconf.DictConfig, dataset: str, strict: bool) -> MethodSpec:
-    """The method of ``cfg``, its settings parsed (the one parse of a run's ``method_kwargs``;
-    a failure raises with ``strict``, else leaves them None: a checkpoint of another layout,
-    which its method checks when built)."""
+    """The method of ``cfg``, its settings parsed; a failure raises with ``strict``, else leaves
+    them None (a checkpoint of another layout, checked when built)."""
     # the methods package imports solo-learn when it is installed (it defines the method
     # classes): imported here, not at the top, so the commands answer --help and input errors
     # without loading solo-learn, Lightning and timm
@@ -295,12 +283,10 @@ def _write_back(cfg: omegaconf.DictConfig, interp: InterpretabilitySpec, method:
 
 
 def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool = False) -> RunSpec:
-    """The spec of a resolved config (see :class:`RunSpec`), or of a checkpoint's saved config
-    (:func:`saved_run_spec`); ``cfg`` itself is only read. A ``pretraining`` config also has its
-    ``interpretability`` section and the method's settings checked, and its spec's ``solo`` is a
-    copy with those written in (:func:`_write_back`); ``performance.compile`` is read only
-    there (elsewhere it is off). From here on the config is handed to solo-learn (its method
-    fills defaults into it, so it is not made read-only) and the plugin reads only the spec."""
+    """The spec of a resolved config (see :class:`RunSpec`); ``cfg`` itself is only read. A
+    ``pretraining`` config also has its interpretability and method settings checked and written
+    into the spec's ``solo`` copy (:func:`_write_back`); only there is ``performance.compile``
+    read."""
     resume_from = OmegaConf.select(cfg, "resume_from_checkpoint", default=None)
     cfg = copy.deepcopy(cfg)
     select = partial(OmegaConf.select, cfg)
@@ -371,9 +357,8 @@ def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool =
 
 
 def saved_run_spec(saved: Mapping[str, Any]) -> RunSpec:
-    """The spec of a checkpoint's saved config (its ``args.json``, a zoo artifact's ``cfg``):
-    the one reader of a checkpoint's config. Nothing is checked here (the checkpoint's method is
-    checked when it is built) and nothing is compiled."""
+    """The spec of a checkpoint's saved config (``args.json``, a zoo artifact's ``cfg``): the one
+    reader of a checkpoint's config; nothing is checked or compiled."""
     return run_spec(OmegaConf.create(dict(saved)), saved=True)
 
 
@@ -395,12 +380,9 @@ def resolve_with_solo(
     check_data: bool = True,
     pretraining: bool = False,
 ) -> omegaconf.DictConfig:
-    """Machine settings, dataset mapping and early data checks, then solo-learn's ``parse_cfg``
-    (pretraining's or linear evaluation's), then the plugin datasets' class counts and, for
-    ``pretraining``, a ViT's input size
-    (:func:`~solo_bayesncl.config.checks.fit_backbone_to_crops`) and where its views are
-    made (``data.augment_on``). The run name is made to say
-    the dataset (:func:`solo_bayesncl.data.names.dataset_run_name`)."""
+    """Machine settings, dataset mapping and early data checks, then solo-learn's ``parse_cfg``,
+    then the plugin datasets' class counts and, for ``pretraining``, a ViT's input size and
+    ``data.augment_on``. The run name says the dataset."""
     cfg = check_run_cfg(cfg)  # every value read as written, or refused, before anything else
     cfg.threads = resolve_threads(OmegaConf.select(cfg, "threads", default=None))  # core.threads
     cfg = apply_global_batch(resolve_runtime(cfg))  # the paper's global batch on any machine

@@ -34,8 +34,7 @@ def config_root() -> Path:
 
 def shipped_configs(kind: str) -> dict[str, list[str]]:
     """The shipped configs of ``kind`` (``pretrain`` or ``linear``): for each folder, named as
-    ``--config-path`` takes it (``scripts/<kind>/<group>``), its configs' file names, sorted
-    (sub-folders such as ``budget/`` are groups those configs compose, not configs)."""
+    ``--config-path`` takes it, its configs' sorted file names (sub-folders are groups)."""
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r}; allowed: {', '.join(KINDS)}")
     folders = sorted(p for p in (config_root() / kind).iterdir() if p.is_dir())
@@ -66,9 +65,9 @@ def linear_config_dir(group: str = "cifar") -> Path:
 
 
 def resolve_config_dir(value: str | Path) -> Path:
-    """A config folder given by a user or a preset, as an absolute path: a relative one is read
-    from the current folder when it exists there, else inside the shipped configs, where
-    ``scripts/pretrain/cifar`` and ``pretrain/cifar`` both name ``pretrain/cifar``."""
+    """A user's or preset's config folder as an absolute path: relative to the current folder when
+    it exists there, else inside the shipped configs (``scripts/pretrain/cifar``:
+    ``pretrain/cifar``)."""
     path = Path(value).expanduser()
     if path.is_absolute():
         return path
@@ -85,9 +84,8 @@ def resolve_config_dir(value: str | Path) -> Path:
 
 
 def linear_dir_for(pretrain_dir: str | Path) -> Path:
-    """The linear-evaluation config folder matching a pretraining one: ``.../pretrain/<group>``
-    maps to ``.../linear/<group>`` beside it (whole folder names compared, never substrings),
-    else the shipped ``linear/<group>``."""
+    """The linear config folder for a pretraining one: ``.../pretrain/<group>`` maps to
+    ``.../linear/<group>`` beside it, else the shipped ``linear/<group>``."""
     pretrain_dir = Path(pretrain_dir)
     group = pretrain_dir.name
     if pretrain_dir.parent.name == "pretrain":

@@ -166,9 +166,8 @@ def upstream_problems(cfg: omegaconf.DictConfig) -> list[str]:
 
 
 def check_method_keys(cfg: omegaconf.DictConfig) -> None:
-    """The ``method_kwargs`` of a pretraining config, checked as the method's own
-    ``add_and_assert_specific_cfg`` would inside upstream's task, where Hydra shows the
-    :class:`ConfigError` as a traceback: the keys the method reads and their ranges."""
+    """The ``method_kwargs`` of a pretraining config checked as the method would inside upstream's
+    task (where Hydra would show the :class:`ConfigError` as a traceback)."""
     if _is_linear(cfg):
         return
     method = OmegaConf.select(cfg, "method", default=None)
@@ -181,9 +180,8 @@ def check_method_keys(cfg: omegaconf.DictConfig) -> None:
 
 
 class UpstreamScripts(Callback):
-    """Registers ``bayesncl`` and ``ncl`` into solo-learn before the task function runs and,
-    under upstream's scripts, refuses with exit status 2, in one line, a config they would read
-    differently (:func:`upstream_problems`) or with method keys the method would refuse."""
+    """Registers ``bayesncl`` and ``ncl`` before the task runs and, under upstream's scripts,
+    refuses (exit status 2, one line) a config they would read differently or bad method keys."""
 
     def on_job_start(self, config: omegaconf.DictConfig, **kwargs: Any) -> None:
         register()

@@ -82,11 +82,8 @@ def gate_probabilities(logits: torch.Tensor, sigmoid_temperature: float) -> torc
 
 def hard_threshold_ste(probs: torch.Tensor, gate_threshold: float) -> torch.Tensor:
     """Hard gate ``m = 1[probs > t]`` with a straight-through gradient: ``m + p - sg(p)``, the
-    official code's expression (arXiv 2605.28441, section 3; docs/method.md, "The gate").
-
-    The value is exactly 0 or 1 (NaN where ``probs`` is NaN, so a broken gate stays visible); the
-    gradient with respect to ``probs`` is the identity.
-    """
+    official code's expression (arXiv 2605.28441, section 3; docs/method.md, "The gate"). The
+    value is exactly 0 or 1 (NaN where ``probs`` is NaN); the gradient is the identity."""
     gate_threshold = checked("gate_threshold", gate_threshold)
     return (probs > gate_threshold).to(probs.dtype) + (probs - probs.detach())
 

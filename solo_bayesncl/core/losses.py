@@ -49,10 +49,8 @@ def normalize_rows(x: torch.Tensor, eps: float = NORMALIZE_EPS) -> torch.Tensor:
 
 
 def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
-    """Keeps the ``k`` largest entries of every row and zeroes the others (NCL+TopK baseline).
-
-    Exactly ``k`` per row: among tied values, the ones ``torch.topk`` returns are kept.
-    """
+    """Keeps the ``k`` largest entries of every row and zeroes the others (NCL+TopK baseline):
+    exactly ``k`` per row, ties as ``torch.topk`` returns them."""
     k = checked("topk_k", k, key="k")
     if k >= z.shape[-1]:
         return z
@@ -92,14 +90,10 @@ def info_nce_loss(
     """InfoNCE / NT-Xent over all views of the (global) batch, in log-sum-exp form.
 
     For every row ``i``: ``-log( sum_{j in P(i)} e^{s_ij / T} / sum_{j != i} e^{s_ij / T} )`` with
-    ``s_ij = v_i . v_j``, ``P(i)`` the other views of the same image (same value in ``indexes``)
-    and the denominator over every other row of the gathered batch; the loss is the mean over rows.
-    With one positive per row this is SimCLR's loss (NT-Xent, Chen et al., arXiv 2002.05709,
-    eq. 1). Computed in float32 with autocast disabled.
-
-    ``check_inputs`` refuses (ValueError) rows of ``v`` that are not finite, have a norm above 1
-    beyond ``v``'s rounding (:func:`norm_tolerance`) or no positive; it reads two counts back from
-    the device, so the training steps turn it off. A bad ``temperature`` or shape is always refused."""
+    ``s_ij = v_i . v_j``, ``P(i)`` the other views of the same image (same value in ``indexes``);
+    the loss is the mean over rows. With one positive per row this is SimCLR's loss (NT-Xent, Chen
+    et al., arXiv 2002.05709, eq. 1). Computed in float32 with autocast disabled. ``check_inputs``
+    refuses non-finite, unnormalised or positive-less rows (two device reads: off in training)."""
     temperature = check_contrast(v, indexes, temperature)
     tolerance = norm_tolerance(v.dtype)  # the precision the rows were normalised at
     with torch.autocast(device_type=v.device.type, enabled=False):
@@ -133,13 +127,9 @@ class LossTerms:
 
 class NCLLoss(nn.Module):
     """InfoNCE on ``u = normalize(phi(z))`` (NCL, Wang et al., arXiv 2403.12459), built with checked
-    settings by :class:`solo_bayesncl.methods.keys.NCLSettings`.
-
-    ``dimension_dropout``: in training, each entry of ``u`` is kept with probability ``1 - p`` and
-    ``v = normalize(u * m)`` compared; a random gate with no head and no prior, the control for
-    BayesNCL's noisy gate. ``check_inputs``: see :func:`info_nce_loss`.
-    ``forward(z, indexes)``: ``z`` the ``(n, k)`` projector outputs of every view, ``indexes`` the
-    image of each row (views of one image are positives)."""
+    settings by :class:`solo_bayesncl.methods.keys.NCLSettings`. ``dimension_dropout``: in
+    training each entry of ``u`` is kept with probability ``1 - p`` (a random gate, the control for
+    BayesNCL's). ``forward(z, indexes)``: every view's projector outputs, each row's image."""
 
     def __init__(
         self,
@@ -173,9 +163,8 @@ class NCLLoss(nn.Module):
         )
 
     def dropout_mask(self, z: torch.Tensor) -> torch.Tensor | None:
-        """The mask of ``dimension_dropout`` for the rows of ``z``, drawn from torch's global
-        generator (so a seeded run draws the same masks): in training mode with ``p > 0``, True
-        where an entry is kept (probability ``1 - p``); None otherwise."""
+        """The mask of ``dimension_dropout`` for the rows of ``z`` (torch's global generator): in
+        training with ``p > 0``, True where an entry is kept; None otherwise."""
         if not self.training or self.dimension_dropout == 0.0:
             return None
         return torch.rand(z.shape, device=z.device) >= self.dimension_dropout

@@ -73,10 +73,9 @@ def extract_representations(
     represent: Callable[[nn.Module, dict[str, Any]], torch.Tensor] | None = None,
     train_mode: bool = False,
 ) -> Iterator[RepresentationBatch]:
-    """Yields the features of every ``(images, labels)`` batch of ``loader``, on the model's device,
-    in eval mode (or training mode with ``train_mode``, as the official BayesNCL evaluation), the
-    mode restored afterwards. ``represent(model, out)`` replaces
-    :func:`representation_from_output` for ``feature="representation"``."""
+    """Yields the features of every ``(images, labels)`` batch of ``loader`` in eval mode (or
+    training mode with ``train_mode``), the mode restored afterwards; ``represent(model, out)``
+    replaces :func:`representation_from_output` for ``feature="representation"``."""
     if feature not in FEATURES:
         raise ValueError(
             f"feature={feature!r} is not supported; allowed values: {', '.join(FEATURES)}"
@@ -116,10 +115,8 @@ def representation_batch(
     images: torch.Tensor | None = None,
     represent: Callable[[nn.Module, dict[str, Any]], torch.Tensor] | None = None,
 ) -> RepresentationBatch:
-    """The batch :func:`extract_representations` yields for the forward output ``out`` of
-    ``model`` on images labelled ``labels``, with the same options: a caller that already holds
-    that output (the validation loop's forward, in eval mode) reads the batch from it without a
-    forward of its own."""
+    """The batch :func:`extract_representations` yields for the forward output ``out``, for a
+    caller that already holds it (the validation loop)."""
     if feature == "backbone":
         features = out["feats"]
     elif represent is not None:

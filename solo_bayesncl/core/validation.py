@@ -155,9 +155,8 @@ def require_fraction(key: str, value: Any) -> float:
 
 
 def require_known_keys(section: str, node: Mapping[str, Any] | None, known: Iterable[str]) -> None:
-    """Raises :class:`ConfigError` when the mapping ``node`` (the config's ``section``) holds keys
-    outside ``known`` (a misspelt key would otherwise be ignored and its default used); None (no
-    such section) passes."""
+    """Raises :class:`ConfigError` when ``node`` (the config's ``section``; None passes) holds keys
+    outside ``known``: a misspelt key would otherwise be ignored."""
     if node is None:
         return
     known = tuple(known)
