@@ -87,8 +87,7 @@ def summarize_dimensions(
     block: int = 256,
 ) -> DimensionSummaries:
     """The :class:`DimensionSummaries` of every column of ``features`` (N, k) given integer
-    ``labels`` (N,). Memory is O(N * block) plus a float32 copy of ``features`` for the metrics'
-    statistics; the random samples depend only on ``seed`` and ``block``."""
+    ``labels`` (N,); memory O(N * block), the random samples set by ``seed`` and ``block``."""
     if top_k < 1 or top_purity_images < 1 or n_random < 0 or n_bins < 1:
         raise ValueError(
             "top_k and top_purity_images must be >= 1, n_random >= 0, n_bins >= 1; got "

@@ -121,12 +121,9 @@ def _blur_kernel_size(crop_size: int) -> int:
 
 
 class BatchAugmentation(nn.Module):
-    """One solo-learn augmentation pipeline on a ``(B, C, H, W)`` uint8 batch (``C`` 1 or 3).
-
-    Returns ``(B, 3, crop_size, crop_size)`` float32 views, normalised with the recipe's mean and
-    std, on the input's device. Every image gets its own crop box, jitter factors and order,
-    and its own draws for grayscale, blur (and sigma), solarization and flip.
-    """
+    """One solo-learn augmentation pipeline on a ``(B, C, H, W)`` uint8 batch (``C`` 1 or 3):
+    returns ``(B, 3, crop_size, crop_size)`` float32 views, normalised, on the input's device, every image
+    with its own random draws."""
 
     def __init__(self, recipe: Recipe) -> None:
         super().__init__()
@@ -250,9 +247,8 @@ class BatchAugmentation(nn.Module):
 
 
 class MultiViewAugmentation(nn.Module):
-    """All of a config's pipelines: ``num_crops`` views from each, in solo-learn's order (the
-    crops of the first pipeline, then of the second, ...). Each pipeline augments its crops in
-    one batched call."""
+    """All of a config's pipelines: ``num_crops`` views from each, in solo-learn's order, each
+    pipeline in one batched call."""
 
     def __init__(self, recipes: Sequence[Recipe]) -> None:
         super().__init__()

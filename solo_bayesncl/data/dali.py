@@ -84,9 +84,8 @@ def _not_an_image(path: Path) -> str | None:
 def check_dali_folder(
     folder: str | Path, key: str, no_labels: bool = False, batch_size: int | None = None
 ) -> int:
-    """Checks an image folder as solo-learn's DALI reader will read it (every entry a readable
-    file with an image header; with ``batch_size``, at least one full batch, as DALI drops the
-    last partial one); returns its image count."""
+    """Checks an image folder as solo-learn's DALI reader will read it (readable image files; with
+    ``batch_size``, one full batch, as DALI drops a partial one); returns its image count."""
     path = Path(str(folder))
     if not path.is_dir():
         raise DaliDataError(f"{key}={str(folder)!r} is not a folder")
@@ -111,9 +110,8 @@ def check_dali_folder(
 
 
 def check_linear_dali(data: DatasetSpec) -> None:
-    """Linear evaluation through solo-learn's DALI classification pipeline, which trains on
-    224 px random resized crops normalised with ImageNet's mean and std whatever the config says:
-    the config must say the same, so that validation sees what training saw."""
+    """Linear evaluation through solo-learn's DALI pipeline trains on 224 px crops with ImageNet's
+    mean and std whatever the config says: the config must say the same, for validation."""
     crop = data.crop_size
     if crop != LINEAR_DALI_CROP:
         raise DaliDataError(

@@ -124,9 +124,8 @@ class ClassificationDALIData(ClassificationDALIDataModule):
 def build_pretrain_dali_datamodule(
     data: DatasetSpec, batch_size: int, solo_cfg: omegaconf.DictConfig
 ) -> PretrainDALIData:
-    """The pretraining data module of a resolved run, as solo-learn's ``main_pretrain.py`` builds
-    it: its DALI augmentation recipe for every pipeline of solo-learn's config (``solo_cfg``,
-    handed on), ``batch_size`` per process."""
+    """The pretraining DALI data module of a resolved run, as solo-learn's ``main_pretrain.py``
+    builds it from ``solo_cfg``, ``batch_size`` per process."""
     transform = FullTransformPipeline(
         [
             NCropAugmentation(

@@ -132,11 +132,8 @@ def _normalized_as(transform: transforms.Compose, mean, std) -> transforms.Compo
 
 def validation_transform(spec: DatasetSpec) -> transforms.Compose:
     """Resize and centre-crop to the training crop size, normalised like the training views
-    (:attr:`~solo_bayesncl.data.names.DatasetSpec.normalization`, so that every evaluation feeds
-    what the backbone was trained on).
-
-    Small images (crop <= 64 px) are resized straight to the crop size, larger ones to
-    ``crop / 0.875`` first (224 px crops read a 256 px resize, as in solo-learn).
+    (:attr:`~solo_bayesncl.data.names.DatasetSpec.normalization`). Crops above 64 px read a
+    ``crop / 0.875`` resize first (224 px crops a 256 px one, as in solo-learn).
     """
     crop, (mean, std) = spec.crop_size, spec.normalization
     resize = crop if crop <= 64 else int(round(crop / 0.875))
@@ -207,12 +204,10 @@ def build_val_dataset(spec: DatasetSpec, transform=None) -> Dataset | None:
 def build_val_loader(
     spec: DatasetSpec, batch_size: int, transform=None, processes: int = 1
 ) -> DataLoader | None:
-    """Validation loader in solo-learn's ``(X, y)`` format, None when there is no labelled data.
-    With several ``processes`` every process reads the whole set (the figures are those of the
-    whole set, each image counted once). ``transform`` defaults to solo-learn's classification
-    validation transform for the datasets it knows by name, normalised with the pretraining
-    views' mean/std in place of its own (CIFAR-10's for CIFAR-100 too), else
-    :func:`validation_transform`.
+    """Validation loader in solo-learn's ``(X, y)`` format, None without labelled data; with several
+    ``processes`` each reads the whole set. ``transform`` defaults to solo-learn's classification
+    validation transform for datasets it knows by name (normalised with the pretraining views'
+    mean/std), else :func:`validation_transform`.
     """
     if transform is None:
         official = official_transforms(spec)
@@ -273,8 +268,7 @@ class LabelledImages:
 
 def labelled_val_images(spec: DatasetSpec, max_images: int | None = None) -> LabelledImages | None:
     """The labelled validation images of ``spec`` at the training resolution (a seeded subset of
-    ``max_images``), or None when the config has none. Raises ValueError when the dataset names
-    no classes and ``data.num_classes`` is unset, or for a ``max_images`` below 1."""
+    ``max_images``), or None; ValueError without class names and ``data.num_classes``."""
     val = build_val_dataset(spec, validation_transform(spec))
     if val is None:
         return None

@@ -157,9 +157,8 @@ def _datamodule_class():
 
         @property
         def sampler(self) -> EpochSampler:
-            """This process's sampler, made once the job's processes are known: asked before a
-            Trainer is attached (to count an epoch's batches), it is a one-process sampler that
-            is not kept, so the processes of a job still split the data once they are known."""
+            """This process's sampler, made once the job's processes are known (before, a
+            one-process sampler that is not kept)."""
             trainer = self.trainer
             if trainer is None:
                 return EpochSampler(self.dataset, seed=self.seed)
@@ -202,12 +201,8 @@ def batch_datamodule(
     num_workers: int = 0,
 ):
     """The ``batch`` path as a Lightning data module: in-memory uint8 batches, augmented on the
-    training device in ``on_after_batch_transfer`` (training batches only).
-
-    The training loader runs in the training process (``num_workers=0``; ``data.num_workers``
-    still sets the validation loader's workers): it only indexes a tensor, and on two CPU cores
-    loader workers made the step slower, not faster (``microbenchmarks/bench_pipeline.py``,
-    variants ``batch/w0`` and ``batch/w2``).
+    training device in ``on_after_batch_transfer``. The training loader has no workers: it only
+    indexes a tensor, and workers made the step slower (``microbenchmarks/bench_pipeline.py``).
     """
     from lightning.fabric.utilities.warnings import PossibleUserWarning
 

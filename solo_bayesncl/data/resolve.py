@@ -50,8 +50,7 @@ class DatasetUnavailableError(RuntimeError):
 
 def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> DatasetSpec:
     """Validates ``data.dataset``, maps the plugin's datasets onto solo-learn's ``custom`` in
-    ``cfg`` and returns the dataset's spec as resolved (the one decoding before solo-learn's
-    ``parse_cfg``). Must run before ``parse_cfg``."""
+    ``cfg`` and returns the dataset's spec; must run before ``parse_cfg``."""
     name = dataset_name(cfg)
     allowed = (*SOLO_DATASETS, *OFFLINE_DATASETS)
     if name not in allowed:
@@ -100,10 +99,8 @@ def _as_custom(cfg: omegaconf.DictConfig, name: str) -> None:
 
 
 def resolve_dali_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-    """Checks that DALI is installed and sets ``dali.device`` to ``cpu`` or ``gpu``.
-
-    Runs after the accelerator is resolved (:func:`solo_bayesncl.config.runtime.resolve_runtime`).
-    """
+    """Checks that DALI is installed and sets ``dali.device`` to ``cpu`` or ``gpu``, after
+    :func:`solo_bayesncl.config.runtime.resolve_runtime`."""
     if not dali.dali_available():
         raise dali.DaliDataError(
             f"data.format=dali needs NVIDIA DALI, not installed: {dali.INSTALL_DALI}"
@@ -130,11 +127,9 @@ def resolve_dali_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
 
 
 def resolve_augment_on(cfg: omegaconf.DictConfig, spec: DatasetSpec) -> omegaconf.DictConfig:
-    """Validates ``data.augment_on`` (``batch`` or ``per_image``) and fills it when unset.
-
-    Runs after the dataset was resolved into ``spec``. An explicit ``batch`` that the data or recipe cannot honour fails
-    here with the reason; unset, it becomes ``batch`` only where it is allowed.
-    """
+    """Validates ``data.augment_on`` (``batch`` or ``per_image``) against ``spec``: an explicit
+    ``batch`` the data or recipe cannot honour fails with the reason; unset, it becomes ``batch``
+    only where allowed."""
     value = OmegaConf.select(cfg, "data.augment_on", default=None)
     reason = not_batchable(spec, OmegaConf.select(cfg, "augmentations", default=None))
     if value is None:
@@ -195,15 +190,11 @@ def check_dataset_available(
     download_timeout: float = 30.0,
     train: bool = True,
 ) -> None:
-    """Fails early, with a message naming the key or file, when the data is not usable: both
-    splits are read (``train=False``: the validation split only, for evaluations that read no
-    training data), and the data fractions must leave a stratified subset and, for training,
-    one batch of ``batch_size`` images in each of the ``processes`` (:func:`check_subset_sizes`).
-
-    CIFAR is downloaded into ``data.train_path`` when missing (as solo-learn does); if that is not
-    possible the error says so, states the folder layout torchvision reads there
-    (:func:`cifar_layout`) and points at the offline ``data.dataset=fashion-mnist`` option, and
-    the folders the attempt created are not left behind empty.
+    """Fails early, naming the key or file, when the data is not usable: both splits are read
+    (``train=False``: the validation split only) and the fractions must leave a stratified subset
+    and, for training, a batch per process (:func:`check_subset_sizes`). CIFAR is downloaded when
+    missing, as solo-learn does; a failure states the layout torchvision reads
+    (:func:`cifar_layout`) and points at the offline ``data.dataset=fashion-mnist``.
     """
     name = spec.name
     batch = None if batch_size is None else batch_size * processes
@@ -285,13 +276,9 @@ def _remove_if_empty(folders: list[Path]) -> None:
 def _check_cifar(
     spec: DatasetSpec, download_timeout: float, train: bool
 ) -> datasets.VisionDataset | None:
-    """Reads (downloading when missing, as solo-learn does) the CIFAR splits the run needs: the
-    training split from ``data.train_path`` (``train``), the test split from ``data.val_path``
-    (default ``data.train_path``). Returns the training split (None without ``train``).
-
-    When that fails, the folders the attempt created (torchvision creates the root before it
-    downloads) are removed again if still empty, and the error names the key and the layout
-    torchvision looks for there."""
+    """Reads (downloading when missing) the CIFAR splits the run needs; returns the training split
+    (None without ``train``). On failure, the folders the attempt created are removed if empty
+    and the error names the key and the layout torchvision looks for."""
     name = spec.name
     cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
     splits = [("data.train_path", str(spec.train_path), True)] if train else []

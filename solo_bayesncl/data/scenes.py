@@ -154,17 +154,10 @@ def scenes_mean_std(
 
 
 class FashionMNISTScenes(FashionMNIST):
-    """Fashion-MNIST on shared background textures (see the module docstring).
-
-    Args:
-        split, transform, root, limit: as :class:`FashionMNIST` (the backgrounds are assigned
-            on the whole split).
-        num_backgrounds: how many textures (4-8), the first of :data:`TEXTURE_NAMES`.
-        seed: seeds the background assignment and the texture phases (train and val get
-            different streams from it).
-
-    Attributes:
-        targets: (N,) class labels; backgrounds: (N,) background labels; background_names.
+    """Fashion-MNIST on shared background textures (see the module docstring): ``split``,
+    ``transform``, ``root`` and ``limit`` as :class:`FashionMNIST`; ``num_backgrounds`` textures
+    (4-8), the first of :data:`TEXTURE_NAMES`; ``seed`` seeds their assignment and phases.
+    Attributes: ``targets``, ``backgrounds`` (N,) and ``background_names``.
     """
 
     def __init__(
