@@ -122,8 +122,8 @@ def _blur_kernel_size(crop_size: int) -> int:
 
 class BatchAugmentation(nn.Module):
     """One solo-learn augmentation pipeline on a ``(B, C, H, W)`` uint8 batch (``C`` 1 or 3):
-    returns ``(B, 3, crop_size, crop_size)`` float32 views, normalised, on the input's device, every image
-    with its own random draws."""
+    returns ``(B, 3, crop_size, crop_size)`` float32 views, normalised, on the input's device,
+    every image with its own random draws."""
 
     def __init__(self, recipe: Recipe) -> None:
         super().__init__()
