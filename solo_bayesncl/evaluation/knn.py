@@ -69,13 +69,10 @@ def knn_eval(
     model: torch.nn.Module | None = None,
     val_features: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> dict[str, float]:
-    """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set.
-
-    ``checkpoint``: a path or a loaded checkpoint. ``model``: its model as
-    :func:`~solo_bayesncl.io.checkpoints.load_method` built it, when the caller already holds it.
-    ``val_features``: the ``(features, labels)`` a pass of that model over the validation images
-    at :func:`validation_transform` already gave, in loader order (the evaluation report's), used
-    instead of a validation pass of its own, with the same accuracies.
+    """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set. ``checkpoint``:
+    a path or a loaded checkpoint; ``model``: its model, when the caller holds it;
+    ``val_features``: the ``(features, labels)`` of a pass over the validation images at
+    :func:`validation_transform` already made (the report's), used instead of a pass of its own.
     """
     require_solo_learn("main_knn.py")
     from solo.utils.knn import WeightedKNNClassifier

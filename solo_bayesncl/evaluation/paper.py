@@ -139,13 +139,10 @@ def evaluate_paper_protocol(
     seed: int = 0,
 ) -> dict[str, Any]:
     """Runs the official evaluation on ``model`` (any of the four methods, left unchanged) and
-    returns ``{"metrics": {...}, "settings": {...}}``: the figures under ``paper_`` names
-    (:func:`solo_bayesncl.metrics.paper_protocol.paper_metrics`) and how they were obtained.
-
-    ``spec``: the checkpoint's, its data resolved; ``val_dataset_factory``: ``transform ->
-    dataset``, the report's validation images with that transform; ``batch_size``: the
-    evaluation batch (BatchNorm statistics are per batch); ``seed``: that of the training batch
-    of the singular-value entropy.
+    returns ``{"metrics": {...}, "settings": {...}}``: the figures under ``paper_`` names and how
+    they were obtained. ``val_dataset_factory``: ``transform -> dataset``, the report's images;
+    ``batch_size``: the evaluation batch (BatchNorm statistics are per batch); ``seed``: that of
+    the training batch of the singular-value entropy.
     """
     official, features, labels = _official_pass(
         model, spec, val_dataset_factory, paper_representation, batch_size, num_workers, device
@@ -175,10 +172,8 @@ def evaluate_ncl_paper_protocol(
     num_workers: int,
     device,
 ) -> dict[str, Any]:
-    """Runs the NCL repository's evaluation on ``model`` (left unchanged): the pass of
-    :func:`evaluate_paper_protocol` on :func:`ncl_paper_representation`, and the formulas of
-    :mod:`solo_bayesncl.metrics.ncl_paper_protocol`; arguments and result as there, the figures
-    under ``ncl_paper_`` names."""
+    """Runs the NCL repository's evaluation on ``model``: the pass of
+    :func:`evaluate_paper_protocol` on :func:`ncl_paper_representation`, under ``ncl_paper_`` names."""
     _, features, labels = _official_pass(
         model, spec, val_dataset_factory, ncl_paper_representation, batch_size, num_workers, device
     )

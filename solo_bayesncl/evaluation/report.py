@@ -88,17 +88,11 @@ def write_report(
     progress: bool = True,
     prepared: PreparedReport | None = None,
 ) -> dict[str, Any]:
-    """Evaluates ``checkpoint`` (any layout :func:`~solo_bayesncl.io.checkpoints.load_checkpoint`
-    reads) with ``options`` (None: the defaults), writes the report folder ``out_dir`` and
-    returns the content of ``metrics.json``.
-
-    ``out_dir`` must be empty (or ``overwrite``) and writable, checked before any work; the
-    report is written into a hidden sibling folder and moved in when complete, so an interrupted
-    run leaves an earlier report intact. ``prepared``: the pass :func:`prepare_report` made for
-    ``checkpoint`` with the same pass options, written instead of a pass of its own.
-
-    Raises :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint and
-    :class:`ReportError` for any other bad input (one line, before any work).
+    """Evaluates ``checkpoint`` with ``options`` (None: the defaults), writes the report folder
+    ``out_dir`` and returns the content of ``metrics.json``. ``out_dir`` must be empty (or
+    ``overwrite``) and writable, checked before any work; the report is moved in when complete.
+    ``prepared``: the pass :func:`prepare_report` made, used instead of a pass of its own. Raises
+    :class:`~solo_bayesncl.io.checkpoints.CheckpointError` or :class:`ReportError` (one line).
     """
     out_dir = Path(out_dir)
     options = ReportOptions() if options is None else options
@@ -187,9 +181,8 @@ def gate_summary(gate_open: np.ndarray) -> dict[str, float]:
 
 
 def shown_images(dims: np.ndarray, data: ReportData, count: int) -> tuple[TopImages, torch.Tensor]:
-    """The top ``count`` images of each dimension of ``dims`` and their purity
-    (:func:`solo_bayesncl.metrics.top_image_purity`, the dashboard's figure): what a dimension
-    table of ``metrics.json`` and its picture both show."""
+    """The top ``count`` images of each dimension of ``dims`` and their purity (the dashboard's
+    figure), as a dimension table of ``metrics.json`` and its picture show them."""
     top = top_images(data.features, count, dims=dims)
     return top, top_image_purity(top.index, data.labels, data.stats.majority_class[top.dims])
 
@@ -201,9 +194,8 @@ def report_content(
     shown: list[tuple[TopImages, torch.Tensor]],
     images_per_dim: int,
 ) -> dict[str, Any]:
-    """The content of ``metrics.json`` (without the paper protocol's figures); ``shown``: the
-    top ``images_per_dim`` images of the most and of the least selective dimensions
-    (:func:`shown_images`)."""
+    """The content of ``metrics.json`` (without the paper protocol's figures); ``shown``: the top
+    images of the most and least selective dimensions."""
     method = inputs.loaded.method
     report: dict[str, Any] = {
         "method": method,
@@ -231,9 +223,8 @@ def report_content(
 def describe_dimensions(
     top: TopImages, purity_top: torch.Tensor, data: ReportData, names: list[str]
 ) -> list[dict[str, Any]]:
-    """One row per dimension of ``top``: its majority class, whether that majority beats the
-    label-shuffled baseline, the purity of its top images (``purity_top``) and of all its
-    active images."""
+    """One row per dimension of ``top``: its majority class, whether it beats the label-shuffled
+    baseline, the purity of its top images and of all its active images."""
     majority = data.stats.majority_class[top.dims]
     return [
         {
@@ -256,9 +247,8 @@ def write_report_files(
     data: ReportData,
     shown: list[tuple[TopImages, torch.Tensor]],
 ) -> None:
-    """Writes the report's files into ``folder``: the dashboard bundle, the pictures (the top
-    images of ``shown``, as :func:`report_content` lists them), then ``metrics.json`` and
-    ``metrics.md``."""
+    """Writes the report's files into ``folder``: the dashboard bundle, the pictures, then
+    ``metrics.json`` and ``metrics.md``."""
     names, gated = inputs.class_names, inputs.gated
     significant = data.p_value <= SIGNIFICANCE
     write_feature_bundle(

@@ -53,10 +53,8 @@ _HARMLESS: tuple[tuple[type[Warning], str], ...] = (
 
 
 def quiet_third_party_warnings() -> None:
-    """Hides the known-harmless warnings that importing solo-learn and its dependencies prints
-    (listed above; nothing else). Called by the entry points only, never at import.
-
-    Does nothing when the user chose warning filters (``python -W ...`` or ``PYTHONWARNINGS``).
+    """Hides the known-harmless warnings listed above that importing solo-learn prints; called by
+    the entry points only, and not when the user chose warning filters (``-W``, ``PYTHONWARNINGS``).
     """
     if sys.warnoptions:
         return

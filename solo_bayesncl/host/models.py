@@ -53,10 +53,8 @@ def without_resume_warning() -> Iterator[None]:
 
 
 def apply_small_stem(backbone: nn.Module) -> nn.Module:
-    """Gives a torchvision-style ResNet a 3x3 stride-1 ``conv1`` and no max-pool, in place.
-
-    A backbone that already has that stem (solo-learn's CIFAR models) is left as it is.
-    """
+    """Gives a torchvision-style ResNet a 3x3 stride-1 ``conv1`` and no max-pool, in place (a
+    backbone that has that stem already is left as it is)."""
     conv = backbone.conv1
     if conv.kernel_size != (3, 3) or conv.stride != (1, 1):
         backbone.conv1 = nn.Conv2d(
@@ -73,11 +71,9 @@ def build_method(
     fresh_config: bool = False,
     settings: Any = None,
 ) -> nn.Module:
-    """The method ``name`` from solo-learn's registry (``bayesncl`` and ``ncl`` included), freshly
-    initialised from its config (handed on to solo-learn, which fills its defaults in; a copy
-    with ``fresh_config``, for a checkpoint's), with the ResNet ``small_stem`` when asked (the
-    momentum backbone too, then re-synchronised with the online one). A plugin method takes its
-    parsed ``settings`` (the spec's) when given."""
+    """The method ``name`` from solo-learn's registry, freshly initialised from its config (a copy
+    with ``fresh_config``), with the ResNet ``small_stem`` when asked (the momentum backbone too,
+    re-synchronised); a plugin method takes the spec's parsed ``settings`` when given."""
     register()
     from solo.methods import METHODS
 
@@ -94,10 +90,8 @@ def build_method(
 def build_backbone(
     name: str | None, method: str, kwargs: Mapping[str, Any], small_stem: bool
 ) -> nn.Module:
-    """The bare backbone ``name`` (``backbone.name``, with its ``backbone.kwargs``) of ``method``,
-    classification head removed, freshly initialised, with the ResNet ``small_stem`` when asked.
-
-    Raises ValueError naming the backbone when it is not one of solo-learn's.
+    """The bare backbone ``name`` (with ``backbone.kwargs``) of ``method``, head removed, freshly
+    initialised, with the ResNet ``small_stem`` when asked; ValueError for an unknown backbone.
     """
     from solo.methods.base import BaseMethod
 

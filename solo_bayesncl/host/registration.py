@@ -48,10 +48,8 @@ def _register_into(registry: ModuleType) -> None:
 
 
 def register() -> bool:
-    """Imports ``solo.methods`` and adds ``bayesncl`` and ``ncl`` to its ``METHODS``.
-
-    Idempotent. Returns False, registering nothing, when solo-learn is not installed; an error
-    while importing solo-learn or the plugin's methods propagates.
+    """Imports ``solo.methods`` and adds ``bayesncl`` and ``ncl`` to its ``METHODS``; idempotent.
+    Returns False, registering nothing, when solo-learn is not installed.
     """
     if not solo_learn_available():
         return False
@@ -101,10 +99,7 @@ class _RegisteringLoader(importlib.abc.Loader):
 
 class _SoloMethodsFinder(importlib.abc.MetaPathFinder):
     """Finds the watched modules (:data:`_HOOKED_MODULES`) through the other finders and wraps
-    their loaders.
-
-    Stays installed until :func:`_register_into` has run, so a failed import of
-    ``solo.methods`` does not lose the registration.
+    their loaders; stays installed until :func:`_register_into` has run.
     """
 
     def __init__(self) -> None:
@@ -129,10 +124,8 @@ def _remove_hook() -> None:
 
 
 def install_registration_hook() -> bool:
-    """Registers now if ``solo.methods`` is loaded, else on its first successful import.
-
-    Returns whether solo-learn is installed.
-    """
+    """Registers now if ``solo.methods`` is loaded, else on its first successful import; returns
+    whether solo-learn is installed."""
     if not solo_learn_available():
         return False
     if "solo.methods" in sys.modules:

@@ -79,9 +79,8 @@ def _is_no_space(err: BaseException, folder: Path) -> bool:
 
 @contextlib.contextmanager
 def no_space_named(folder: str | os.PathLike[str]) -> Iterator[None]:
-    """Turns a full disk inside the block (:func:`_is_no_space`) into :class:`NoSpaceError`
-    naming ``folder`` (the outermost block's, a folder the user named, not a temporary inside
-    it); other errors pass unchanged."""
+    """Turns a full disk inside the block into :class:`NoSpaceError` naming ``folder`` (the
+    outermost block's); other errors pass unchanged."""
     try:
         yield
     except NoSpaceError as err:
@@ -103,9 +102,8 @@ class LockedError(RuntimeError):
 
 @contextlib.contextmanager
 def hold_lock(path: str | os.PathLike[str]) -> Iterator[None]:
-    """Holds the lock file ``path`` (with this process's id in it) for the block; raises
-    :class:`LockedError` at once while a live process holds it. The lock is the kernel's
-    (``flock``), so it ends with its process, however the process ends."""
+    """Holds the lock file ``path`` (holding this process's id) for the block; :class:`LockedError`
+    at once while a live process holds it. The lock is ``flock``'s, so it ends with its process."""
     path = Path(path)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -205,11 +203,9 @@ def replacing_folder(
     stale: tuple[str, ...] = (),
     last: tuple[str, ...] = (),
 ) -> Iterator[Path]:
-    """Yields a new temporary folder beside ``final`` whose files move into ``final`` when the
-    block ends: one rename when ``final`` does not exist, else one atomic replace per file, those
-    of sub-folders too (the paths in ``last`` last, in that order), after removing the ``stale``
-    paths (relative to ``final``); other files of ``final`` are kept. On an error, ``final`` is
-    left as it was; a full disk raises :class:`NoSpaceError` naming ``final``."""
+    """Yields a new temporary folder beside ``final`` whose files move into ``final`` when the block
+    ends (one rename, or one atomic replace per file, the ``last`` paths last), after removing
+    the ``stale`` paths; other files are kept. On an error ``final`` is left as it was."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     with no_space_named(final):
