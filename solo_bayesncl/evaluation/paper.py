@@ -173,7 +173,7 @@ def evaluate_ncl_paper_protocol(
     device,
 ) -> dict[str, Any]:
     """Runs the NCL repository's evaluation on ``model``: the pass of
-    :func:`evaluate_paper_protocol` on :func:`ncl_paper_representation`, under ``ncl_paper_`` names."""
+    :func:`evaluate_paper_protocol` on :func:`ncl_paper_representation` (``ncl_paper_`` names)."""
     _, features, labels = _official_pass(
         model, spec, val_dataset_factory, ncl_paper_representation, batch_size, num_workers, device
     )
