@@ -25,11 +25,9 @@ __all__ = ["BayesNCL"]
 
 
 class BayesNCL(NCL):
-    """Bayesian Gated Non-Negative Contrastive Learning (arXiv 2605.28441).
-
-    It takes its settings (:attr:`SETTINGS`, the table below) parsed, or parses them from the
-    config (:class:`~solo_bayesncl.methods.ncl.NCL`). ``use_bayes: False`` has the official
-    meaning: no gate at all, so the run trains plain ``ncl`` (with a warning).
+    """Bayesian Gated Non-Negative Contrastive Learning (arXiv 2605.28441); settings as
+    :class:`~solo_bayesncl.methods.ncl.NCL` takes them (the table below). ``use_bayes: False``
+    has the official meaning: no gate at all, so the run trains plain ``ncl`` (with a warning).
     """
 
     SETTINGS: type[BayesNCLSettings] = BayesNCLSettings

@@ -65,12 +65,11 @@ def setting(
     default_from: str | None = None,
     section: str = SECTION,
 ) -> Any:
-    """One hyperparameter: its ``meaning`` (the docstring table's words, and the hint of a
-        missing required key), the ``rule`` a value must follow and its ``default`` (none: required).
-        ``when`` names a flag field: the rule applies only when that flag is true (the value is kept
-        as written otherwise). ``default_from`` names the field whose value is the default; ``section``
-    the config section the key is read from (another than ``method_kwargs``: a key of that section
-    only this method reads, refused for the others by :func:`check_owned_keys`)."""
+    """One hyperparameter: its ``meaning`` (the docstring table's words, and the hint of a missing
+    required key), the ``rule`` a value must follow and its ``default`` (none: required); the rule
+    applies only when the flag field ``when`` is true; ``default_from`` names the field whose value
+    is the default; ``section`` the config section (not ``method_kwargs``: a key this method
+    alone reads, :func:`check_owned_keys`)."""
     metadata = {
         "meaning": meaning,
         "rule": rule,
@@ -103,9 +102,8 @@ class ContrastiveSettings:
     def check_kwargs(
         cls, kwargs: Mapping[str, Any], optimizer: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Every field's value from ``kwargs`` (a method's ``method_kwargs``; other keys are
-        ignored here, :func:`check_method_kwargs` refuses them) or, for a field of the
-        ``optimizer`` section, from ``optimizer``, defaults filled in, each checked by its rule in
+        """Every field's value from ``kwargs`` (other keys are ignored here) or, for an
+        ``optimizer`` field, from ``optimizer``, defaults filled in, each checked by its rule in
         declaration order; stops after :attr:`STOP_WHEN_FALSE` when it is false."""
         values: dict[str, Any] = {}
         sections = {SECTION: kwargs, "optimizer": optimizer or {}}
@@ -333,10 +331,9 @@ def checked_method(cfg: Mapping[str, Any], known: Iterable[str]) -> str:
 
 
 def check_method_kwargs(method: str | None, kwargs: Mapping[str, Any] | None) -> None:
-    """Refuses ``method_kwargs`` keys the method does not read (:data:`METHOD_SETTINGS`,
-    :data:`UPSTREAM_METHOD_KWARGS`) and, for solo-learn's ``simclr`` and ``mocov2plus``, values
-    out of their ranges (NCL and BayesNCL: their settings'); called by the pretraining entry
-    point only, so that checkpoints of the official codes (with their extra keys) still load."""
+    """Refuses ``method_kwargs`` keys the method does not read and, for solo-learn's ``simclr`` and
+    ``mocov2plus``, values out of range; called by the pretraining entry point only, so that
+    checkpoints of the official codes (with their extra keys) still load."""
     settings = METHOD_SETTINGS.get(str(method))
     if settings is not None:
         known = tuple(

@@ -39,9 +39,8 @@ def batch_feature_stats(v: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def scheduled_dimension_dropout(start: float, epochs: int, progress: float) -> float:
-    """The dropout share after ``progress`` epochs of training (fractional) when it falls
-    linearly from ``start`` to 0 over ``epochs`` epochs, and stays 0 after; ``epochs=0`` keeps
-    ``start`` throughout."""
+    """The dropout share after ``progress`` (fractional) epochs, falling linearly from ``start``
+    to 0 over ``epochs`` epochs (``epochs=0``: ``start`` throughout)."""
     if epochs <= 0:
         return start
     return start * max(0.0, 1.0 - progress / epochs)
@@ -54,11 +53,9 @@ class NonFiniteTrainingError(FloatingPointError):
 class NCL(BaseMethod):
     """Non-negative Contrastive Learning (arXiv 2403.12459): InfoNCE on ``normalize(phi(z))``.
 
-    It takes its settings (:attr:`SETTINGS`, the table below) as ``self.settings``, parsed by
-    the run's spec, or parses them from ``cfg.method_kwargs`` when not given.
-    With ``dimension_dropout_epochs`` the dropout share falls as
-    :func:`scheduled_dimension_dropout` says, as the binary-concrete gate's random closures fall
-    while its gate probabilities leave 0.5.
+    It takes its settings (:attr:`SETTINGS`, the table below) as ``self.settings``, parsed by the
+    run's spec, or parses them from ``cfg.method_kwargs``. With ``dimension_dropout_epochs`` the
+    dropout share falls as :func:`scheduled_dimension_dropout` says.
     """
 
     SETTINGS: type[NCLSettings] = NCLSettings
@@ -139,9 +136,8 @@ class NCL(BaseMethod):
         return loss
 
     def schedule_dimension_dropout(self, batch_idx: int) -> dict[str, float]:
-        """With ``dimension_dropout_epochs``, sets the loss's dropout share for this step from
-        the (fractional) epochs trained so far, so a resumed run continues the schedule, and
-        returns it to log; without, returns nothing."""
+        """With ``dimension_dropout_epochs``, sets the loss's dropout share for this step from the
+        epochs trained (so a resumed run continues the schedule) and returns it to log."""
         if not self.dimension_dropout_epochs:
             return {}
         progress = self.current_epoch + batch_idx / max(1, self.trainer.num_training_batches)
@@ -165,10 +161,9 @@ class NCL(BaseMethod):
         self._health = health if self._health is None else self._health + health
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """Stops training, before the weights change, when a step since the last optimizer step
-        gave a non-finite ``z`` or loss, or (without a loss scaler, which skips such steps
-        itself) a non-finite gradient: one read from the device per optimizer step (under DDP
-        after one all-reduce, so that every process stops together)."""
+        """Stops training before the weights change when a step gave a non-finite ``z`` or loss,
+        or (without a loss scaler, which skips such steps) gradient: one device read per optimizer
+        step (under DDP after one all-reduce, so every process stops together)."""
         super().on_before_optimizer_step(optimizer)
         health, self._health = self._health, None
         if health is None:

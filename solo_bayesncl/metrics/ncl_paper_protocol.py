@@ -102,9 +102,8 @@ def ncl_paper_retrieval(
 
 
 def ncl_paper_metrics(features: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
-    """Every figure of the NCL repository's evaluation, flat, under ``ncl_paper_`` names:
-    percentages (sparsity, consistency) as the NCL code prints them, retrieval as
-    ``ncl_paper_retrieval_p@10_m{M}``."""
+    """Every figure of the NCL repository's evaluation, flat, under ``ncl_paper_`` names, as the
+    NCL code prints them (retrieval as ``ncl_paper_retrieval_p@10_m{M}``)."""
     consistency = ncl_paper_semantic_consistency(features, labels)
     metrics = {
         "ncl_paper_sparsity_x100": ncl_paper_sparsity(features),

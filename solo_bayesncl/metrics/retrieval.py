@@ -99,10 +99,8 @@ def retrieval_precision_from_vectors(
     query_indices: torch.Tensor | None = None,
     chunk_size: int = 1024,
 ) -> dict[str, float]:
-    """P@K on kept vectors, for each ``m`` in ``dim_counts`` (dims taken from ``dim_order``).
-
-    ``features`` (N x k) and ``labels`` (N,) are the gallery; queries are all rows, or the rows
-    ``query_indices``. Returns ``{retrieval_key(K, m, k): precision}``.
+    """P@K on kept vectors, for each ``m`` in ``dim_counts`` (dims taken from ``dim_order``):
+    ``features`` and ``labels`` are the gallery, the queries all rows or ``query_indices``.
     """
     ks = _check_ks(ks)
     num_samples, num_dims = features.shape
@@ -159,9 +157,8 @@ def retrieval_precision(
 
 
 def check_retrieval_max_samples(key: str, value: Any) -> int | None:
-    """The cap on the vectors kept for retrieval: None (all of them) or an integer >= 2 (a query
-    needs one other sample); else :class:`~solo_bayesncl.core.validation.ConfigError` naming
-    ``key``. The one rule of every setting of the cap."""
+    """The cap on the vectors kept for retrieval: None (all) or an integer >= 2; else
+    :class:`~solo_bayesncl.core.validation.ConfigError` naming ``key``."""
     return None if value is None else require_int(key, value, low=2)
 
 

@@ -95,9 +95,8 @@ def class_statistics_chunked(
     keep_masks: bool = False,
     raw_abs_sum: torch.Tensor | None = None,
 ) -> tuple[ClassStatistics, list[torch.Tensor]]:
-    """:func:`batch_class_sums` over a whole matrix in large blocks of rows, summed in float64; with
-    ``keep_masks`` also each block's activity. A float64 ``(k,)`` ``raw_abs_sum`` receives
-    ``sum_i |F_ij|`` from the same pass."""
+    """:func:`batch_class_sums` over a whole matrix in blocks of rows, summed in float64 (with
+    ``keep_masks`` each block's activity; ``raw_abs_sum`` receives ``sum_i |F_ij|``)."""
     if features.shape[0] == 0:
         raise ValueError("features has no rows; the metrics need at least one sample")
     shape = (num_classes, features.shape[1])

@@ -21,10 +21,8 @@ class EffectiveRank(NamedTuple):
 
 class RunningGram:
     """``G = F^T F`` summed over blocks of rows in float64, up to a positive scale factor (both
-    metrics read here are scale-invariant). Float32 products are exact in float64; once a float64
-    block arrives, ``G / s^2`` is kept, ``s`` the largest ``|F_ij|`` so far, so squares near
-    ``1e300`` cannot overflow. Only a block is copied to float64; memory ``8 k^2`` bytes (32 MiB
-    for k = 2048, 2 GiB for k = 16384)."""
+    metrics are scale-invariant): once a float64 block arrives, ``G / s^2`` is kept, ``s`` the
+    largest ``|F_ij|`` so far, so squares cannot overflow. Memory ``8 k^2`` bytes."""
 
     def __init__(self, num_dims: int, device: torch.device | str | None = None) -> None:
         self.gram = torch.zeros(num_dims, num_dims, dtype=torch.float64, device=device)
