@@ -56,13 +56,10 @@ def _clone(tensor: torch.Tensor | None) -> torch.Tensor | None:
 @dataclass(eq=False)
 class InterpretabilityCallback(Callback):
     """Evaluates the interpretable representation on ``val_loader`` at the end of training epochs,
-    on the global-zero process only, so its figures are those of a one-process evaluation however
-    many processes train.
-
-    With ``share_validation``, an evaluated epoch reads the forward outputs of the epoch's own
-    validation (kept by a forward hook: same weights, eval mode, same loader, so the same figures)
-    instead of a pass of its own, when that validation ran after the epoch's last optimizer step,
-    without autocast, one forward per batch, over every image of ``val_loader``.
+    on the global-zero process only (the figures of a one-process evaluation). With
+    ``share_validation`` an epoch reads the forward outputs of its own validation (same weights,
+    eval mode, same loader) instead of a pass of its own, when that validation ran after the
+    epoch's last optimizer step, without autocast, over every image of ``val_loader``.
     """
 
     share_validation: ClassVar[bool] = True
@@ -237,9 +234,8 @@ class InterpretabilityCallback(Callback):
 def build_interpretability_callback(
     settings: InterpretabilitySpec, data: DatasetSpec, batch_size: int, val_loader
 ) -> InterpretabilityCallback | None:
-    """The callback ``settings`` configure on the run's ``data`` (the probe reads the labelled
-    training images in batches of ``batch_size``), or None when off. Raises ``ValueError`` when
-    it is on without labelled validation data."""
+    """The callback ``settings`` configure on the run's ``data``, or None when off; ``ValueError``
+    when it is on without labelled validation data."""
     if not settings.enabled:
         return None
     if val_loader is None:

@@ -57,8 +57,7 @@ class PreparedLinear:
 
 
 def prepare_linear(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()) -> PreparedLinear:
-    """Checks the config, loads and checks the checkpoint
-    (:func:`solo_bayesncl.io.checkpoints.load_method`) and reads the config once into its spec,
+    """Checks the config, loads and checks the checkpoint and reads the config once into its spec,
     the data settings from the checkpoint except the keys in ``explicit``."""
     require_solo_learn("main_linear.py")
     register()
@@ -141,11 +140,8 @@ def train_linear(prepared: PreparedLinear, extra_callbacks: list | None = None):
 
 def _fit_data(spec: RunSpec, val_loader: DataLoader | None, train_transform: Callable) -> dict:
     """The ``fit_data`` of :func:`solo_bayesncl.training.fit.fit`: the labelled training images
-    through ``train_transform``, and the validation loader.
-
-    The validation loader gets a generator of its own (each of its iterators draws a worker seed,
-    from torch's global generator otherwise), so the probe trains the same whatever
-    ``check_val_every_n_epoch``."""
+    through ``train_transform``, and the validation loader, with a generator of its own so the
+    probe trains the same whatever ``check_val_every_n_epoch``."""
     if val_loader is not None:
         val_loader.generator = torch.Generator().manual_seed(int(spec.trainer.seed))
     train_loader = DataLoader(

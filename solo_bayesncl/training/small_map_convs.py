@@ -73,9 +73,8 @@ def _tap_index(
 def _tap_selection(
     index: torch.Tensor, taps: int, dtype: torch.dtype, device: torch.device
 ) -> torch.Tensor:
-    """The ``(k_h k_w, H' W' H W)`` 0/1 matrix placing each of the ``taps`` taps at the pixel
-    pairs it links (``index``: :func:`tap_of_each_pixel_pair`'s, cached, so one entry per shape):
-    the weight times it is the linear map, a matrix product whose backward is one too."""
+    """The ``(k_h k_w, H' W' H W)`` 0/1 matrix placing each tap at the pixel pairs it links
+    (``index``: :func:`tap_of_each_pixel_pair`'s, cached per shape)."""
     one_hot = F.one_hot(index.flatten(), num_classes=taps + 1)[:, :taps]
     return one_hot.t().to(device=device, dtype=dtype).contiguous()
 
@@ -107,9 +106,8 @@ class SmallMapConv2d(nn.Conv2d):
 
 
 def small_map_convs_as_products(model: nn.Module) -> int:
-    """Turns every module of ``model`` whose class is exactly ``nn.Conv2d`` (a subclass may compute
-    something else) into :class:`SmallMapConv2d`, in place; only ``forward`` changes, so
-    parameters, ``state_dict`` keys and checkpoints stay. Returns how many."""
+    """Turns every module of ``model`` whose class is exactly ``nn.Conv2d`` into
+    :class:`SmallMapConv2d`, in place (only ``forward`` changes); returns how many."""
     convs = [m for m in model.modules() if type(m) is nn.Conv2d]
     for conv in convs:
         conv.__class__ = SmallMapConv2d

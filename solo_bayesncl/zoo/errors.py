@@ -69,9 +69,8 @@ class DownloadError(ZooError, OSError):
 
 
 class DownloadDeadlineError(DownloadError):
-    """The download, every URL together, took longer than its overall deadline; one line naming
-    the deadline, where it was set (``source``), what each URL tried did and the setting that
-    gives a slow connection more time (``setting``)."""
+    """The download, every URL together, outlasted its overall deadline; one line naming the
+    deadline, its ``source``, what each URL did and the ``setting`` that gives more time."""
 
     def __init__(
         self,

@@ -85,9 +85,8 @@ def _plain_config(cfg: Any) -> dict[str, Any]:
 
 
 def report_metrics(report: Mapping[str, Any]) -> dict[str, float]:
-    """The figures of an evaluation report's ``metrics.json`` (:mod:`solo_bayesncl.evaluation`):
-    its ``metrics`` as they are and its soft-gate ones as ``soft_gate/<name>``; a figure the
-    report could not compute (``null``) is left out."""
+    """The figures of an evaluation report's ``metrics.json``, its soft-gate ones as
+    ``soft_gate/<name>``; a figure the report could not compute (``null``) is left out."""
     figures = {k: v for k, v in report["metrics"].items() if v is not None}
     soft = report.get("metrics_soft_gate") or {}
     figures.update({f"soft_gate/{k}": v for k, v in soft.items() if v is not None})
@@ -140,9 +139,8 @@ def build_artifact(
     metrics: Mapping[str, Any] | None,
     keep_momentum: bool,
 ) -> Artifact:
-    """The artifact content of a model's weights: module weights only, momentum copies and
-    MoCo's queue left out unless ``keep_momentum`` (listed in ``omitted``), float16 when
-    ``fp16``; the arguments as in :func:`export_state_dict`."""
+    """The artifact content of a model's weights (arguments as in :func:`export_state_dict`):
+    momentum copies and MoCo's queue listed in ``omitted`` unless ``keep_momentum``."""
     saved = _plain_config(cfg)
     method = method or saved_model(saved)["method"]
     if method not in ZOO_METHODS:
@@ -184,20 +182,17 @@ def export_state_dict(
     """Write the zoo artifact of a model's weights, its sha256 file and its manifest entry.
 
     Args:
-        state_dict: the module state (``LightningModule.state_dict()`` or a checkpoint's
-            ``"state_dict"``); non-tensor values are rejected.
+        state_dict: the module state (non-tensor values are rejected).
         cfg: the training config (DictConfig or mapping, solo-learn's args.json content).
         name: the entry name (lowercase letters, digits, '.', '_', '-').
         out_dir: folder for the three files.
-        method: method name; default ``cfg["method"]``. Written into the stored config.
-        fp16: store floating tensors as float16 (half the size; loading casts back).
+        method: method name; default ``cfg["method"]``.
+        fp16: store floating tensors as float16 (loading casts back).
         metrics: evaluation figures; nested mappings are flattened with '/'.
         urls: where the file will be uploaded (https); a URL ending in '/' gets the file name.
-            Without URLs the entry's ``urls`` is empty and must be filled before publishing.
         keep_momentum: keep ``momentum_*`` copies and MoCo's queue (training state).
         description: optional one-line description.
-        overwrite: replace an earlier export of ``name`` in ``out_dir``; without it, an existing
-            file of that name is refused (nothing is written).
+        overwrite: replace an earlier export of ``name`` in ``out_dir`` (else refused).
     """
     artifact = build_artifact(state_dict, cfg, method, fp16, metrics, keep_momentum)
     method, plain, dtype = artifact.method, artifact.cfg, artifact.dtype
@@ -283,14 +278,10 @@ def export_checkpoint(
     overwrite: bool = False,
 ) -> ExportResult:
     """Export a trained checkpoint of bayesncl, ncl, simclr or mocov2plus (see
-    :func:`export_state_dict`).
-
-    ``ckpt`` is a Lightning ``.ckpt`` with solo-learn's ``args.json`` beside it, in solo-learn's
-    layout or the official BayesNCL / NCL codes' (read by
-    :func:`solo_bayesncl.io.checkpoints.load_checkpoint`), or a zoo artifact (re-export, e.g. to
-    fp16). ``metrics`` is a mapping or a JSON file (flat or nested figures, or an evaluation
-    report's ``metrics.json`` as written, see :func:`report_metrics`); by default an artifact's
-    own figures, else ``metrics.json`` beside the checkpoint when it exists, else none.
+    :func:`export_state_dict`): any layout :func:`solo_bayesncl.io.checkpoints.load_checkpoint`
+    reads, or a zoo artifact (re-export, e.g. to fp16). ``metrics`` is a mapping or a JSON file
+    (figures, or a report's ``metrics.json``); by default an artifact's own figures, else
+    ``metrics.json`` beside the checkpoint when it exists.
     """
     ckpt = Path(ckpt)
     require_writable(out_dir)  # before any work

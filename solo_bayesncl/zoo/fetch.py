@@ -86,11 +86,9 @@ def is_verified(path: Path, entry: ZooEntry) -> bool:
 
 
 def overall_deadline(total_deadline: float | None, url_deadline: float) -> tuple[float, str]:
-    """Seconds a whole download may take and where that comes from: ``total_deadline`` when
-    given, else ``$SOLO_BAYESNCL_DOWNLOAD_DEADLINE``, else :data:`DEFAULT_TOTAL_DEADLINE` or
-    one URL's deadline ``url_deadline`` when that is longer (a mirror that keeps the minimal
-    rate is never cut by the default). :class:`~.errors.ZooError` for a value that is not a
-    number of seconds > 0."""
+    """Seconds a whole download may take and where that comes from: ``total_deadline``, else
+    ``$SOLO_BAYESNCL_DOWNLOAD_DEADLINE``, else :data:`DEFAULT_TOTAL_DEADLINE` or ``url_deadline``
+    when longer. :class:`~.errors.ZooError` for a value that is not a number of seconds > 0."""
     if total_deadline is not None:
         where, text = f"total_deadline={total_deadline:g}", total_deadline
     elif os.environ.get(DEADLINE_ENV, "").strip():
@@ -151,29 +149,21 @@ def download(
     """Path of the verified artifact of ``entry`` (a name or a :class:`ZooEntry`).
 
     Args:
-        entry: a manifest name (looked up with :func:`~.manifest.find_entry`) or an entry.
         cache: cache folder of URL downloads; default ``$SOLO_BAYESNCL_CACHE`` or
             ``~/.cache/solo-bayesncl``.
         progress: show a tqdm progress bar on stderr.
         timeout: seconds without data before a URL is given up.
-        deadline: seconds a source's whole transfer may take before it is given up; default
-            ``timeout + size / MIN_RATE`` (at least 10 KiB/s on average).
-        total_deadline: seconds the whole download, every source together, may take; default
-            ``$SOLO_BAYESNCL_DOWNLOAD_DEADLINE``, else an hour (or ``deadline`` when longer).
-        hub_cache: the Hugging Face cache for ``hf://`` sources; default huggingface_hub's
-            (``$HF_HUB_CACHE``, ``$HF_HOME/hub``, ``~/.cache/huggingface/hub``).
-
-    Returns:
-        the file in this package's cache (a URL source) or in the Hugging Face cache (a Hub
-        source).
+        deadline: seconds a source's whole transfer may take; default
+            ``timeout + size / MIN_RATE``.
+        total_deadline: seconds the whole download may take (:func:`overall_deadline`).
+        hub_cache: the Hugging Face cache for ``hf://`` sources; default huggingface_hub's.
 
     Raises:
-        ChecksumError: a source completed its transfer but the bytes have another sha256, and
-            no other source served the right ones. Nothing is left in either cache.
-        DownloadError: every source failed (HTTP error, refused connection, truncated
-            transfer, unknown revision), or offline and the file is in no cache; the message is
-            one line naming each source and why; :class:`~.errors.DownloadDeadlineError` past
-            the overall deadline.
+        ChecksumError: a source's bytes have another sha256, and no other source served the
+            right ones; nothing is left in either cache.
+        DownloadError: every source failed, or offline and the file is in no cache (one line
+            naming each source and why); :class:`~.errors.DownloadDeadlineError` past the
+            overall deadline.
         ZooError: an overall deadline that is not a number of seconds > 0.
     """
     entry = find_entry(entry) if isinstance(entry, str) else entry

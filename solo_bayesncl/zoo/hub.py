@@ -158,9 +158,8 @@ def _raise_error_status(response: Any) -> None:
 
 
 def _stop_at_error_statuses() -> None:
-    """In a download's process: every client huggingface_hub makes raises at an error status.
-    Wraps the client factory in effect (the user's, if one was set); huggingface_hub has no
-    public getter for it."""
+    """In a download's process: every client huggingface_hub makes raises at an error status
+    (wrapping the factory in effect; huggingface_hub has no public getter for it)."""
     made_by = getattr(hub_http, "_GLOBAL_CLIENT_FACTORY", None)
     if made_by is None:  # another huggingface_hub: its own handling of statuses
         return
@@ -202,10 +201,8 @@ def _serve(call: Callable[[], Any], explain: Callable[[BaseException], str], ans
 
 
 class _Transfer:
-    """``call()`` in a forked child process, which :meth:`stop` kills: a thread cannot be
-    killed, and one abandoned at its deadline went on retrying and logging after the call.
-    Made once the process runs, so that a deadline counts the host's time, not a busy
-    machine's delay in starting a process."""
+    """``call()`` in a forked child process, which :meth:`stop` kills (a thread cannot be killed).
+    Made once the process runs, so a deadline counts the host's time, not the process start."""
 
     def __init__(self, call: Callable[[], Any], explain: Callable[[BaseException], str]) -> None:
         self._answer, sender = _fork().Pipe(duplex=False)
@@ -280,8 +277,7 @@ def _seconds(value: float) -> str:
 
 def _answer_bar(answered: Any, progress: bool) -> type[tqdm]:
     """A tqdm class for huggingface_hub's transfer that sets ``answered`` (an event shared with
-    the caller's process) when it is made: the file's host has answered (huggingface_hub makes
-    it once the response's headers came)."""
+    the caller) when made, i.e. when the file's host has answered."""
 
     class AnswerBar(tqdm):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -301,12 +297,10 @@ def _download_within(
     storage: Path,
     endpoint: str,
 ) -> str:
-    """``call(answered)`` (``hf_hub_download`` of ``name`` into the repository folder ``storage``,
-    with an :func:`_answer_bar`) in a child process, within the deadlines: the first byte within
-    ``timeout`` seconds, the whole call within ``deadline`` seconds, both counted from the
-    moment the process runs (a busy machine's delay in starting it is not the host's time).
-    :class:`HubCallError` with ``explain`` of what it raised, else :class:`HubTimeout` (the
-    process killed); a call that gives no file leaves no temporary file."""
+    """``call(answered)`` (``hf_hub_download`` of ``name`` into ``storage``) in a child process:
+    the first byte within ``timeout`` seconds, the whole call within ``deadline``, both from the
+    moment the process runs. :class:`HubCallError` with ``explain`` of what it raised, else
+    :class:`HubTimeout`; a call that gives no file leaves no temporary file."""
     answered, host = _fork().Event(), hub_host(endpoint)
     blobs = storage / "blobs"
     before = set(blobs.glob("*.incomplete"))
@@ -418,13 +412,10 @@ def fetch_hub_source(
     timeout: float = 60.0,
     deadline: float = 3600.0,
 ) -> tuple[Path | None, str | None, str | None]:
-    """Fetch one ``hf://`` source and check it against ``sha256``.
-
-    Returns ``(path, None, None)`` for a verified file (its path in the Hugging Face cache), else
-    ``(None, reason, actual)``: a one-line reason, and the sha256 of bytes that completed but are
-    not the expected ones (None when no complete file came). Bytes failing the hash are removed
-    from the cache. ``offline`` reads the cache only; ``timeout`` bounds the wait for the first
-    byte (the metadata answer, then the file's), ``deadline`` the whole call (seconds).
+    """Fetch one ``hf://`` source and check it against ``sha256``: ``(path, None, None)`` for a
+    verified file, else ``(None, reason, actual)``, ``actual`` the sha256 of complete but wrong
+    bytes (removed from the cache). ``offline`` reads the cache only; ``timeout`` bounds the wait
+    for the first byte, ``deadline`` the whole call (seconds).
     """
     source = parse_hub_url(url)
     endpoint, folder = hub_endpoint(), hub_cache_dir(cache)

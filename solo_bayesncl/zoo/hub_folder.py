@@ -69,15 +69,12 @@ def export_hub_folder(
     repo_id: str | None = None,
     overwrite: bool = False,
 ) -> HubFolder:
-    """Write the Hub model repository of a checkpoint into ``folder``: ``model.safetensors``
-    (backbone, projector, gating head and every other module weight, with the config and the
-    figures in its metadata), ``config.json`` and the ``README.md`` model card (:mod:`.card`).
-
-    The checkpoint and ``metrics`` are read as :func:`export_checkpoint` reads them; ``name``
-    (default: the folder's name) titles the card and becomes the manifest entry's name;
-    ``license``, ``base_model`` and ``repo_id`` (the repository it will be published to, for
-    the card's loading code) go into the card. The files appear together, once all are
-    written; an existing Hub folder is refused unless ``overwrite``.
+    """Write the Hub model repository of a checkpoint into ``folder``: ``model.safetensors`` (every
+    module weight, the config and figures in its metadata), ``config.json`` and the ``README.md``
+    model card (:mod:`.card`). The checkpoint and ``metrics`` are read as
+    :func:`export_checkpoint` reads them; ``name`` (default: the folder's) titles the card and
+    names the entry; ``license``, ``base_model`` and ``repo_id`` go into the card. The files
+    appear together; an existing Hub folder is refused unless ``overwrite``.
     """
     ckpt, folder = Path(ckpt), Path(folder)
     name = hub_name(name or folder.resolve().name)

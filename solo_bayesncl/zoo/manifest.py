@@ -140,9 +140,7 @@ def validate_entry(
     data: Mapping[str, Any], source: str = "<entry>", require_https: bool = True
 ) -> None:
     """Check one manifest entry against the schema; raise :class:`ManifestError` if it fails.
-
-    ``require_https=False`` also accepts ``http://`` URLs on the loopback interface (for tests
-    and local mirrors); published manifests always require https.
+    ``require_https=False`` also accepts ``http://`` loopback URLs (tests, local mirrors).
     """
     if not isinstance(data, Mapping):
         raise ManifestError(f"{source}: an entry must be a JSON object, got {type(data).__name__}")

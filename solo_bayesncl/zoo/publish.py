@@ -84,15 +84,11 @@ def publish_folder(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> PublishResult:
     """Upload a Hub folder (``zoo export --hub-folder``) to the model repository ``repo_id``,
-    creating it when missing, with the user's token (``token``, else huggingface_hub's:
-    ``$HF_TOKEN`` or ``hf auth login``); returns the commit and the manifest entry whose first
-    source is the weights at that commit, followed by ``urls`` (mirrors holding the same file).
-
-    The card's ``OWNER/NAME`` placeholder (a folder exported without ``--repo``) is replaced by
-    ``repo_id`` first. Raises :class:`HubLoginError` without a token and :class:`ZooError` for a
-    folder that is not a Hub folder or a repository id that is not ``OWNER/NAME``, both before
-    any network request, and :class:`ZooError` (one line naming the host) for a Hub that fails,
-    cannot be reached or does not answer within the deadlines (``timeout``, module docstring).
+    creating it when missing, with the user's token (``token``, else huggingface_hub's); returns
+    the commit and the manifest entry whose first source is the weights at that commit, then
+    ``urls``. The card's ``OWNER/NAME`` placeholder is replaced by ``repo_id`` first. Raises
+    :class:`HubLoginError` without a token and :class:`ZooError` for a bad folder or repository id
+    (both before any network request) or a Hub that fails or outlasts ``timeout``.
     """
     folder = Path(folder)
     check_hub_folder(folder)
