@@ -114,10 +114,6 @@ def row_names(results: Sequence[dict[str, Any]]) -> list[str]:
     return sorted(first, key=order)
 
 
-def _column_values(runs: Sequence[dict[str, Any]], source: str) -> list[float]:
-    return [v for v in (figure(r, source) for r in runs) if not math.isnan(v)]
-
-
 def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per method or variant: ``{column: mean, column + "_std": sample std over seeds
     (0 for one seed), column + "_n": how many seeds have the figure, "seeds": n, "method": name,
@@ -133,7 +129,7 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "linear_probe": "; ".join(sorted({str(r.get("linear_probe")) for r in runs})),
         }
         for column, source, _ in COLUMNS:
-            values = _column_values(runs, source)
+            values = [v for v in (figure(r, source) for r in runs) if not math.isnan(v)]
             row[column] = statistics.fmean(values) if values else math.nan
             row[f"{column}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
             row[f"{column}_n"] = len(values)
@@ -145,11 +141,6 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         row["threads"] = " ".join(sorted({str(r["threads"]) for r in runs if r.get("threads")}))
         rows.append(row)
     return rows
-
-
-def _present(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    """The columns with a value in at least one row."""
-    return [c for c in COLUMNS if any(not math.isnan(row[c[0]]) for row in rows)]
 
 
 def _write_rows(path: Path, fields: Sequence[str], lines: Sequence[dict[str, Any]]) -> Path:
@@ -305,7 +296,7 @@ def write_markdown(
 ) -> Path:
     """The table as Markdown (``mean ± std`` over seeds), the runs not finished or ``unreadable``,
     then the paired differences."""
-    columns = _present(rows)
+    columns = [c for c in COLUMNS if any(not math.isnan(row[c[0]]) for row in rows)]
     header = ["method", "seeds"] + [c for c, _, _ in columns]
     lines = [
         f"Benchmark preset `{preset}`, commit `{commit}`, {date}.",

@@ -48,12 +48,6 @@ def _class_name(class_names: Sequence[str], index: int) -> str:
     return class_names[index] if 0 <= index < len(class_names) else "none"
 
 
-def _bordered(thumb: np.ndarray, colour: np.ndarray, width: int) -> np.ndarray:
-    out = thumb.copy()
-    out[:width], out[-width:], out[:, :width], out[:, -width:] = colour, colour, colour, colour
-    return out
-
-
 def _strip(thumbs: np.ndarray, labels: np.ndarray, majority: int, columns: int) -> np.ndarray:
     """One row of thumbnails side by side with a coloured border, padded to ``columns`` cells."""
     h, w = thumbs.shape[1:3]
@@ -63,7 +57,9 @@ def _strip(thumbs: np.ndarray, labels: np.ndarray, majority: int, columns: int) 
     for i in range(columns):
         if i < len(thumbs):
             colour = _MATCH if labels[i] == majority else _MISMATCH
-            cells.append(_bordered(thumbs[i], colour, width))
+            cell = thumbs[i].copy()
+            cell[:width], cell[-width:], cell[:, :width], cell[:, -width:] = (colour,) * 4
+            cells.append(cell)
         else:
             cells.append(np.full((h, w, 3), 255, dtype=np.uint8))
         cells.append(gap)

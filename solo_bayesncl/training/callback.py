@@ -45,14 +45,6 @@ class Backgrounds:
     num_backgrounds: int
 
 
-def _autocast_enabled() -> bool:
-    return any(torch.is_autocast_enabled(kind) for kind in ("cpu", "cuda"))
-
-
-def _clone(tensor: torch.Tensor | None) -> torch.Tensor | None:
-    return None if tensor is None else tensor.clone()
-
-
 @dataclass(eq=False)
 class InterpretabilityCallback(Callback):
     """Evaluates the interpretable representation on ``val_loader`` at the end of training epochs,
@@ -110,7 +102,7 @@ class InterpretabilityCallback(Callback):
             # calls it through the module), not a forward of images.
             if self._kept is None or not isinstance(out, dict) or "feats" not in out:
                 return
-            if _autocast_enabled():
+            if any(torch.is_autocast_enabled(kind) for kind in ("cpu", "cuda")):
                 self._kept = None  # another computation than the callback's own pass
                 return
             self._pending.append(self._batch_of(module, out))
@@ -149,7 +141,10 @@ class InterpretabilityCallback(Callback):
         if sum(b.labels.shape[0] for b in kept) != len(self.val_loader.dataset):
             return None
         # the validation loop ran in inference mode: clones are ordinary tensors
-        return [RepresentationBatch(**{k: _clone(v) for k, v in vars(b).items()}) for b in kept]
+        return [
+            RepresentationBatch(**{k: None if v is None else v.clone() for k, v in vars(b).items()})
+            for b in kept
+        ]
 
     def evaluate(
         self, pl_module: LightningModule, batches: list[RepresentationBatch] | None = None

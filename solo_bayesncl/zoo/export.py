@@ -126,11 +126,6 @@ def _plain_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
     return flat
 
 
-def _expand_urls(urls: Iterable[str], filename: str) -> list[str]:
-    """A URL ending in '/' is a folder: the artifact's file name is appended."""
-    return [u + filename if u.endswith("/") else u for u in urls]
-
-
 def build_artifact(
     state_dict: Mapping[str, torch.Tensor],
     cfg: Any,
@@ -203,7 +198,7 @@ def export_state_dict(
         "method": method,
         "dataset": saved_model(plain)["dataset"],
         "backbone": saved_model(plain)["backbone"],
-        "urls": _expand_urls(urls, filename),
+        "urls": [u + filename if u.endswith("/") else u for u in urls],  # '/': a folder
         "sha256": "0" * 64,  # placeholder while validating the rest before writing
         "size": 1,
         "config": plain,
