@@ -78,8 +78,7 @@ class EpochTimer(Callback):
 
 
 class AttemptLog(Callback):
-    """Appends this sitting's log folder and the checkpoint it resumed from to
-    ``<stage>_attempts.jsonl``, to stitch the metrics of resumed runs together."""
+    """Appends this sitting's log folder and resumed checkpoint to ``<stage>_attempts.jsonl``."""
 
     def __init__(self, run_dir: Path, stage: str) -> None:
         self.path = run_dir / f"{stage}_attempts.jsonl"
@@ -136,8 +135,7 @@ class Progress(Callback):
 
 
 def stage_callbacks(run_dir: Path, status: StatusFile | None, stage: str) -> list[Callback]:
-    """The callbacks of a stage's fit (pretraining logs its sittings); ``status`` is None in the
-    processes of ranks 1.., which record nothing."""
+    """The callbacks of a stage's fit; ``status`` is None on ranks 1.., which record nothing."""
     if status is None:  # a process of rank 1..
         return []
     timer = EpochTimer(run_dir, stage)

@@ -51,8 +51,7 @@ def cpu_seconds() -> float:
 
 
 def _own_runnable_threads() -> int | None:
-    """Running or runnable threads of this process and its child processes (Linux ``/proc``);
-    None elsewhere. The load average counts these too, so they are subtracted from it."""
+    """Runnable threads of this process and its children (Linux ``/proc``); None elsewhere."""
     proc = Path("/proc")
     if not (proc / "self" / "task").is_dir():
         return None

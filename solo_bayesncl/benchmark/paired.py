@@ -30,8 +30,7 @@ def t_quantile_975(dof: int) -> float:
 
 
 def mean_interval(values: Sequence[float]) -> dict[str, float]:
-    """``mean``, sample ``std``, ``n`` and the two-sided 95% Student-t interval of the mean
-    ``low``/``high`` of ``values`` (NaN std and bounds for a single value)."""
+    """``mean``, ``std``, ``n`` and the 95% Student-t interval ``low``/``high`` of ``values``."""
     n = len(values)
     if n == 0:
         raise ValueError("mean_interval needs at least one value")

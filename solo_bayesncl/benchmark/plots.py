@@ -38,8 +38,7 @@ _SPARE = ("tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:g
 
 
 def _subplots(*grid: int, figsize: tuple[float, float], **kwargs: Any):
-    """``(figure, axes)`` like ``pyplot.subplots``, on the figure's own Agg canvas: no global
-    matplotlib backend is set or used."""
+    """``(figure, axes)`` like ``pyplot.subplots``, on an own Agg canvas (no global backend)."""
     fig = Figure(figsize=figsize)
     FigureCanvasAgg(fig)
     return fig, fig.subplots(*grid, **kwargs)
@@ -165,8 +164,7 @@ def plot_budget_curves(results: Sequence[dict[str, Any]], path: Path) -> Path | 
 
 
 def prior_settings(result: dict[str, Any]) -> tuple[float, float] | None:
-    """``(rho, lambda)`` of a BayesNCL run from the config saved beside its checkpoint (lambda 0
-    for ``use_kl: False``); None for other methods or when the file is missing."""
+    """``(rho, lambda)`` of a BayesNCL run from its saved config; None otherwise."""
     if result.get("method") != "bayesncl" or not result.get("checkpoint"):
         return None
     args = Path(result["checkpoint"]).parent / "args.json"

@@ -103,8 +103,7 @@ class Preset:
 
 @dataclass(frozen=True)
 class RunOrder:
-    """One run of a preset, all its stages read: what the benchmark hands its child process
-    (``run_one``), saved as ``RUN_DIR/spec.json`` (:meth:`to_json`, :meth:`from_json`)."""
+    """One run of a preset, as the benchmark hands it to ``run_one`` (``RUN_DIR/spec.json``)."""
 
     method: str
     variant: str

@@ -58,8 +58,7 @@ class RunFailed(RuntimeError):
 
 
 class RunBusy(RuntimeError):
-    """Another live benchmark process is training this run (it holds the run's lock);
-    ``holder`` says which."""
+    """Another live benchmark process is training this run; ``holder`` says which."""
 
     def __init__(self, message: str, holder: str) -> None:
         super().__init__(message)
@@ -67,18 +66,15 @@ class RunBusy(RuntimeError):
 
 
 class RunLockError(RuntimeError):
-    """A run's lock cannot be taken (``RUN_DIR/lock`` is a folder, or cannot be written): the
-    message names it and what to do."""
+    """A run's lock cannot be taken; the message names it and what to do."""
 
 
 class Terminated(BaseException):
-    """Raised by the SIGTERM handler (a BaseException, like KeyboardInterrupt, so that no
-    ``except Exception`` swallows it)."""
+    """Raised by the SIGTERM handler (a BaseException, so no ``except Exception`` swallows it)."""
 
 
 def watch_parent() -> None:
-    """Ends this run when the benchmark process that started it ends, even by SIGKILL
-    (``PR_SET_PDEATHSIG`` on Linux, and a thread checking the parent pid every second)."""
+    """Ends this run when the benchmark process that started it ends, even by SIGKILL."""
     expected = os.environ.get(PARENT_ENV)
     if not expected:
         return  # started by hand

@@ -103,8 +103,7 @@ class RunProgress:
         return text
 
     def position(self, status: dict[str, Any]) -> float:
-        """Epochs of the current stage finished according to ``status`` (a fraction within an
-        epoch); 0 outside the stages with epochs."""
+        """Epochs of the current stage finished (fractional); 0 outside the stages with epochs."""
         if status.get("stage") not in ("pretrain", "linear"):
             return 0.0
         epochs = self.pretrain_epochs if status["stage"] == "pretrain" else self.linear_epochs
@@ -115,8 +114,7 @@ class RunProgress:
 
 @dataclass
 class StageTimes:
-    """Wall seconds per pretraining epoch and per linear epoch, and for kNN and the report, as
-    the finished runs of this benchmark measured them (the mean over those runs)."""
+    """Seconds per epoch of each stage, the mean over this benchmark's finished runs."""
 
     measured: dict[str, list[float]] = field(default_factory=dict)
 
@@ -239,8 +237,7 @@ def format_seconds(seconds: float | None) -> str:
 
 
 class ProgressDisplay:
-    """One tqdm bar for the whole benchmark, with :class:`RunEstimate`'s time left for the run in
-    progress and for all ``runs``."""
+    """One tqdm bar for the whole benchmark, with the time left for the run and for all ``runs``."""
 
     def __init__(
         self,

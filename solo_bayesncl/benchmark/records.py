@@ -46,8 +46,7 @@ COMMIT_FILE = "COMMIT"
 
 
 class RecordsError(ValueError):
-    """A run's records cannot be read or kept (not what its name says, run not finished, code not
-    a commit, or differing records already kept)."""
+    """A run's records cannot be read or kept."""
 
 
 _NULL = type(None)
@@ -209,8 +208,7 @@ def located(run_dir: Path, recorded: str | Path) -> Path:
 
 
 def read_result(run_dir: Path) -> dict[str, Any]:
-    """A finished run's ``result.json`` (:func:`load_result`), the files it names resolved by
-    :func:`located`, its per-epoch metrics checked by :func:`epoch_metrics`."""
+    """A finished run's ``result.json``, its files :func:`located`, its epoch metrics checked."""
     result = load_result(run_dir / "result.json")
     for key in RECORDED_PATHS:
         if result.get(key):
@@ -227,8 +225,7 @@ def load_gate_measures(path: Path) -> dict[str, Any]:
 
 
 def commit_line(result: dict[str, Any]) -> str:
-    """The ``COMMIT`` line of a finished run: ``<commit> <row> seed <seed>``, the row being its
-    variant name, or its method."""
+    """The ``COMMIT`` line of a finished run: ``<commit> <variant or method> seed <seed>``."""
     row = result.get("variant") or result["method"]
     return f"{result['commit']} {row} seed {result['seed']}"
 
@@ -266,8 +263,7 @@ def records_to_keep(source_run: Path, kept_run: Path) -> list[str]:
 
 
 def keep_run_records(source_run: Path, kept_run: Path) -> list[str]:
-    """Copies the :func:`records_to_keep` of ``source_run`` into ``kept_run``, each file
-    whole or not at all; returns their names."""
+    """Copies :func:`records_to_keep` into ``kept_run``, each file whole; returns their names."""
     names = records_to_keep(source_run, kept_run)
     for name in names:
         with replacing(kept_run / name) as tmp:
@@ -276,8 +272,7 @@ def keep_run_records(source_run: Path, kept_run: Path) -> list[str]:
 
 
 def add_commit_lines(results_dir: Path, results: Iterable[dict[str, Any]]) -> list[str]:
-    """Appends to ``results_dir/COMMIT`` the :func:`commit_line` of each result it does not list
-    yet, keeping the lines it has; returns the lines added."""
+    """Appends to ``results_dir/COMMIT`` each result's missing :func:`commit_line`; returns those."""
     commit_file = results_dir / COMMIT_FILE
     lines = commit_file.read_text().splitlines() if commit_file.is_file() else []
     added = [line for line in dict.fromkeys(commit_line(r) for r in results) if line not in lines]

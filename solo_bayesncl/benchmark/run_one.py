@@ -165,8 +165,7 @@ def _pretraining_resume_point(run_dir: Path) -> ResumePoint | None:
 
 
 def stopped_message(run_dir: Path, signal_name: str) -> str:
-    """What a run stopped by ``signal_name`` says: the stage, what is kept and where the next run
-    of the same command continues."""
+    """What a run stopped by ``signal_name`` says: the stage, what is kept, where it continues."""
     stage = read_status(run_dir / "status.json").get("stage")
     if stage not in STAGES:
         stage = "pretrain"

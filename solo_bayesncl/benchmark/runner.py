@@ -120,8 +120,7 @@ def write_outputs(
     missing: list[str] | tuple[str, ...] = (),
     unreadable: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Path]:
-    """The tables and plots, written into a temporary folder and moved in together (a plot with
-    nothing to draw left out), ``missing`` and ``unreadable`` runs listed under the table."""
+    """The tables and plots, moved in together; ``missing`` and ``unreadable`` runs listed."""
     commit = ", ".join(sorted({_short_commit(r) for r in results})) or "unknown"
     date = dt.date.today().isoformat()
     rows = aggregate(results)

@@ -62,8 +62,7 @@ def _last_in(entries: list[dict[str, Any]], folder: str, before: int) -> int | N
 def _rows_of(
     sitting: dict[str, Any], entries: list[dict[str, Any]], rows: list[dict[str, str]]
 ) -> list[dict[str, str]]:
-    """The rows of ``metrics.csv`` that ``sitting`` wrote: from its ``rows_before`` to the next
-    sitting's in the same folder (the whole file without the count)."""
+    """The rows of ``metrics.csv`` that ``sitting`` wrote (from its ``rows_before``)."""
     begin = int(sitting.get("rows_before") or 0)
     later = entries[entries.index(sitting) + 1 :] if sitting in entries else []
     end = next(
@@ -78,8 +77,7 @@ def _rows_of(
 
 
 def metrics_rows(folder: Path) -> int:
-    """The data rows of ``folder``'s ``metrics.csv`` (0 without one): where a sitting resumed in
-    that folder starts appending."""
+    """The data rows of ``folder``'s ``metrics.csv`` (0 without one)."""
     path = folder / "metrics.csv"
     if not path.is_file():
         return 0

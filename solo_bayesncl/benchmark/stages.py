@@ -185,8 +185,7 @@ def pretrain_stage(spec: RunOrder, run_dir: Path, status) -> dict[str, Any]:
 
 
 def pretrain_other_rank(spec: RunOrder, run_dir: Path) -> None:
-    """Rank 1.. of a multi-process pretraining (Lightning's launcher re-runs the run module):
-    trains its part and records nothing."""
+    """Rank 1.. of a multi-process pretraining: trains its part and records nothing."""
     pretrain(
         _pretrain_cfg(spec, run_dir),
         extra_callbacks=stage_callbacks(run_dir, None, "pretrain"),
@@ -258,8 +257,7 @@ def linear_probe_label(config_name: str, spec: RunSpec) -> str:
 def knn_stage(
     spec: RunOrder, ckpt: str, status, shared: ValidationPass | None = None
 ) -> dict[str, Any]:
-    """kNN top-1 on backbone features, from the report's pass when ``shared``
-    (:class:`ValidationPass`)."""
+    """kNN top-1 on backbone features, from the report's pass when ``shared``."""
     status.update(stage="knn")
     k = int(spec.knn.get("k", knn.K))
     checkpoint, options = ckpt, {}
@@ -285,8 +283,7 @@ def knn_stage(
 def report_stage(
     spec: RunOrder, run_dir: Path, ckpt: str, status, shared: ValidationPass | None = None
 ) -> dict[str, Any]:
-    """The interpretability report, written from ``shared``'s pass when given (made here if
-    kNN did not make it)."""
+    """The interpretability report, from ``shared``'s pass when given."""
     status.update(stage="report")
     report_dir = run_dir / "report"
     write_report(

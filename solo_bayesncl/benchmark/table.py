@@ -86,8 +86,7 @@ def run_name(result: dict[str, Any]) -> str:
 
 
 def figure(result: dict[str, Any], dotted: str) -> float:
-    """The figure at ``dotted`` (``metrics.active_dims``) of a run's result, ``nan`` where the
-    run lacks it."""
+    """The figure at ``dotted`` (``metrics.active_dims``) of a run's result, ``nan`` if absent."""
     value: Any = result
     for part in dotted.split("."):
         value = value.get(part) if isinstance(value, dict) else None
@@ -268,8 +267,7 @@ _COLUMN_NOTES: tuple[tuple[Callable[[str], bool], str], ...] = (
 
 
 def machine_line(rows: Sequence[dict[str, Any]]) -> str:
-    """The threads every run trained with (``threads``: the figures depend on the count) and the
-    machine's cores."""
+    """The threads every run trained with and the machine's cores."""
     counts = sorted({c for row in rows for c in str(row.get("threads") or "").split()}, key=int)
     cores = max((row.get("cpu_count") or 0 for row in rows), default=0)
     on = f" on a machine of {cores} cores" if cores else ""
