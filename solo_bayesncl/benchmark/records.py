@@ -272,7 +272,7 @@ def keep_run_records(source_run: Path, kept_run: Path) -> list[str]:
 
 
 def add_commit_lines(results_dir: Path, results: Iterable[dict[str, Any]]) -> list[str]:
-    """Appends to ``results_dir/COMMIT`` each result's missing :func:`commit_line`; returns those."""
+    """Appends the :func:`commit_line` s missing from ``results_dir/COMMIT``; returns them."""
     commit_file = results_dir / COMMIT_FILE
     lines = commit_file.read_text().splitlines() if commit_file.is_file() else []
     added = [line for line in dict.fromkeys(commit_line(r) for r in results) if line not in lines]

@@ -269,8 +269,7 @@ def _require_given_values(cfg: omegaconf.DictConfig) -> None:
 
 
 def _require_probe_callback(probe: Any, enabled: Any) -> None:
-    """``interpretability.probe`` asks the interpretability callback for its converged probe;
-    with the callback off (``enabled`` False or left out) nothing would run it."""
+    """``interpretability.probe`` needs the interpretability callback on (nothing else runs it)."""
     if probe is None or not parse_bool("interpretability.probe", probe):
         return
     if enabled is None or not parse_bool("interpretability.enabled", enabled):

@@ -74,8 +74,7 @@ def linear_cfg(
     method: str,
     explicit: Iterable[str] = (),
 ) -> omegaconf.DictConfig:
-    """The config with the checkpoint's data (:func:`inherit_from_checkpoint`), its ``backbone``
-    section and its pretraining ``method`` written in."""
+    """The config with the checkpoint's data, ``backbone`` section and pretraining ``method``."""
     cfg = inherit_from_checkpoint(cfg, trained, explicit)
     cfg.backbone = OmegaConf.create(dict(backbone))
     cfg.pretrain_method = method

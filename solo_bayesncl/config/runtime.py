@@ -152,20 +152,17 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """The device an evaluation runs on: ``device`` when given, else the GPU when there is one,
-    else the CPU."""
+    """The device an evaluation runs on: ``device``, else the GPU if any, else the CPU."""
     return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
 def _inductor_cxx() -> str:
-    """The C++ compiler torch inductor calls on the CPU: ``$CXX``, else ``g++`` (``clang++`` on
-    macOS), the only one it tries (its ``config.cpp.cxx``)."""
+    """The C++ compiler inductor calls on the CPU: ``$CXX``, else ``g++`` (macOS ``clang++``)."""
     return os.environ.get("CXX", "clang++" if sys.platform == "darwin" else "g++")
 
 
 def cpp_compiler() -> str | None:
-    """The path of the C++ compiler inductor would call on the CPU (:func:`_inductor_cxx`), or
-    None when it is not an executable (inductor would then fail at the first step)."""
+    """The path of the C++ compiler inductor would call on the CPU, or None when not executable."""
     return shutil.which(_inductor_cxx()) if _inductor_cxx() else None
 
 

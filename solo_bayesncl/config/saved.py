@@ -26,8 +26,7 @@ __all__ = [
 
 
 class SavedConfigError(ValueError):
-    """A saved config no supported model can be built from; ``in_config``: a key the config
-    lacks (else a method the plugin does not build)."""
+    """A saved config no supported model can be built from (``in_config``: a key it lacks)."""
 
     def __init__(self, message: str, in_config: bool) -> None:
         super().__init__(message)
@@ -68,8 +67,7 @@ def official_method_name(cfg: dict[str, Any], weights: Iterable[str]) -> str:
 
 
 def saved_model(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``method`` (as written), ``backbone`` and ``dataset`` a saved config names, as a zoo
-    entry lists them (None where it names none)."""
+    """The ``method``, ``backbone`` and ``dataset`` a saved config names (None where none)."""
     spec = saved_run_spec(cfg)
     return {
         "method": spec.method.name,

@@ -120,8 +120,7 @@ def check_interpretability(cfg: omegaconf.DictConfig) -> InterpretabilitySpec:
 
 @dataclass(frozen=True)
 class OptimizerSpec:
-    """The ``optimizer`` section: ``batch_size`` per process (after
-    :mod:`solo_bayesncl.config.global_batch`); ``scheduler``: ``scheduler.name``."""
+    """The ``optimizer`` section: ``batch_size`` per process; ``scheduler``: ``scheduler.name``."""
 
     name: str | None = None
     lr: float | None = None

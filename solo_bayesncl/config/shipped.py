@@ -84,8 +84,7 @@ def resolve_config_dir(value: str | Path) -> Path:
 
 
 def linear_dir_for(pretrain_dir: str | Path) -> Path:
-    """The linear config folder for a pretraining one: ``.../pretrain/<group>`` maps to
-    ``.../linear/<group>`` beside it, else the shipped ``linear/<group>``."""
+    """The linear config folder of a pretraining one (``pretrain/<g>`` -> ``linear/<g>``)."""
     pretrain_dir = Path(pretrain_dir)
     group = pretrain_dir.name
     if pretrain_dir.parent.name == "pretrain":

@@ -166,8 +166,7 @@ def upstream_problems(cfg: omegaconf.DictConfig) -> list[str]:
 
 
 def check_method_keys(cfg: omegaconf.DictConfig) -> None:
-    """The ``method_kwargs`` of a pretraining config checked as the method would inside upstream's
-    task (where Hydra would show the :class:`ConfigError` as a traceback)."""
+    """A pretraining config's ``method_kwargs``, checked as the method would in upstream's task."""
     if _is_linear(cfg):
         return
     method = OmegaConf.select(cfg, "method", default=None)

@@ -74,8 +74,7 @@ def resolve_gate_type(name: str, key: str = "gate_type") -> str:
 
 
 def gate_probabilities(logits: torch.Tensor, sigmoid_temperature: float) -> torch.Tensor:
-    """``alpha = sigmoid(logits / tau_g)`` (docs/method.md, "The gate"); at ``tau_g = 1`` the
-    division (an exact no-op) is skipped."""
+    """``alpha = sigmoid(logits / tau_g)`` (docs/method.md, "The gate"); skips the no-op ``/ 1``."""
     tau = checked("sigmoid_temperature", sigmoid_temperature)
     return torch.sigmoid(logits if tau == 1.0 else logits / tau)
 

@@ -49,8 +49,7 @@ def normalize_rows(x: torch.Tensor, eps: float = NORMALIZE_EPS) -> torch.Tensor:
 
 
 def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
-    """Keeps the ``k`` largest entries of every row and zeroes the others (NCL+TopK baseline):
-    exactly ``k`` per row, ties as ``torch.topk`` returns them."""
+    """Keeps the ``k`` largest entries of every row (ties as ``torch.topk``), zeroes the others."""
     k = checked("topk_k", k, key="k")
     if k >= z.shape[-1]:
         return z

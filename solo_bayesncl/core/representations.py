@@ -115,8 +115,7 @@ def representation_batch(
     images: torch.Tensor | None = None,
     represent: Callable[[nn.Module, dict[str, Any]], torch.Tensor] | None = None,
 ) -> RepresentationBatch:
-    """The batch :func:`extract_representations` yields for the forward output ``out``, for a
-    caller that already holds it (the validation loop)."""
+    """The batch :func:`extract_representations` yields for the forward output ``out``."""
     if feature == "backbone":
         features = out["feats"]
     elif represent is not None:

@@ -133,8 +133,7 @@ def describe_int(low: int, high: int | None = None) -> str:
 
 
 def require_choice(key: str, value: Any, allowed: Iterable[str]) -> str:
-    """``value`` when it is one of ``allowed`` (compared as strings); raises
-    :class:`ConfigError` naming the key and the allowed values otherwise."""
+    """``value`` if one of ``allowed`` (as strings), else :class:`ConfigError` naming them."""
     allowed = tuple(str(a) for a in allowed)
     if str(value) not in allowed:
         raise ConfigError(f"{key}={value!r} is not supported; allowed values: {', '.join(allowed)}")

@@ -160,8 +160,7 @@ class BatchAugmentation(nn.Module):
         return repr(self.recipe)
 
     def crop_boxes(self, batch: int, height: int, width: int) -> torch.Tensor:
-        """``(B, 4)`` crop boxes ``x0, y0, w, h`` in pixels, one per image (the whole image when
-        ``rrc.enabled`` is False)."""
+        """``(B, 4)`` crop boxes ``x0, y0, w, h``, one per image (whole image without ``rrc``)."""
         if not self.recipe.rrc:
             return torch.tensor([[0.0, 0.0, width, height]]).expand(batch, 4)
         src = self.crop.forward_parameters((batch, 1, height, width))["src"]
@@ -247,8 +246,7 @@ class BatchAugmentation(nn.Module):
 
 
 class MultiViewAugmentation(nn.Module):
-    """All of a config's pipelines: ``num_crops`` views from each, in solo-learn's order, each
-    pipeline in one batched call."""
+    """All of a config's pipelines: ``num_crops`` views from each, in solo-learn's order."""
 
     def __init__(self, recipes: Sequence[Recipe]) -> None:
         super().__init__()

@@ -48,8 +48,7 @@ def _ranks(module) -> None:
 
 
 class PretrainDALIData(PretrainDALIDataModule):
-    """solo-learn's pretraining DALI data module; on ``dali_device="cpu"`` its pipeline is built
-    without a CUDA device."""
+    """solo-learn's pretraining DALI module; no CUDA device on ``dali_device="cpu"``."""
 
     def setup(self, stage: str | None = None) -> None:
         if self.dali_device != "cpu":
@@ -87,8 +86,7 @@ class PretrainDALIData(PretrainDALIDataModule):
 
 
 class ClassificationDALIData(ClassificationDALIDataModule):
-    """solo-learn's classification (linear evaluation) DALI data module; on
-    ``dali_device="cpu"`` its pipelines are built without a CUDA device."""
+    """solo-learn's classification DALI module; without a CUDA device on ``dali_device="cpu"``."""
 
     def setup(self, stage: str | None = None) -> None:
         if self.dali_device != "cpu":
@@ -124,8 +122,7 @@ class ClassificationDALIData(ClassificationDALIDataModule):
 def build_pretrain_dali_datamodule(
     data: DatasetSpec, batch_size: int, solo_cfg: omegaconf.DictConfig
 ) -> PretrainDALIData:
-    """The pretraining DALI data module of a resolved run, as solo-learn's ``main_pretrain.py``
-    builds it from ``solo_cfg``, ``batch_size`` per process."""
+    """The pretraining DALI data module of a run, as ``main_pretrain.py`` builds it."""
     transform = FullTransformPipeline(
         [
             NCropAugmentation(
@@ -151,8 +148,7 @@ def build_pretrain_dali_datamodule(
 
 
 def build_linear_dali_datamodule(data: DatasetSpec, batch_size: int) -> ClassificationDALIData:
-    """The linear-evaluation data module of a resolved run, as solo-learn's ``main_linear.py``
-    builds it, ``batch_size`` per process."""
+    """The linear-evaluation data module of a run, as ``main_linear.py`` builds it."""
     return ClassificationDALIData(
         dataset=data.loader,
         train_data_path=data.train_path,

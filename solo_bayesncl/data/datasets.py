@@ -43,8 +43,7 @@ __all__ = [
 
 
 def scene_args(num: Any, seed: Any) -> tuple[int, int]:
-    """``(data.num_backgrounds, data.background_seed)`` from the values given (None: the
-    default); a bad value names its key."""
+    """``(data.num_backgrounds, data.background_seed)`` checked (None: the default)."""
     num = DEFAULT_BACKGROUNDS if num is None else num
     seed = DEFAULT_BACKGROUND_SEED if seed is None else seed
     try:
@@ -256,8 +255,7 @@ def seeded_subset(dataset, max_images: int | None, seed: int = 0):
 
 @dataclass
 class LabelledImages:
-    """Labelled validation images: the dataset, one name per class, the dataset's name (as a
-    report names it) and the normalisation of the images."""
+    """Labelled validation images: the dataset, class names, its name and its normalisation."""
 
     dataset: Dataset
     class_names: list[str]

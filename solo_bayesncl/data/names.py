@@ -160,8 +160,7 @@ class DatasetSpec:
 
     @property
     def normalization(self) -> tuple[list[float], list[float]]:
-        """The mean and std of the views the backbone trains on (:func:`solo_normalization`),
-        which every pipeline and evaluation feeds it. Needs solo-learn."""
+        """The mean and std of the views the backbone trains on (:func:`solo_normalization`)."""
         return solo_normalization(self.loader, self.mean, self.std)
 
     @property
@@ -175,8 +174,7 @@ def _numbers(values: Sequence[Any]) -> tuple[float, ...]:
 
 
 def dataset_name(cfg: Mapping[str, Any]) -> str:
-    """The canonical name of the dataset a config trains on: ``data.offline_dataset`` once
-    resolved, else ``data.dataset`` ("" when unset)."""
+    """The canonical dataset name: ``data.offline_dataset`` once resolved, else ``data.dataset``."""
     data = cfg.get("data", None) or {}
     return canonical_name(str(data.get("offline_dataset", None) or data.get("dataset", None) or ""))
 

@@ -46,8 +46,7 @@ IN_MEMORY_DATASETS: dict[str, int] = {
 
 
 def not_batchable(spec: DatasetSpec, pipelines: Any) -> str | None:
-    """Why the dataset ``spec`` with the augmentation ``pipelines`` cannot use the batched path,
-    or None."""
+    """Why ``spec`` with the augmentation ``pipelines`` cannot use the batched path, or None."""
     name = spec.name
     if name not in IN_MEMORY_DATASETS:
         return (
@@ -98,8 +97,7 @@ def collate_batch(batch: Any) -> list:
 
 
 def load_in_memory(spec: DatasetSpec) -> Dataset:
-    """The training split of the dataset as uint8 tensors, with ``data.fraction`` applied the way
-    the per-image path applies it (stratified, same seed)."""
+    """The training split as uint8 tensors, ``data.fraction`` applied as on the per-image path."""
     name = spec.name
     if name in OFFLINE_DATASETS:
         source = offline_dataset(spec, "train", root=spec.train_path)
@@ -157,8 +155,7 @@ def _datamodule_class():
 
         @property
         def sampler(self) -> EpochSampler:
-            """This process's sampler, made once the job's processes are known (before, a
-            one-process sampler that is not kept)."""
+            """This process's sampler, made once the job's processes are known."""
             trainer = self.trainer
             if trainer is None:
                 return EpochSampler(self.dataset, seed=self.seed)

@@ -99,8 +99,7 @@ def _as_custom(cfg: omegaconf.DictConfig, name: str) -> None:
 
 
 def resolve_dali_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-    """Checks that DALI is installed and sets ``dali.device`` to ``cpu`` or ``gpu``, after
-    :func:`solo_bayesncl.config.runtime.resolve_runtime`."""
+    """Checks that DALI is installed and sets ``dali.device`` to ``cpu`` or ``gpu``."""
     if not dali.dali_available():
         raise dali.DaliDataError(
             f"data.format=dali needs NVIDIA DALI, not installed: {dali.INSTALL_DALI}"
@@ -247,8 +246,7 @@ def _check_folder_batch(spec: DatasetSpec, batch: int | None) -> None:
 
 
 def cifar_layout(name: str, root: str | Path) -> str:
-    """Where torchvision's CIFAR-10/100 (the CIFAR configs' loader) looks under ``root``: the
-    folder and its files, and the archive that unpacks into it."""
+    """Where torchvision's CIFAR-10/100 looks under ``root``: folder, files and archive."""
     cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
     files = [entry[0] for entry in (*cls.train_list, *cls.test_list)] + [cls.meta["filename"]]
     return (

@@ -184,8 +184,7 @@ class FashionMNISTScenes(FashionMNIST):
 
 
 def background_labels(dataset) -> np.ndarray:
-    """The background label of every item of ``dataset`` (a scenes dataset or a ``Subset`` of
-    one), in the dataset's order."""
+    """The background label of every item of a scenes ``dataset`` (or ``Subset``), in order."""
     indices = None
     while not hasattr(dataset, "backgrounds"):
         if not hasattr(dataset, "dataset"):

@@ -40,8 +40,7 @@ __all__ = ["background_measures", "gate_selectivity", "scenes_checkpoint"]
 
 
 def _ungated_and_gate(model, loader) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``u = normalize(phi(z))``, the hard gate ``m`` and the gate probabilities ``alpha`` of
-    every image of ``loader``, in eval mode."""
+    """``u = normalize(phi(z))``, the hard gate and ``alpha`` of every image, in eval mode."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
