@@ -106,8 +106,7 @@ def _official_pass(
 def _training_batch_entropy(
     model: nn.Module, spec: RunSpec, batch_size: int, device, seed: int
 ) -> float | None:
-    """Singular-value entropy of the features of one training batch (two augmented views per
-    image, the pretraining augmentations), or None when the config has no training data here."""
+    """Singular-value entropy of one training batch's features (two views), or None without data."""
     if not augmentations(spec.solo):
         return None
     transform = per_image_transform(spec.data, spec.solo)  # solo-learn's views

@@ -152,8 +152,7 @@ def plot_class_histograms(
     class_names: Sequence[str],
     columns: int = 4,
 ) -> Path:
-    """Small multiples: for each dimension of ``dims``, the number of its active samples per
-    class, the majority class highlighted."""
+    """For each dimension of ``dims``, its active samples per class, the majority highlighted."""
     dims = list(dims)
     num_classes = stats.class_histogram.shape[1]
     columns = max(1, min(columns, len(dims) or 1))
@@ -205,8 +204,7 @@ def retrieval_curves(metrics: Mapping[str, float]) -> dict[int, list[tuple[int, 
 def plot_retrieval_precision(
     path: str | Path, metrics_by_setting: Mapping[str, Mapping[str, float]]
 ) -> Path:
-    """P@K against the number of dims kept (the most activated ones), one line per K and per
-    setting (e.g. ``{"hard gate": metrics, "soft gate": metrics}``)."""
+    """P@K against the number of most activated dims kept, one line per K and per setting."""
     fig = _figure(figsize=(6, 4))
     ax = fig.subplots()
     styles = ["-", "--", ":", "-."]

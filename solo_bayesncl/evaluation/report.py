@@ -152,8 +152,7 @@ def report_files(gated: bool) -> list[str]:
 
 
 def _previous_files(out_dir: Path) -> set[str]:
-    """The files the report already in ``out_dir`` says it wrote (its ``metrics.json``'s
-    ``files``); empty when there is none, or it predates that list."""
+    """The files the report already in ``out_dir`` lists in its ``metrics.json`` (else none)."""
     try:
         listed = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8")).get("files")
     except (OSError, ValueError, AttributeError):
@@ -181,8 +180,7 @@ def gate_summary(gate_open: np.ndarray) -> dict[str, float]:
 
 
 def shown_images(dims: np.ndarray, data: ReportData, count: int) -> tuple[TopImages, torch.Tensor]:
-    """The top ``count`` images of each dimension of ``dims`` and their purity (the dashboard's
-    figure), as a dimension table of ``metrics.json`` and its picture show them."""
+    """The top ``count`` images of each dimension of ``dims`` and their purity."""
     top = top_images(data.features, count, dims=dims)
     return top, top_image_purity(top.index, data.labels, data.stats.majority_class[top.dims])
 
@@ -194,8 +192,7 @@ def report_content(
     shown: list[tuple[TopImages, torch.Tensor]],
     images_per_dim: int,
 ) -> dict[str, Any]:
-    """The content of ``metrics.json`` (without the paper protocol's figures); ``shown``: the top
-    images of the most and least selective dimensions."""
+    """The content of ``metrics.json``; ``shown``: the most and least selective dims' top images."""
     method = inputs.loaded.method
     report: dict[str, Any] = {
         "method": method,
@@ -223,8 +220,7 @@ def report_content(
 def describe_dimensions(
     top: TopImages, purity_top: torch.Tensor, data: ReportData, names: list[str]
 ) -> list[dict[str, Any]]:
-    """One row per dimension of ``top``: its majority class, whether it beats the label-shuffled
-    baseline, the purity of its top images and of all its active images."""
+    """One row per dimension of ``top``: majority class, significance, top-image and all purity."""
     majority = data.stats.majority_class[top.dims]
     return [
         {
@@ -247,8 +243,7 @@ def write_report_files(
     data: ReportData,
     shown: list[tuple[TopImages, torch.Tensor]],
 ) -> None:
-    """Writes the report's files into ``folder``: the dashboard bundle, the pictures, then
-    ``metrics.json`` and ``metrics.md``."""
+    """Writes the bundle, the pictures, ``metrics.json`` and ``metrics.md`` into ``folder``."""
     names, gated = inputs.class_names, inputs.gated
     significant = data.p_value <= SIGNIFICANCE
     write_feature_bundle(

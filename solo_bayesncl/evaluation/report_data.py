@@ -221,8 +221,7 @@ class PreparedReport:
     data: ReportData
 
     def check_made_for(self, checkpoint: str | Path, options: ReportOptions) -> None:
-        """Raises :class:`ReportError` unless this pass is the one ``checkpoint`` and the
-        :data:`~solo_bayesncl.evaluation.options.PASS_OPTIONS` of ``options`` give."""
+        """Raises :class:`ReportError` unless this pass is ``checkpoint``'s with ``options``."""
         mine = {"checkpoint": self.checkpoint, **self.options.pass_settings()}
         asked = {"checkpoint": str(Path(checkpoint)), **options.pass_settings()}
         for key in ("checkpoint", *PASS_OPTIONS):

@@ -53,8 +53,7 @@ def without_resume_warning() -> Iterator[None]:
 
 
 def apply_small_stem(backbone: nn.Module) -> nn.Module:
-    """Gives a torchvision-style ResNet a 3x3 stride-1 ``conv1`` and no max-pool, in place (a
-    backbone that has that stem already is left as it is)."""
+    """Gives a torchvision-style ResNet a 3x3 stride-1 ``conv1`` and no max-pool, in place."""
     conv = backbone.conv1
     if conv.kernel_size != (3, 3) or conv.stride != (1, 1):
         backbone.conv1 = nn.Conv2d(

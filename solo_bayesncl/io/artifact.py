@@ -183,8 +183,7 @@ def _load_dict(path: Path, map_location: Any, mmap: bool = False) -> dict[str, A
 
 
 def is_artifact(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` is a readable zoo artifact, in either form (its tensors are
-    memory-mapped, not read)."""
+    """True when ``path`` is a readable zoo artifact in either form (tensors memory-mapped)."""
     try:
         _load_dict(Path(path), "cpu", mmap=True)
     except ArtifactError:

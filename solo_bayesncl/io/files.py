@@ -79,8 +79,7 @@ def _is_no_space(err: BaseException, folder: Path) -> bool:
 
 @contextlib.contextmanager
 def no_space_named(folder: str | os.PathLike[str]) -> Iterator[None]:
-    """Turns a full disk inside the block into :class:`NoSpaceError` naming ``folder`` (the
-    outermost block's); other errors pass unchanged."""
+    """Turns a full disk inside the block into :class:`NoSpaceError` naming ``folder``."""
     try:
         yield
     except NoSpaceError as err:
@@ -239,8 +238,7 @@ def write_text_replacing(final: str | os.PathLike[str], text: str) -> Path:
 def remove_stale_temporaries(
     final: Path, suffix: str, max_age_s: float = _STALE_AFTER_S
 ) -> list[Path]:
-    """Removes the temporaries of ``final`` (see :func:`_make_temporary`) whose process is gone
-    or that are older than ``max_age_s``; returns what was removed."""
+    """Removes ``final``'s temporaries whose process is gone or older than ``max_age_s``."""
     removed = []
     if not final.parent.is_dir():
         return removed

@@ -71,8 +71,7 @@ class BayesNCL(NCL):
         return self.gate(gate_logits, mode=gate)
 
     def representation(self, out: dict[str, Any], gate: str | None = None) -> torch.Tensor:
-        """``v = normalize(u * m)`` (hard gate) or ``normalize(u * alpha)`` (soft gate);
-        ``gate`` defaults to ``method_kwargs.eval_gate``."""
+        """``normalize(u * m)`` (hard) or ``normalize(u * alpha)`` (soft; default ``eval_gate``)."""
         return self.objective.gated(
             out["z"], self.gate_output(out["gate_logits"], gate or self.eval_gate)
         )

@@ -159,8 +159,7 @@ class ContrastiveSettings:
         return method, self
 
     def objective(self, gather_distributed: bool = True, check_inputs: bool = True) -> NCLLoss:
-        """The method's loss module with these hyperparameters (``check_inputs``: as
-        :class:`~solo_bayesncl.core.losses.NCLLoss`)."""
+        """The method's loss module with these hyperparameters."""
         raise NotImplementedError
 
 
@@ -302,8 +301,7 @@ UPSTREAM_METHOD_KWARGS: dict[str, tuple[str, ...]] = {
 
 
 def settings_table(settings: type[ContrastiveSettings]) -> str:
-    """The docstring table of a method's hyperparameters: one line per field with its default,
-    what it allows and its meaning, from the field declarations."""
+    """The docstring table of a method's hyperparameters, one line per field."""
     lines = [f"Hyperparameters (``{SECTION}``), from :class:`{settings.__name__}`:", ""]
     for f in dataclasses.fields(settings):
         meta = f.metadata
@@ -363,8 +361,7 @@ def owned_keys() -> dict[str, str]:
 
 
 def check_owned_keys(cfg: Mapping[str, Any]) -> None:
-    """Refuses, naming it, a key of :func:`owned_keys` in a config whose method does not read
-    it (it would be ignored)."""
+    """Refuses a key of :func:`owned_keys` in a config whose method would ignore it."""
     method = cfg.get("method", None)
     for key, owner in owned_keys().items():
         section, _, name = key.partition(".")

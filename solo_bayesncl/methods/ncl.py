@@ -29,8 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def batch_feature_stats(v: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Per-step feature statistics of a representation batch: active dimensions and sparsity
-    (an entry is active when ``|v_ij| > EPS``, the metrics' threshold)."""
+    """Per-step active dimensions and sparsity of a representation batch (``|v_ij| > EPS``)."""
     active = v.detach().abs() > EPS
     return {
         "train_active_dims": active.any(dim=0).sum().float(),
@@ -106,8 +105,7 @@ class NCL(BaseMethod):
         return self.settings.top_k
 
     def representation(self, out: dict[str, Any], gate: str = "hard") -> torch.Tensor:
-        """The representation the interpretability metrics read: ``normalize(phi(z))``;
-        ``gate`` is accepted for a uniform interface with BayesNCL and ignored."""
+        """The representation the metrics read: ``normalize(phi(z))`` (``gate`` is ignored)."""
         return self.objective.representation(out["z"])
 
     def contrastive_terms(self, out: dict[str, Any], indexes: torch.Tensor) -> LossTerms:
@@ -116,8 +114,7 @@ class NCL(BaseMethod):
         return self.objective.terms(torch.cat(out["z"]), indexes)
 
     def training_step(self, batch: Sequence[Any], batch_idx: int) -> torch.Tensor:
-        """The method's objective (:meth:`contrastive_terms`) over all crops plus the online
-        classifier loss; logs every term and stops on a non-finite step."""
+        """The objective over all crops plus the online classifier loss, every term logged."""
         out = super().training_step(batch, batch_idx)
         indexes = batch[0].repeat(self.num_large_crops + self.num_small_crops)
         scheduled = self.schedule_dimension_dropout(batch_idx)

@@ -106,8 +106,7 @@ callback's, the report's, the accumulator's)."""
 
 
 def check_shuffle_permutations(key: str, value: Any) -> int:
-    """The permutations of the label-shuffled baseline: an integer >= 1; else
-    :class:`~solo_bayesncl.core.validation.ConfigError` naming ``key``."""
+    """The label-shuffled baseline's permutations: an integer >= 1, else a ``ConfigError``."""
     return require_int(key, value, low=1)
 
 

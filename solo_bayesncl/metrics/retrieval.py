@@ -157,8 +157,7 @@ def retrieval_precision(
 
 
 def check_retrieval_max_samples(key: str, value: Any) -> int | None:
-    """The cap on the vectors kept for retrieval: None (all) or an integer >= 2; else
-    :class:`~solo_bayesncl.core.validation.ConfigError` naming ``key``."""
+    """The retrieval cap: None (all) or an integer >= 2, else a ``ConfigError`` naming ``key``."""
     return None if value is None else require_int(key, value, low=2)
 
 

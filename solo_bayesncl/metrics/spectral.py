@@ -32,8 +32,7 @@ class RunningGram:
         self._workspace = Workspace()
 
     def add(self, block: torch.Tensor, peak: torch.Tensor | None = None) -> None:
-        """Add ``block^T block``; ``peak`` (``max |block_ij|``, a 0-d tensor) saves a pass when the
-        caller has it."""
+        """Add ``block^T block``; ``peak`` (``max |block_ij|``) saves a pass when given."""
         values = self._workspace.take("float64", block, torch.float64)
         if block.dtype == torch.float64 or self._scaled:
             if not self._scaled:

@@ -133,8 +133,7 @@ class InterpretabilityCallback(Callback):
             self._hook = None
 
     def _validation_batches(self, trainer: Trainer) -> list[RepresentationBatch] | None:
-        """The kept batches of this epoch's validation when they are usable (class docstring),
-        else None."""
+        """This epoch's kept validation batches when usable (class docstring), else None."""
         kept, self._kept = self._kept, None
         if kept is None or self._kept_step != trainer.global_step:
             return None
@@ -229,8 +228,7 @@ class InterpretabilityCallback(Callback):
 def build_interpretability_callback(
     settings: InterpretabilitySpec, data: DatasetSpec, batch_size: int, val_loader
 ) -> InterpretabilityCallback | None:
-    """The callback ``settings`` configure on the run's ``data``, or None when off; ``ValueError``
-    when it is on without labelled validation data."""
+    """The callback ``settings`` configure, or None when off; ``ValueError`` without labels."""
     if not settings.enabled:
         return None
     if val_loader is None:

@@ -48,8 +48,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PreparedLinear:
-    """A linear evaluation read once: its spec, the checkpoint it probes and the ``probe``
-    (:data:`~solo_bayesncl.config.linear.PROBES`)."""
+    """A linear evaluation read once: its spec, the checkpoint and the ``probe``."""
 
     spec: RunSpec
     loaded: LoadedCheckpoint
@@ -86,8 +85,7 @@ def prepare_linear(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()) -> P
 
 
 def _finite_features_hook(checkpoint: Path):
-    """A forward hook that stops linear evaluation on NaN/Inf backbone features (a classifier
-    trained on them would report chance accuracy)."""
+    """A forward hook stopping linear evaluation on NaN/Inf backbone features."""
 
     def hook(_module, _inputs, output):
         bad = non_finite_rows(output.flatten(1))
