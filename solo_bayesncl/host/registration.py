@@ -124,7 +124,7 @@ def _remove_hook() -> None:
 
 
 def install_registration_hook() -> bool:
-    """Registers now if ``solo.methods`` is loaded, else on its import; is solo-learn installed?"""
+    """Registers now if ``solo.methods`` is loaded, else on its import; True with solo-learn."""
     if not solo_learn_available():
         return False
     if "solo.methods" in sys.modules:
