@@ -48,8 +48,7 @@ def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
 
 
 def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
-    """Trains the method of a prepared ``spec``, with ``extra_callbacks`` too; returns the
-    Trainer."""
+    """Trains the method of a prepared ``spec`` (with ``extra_callbacks``); returns the Trainer."""
     from lightning.pytorch.callbacks import LearningRateMonitor
 
     from solo_bayesncl.training.callback import build_interpretability_callback  # Lightning

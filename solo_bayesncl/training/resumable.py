@@ -48,8 +48,7 @@ def _complete_the_saved_batch(checkpoint: dict[str, Any], accumulate_grad_batche
 
 
 def resumable_fit(seed: int):
-    """The callback of a pretraining fit seeded with ``seed`` that resumes within an epoch (module
-    docstring)."""
+    """The callback of a pretraining fit seeded with ``seed`` that resumes within an epoch."""
     from lightning.pytorch import Callback
 
     class ResumableFit(Callback):

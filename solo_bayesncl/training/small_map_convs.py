@@ -80,8 +80,7 @@ def _tap_selection(
 
 
 class SmallMapConv2d(nn.Conv2d):
-    """An ``nn.Conv2d`` computing its output as one matrix product where
-    :func:`tap_of_each_pixel_pair` allows it, else as ``nn.Conv2d``."""
+    """An ``nn.Conv2d`` computing one matrix product where :func:`tap_of_each_pixel_pair` allows."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.Conv2d's name
         if input.dim() != 4:

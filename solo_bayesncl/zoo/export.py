@@ -103,8 +103,7 @@ def _is_report(metrics: Any) -> bool:
 
 
 def _plain_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
-    """Flat ``{name: number}``; nested mappings are flattened with '/' (``{"knn": {"top1": x}}``
-    gives ``knn/top1``)."""
+    """Flat ``{name: number}``, nested mappings flattened with '/' (``knn/top1``)."""
     flat: dict[str, float] = {}
 
     def walk(prefix: str, node: Mapping[str, Any]) -> None:
@@ -301,8 +300,7 @@ def export_checkpoint(
 def _read_run(
     ckpt: Path, metrics: Mapping[str, Any] | str | os.PathLike[str] | None
 ) -> tuple[Any, Mapping[str, Any] | None]:
-    """The checkpoint, checked as every reader checks it, and its figures (see
-    :func:`export_checkpoint` for where they come from)."""
+    """The checkpoint, checked as every reader checks it, and its figures."""
     try:
         loaded = load_checkpoint(ckpt)
         if solo_learn_available():  # the checks linear evaluation and the report run

@@ -67,8 +67,7 @@ def is_offline() -> bool:
 
 
 def ordered_sources(urls: tuple[str, ...] | list[str]) -> list[str]:
-    """The sources in the order they are tried: ``hf://`` ones first, then the URLs, each
-    group in its listed order."""
+    """The sources in the order tried: ``hf://`` ones first, then the URLs, each as listed."""
     return [u for u in urls if is_hub_url(u)] + [u for u in urls if not is_hub_url(u)]
 
 

@@ -185,8 +185,7 @@ def _fork() -> Any:
 
 
 def _serve(call: Callable[[], Any], explain: Callable[[BaseException], str], answer: Any) -> None:
-    """The child process of :class:`_Transfer`: ``call()``'s value, or ``explain`` of what it
-    raised, sent on the pipe ``answer``."""
+    """The child process of :class:`_Transfer`: sends ``call()``'s value or error on ``answer``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the caller, which kills us
     logging.disable(logging.CRITICAL)  # the caller reports, in one line
     answer.send(("started", None))
@@ -270,8 +269,7 @@ def call_within(
 
 
 def _seconds(value: float) -> str:
-    """A deadline in messages: up to the next tenth (the time spent before the clock started
-    does not turn 60 s into 59.9)."""
+    """A deadline in messages, up to the next tenth (60 s never reads 59.9)."""
     return f"{math.ceil(round(value * 10, 6)) / 10:g}"
 
 

@@ -50,8 +50,7 @@ class PublishResult:
 
 
 def require_token(token: str | None = None) -> str:
-    """``token``, else the user's Hugging Face token; :class:`HubLoginError` (one line saying
-    how to log in) when there is none."""
+    """``token``, else the user's Hugging Face token; :class:`HubLoginError` when there is none."""
     token = token or get_token()
     if not token:
         raise HubLoginError(
