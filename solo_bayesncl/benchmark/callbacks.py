@@ -1,10 +1,6 @@
 """The Lightning callbacks a benchmark run adds to its fits: epoch timing, the log of sittings
-(to stitch a resumed run's metrics together) and progress for the display. (Seeding every epoch
-and batch from the run's seed, so that a resumed run trains as the uninterrupted one, is
-pretraining's own: :mod:`solo_bayesncl.training.resumable`.)
-
-Imported only by the run process (:mod:`solo_bayesncl.benchmark.run_one`), never by the benchmark
-process, which does not load Lightning.
+(to stitch a resumed run's metrics together) and progress for the display. Imported only by the
+run process (:mod:`solo_bayesncl.benchmark.run_one`): the benchmark process loads no Lightning.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """The benchmark's progress: the run process writes ``status.json``, the benchmark process shows
 one tqdm bar over every epoch of every run (kNN and the report one step each).
 
-The time left (:class:`RunEstimate`) adds up each stage's remainder at a measured pace, never
-"elapsed over progress": the mean of the stage's finished epochs, else what the finished runs of
-this results folder took (:class:`StageTimes`), else a guess from the pretraining epoch
-(:data:`GUESSED_SHARE`), else the epoch's own pace once a quarter of it is done.
+The time left (:class:`RunEstimate`) adds up each stage's remainder at a measured pace: the
+stage's finished epochs, else the finished runs' (:class:`StageTimes`), else a guess from the
+pretraining epoch (:data:`GUESSED_SHARE`), else the epoch's own pace once a quarter is done.
 """
 
 from __future__ import annotations

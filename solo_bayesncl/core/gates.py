@@ -3,9 +3,8 @@ arXiv 2605.28441, section 3; docs/method.md: "The gate", "The KL to the prior").
 
 The gating head ``q`` reads the stop-gradient backbone features, one logit per dimension; each
 gate is open with probability ``alpha = sigmoid(q(sg(h)) / tau_g)``, hard when ``alpha > t``
-with a straight-through gradient; a Bernoulli(``rho``) prior enters through
-:func:`bernoulli_kl`. The hyperparameters are required arguments under their config names; each
-function and module checks them against :data:`solo_bayesncl.core.hyperparameters.RANGES`."""
+with a straight-through gradient; a Bernoulli(``rho``) prior enters through :func:`bernoulli_kl`.
+Hyperparameters are checked against :data:`solo_bayesncl.core.hyperparameters.RANGES`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""What each hyperparameter of the losses allows, declared once (:data:`RANGES`): the losses and
-gates of :mod:`solo_bayesncl.core` check the values they are given against it, and
-:mod:`solo_bayesncl.methods.keys` builds the config's checks and docstring tables from it, so a
-bad value gets the same one-line message in a config (``method_kwargs.<name>=...``) and in a
-call (``<name>=...``)."""
+"""What each hyperparameter of the losses allows, declared once (:data:`RANGES`): the losses
+check their arguments against it and :mod:`solo_bayesncl.methods.keys` the config, so a bad value
+gets the same one-line message in a config and in a call."""
 
 from __future__ import annotations
 

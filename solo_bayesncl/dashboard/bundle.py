@@ -1,11 +1,10 @@
 """The feature bundle: what an evaluation report folder holds for the dashboard.
 
-``features.npz``: ``features`` (N, k) float16/float32, the representation the metrics read
-(docs/method.md); ``labels`` (N,) class ids in ``[0, C)``; ``class_names`` (C,);
-``thumbnails`` (N, h, w, 3) uint8; optional ``gate_open_rate`` (k,), BayesNCL's share of images
-whose hard gate is open on each dimension. Optional ``metrics.json``: ``{"method", "checkpoint",
-"dataset", "metrics": {name: float}}``, and a report's ``selectivity.top_images``, which its
-dashboard takes. :func:`write_feature_bundle` writes, :func:`load_feature_bundle` reads and checks."""
+``features.npz``: ``features`` (N, k) float16/float32, the representation the metrics read;
+``labels`` (N,) in ``[0, C)``; ``class_names`` (C,); ``thumbnails`` (N, h, w, 3) uint8; optional
+``gate_open_rate`` (k,), BayesNCL's hard-gate open share per dimension. Optional
+``metrics.json``: ``{"method", "checkpoint", "dataset", "metrics": {name: float}}``.
+:func:`write_feature_bundle` writes, :func:`load_feature_bundle` reads and checks."""
 
 from __future__ import annotations
 

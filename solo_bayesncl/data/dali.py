@@ -1,9 +1,8 @@
 """The checks and settings of ``data.format=dali``, made before any model is built.
 
-solo-learn's DALI pipelines hand every entry of the class folders to DALI's decoder: a file that
-is not an image stops DALI in the middle of an epoch, and an empty folder fails inside solo-learn
-with an unpacking error, so both are checked here first with a message naming the folder or the
-file. ``dali.device`` (:data:`DALI_DEVICES`) is explained in docs/training.md.
+A file that is not an image stops DALI mid-epoch, and an empty folder fails inside solo-learn
+with an unpacking error, so both are checked here first, naming the folder or the file.
+``dali.device`` (:data:`DALI_DEVICES`) is explained in docs/training.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The dataset vocabulary (which names exist, which solo-learn reads itself, which the plugin adds,
-their aliases) and :func:`dataset_spec`, the one place a config's dataset is read: once, into a
-frozen :class:`DatasetSpec`.
-
-The plugin's ``fashion-mnist`` and ``fashion-mnist-scenes`` are presented to solo-learn as
-``custom``, the real name kept in ``data.offline_dataset``
-(:func:`solo_bayesncl.data.resolve.resolve_dataset_cfg`).
+"""The dataset vocabulary (names, which solo-learn reads itself, which the plugin adds, aliases)
+and :func:`dataset_spec`, the one place a config's dataset is read, into a :class:`DatasetSpec`.
+The plugin's datasets are presented to solo-learn as ``custom``, the real name kept in
+``data.offline_dataset``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Resolving the dataset of a config before anything is built: the name checked against
-:mod:`solo_bayesncl.data.names`, the plugin's datasets mapped onto solo-learn's ``custom``, and
-the checks (files, downloads, DALI folders) that fail early with a message naming the key or file.
-
-``fashion-mnist`` reads Debian's offline package; ``fashion-mnist-scenes`` puts the same items on
-shared background textures (:mod:`solo_bayesncl.data.scenes`; ``data.num_backgrounds`` 4-8,
-``data.background_seed``).
+"""Resolving the dataset of a config before anything is built: the name checked, the plugin's
+datasets mapped onto solo-learn's ``custom``, and the checks (files, downloads, DALI folders)
+that fail early naming the key or file.
 """
 
 from __future__ import annotations

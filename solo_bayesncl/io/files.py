@@ -1,10 +1,7 @@
 """Writing output without losing what a user wrote: an early write check, atomic replacement
-through a temporary, the removal of temporaries a killed process left behind, and lock files.
-A disk that fills up while a temporary is written raises :class:`NoSpaceError`, naming the
-folder, and leaves the final path as it was.
-
-A temporary is a hidden sibling of its final path, ``.<name>.<pid>.<random><suffix>``, so a later
-run can tell a temporary of a live process (kept) from one whose process is gone (removed).
+through a temporary, the removal of temporaries a killed process left behind, and lock files. A
+temporary is a hidden sibling ``.<name>.<pid>.<random><suffix>`` of its final path, so a later
+run can tell one of a live process (kept) from one whose process is gone (removed).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The hyperparameters of each method, declared once: one frozen dataclass per method
 (:class:`NCLSettings`, :class:`BayesNCLSettings`) whose fields carry their default, meaning and
-allowed values, the ranges read from :data:`solo_bayesncl.core.hyperparameters.RANGES` (which
-the losses check too). From it come the refusal of a bad value (naming ``method_kwargs.<key>``),
-the table in the method's docstring (:func:`settings_table`), the defaults written into the
-config, and the loss module (``settings.objective()``); :mod:`solo_bayesncl.core` takes every
-hyperparameter as a required argument under its config name. Needs no solo-learn."""
+allowed values (:data:`solo_bayesncl.core.hyperparameters.RANGES`). From it come the refusal of a
+bad value, the method's docstring table (:func:`settings_table`), the defaults written into the
+config and the loss module (``settings.objective()``). Needs no solo-learn."""
 
 from __future__ import annotations
 

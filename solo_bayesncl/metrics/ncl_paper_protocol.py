@@ -1,10 +1,8 @@
 """The ``ncl-paper`` evaluation protocol: the metrics as the NCL repository's own evaluation
 computes them (Wang et al., "Non-negative Contrastive Learning", arXiv 2403.12459, its
-``main_eval.py``), so that numbers can be put beside the NCL paper's table. They differ from the
-BayesNCL evaluation (:mod:`solo_bayesncl.metrics.paper_protocol`) and from this project's
-definitions on purpose (docs/fidelity.md tabulates how); the features are not row-normalised
-before sparsity and orthogonality (NCL evaluates ``z``, or ``relu(z)``, as the projector gives
-it). Plain PyTorch on whatever device the tensors are on."""
+``main_eval.py``), to be put beside the NCL paper's table. They differ from the BayesNCL
+evaluation and this project's definitions on purpose (docs/fidelity.md tabulates how); the
+features are not row-normalised before sparsity and orthogonality."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The ``paper`` evaluation protocol: the metrics exactly as the official BayesNCL evaluation
 computes them (arXiv 2605.28441, its ``main_eval.py`` and evaluation helpers), so that numbers can
-be put beside the paper's table. They differ from this project's shared definitions
-(:mod:`solo_bayesncl.metrics`) on purpose; docs/fidelity.md tabulates how. Plain PyTorch on
-whatever device the tensors are on."""
+be put beside the paper's table; docs/fidelity.md tabulates how they differ from this project's
+definitions (:mod:`solo_bayesncl.metrics`)."""
 
 from __future__ import annotations
 

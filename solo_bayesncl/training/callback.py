@@ -1,10 +1,9 @@
 """A Lightning callback that computes the interpretability metrics (docs/method.md, "Metrics") on the
 whole validation set every ``interpretability.frequency`` epochs, for any of the four methods.
 
-Its settings, their defaults and rules:
-:class:`~solo_bayesncl.config.settings.InterpretabilitySpec` (docs/training.md). Metrics
-are logged as ``interp/<metric>``: with ``probe``, ``probe_top1`` and ``probe_converged``; on
-``fashion-mnist-scenes``, the measures of :mod:`solo_bayesncl.metrics.background` too.
+Settings: :class:`~solo_bayesncl.config.settings.InterpretabilitySpec`. Metrics are logged as
+``interp/<metric>`` (with ``probe``: ``probe_top1``, ``probe_converged``; on scenes data the
+measures of :mod:`solo_bayesncl.metrics.background` too).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Exceptions raised by the model zoo (and :class:`~solo_bayesncl.io.artifact.ArtifactError`, which
-the artifact format raises).
-
-Every error names what it is about (the entry, the file, the URL) so that a user reading a
-traceback knows which download or which manifest line to look at.
+"""Exceptions raised by the model zoo (and :class:`~solo_bayesncl.io.artifact.ArtifactError`);
+each names what it is about (the entry, the file, the URL).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Load zoo weights as a ready solo-learn method or as a bare backbone.
 
 The model is built by :func:`solo_bayesncl.io.checkpoints.load_method` /
-:func:`~solo_bayesncl.io.checkpoints.load_backbone` from the config stored in the artifact, so a
-zoo model is constructed exactly like a checkpoint of the same run; this module only feeds
-them the artifact's content.
+:func:`~solo_bayesncl.io.checkpoints.load_backbone` from the artifact's config, exactly like a
+checkpoint of the same run.
 """
 
 from __future__ import annotations
