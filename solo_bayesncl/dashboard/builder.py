@@ -279,14 +279,9 @@ def build_dashboard(
     min_support: float = MIN_SUPPORT,
 ) -> Path:
     """Build the dashboard of ``report_dir`` into ``out_dir``; return the path of ``index.html``.
-
-    Args:
-        compare_dir: a second report over the same classes, shown beside the first.
-        top_k: top-activating images kept per dimension; ``top_purity_images`` those a card
-            shows (default: the report's own count, else :data:`solo_bayesncl.metrics.TOP_IMAGES`).
-        n_random: random firing images shown per dimension; n_bins: histogram bins.
-        min_support: share of the images a dimension must fire on to lead the default order
-            (:func:`solo_bayesncl.metrics.evidence_order`).
+    ``compare_dir``: a second report over the same classes, shown beside the first; ``top_k``:
+    top images kept per dimension (``top_purity_images`` those a card shows); ``n_random``: random
+    firing images; ``min_support``: share of images a dimension must fire on to lead the order.
     """
     if not 0 <= min_support <= 1:
         raise ValueError(f"min_support must lie in [0, 1], got {min_support}")

@@ -157,9 +157,8 @@ def write_feature_bundle(
     dataset: str = "",
     metrics: Mapping[str, float] | None = None,
 ) -> Path:
-    """Write ``features.npz`` (and ``metrics.json`` when ``method`` is given, else it is left as it
-    is) into ``path``; return the folder. Arrays may be anything ``np.asarray`` accepts;
-    ``features`` keeps float16/float32, other floats are stored as float32."""
+    """Write ``features.npz`` (and ``metrics.json`` when ``method`` is given) into ``path``; return
+    the folder. ``features`` keeps float16/float32, other floats are stored as float32."""
     out = Path(path)
     feats, labs, names, thumbs, gate = _validate(
         features, labels, class_names, thumbnails, gate_open_rate, source=str(out)

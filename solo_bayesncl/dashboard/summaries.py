@@ -25,20 +25,12 @@ from solo_bayesncl.metrics import (
 
 @dataclass
 class DimensionSummaries:
-    """Summaries of the k dimensions of an (N, k) feature matrix.
-
-    Attributes:
-        active_count, class_counts: (k,), (k, C) images each dimension fires on, in all and by class.
-        majority, purity: (k,) its most frequent class among them (-1 if none) and that class's
-            share (0 if none), the per-dimension term of semantic consistency.
-        p_value: (k,) permutation p-value of the purity (:func:`solo_bayesncl.metrics.majority_p_values`).
-        top_purity: (k,) purity of the first ``top_purity_images`` top images
-            (:func:`solo_bayesncl.metrics.top_image_purity`).
-        mean_active: (k,) mean |activation| over the images a dimension fires on.
-        top_index, top_value: (k, K) top images (:func:`solo_bayesncl.metrics.top_images`), signed.
-        random_index, random_value: (k, R) a seeded random sample of the firing images.
-            Both pad with index -1 / value 0.
-        hist_counts: (k, B) histogram of the firing values over ``[hist_low, hist_high]``."""
+    """Summaries of the k dimensions of an (N, k) feature matrix: ``active_count``, ``class_counts``
+    (k,), (k, C) of the images each fires on; ``majority`` (-1 if none) and ``purity`` (0 if none);
+    ``p_value`` (:func:`solo_bayesncl.metrics.majority_p_values`); ``top_purity`` of the first
+    ``top_purity_images`` top images; ``mean_active`` |activation|; ``top_index``/``top_value`` and
+    ``random_index``/``random_value`` (k, K), (k, R), padded with -1 / 0; ``hist_counts`` (k, B)
+    over ``[hist_low, hist_high]``."""
 
     active_count: np.ndarray
     class_counts: np.ndarray

@@ -92,8 +92,7 @@ def _official_pass(
     device,
 ) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     """``(model copy, features, labels)``: the ``represent`` features of every validation image
-    through the official evaluations' pass (solo-learn's classification transform, unshuffled,
-    BatchNorm on each batch's statistics), on a training-mode copy of ``model``."""
+    through the official pass, on a training-mode copy of ``model``."""
     val = val_dataset_factory(paper_val_transform(spec.data))
     loader = DataLoader(val, batch_size=batch_size, shuffle=False, num_workers=num_workers)
     official = copy.deepcopy(model).to(device).train()

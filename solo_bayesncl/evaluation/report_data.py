@@ -96,8 +96,7 @@ class ReportInputs:
 
 
 def load_report_inputs(checkpoint: str | Path, options: ReportOptions) -> ReportInputs:
-    """Reads ``checkpoint``, builds its model on ``options.device`` and the validation set of
-    ``options.dataset`` (a seeded subset of ``options.max_images``), raising as
+    """Reads ``checkpoint``, builds its model and the validation set of ``options``; raises as
     :func:`prepare_report`."""
     where, max_images = pick_device(options.device), options.max_images
     loaded = load_checkpoint(checkpoint)

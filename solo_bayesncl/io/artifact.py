@@ -209,9 +209,8 @@ def _restore_omitted(
 def open_artifact(
     path: str | os.PathLike[str], map_location: Any = "cpu", restore: bool = True
 ) -> Artifact:
-    """Reads a zoo artifact with ``weights_only=True``. With ``restore`` the weights are cast
-    back to float32 and the omitted keys filled, so that the state dict loads strictly; without,
-    the stored tensors are returned as they are."""
+    """Reads a zoo artifact with ``weights_only=True``; with ``restore`` cast back to float32 and
+    the omitted keys filled, so the state dict loads strictly."""
     path = Path(path)
     data = _load_dict(path, map_location)
     if data["dtype"] not in _DTYPES:

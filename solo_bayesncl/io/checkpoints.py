@@ -182,9 +182,8 @@ def check_finite_weights(loaded: LoadedCheckpoint) -> None:
 
 
 def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
-    """The solo-learn method of the checkpoint with its weights loaded strictly, in eval mode:
-    the one check every command runs on a checkpoint (its config passes the method's own checks,
-    its weights fit that model and are finite), else :class:`CheckpointError` naming the file."""
+    """The checkpoint's solo-learn method, weights loaded strictly, in eval mode: the check every
+    command runs on a checkpoint, else :class:`CheckpointError` naming the file."""
     registration.register()
     _check_config_ranges(loaded)
     method = loaded.spec.method

@@ -176,9 +176,8 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def replacing(final: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[Path]:
-    """Yields a new temporary path beside ``final`` (its name ending in ``suffix``) that replaces
-    ``final`` in one atomic rename when the block ends, so a reader sees the old file or the whole
-    new one. On an error, or when the block removed the temporary, ``final`` is left as it was."""
+    """Yields a temporary path beside ``final`` (ending in ``suffix``) that replaces it in one
+    atomic rename when the block ends; on an error, or without the temporary, ``final`` stays."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     with no_space_named(final.parent):

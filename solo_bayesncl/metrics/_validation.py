@@ -113,9 +113,7 @@ def absolute_column_sums(features: torch.Tensor) -> torch.Tensor:
 
 def normalize_abs_rows_(magnitudes: torch.Tensor) -> torch.Tensor:
     """In place: divide each row of the non-negative ``magnitudes`` (``|F|``) by its L2 norm;
-    returns the rows' largest entries (``(B, 1)``). Equals ``row_normalize(F).abs()`` bit for bit
-    (the same operations in the same order) without its two temporaries.
-    """
+    returns the rows' largest entries. Equals ``row_normalize(F).abs()`` bit for bit."""
     tiny = torch.finfo(magnitudes.dtype).tiny
     peaks = magnitudes.amax(dim=1, keepdim=True)
     magnitudes.div_(peaks.clamp_min(tiny))
@@ -125,10 +123,8 @@ def normalize_abs_rows_(magnitudes: torch.Tensor) -> torch.Tensor:
 
 
 def row_normalize(features: torch.Tensor) -> torch.Tensor:
-    """Divide each row by its L2 norm; an all-zero row stays all zero (no NaN). Each row is first
-    divided by its largest absolute value, so the norm cannot overflow or underflow: the result
-    depends on the direction of a row only.
-    """
+    """Divide each row by its L2 norm (an all-zero row stays zero), after its largest absolute
+    value, so the norm cannot overflow or underflow."""
     tiny = torch.finfo(features.dtype).tiny
     scaled = features / features.abs().amax(dim=1, keepdim=True).clamp_min(tiny)
     norms = torch.linalg.vector_norm(scaled, dim=1, keepdim=True)

@@ -146,10 +146,8 @@ def evidence_order(
     *,
     min_support: float = MIN_SUPPORT,
 ) -> np.ndarray:
-    """The dimensions that fire on at least one image, the best-evidenced first: by
-    :func:`wilson_lower_bound` of their purity over the images they fire on (then more images, then
-    lower index), those firing on under ``min_support`` of ``n_images`` after all others. Returns
-    int64 dimension indices."""
+    """The dimensions that fire on an image, best-evidenced first: by :func:`wilson_lower_bound` of
+    their purity (then more images, then lower index), those under ``min_support`` last; int64."""
     count = np.asarray(active_count, dtype=np.int64)
     active = np.flatnonzero(count > 0)
     evidence = wilson_lower_bound(np.asarray(purity)[active], count[active])

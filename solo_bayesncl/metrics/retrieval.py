@@ -99,9 +99,8 @@ def retrieval_precision_from_vectors(
     query_indices: torch.Tensor | None = None,
     chunk_size: int = 1024,
 ) -> dict[str, float]:
-    """P@K on kept vectors, for each ``m`` in ``dim_counts`` (dims taken from ``dim_order``):
-    ``features`` and ``labels`` are the gallery, the queries all rows or ``query_indices``.
-    """
+    """P@K on kept vectors for each ``m`` in ``dim_counts`` (dims from ``dim_order``); the queries
+    are all rows or ``query_indices``."""
     ks = _check_ks(ks)
     num_samples, num_dims = features.shape
     dim_counts = retrieval_dim_counts(num_dims) if dim_counts is None else list(dim_counts)
@@ -142,9 +141,8 @@ def retrieval_precision(
     query_indices: torch.Tensor | None = None,
     chunk_size: int = 1024,
 ) -> dict[str, float]:
-    """Retrieval precision P@K on the ``m`` most activated dimensions (the module docstring), under
-    ``retrieval_p@{K}_m{m}`` for ``m < k`` and ``retrieval_p@{K}`` for ``m = k``.
-    ``query_indices`` restricts the queries; the gallery stays all samples."""
+    """Retrieval precision P@K on the ``m`` most activated dimensions (module docstring), under
+    ``retrieval_p@{K}_m{m}`` (``retrieval_p@{K}`` for ``m = k``); the gallery is every sample."""
     features = as_features(features)
     num_samples = features.shape[0]
     labels = torch.as_tensor(np.asarray(labels)) if not isinstance(labels, torch.Tensor) else labels

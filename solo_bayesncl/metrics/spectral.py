@@ -63,9 +63,8 @@ def gram_matrix(features: torch.Tensor, columns: torch.Tensor | None = None) -> 
 
 
 def singular_values_from_gram(gram: torch.Tensor) -> torch.Tensor:
-    """Singular values ``s = sqrt(lambda)`` of ``F`` (descending) from ``eigvalsh(F^T F)``.
-    Eigenvalues below ``k * float64_eps * lambda_max`` are the Gram route's rounding noise and
-    are set to 0 (for k = 2048, a singular value below ``6.7e-7 * s_max`` counts as 0)."""
+    """Singular values of ``F`` (descending) from ``eigvalsh(F^T F)``; eigenvalues below
+    ``k * float64_eps * lambda_max`` are the Gram route's rounding noise, set to 0."""
     eigenvalues = torch.linalg.eigvalsh(gram.double())
     if eigenvalues.numel() == 0:
         return eigenvalues
