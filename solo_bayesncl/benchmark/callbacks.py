@@ -94,8 +94,7 @@ class AttemptLog(Callback):
 
 class Progress(Callback):
     """Epoch and batch of the fit in ``status.json``, with the mean time of the stage's finished
-    epochs (``epoch_s``, from ``timer``) and, for a resumed fit, where it resumed
-    (``resumed``: the epochs finished and the optimizer step)."""
+    epochs and, for a resumed fit, where it resumed."""
 
     def __init__(self, status: StatusFile, stage: str, timer: EpochTimer) -> None:
         self.status, self.stage, self.timer = status, stage, timer

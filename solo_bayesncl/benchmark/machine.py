@@ -80,10 +80,9 @@ def _own_runnable_threads() -> int | None:
 
 
 class StageMeter:
-    """Measures one stage: ``with StageMeter() as meter: ...`` then ``meter.result()``: wall and
-    CPU time (``os.times``) and every ``interval`` seconds a sample of the load and of this process
-    tree's runnable threads, also appended to ``samples_file`` when given (so a resumed stage's
-    load covers every sitting)."""
+    """Measures one stage (``with StageMeter() as meter: ...``, ``meter.result()``): wall and CPU
+    time and every ``interval`` seconds the load and this process tree's runnable threads, also
+    appended to ``samples_file`` (so a resumed stage's load covers every sitting)."""
 
     def __init__(self, interval: float = 2.0, samples_file: Path | None = None) -> None:
         self.interval = interval

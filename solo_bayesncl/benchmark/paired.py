@@ -45,9 +45,8 @@ def paired_differences(
     reference: str = REFERENCE,
     columns: Sequence[str] = PAIRED_COLUMNS,
 ) -> list[dict[str, Any]]:
-    """``row - reference`` per seed both have, for each column: mean, std, n and the 95%
-    t-interval of the mean difference (``nan`` bounds with fewer than two pairs). Empty when the
-    reference did not run."""
+    """``row - reference`` per seed both have, for each column: mean, std, n and the 95% t-interval
+    of the mean difference (``nan`` bounds below two pairs); empty without the reference."""
     ref = {int(r["seed"]): r for r in results if run_name(r) == reference}
     if not ref:
         return []

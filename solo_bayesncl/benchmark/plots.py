@@ -89,9 +89,8 @@ def plot_accuracy_vs_consistency(results: Sequence[dict[str, Any]], path: Path) 
 def _epoch_panels(
     results: Sequence[dict[str, Any]], panels: Sequence[tuple[str, str]], path: Path
 ) -> Path | None:
-    """One panel per ``(metrics.csv column, title)`` with a line per run against the epoch; with
-    several seeds the row's mean is drawn thick, with a band of ± one standard deviation, over
-    its seeds' thin lines. Panels no run logged are left out; None when none is left."""
+    """One panel per ``(metrics.csv column, title)``, a line per run against the epoch (with seeds,
+    the row's mean ± std over thin seed lines); panels no run logged are left out, None if all."""
     colors = _colors(results)
     data: dict[str, dict[str, dict[int, dict[int, float]]]] = {}
     for column, _ in panels:

@@ -221,9 +221,8 @@ def run_lock(run_dir: Path, label: str):
 
 
 def train_in_child(order: RunOrder, run_dir: Path, display, run_progress, log) -> None:
-    """Trains one unfinished run, ``order`` (what ``run_one`` reads from ``RUN_DIR/spec.json``),
-    in its child process, shown on ``display``; :class:`RunFailed` when it fails, with the error
-    its log ends with."""
+    """Trains one unfinished run, ``order``, in its child process, shown on ``display``;
+    :class:`RunFailed` with the error its log ends with."""
     label = f"{order.variant} seed {order.seed}"
     result_file = run_dir / "result.json"
     (run_dir / "spec.json").write_text(order.to_json())

@@ -103,9 +103,8 @@ def load_record(path: Path, what: str, redo: str) -> dict[str, Any]:
 
 
 def load_result(result_file: Path, required: Sequence[str] = REQUIRED_FIELDS) -> dict[str, Any]:
-    """A run's ``result.json`` as written, every ``required`` field there and every field of
-    :data:`RESULT_FIELDS` of its kind; :class:`RecordsError` naming the file and the field
-    otherwise (or as :func:`load_record` says)."""
+    """A run's ``result.json`` as written, with every ``required`` field and every field of
+    :data:`RESULT_FIELDS` of its kind, else :class:`RecordsError` naming the file and field."""
     what, redo = "a finished run's result", "the run is trained again"
     result = load_record(result_file, what, redo)
     problems = [f"field '{name}' is missing" for name in required if name not in result]
@@ -131,8 +130,7 @@ def _shown(value: Any) -> str:
 
 def epoch_metrics(metrics_csv: Path) -> dict[str, dict[int, float]]:
     """A run's per-epoch figures (``pretrain_metrics.csv``): ``{column: {epoch (from 1): value}}``,
-    an epoch's last value kept, rows without an epoch left out. :class:`RecordsError` naming the
-    file, line and column for a file that is not such a log."""
+    an epoch's last value kept; :class:`RecordsError` naming the file, line and column."""
     stat = Path(metrics_csv).stat()
     return _epoch_metrics(Path(metrics_csv), stat.st_mtime_ns, stat.st_size)
 

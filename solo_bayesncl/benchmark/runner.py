@@ -88,9 +88,8 @@ def run_folder_name(preset: Preset, method: str, seed: int) -> str:
 
 
 def check_configs(preset: Preset) -> dict[str, int]:
-    """Composes and checks (as pretraining does, the data excepted) every method's config with
-    the preset's overrides before anything trains, naming preset and method on a refusal;
-    returns each method's ``max_epochs``."""
+    """Composes and checks every method's config with the preset's overrides before anything
+    trains, naming preset and method on a refusal; returns each method's ``max_epochs``."""
     epochs = {}
     for method in preset.methods:
         overrides = preset.run_overrides(method)
@@ -313,10 +312,9 @@ def run_benchmark(
     leave_busy: bool = False,
     threads: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Runs the preset on one thread count (:func:`benchmark_threads`); returns the results of
-    every run. ``seeds`` runs only those seeds; ``protocol="paper"`` adds the official
-    evaluation's figures. An interrupted or failed run keeps every finished stage, and the same
-    call resumes."""
+    """Runs the preset on one thread count (:func:`benchmark_threads`); returns every run's
+    results. ``seeds``: only those; ``protocol="paper"`` adds the official evaluation's figures.
+    An interrupted or failed run keeps its finished stages, and the same call resumes."""
 
     out_dir = results_folder(preset, out_dir)
     epochs = check_configs(preset)

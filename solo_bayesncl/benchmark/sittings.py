@@ -93,9 +93,8 @@ def per_epoch(times: list[dict[str, float]], key: str) -> float | None:
 
 
 def epoch_timing(run_dir: Path, stage: str, epochs: int) -> dict[str, Any]:
-    """Wall and CPU seconds per epoch over the epochs of the finished run (a resumed epoch
-    counted once, one resumed part-way through by the share of it timed), and whether the
-    machine's load made the wall times unreliable."""
+    """Wall and CPU seconds per epoch of the finished run (a resumed epoch counted once, by the
+    share timed), and whether the machine's load made the wall times unreliable."""
     path = run_dir / f"{stage}_epoch_times.json"
     times = json.loads(path.read_text()) if path.is_file() else {}
     kept = [times[str(e)] for e in range(epochs) if str(e) in times]

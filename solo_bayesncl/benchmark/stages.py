@@ -63,9 +63,8 @@ class StageUnfinished(RuntimeError):
 class ValidationPass:
     """The one pass of a checkpoint over its validation images that kNN and the report share
     (:func:`~solo_bayesncl.evaluation.report.prepare_report` with the backbone features), made
-    when the first stage asks and dropped once the report is written. Shared only when the
-    preset's report options keep the pass the same (no other ``dataset``, ``max_images``,
-    ``device`` or ``batch_size``)."""
+    when the first stage asks, dropped once the report is written; shared only when the preset's
+    report options leave the pass the same."""
 
     def __init__(self, options: ReportOptions, ckpt: str) -> None:
         self.ckpt = ckpt
@@ -237,9 +236,8 @@ def linear_stage(spec: RunOrder, run_dir: Path, ckpt: str, status) -> dict[str, 
 
 
 def validate_at_end_only(cfg, spec: RunSpec) -> None:
-    """The probe validates once, after its last epoch, with no sanity check (the stage reads only
-    the last ``val_acc1``); a ``reduce`` schedule, which reads the validation loss, keeps
-    validating every epoch."""
+    """The probe validates once, after its last epoch, with no sanity check; a ``reduce``
+    schedule, which reads the validation loss, keeps validating every epoch."""
     if spec.optimizer.scheduler != "reduce":
         epochs = int(spec.trainer.max_epochs)  # type: ignore[arg-type]  # a probe has one
         cfg.merge_with({"check_val_every_n_epoch": epochs, "num_sanity_val_steps": 0})

@@ -252,9 +252,8 @@ def _given(cfg: omegaconf.DictConfig, key: str) -> bool:
 
 
 def _require_given_values(cfg: omegaconf.DictConfig) -> None:
-    """Refuses what would be read as something else: a null ``checkpoint.dir`` (a folder named
-    ``None``), and ``data.augmentations`` (linear evaluation's) in a pretraining config, whose
-    crops are its ``augmentations`` pipelines'."""
+    """Refuses what would be read as something else: a null ``checkpoint.dir`` (a folder ``None``),
+    and linear evaluation's ``data.augmentations`` in a pretraining config."""
     if _given(cfg, "checkpoint.dir") and OmegaConf.select(cfg, "checkpoint.dir") is None:
         raise ConfigError(
             "checkpoint.dir=null: give the folder the runs are written under (a path)"

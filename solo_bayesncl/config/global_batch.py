@@ -36,10 +36,9 @@ def plan_global_batch(global_batch: int, world_size: int) -> int:
 
 
 def apply_global_batch(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-    """Turns a global ``optimizer.batch_size`` into solo-learn's per-device one, in place, after
-    :func:`~solo_bayesncl.config.runtime.resolve_runtime` and before ``parse_cfg``; records
-    ``optimizer.global_batch_size`` and sets the scope to ``per_device`` (a second call is a no-op).
-    """
+    """Turns a global ``optimizer.batch_size`` into solo-learn's per-device one, in place (after
+    :func:`~solo_bayesncl.config.runtime.resolve_runtime`, before ``parse_cfg``); records
+    ``optimizer.global_batch_size`` and sets the scope to ``per_device`` (idempotent)."""
     scope = str(OmegaConf.select(cfg, "optimizer.batch_size_scope", default="per_device"))
     if scope not in BATCH_SCOPES:
         raise ValueError(

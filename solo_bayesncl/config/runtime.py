@@ -82,10 +82,8 @@ def job_processes(cfg: omegaconf.DictConfig) -> int:
 def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     """Fills ``accelerator``, ``devices`` (a list), ``strategy`` and ``precision`` in place
     (docs/training.md): ``auto`` follows the machine, explicit values are kept. On the CPU only
-    :data:`CPU_STRATEGIES` are taken, a precision it cannot run falls back to ``32`` with a
-    warning, ``sync_batchnorm`` is off (GPU only) and ``performance.disable_channel_last``
-    defaults to ``True``.
-    """
+    :data:`CPU_STRATEGIES` are taken, an unrunnable precision falls back to ``32`` (warning),
+    ``sync_batchnorm`` is off and ``performance.disable_channel_last`` defaults to ``True``."""
     accelerator = str(_select(cfg, "accelerator", "auto")).lower()
     if accelerator == "auto":
         accelerator = "gpu" if torch.cuda.is_available() else "cpu"
@@ -169,8 +167,7 @@ def cpp_compiler() -> str | None:
 @dataclass(frozen=True)
 class PerformanceSettings:
     """The ``performance.*`` switches, decided once: ``channels_last`` is solo-learn's memory
-    layout (not ``disable_channel_last``); the others are the modules of the same names in
-    :mod:`solo_bayesncl.training` (``compile``: :mod:`~solo_bayesncl.training.compiled`)."""
+    layout; the others name modules of :mod:`solo_bayesncl.training`."""
 
     channels_last: bool = True
     small_map_convs: bool = True
@@ -188,9 +185,8 @@ def _flag(section: Mapping[str, Any], key: str, default: bool) -> bool:
 def performance_settings(
     section: Mapping[str, Any] | None, accelerator: str, compiles: bool = True
 ) -> PerformanceSettings:
-    """The ``performance`` section read once (None: every default); :class:`ConfigError` for a
-    non-boolean value or ``compile=True`` on a CPU without a C++ compiler. Without ``compiles``
-    ``compile`` is not read and is off."""
+    """The ``performance`` section read once (None: defaults); :class:`ConfigError` for a non-bool
+    or ``compile=True`` without a C++ compiler on the CPU. Without ``compiles``, no compiling."""
     section = section or {}
     contiguous = _flag(section, "disable_channel_last", False)
     compile_ = compiles and _flag(section, "compile", False)

@@ -95,9 +95,8 @@ def switched_dataset(spec: RunSpec, dataset: str | Path | None) -> RunSpec:
 
 
 def checkpoint_spec(cfg: dict[str, Any], weights: Iterable[str]) -> RunSpec:
-    """The spec of a checkpoint's saved config ``cfg`` (normalised in place), ``weights`` the names
-    of its weights; :class:`SavedConfigError` for a method the plugin does not build or a config
-    without ``data.dataset`` or ``backbone.name``."""
+    """The spec of a checkpoint's saved config ``cfg`` (normalised in place), ``weights`` its weight
+    names; :class:`SavedConfigError` for an unbuildable method, dataset or backbone."""
     names = list(weights)
     method = official_method_name(cfg, names)
     if method not in SUPPORTED_METHODS:

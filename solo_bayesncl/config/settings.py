@@ -71,9 +71,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class InterpretabilitySpec:
-    """The ``interpretability`` section (its callback:
-    :mod:`solo_bayesncl.training.callback`), defaults filled in; off unless ``enabled``. Each
-    field's default is written here and its rule in :data:`_INTERPRETABILITY_RULES`."""
+    """The ``interpretability`` section (:mod:`solo_bayesncl.training.callback`), defaults filled
+    in; off unless ``enabled``. Rules: :data:`_INTERPRETABILITY_RULES`."""
 
     enabled: bool = False
     frequency: int = 1
@@ -96,10 +95,9 @@ _INTERPRETABILITY_RULES: dict[str, Callable[[str, Any], Any]] = {
 
 
 def check_interpretability(cfg: omegaconf.DictConfig) -> InterpretabilitySpec:
-    """The ``interpretability`` section of ``cfg`` checked (booleans parsed strictly), defaults
-    filled in; ``cfg`` is only read. :class:`~solo_bayesncl.core.validation.ConfigError` naming
-    the key for a bad key or value, ``ValueError`` for ``enabled`` without labelled validation data.
-    """
+    """The ``interpretability`` section of ``cfg`` (only read) checked, defaults filled in;
+    :class:`~solo_bayesncl.core.validation.ConfigError` naming a bad key or value, ``ValueError``
+    for ``enabled`` without labelled validation data."""
     section: Any = OmegaConf.select(cfg, "interpretability", default=None) or {}
     require_known_keys("interpretability", section, list(_INTERPRETABILITY_RULES))
     spec = InterpretabilitySpec(
@@ -166,9 +164,8 @@ class TrainerSpec:
 
 @dataclass(frozen=True)
 class CheckpointSpec:
-    """The ``checkpoint`` and ``auto_resume`` sections. ``run_root`` is the folder of the
-    method's runs (``checkpoint.dir/<method>``; a linear evaluation, which names no method:
-    ``checkpoint.dir/linear``)."""
+    """The ``checkpoint`` and ``auto_resume`` sections; ``run_root`` is ``checkpoint.dir/<method>``
+    (``checkpoint.dir/linear`` for a linear evaluation)."""
 
     run_root: Path = Path(".")
     enabled: bool = False
@@ -261,10 +258,9 @@ def _method_spec(cfg: omegaconf.DictConfig, dataset: str, strict: bool) -> Metho
 
 
 def _write_back(cfg: omegaconf.DictConfig, interp: InterpretabilitySpec, method: MethodSpec):
-    """Into a pretraining run's own config (``args.json``, the run's fingerprint): the
-    interpretability keys given, normalised; no ``resume_from_checkpoint``; the method's
-    settings with their defaults, and the method it trains (``use_bayes: False``: ``ncl``).
-    Returns the method spec of the method trained."""
+    """Writes into a pretraining run's own config (``args.json``) the interpretability keys given,
+    the method's settings with defaults and the method it trains (no ``resume_from_checkpoint``);
+    returns the spec of the method trained."""
     cfg.pop("resume_from_checkpoint", None)
     section = OmegaConf.select(cfg, "interpretability", default=None)
     if not section:
@@ -282,10 +278,9 @@ def _write_back(cfg: omegaconf.DictConfig, interp: InterpretabilitySpec, method:
 
 
 def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool = False) -> RunSpec:
-    """The spec of a resolved config (see :class:`RunSpec`); ``cfg`` itself is only read. A
-    ``pretraining`` config also has its interpretability and method settings checked and written
-    into the spec's ``solo`` copy (:func:`_write_back`); only there is ``performance.compile``
-    read."""
+    """The spec of a resolved config (see :class:`RunSpec`); ``cfg`` is only read. A
+    ``pretraining`` config also has its settings checked and written into the spec's ``solo``
+    copy (:func:`_write_back`), and only there is ``performance.compile`` read."""
     resume_from = OmegaConf.select(cfg, "resume_from_checkpoint", default=None)
     cfg = copy.deepcopy(cfg)
     select = partial(OmegaConf.select, cfg)
@@ -362,9 +357,8 @@ def saved_run_spec(saved: Mapping[str, Any]) -> RunSpec:
 
 
 def with_threads(spec: RunSpec, threads: int) -> RunSpec:
-    """``spec`` training on ``threads`` (a resumed run's recorded count,
-    :mod:`solo_bayesncl.core.threads`): its trainer settings and its config, which solo-learn's
-    Checkpointer writes into ``args.json``, say that count."""
+    """``spec`` training on ``threads`` (a resumed run's recorded count): its trainer settings and
+    its config (which solo-learn writes into ``args.json``) say that count."""
     if spec.trainer.threads == threads:
         return spec
     spec.solo.threads = threads

@@ -65,9 +65,8 @@ def linear_config_dir(group: str = "cifar") -> Path:
 
 
 def resolve_config_dir(value: str | Path) -> Path:
-    """A user's or preset's config folder as an absolute path: relative to the current folder when
-    it exists there, else inside the shipped configs (``scripts/pretrain/cifar``:
-    ``pretrain/cifar``)."""
+    """A user's or preset's config folder as an absolute path: relative to the current folder if
+    there, else in the shipped configs (``scripts/pretrain/cifar``: ``pretrain/cifar``)."""
     path = Path(value).expanduser()
     if path.is_absolute():
         return path

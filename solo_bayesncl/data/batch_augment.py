@@ -100,9 +100,8 @@ class Recipe:
 
 
 def unsupported_reason(recipe: Recipe, image_size: int) -> str | None:
-    """Why the batched path would not match solo-learn's transforms for ``recipe`` on square
-    images of side ``image_size`` (equalization; downscaling crops, which PIL antialiases and
-    ``grid_sample`` does not), or None when it does."""
+    """Why the batched path would not match solo-learn for ``recipe`` on images of side
+    ``image_size`` (equalization; downscaling crops, which PIL antialiases), or None."""
     if recipe.equalization_prob > 0:
         return "equalization.prob > 0 (equalization is only in the per-image path)"
     if recipe.crop_size < image_size:

@@ -109,9 +109,8 @@ def build_train_dataset(spec: DatasetSpec, transform) -> Dataset:
 def official_transforms(
     spec: DatasetSpec,
 ) -> tuple[transforms.Compose, transforms.Compose] | None:
-    """solo-learn's classification ``(train, validation)`` transforms of the dataset, which the
-    official NCL/BayesNCL probe and evaluation use (CIFAR-10's mean/std for CIFAR-100 too);
-    None for datasets solo-learn does not know by name."""
+    """solo-learn's classification ``(train, validation)`` transforms, as the official NCL/BayesNCL
+    probe and evaluation use them; None for datasets solo-learn does not know by name."""
     name = spec.name
     if name not in SOLO_LOADER_DATASETS:
         return None
@@ -130,10 +129,8 @@ def _normalized_as(transform: transforms.Compose, mean, std) -> transforms.Compo
 
 
 def validation_transform(spec: DatasetSpec) -> transforms.Compose:
-    """Resize and centre-crop to the training crop size, normalised like the training views
-    (:attr:`~solo_bayesncl.data.names.DatasetSpec.normalization`). Crops above 64 px read a
-    ``crop / 0.875`` resize first (224 px crops a 256 px one, as in solo-learn).
-    """
+    """Resize and centre-crop to the training crop size, normalised like the training views; crops
+    above 64 px read a ``crop / 0.875`` resize first (224 px crops a 256 px one, as solo-learn)."""
     crop, (mean, std) = spec.crop_size, spec.normalization
     resize = crop if crop <= 64 else int(round(crop / 0.875))
     return transforms.Compose(
@@ -205,9 +202,7 @@ def build_val_loader(
 ) -> DataLoader | None:
     """Validation loader in solo-learn's ``(X, y)`` format, None without labelled data; with several
     ``processes`` each reads the whole set. ``transform`` defaults to solo-learn's classification
-    validation transform for datasets it knows by name (normalised with the pretraining views'
-    mean/std), else :func:`validation_transform`.
-    """
+    transform (with the pretraining views' mean/std), else :func:`validation_transform`."""
     if transform is None:
         official = official_transforms(spec)
         mean, std = spec.normalization

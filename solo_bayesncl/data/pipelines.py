@@ -63,9 +63,8 @@ def not_batchable(spec: DatasetSpec, pipelines: Any) -> str | None:
 
 
 class InMemoryImages(Dataset):
-    """uint8 images ``(N, C, H, W)`` and their labels, served as ``(index, image, label)``;
-    ``__getitems__`` returns a whole batch as three tensors (the loader's ``collate_fn`` must be
-    :func:`collate_batch`)."""
+    """uint8 images ``(N, C, H, W)`` and labels, served as ``(index, image, label)``;
+    ``__getitems__`` returns a batch as three tensors (``collate_fn``: :func:`collate_batch`)."""
 
     def __init__(self, images: torch.Tensor, targets: torch.Tensor) -> None:
         if images.dtype != torch.uint8 or images.ndim != 4:
@@ -198,9 +197,8 @@ def batch_datamodule(
     num_workers: int = 0,
 ):
     """The ``batch`` path as a Lightning data module: in-memory uint8 batches, augmented on the
-    training device in ``on_after_batch_transfer``. The training loader has no workers: it only
-    indexes a tensor, and workers made the step slower (``microbenchmarks/bench_pipeline.py``).
-    """
+    training device in ``on_after_batch_transfer``; no training loader workers (they were slower,
+    ``microbenchmarks/bench_pipeline.py``)."""
     from lightning.fabric.utilities.warnings import PossibleUserWarning
 
     # Lightning advises workers for any loader without them; here that advice is measured wrong
@@ -253,9 +251,8 @@ def per_image_datamodule(
     batch_size: int,
     val_loader: DataLoader | None = None,
 ):
-    """solo-learn's path as a Lightning data module: its dataset applies the per-image views in
-    the loader (``data.num_workers`` workers), shuffled with the last partial batch dropped as
-    solo-learn's ``prepare_dataloader`` does, in the order of the plugin's sampler."""
+    """solo-learn's path as a Lightning data module: per-image views in the loader's workers, the
+    last partial batch dropped as ``prepare_dataloader`` does, in the plugin sampler's order."""
 
     class PerImagePretrainDataModule(_datamodule_class()):
         pass

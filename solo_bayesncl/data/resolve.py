@@ -146,9 +146,8 @@ def _check_folder(path: str | None, key: str) -> None:
 
 
 def _subset_size(key: str, fraction: float, total: int, classes: int, batch: int | None) -> None:
-    """Refuses a ``fraction`` whose stratified subset of ``total`` images cannot be drawn (fewer
-    images than classes kept, or left out) or, with ``batch``, holds fewer images than one batch
-    (the training loaders drop the last incomplete batch, so no step would run)."""
+    """Refuses a ``fraction`` whose stratified subset of ``total`` cannot be drawn or, with
+    ``batch``, holds less than one batch (loaders drop an incomplete one: no step would run)."""
     if not 0 < fraction < 1:
         kept = total
     else:  # scikit-learn's train_test_split: floor(f * n) kept, the rest left out
@@ -185,12 +184,10 @@ def check_dataset_available(
     download_timeout: float = 30.0,
     train: bool = True,
 ) -> None:
-    """Fails early, naming the key or file, when the data is not usable: both splits are read
-    (``train=False``: the validation split only) and the fractions must leave a stratified subset
-    and, for training, a batch per process (:func:`check_subset_sizes`). CIFAR is downloaded when
-    missing, as solo-learn does; a failure states the layout torchvision reads
-    (:func:`cifar_layout`) and points at the offline ``data.dataset=fashion-mnist``.
-    """
+    """Fails early, naming the key or file, when the data is unusable: both splits read
+    (``train=False``: validation only), the fractions leaving a stratified subset and a batch per
+    process. CIFAR is downloaded when missing, as solo-learn does; a failure states the layout
+    torchvision reads and points at the offline ``data.dataset=fashion-mnist``."""
     name = spec.name
     batch = None if batch_size is None else batch_size * processes
     if spec.is_offline:
