@@ -41,8 +41,7 @@ def rank() -> int:
 
 def launched_as_rank_zero() -> bool:
     """True for the process that decides for the whole job (the one the user started, or global
-    rank 0 under an external launcher), read from the launchers' environment before Lightning sets
-    up a process group."""
+    rank 0 under an external launcher), from the launchers' environment."""
     for key in _RANK_ENV:
         value = os.environ.get(key, "0").strip()
         if value.isdigit() and int(value) > 0:

@@ -25,9 +25,8 @@ __all__ = ["FLAG", "RANGES", "TEMPERATURE", "Rule", "checked", "integer", "numbe
 
 @dataclass(frozen=True)
 class Rule:
-    """What a hyperparameter allows: ``check(key, value)`` returns the value normalised or
-    raises :class:`~solo_bayesncl.core.validation.ConfigError` naming ``key``; ``allowed`` says
-    the same in words, for the docstring table."""
+    """What a hyperparameter allows: ``check(key, value)`` returns the value normalised or raises
+    a ``ConfigError`` naming ``key``; ``allowed`` says it in words (the docstring table)."""
 
     check: Callable[[str, Any], Any]
     allowed: str

@@ -41,9 +41,8 @@ NORMALIZE_EPS = 1e-12
 
 
 def normalize_rows(x: torch.Tensor, eps: float = NORMALIZE_EPS) -> torch.Tensor:
-    """``x / ||x||`` along the last dim, like ``F.normalize``; an all-zero row stays zero and passes
-    zero gradient (``F.normalize``'s ``1 / eps`` would overflow fp16 there). A NaN or Inf row
-    comes out NaN, so a broken model stays visible."""
+    """``x / ||x||`` along the last dim; an all-zero row stays zero with zero gradient (where
+    ``F.normalize``'s ``1 / eps`` would overflow fp16); a NaN or Inf row comes out NaN."""
     norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
     return (x / norm.clamp_min(eps)).masked_fill(norm == 0, 0.0)
 

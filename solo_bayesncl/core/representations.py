@@ -47,9 +47,8 @@ input) or the backbone features (the linear probe's and kNN's input)."""
 
 @dataclass
 class RepresentationBatch:
-    """One batch of extracted features, on CPU: ``features`` ``(n, k)`` float32 (the requested
-    feature), ``labels``; when asked, BayesNCL's ``soft_features``, the ``backbone_features``, the
-    input ``images``; ``gate_open`` the hard gate of BayesNCL (None for other methods)."""
+    """One batch of extracted features, on CPU: ``features`` ``(n, k)`` float32, ``labels``; when
+    asked ``soft_features``, ``backbone_features``, ``images``; ``gate_open`` (BayesNCL) or None."""
 
     features: torch.Tensor
     labels: torch.Tensor

@@ -97,8 +97,7 @@ def texture(index: int, shifts: np.ndarray) -> np.ndarray:
 
 def assign_backgrounds(labels: np.ndarray, num_backgrounds: int, seed: int) -> np.ndarray:
     """A background per image, independent of the class: within each class the images (in a
-    seeded random order) are dealt backgrounds 0, 1, ..., K-1, 0, ... starting at a seeded random
-    background, so each (class, background) count is ``n_class / K`` up to one image."""
+    seeded order) are dealt backgrounds 0, 1, ..., K-1, 0, ... from a seeded start."""
     num_backgrounds, seed = check_scene_args(num_backgrounds, seed)
     labels = np.asarray(labels)
     rng = np.random.default_rng(seed)
@@ -154,11 +153,9 @@ def scenes_mean_std(
 
 
 class FashionMNISTScenes(FashionMNIST):
-    """Fashion-MNIST on shared background textures (see the module docstring): ``split``,
-    ``transform``, ``root`` and ``limit`` as :class:`FashionMNIST`; ``num_backgrounds`` textures
-    (4-8), the first of :data:`TEXTURE_NAMES`; ``seed`` seeds their assignment and phases.
-    Attributes: ``targets``, ``backgrounds`` (N,) and ``background_names``.
-    """
+    """Fashion-MNIST on shared background textures (module docstring): ``split``, ``transform``,
+    ``root``, ``limit`` as :class:`FashionMNIST`; ``num_backgrounds`` (4-8) textures; ``seed``
+    seeds their assignment and phases. ``backgrounds`` (N,) holds the background labels."""
 
     def __init__(
         self,

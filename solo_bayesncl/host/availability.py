@@ -53,9 +53,8 @@ _HARMLESS: tuple[tuple[type[Warning], str], ...] = (
 
 
 def quiet_third_party_warnings() -> None:
-    """Hides the known-harmless warnings listed above that importing solo-learn prints; called by
-    the entry points only, and not when the user chose warning filters (``-W``, ``PYTHONWARNINGS``).
-    """
+    """Hides the known-harmless warnings above that importing solo-learn prints (entry points only;
+    not when the user chose warning filters)."""
     if sys.warnoptions:
         return
     for category, message in _HARMLESS:

@@ -89,9 +89,8 @@ def build_method(
 def build_backbone(
     name: str | None, method: str, kwargs: Mapping[str, Any], small_stem: bool
 ) -> nn.Module:
-    """The bare backbone ``name`` (with ``backbone.kwargs``) of ``method``, head removed, freshly
-    initialised, with the ResNet ``small_stem`` when asked; ValueError for an unknown backbone.
-    """
+    """The bare backbone ``name`` (with ``backbone.kwargs``) of ``method``, head removed, with the
+    ResNet ``small_stem`` when asked; ValueError for an unknown backbone."""
     from solo.methods.base import BaseMethod
 
     if name not in BaseMethod._BACKBONES:

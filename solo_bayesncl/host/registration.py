@@ -49,8 +49,7 @@ def _register_into(registry: ModuleType) -> None:
 
 def register() -> bool:
     """Imports ``solo.methods`` and adds ``bayesncl`` and ``ncl`` to its ``METHODS``; idempotent.
-    Returns False, registering nothing, when solo-learn is not installed.
-    """
+    False, registering nothing, without solo-learn."""
     if not solo_learn_available():
         return False
     if "solo.methods" not in sys.modules:
@@ -98,9 +97,8 @@ class _RegisteringLoader(importlib.abc.Loader):
 
 
 class _SoloMethodsFinder(importlib.abc.MetaPathFinder):
-    """Finds the watched modules (:data:`_HOOKED_MODULES`) through the other finders and wraps
-    their loaders; stays installed until :func:`_register_into` has run.
-    """
+    """Finds the watched modules (:data:`_HOOKED_MODULES`) and wraps their loaders; stays
+    installed until :func:`_register_into` has run."""
 
     def __init__(self) -> None:
         self._busy = threading.local()

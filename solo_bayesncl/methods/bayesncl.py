@@ -25,10 +25,8 @@ __all__ = ["BayesNCL"]
 
 
 class BayesNCL(NCL):
-    """Bayesian Gated Non-Negative Contrastive Learning (arXiv 2605.28441); settings as
-    :class:`~solo_bayesncl.methods.ncl.NCL` takes them (the table below). ``use_bayes: False``
-    has the official meaning: no gate at all, so the run trains plain ``ncl`` (with a warning).
-    """
+    """Bayesian Gated Non-Negative Contrastive Learning (arXiv 2605.28441), settings as in
+    :class:`~solo_bayesncl.methods.ncl.NCL` (table below); ``use_bayes: False`` trains ``ncl``."""
 
     SETTINGS: type[BayesNCLSettings] = BayesNCLSettings
 

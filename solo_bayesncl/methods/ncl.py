@@ -52,10 +52,8 @@ class NonFiniteTrainingError(FloatingPointError):
 class NCL(BaseMethod):
     """Non-negative Contrastive Learning (arXiv 2403.12459): InfoNCE on ``normalize(phi(z))``.
 
-    It takes its settings (:attr:`SETTINGS`, the table below) as ``self.settings``, parsed by the
-    run's spec, or parses them from ``cfg.method_kwargs``. With ``dimension_dropout_epochs`` the
-    dropout share falls as :func:`scheduled_dimension_dropout` says.
-    """
+    Its settings (:attr:`SETTINGS`, the table below) come parsed by the run's spec, else from
+    ``cfg.method_kwargs``; :func:`scheduled_dimension_dropout` lowers ``dimension_dropout``."""
 
     SETTINGS: type[NCLSettings] = NCLSettings
 

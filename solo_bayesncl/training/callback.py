@@ -47,11 +47,9 @@ class Backgrounds:
 @dataclass(eq=False)
 class InterpretabilityCallback(Callback):
     """Evaluates the interpretable representation on ``val_loader`` at the end of training epochs,
-    on the global-zero process only (the figures of a one-process evaluation). With
-    ``share_validation`` an epoch reads the forward outputs of its own validation (same weights,
-    eval mode, same loader) instead of a pass of its own, when that validation ran after the
-    epoch's last optimizer step, without autocast, over every image of ``val_loader``.
-    """
+    on the global-zero process only. With ``share_validation`` an epoch reads the forward outputs
+    of its own validation instead of a pass of its own, when that validation ran after the epoch's
+    last optimizer step, without autocast, over every image of ``val_loader``."""
 
     share_validation: ClassVar[bool] = True
 

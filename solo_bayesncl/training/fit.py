@@ -109,14 +109,12 @@ def fit(
     pretraining: bool = False,
 ):
     """Trains ``model`` on the data of ``spec`` in the folder of ``run`` (resumed from
-    ``run.ckpt_path`` when set); returns the Trainer.
+    ``run.ckpt_path`` when set); returns the Trainer, ``trainer.interrupted`` set when stopped.
 
     The data is ``dali_datamodule(spec)`` with ``data.format=dali``, else ``fit_data(spec,
-    val_loader)``; ``callbacks(val_loader)`` join the Trainer's. A ``pretraining`` fit saves within
-    epochs and resumes there as if never stopped (:mod:`solo_bayesncl.training.resumable`) and
-    honours ``performance.compile``. An interrupted fit returns its Trainer too
-    (``trainer.interrupted``), its run folder removed when it holds no checkpoint; processes that
-    do not all connect raise :class:`~solo_bayesncl.training.trainer.PeersNotMet`.
+    val_loader)``; ``callbacks(val_loader)`` join the Trainer's. A ``pretraining`` fit resumes
+    within epochs as if never stopped (:mod:`solo_bayesncl.training.resumable`). Processes that do
+    not all connect raise :class:`~solo_bayesncl.training.trainer.PeersNotMet`.
     """
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 

@@ -137,9 +137,8 @@ def train_linear(prepared: PreparedLinear, extra_callbacks: list | None = None):
 
 
 def _fit_data(spec: RunSpec, val_loader: DataLoader | None, train_transform: Callable) -> dict:
-    """The ``fit_data`` of :func:`solo_bayesncl.training.fit.fit`: the labelled training images
-    through ``train_transform``, and the validation loader, with a generator of its own so the
-    probe trains the same whatever ``check_val_every_n_epoch``."""
+    """The ``fit_data`` of :func:`solo_bayesncl.training.fit.fit`: the labelled training images and
+    the validation loader, with its own generator (the probe trains the same at any frequency)."""
     if val_loader is not None:
         val_loader.generator = torch.Generator().manual_seed(int(spec.trainer.seed))
     train_loader = DataLoader(

@@ -21,8 +21,7 @@ __all__ = ["resumable_fit", "seed_position"]
 
 def seed_position(seed: int, epoch: int, batch: int, rank: int) -> None:
     """Seeds Python, NumPy and torch before batch ``batch`` of epoch ``epoch`` on global rank
-    ``rank`` from NumPy's ``SeedSequence`` of the four with ``seed``, so whatever a batch draws
-    does not depend on what ran before it in this process."""
+    ``rank`` from the ``SeedSequence`` of the four, so a batch's draws depend on nothing before."""
     value = int(np.random.SeedSequence([seed, epoch, batch, rank]).generate_state(1)[0])
     random.seed(value)
     np.random.seed(value)

@@ -31,9 +31,8 @@ __all__ = [
 def tap_of_each_pixel_pair(conv: nn.Conv2d, height: int, width: int) -> torch.Tensor | None:
     """For an input of ``height`` x ``width`` pixels, the ``(H', W', H W)`` tensor whose entry
     ``[i, j, q]`` is the flat kernel index ``t(p, q)`` linking output pixel ``p = (i, j)`` to input
-    pixel ``q``, or ``k_h k_w`` where no tap does. None when the product would do more
-    multiplications (more input pixels than taps), is not what the convolution computes (groups,
-    padding other than zeros or ``"same"``), or the input is too small for one output pixel."""
+    pixel ``q`` (``k_h k_w`` where none does); None when the product would do more
+    multiplications, differ from the convolution (groups, padding) or the input is too small."""
     if conv.groups != 1 or conv.padding_mode != "zeros" or isinstance(conv.padding, str):
         return None
     return _tap_index(conv.kernel_size, conv.stride, conv.padding, conv.dilation, height, width)

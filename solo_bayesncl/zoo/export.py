@@ -272,11 +272,9 @@ def export_checkpoint(
     overwrite: bool = False,
 ) -> ExportResult:
     """Export a trained checkpoint of bayesncl, ncl, simclr or mocov2plus (see
-    :func:`export_state_dict`): any layout :func:`solo_bayesncl.io.checkpoints.load_checkpoint`
-    reads, or a zoo artifact (re-export, e.g. to fp16). ``metrics`` is a mapping or a JSON file
-    (figures, or a report's ``metrics.json``); by default an artifact's own figures, else
-    ``metrics.json`` beside the checkpoint when it exists.
-    """
+    :func:`export_state_dict`) or a zoo artifact (re-export, e.g. to fp16). ``metrics``: a mapping
+    or a JSON file (figures, or a report's ``metrics.json``); by default an artifact's own figures,
+    else ``metrics.json`` beside the checkpoint when it exists."""
     ckpt = Path(ckpt)
     require_writable(out_dir)  # before any work
     if not overwrite:

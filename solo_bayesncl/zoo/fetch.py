@@ -228,9 +228,8 @@ def download(
 def _try_url(
     entry: ZooEntry, url: str, target: Path, progress: bool, limits: tuple[float, float]
 ) -> tuple[str, str | None] | None:
-    """Fetch ``url`` into ``target`` through a temporary file; ``limits`` is
-    ``(timeout, deadline)``. None on success, else ``(reason, actual_sha256)``, the hash given
-    only when the transfer completed with other bytes."""
+    """Fetch ``url`` into ``target`` through a temporary file within ``limits``; None on success,
+    else ``(reason, actual_sha256)`` (the hash only for complete but wrong bytes)."""
     with replacing(target, ".part") as tmp:  # only verified bytes replace the target
         problem = _fetch_checked(entry, url, tmp, progress, limits)
         if problem is not None:

@@ -78,9 +78,8 @@ def is_hub_url(url: Any) -> bool:
 
 
 def parse_hub_url(url: str) -> HubSource:
-    """``hf://OWNER/REPO/FILE@REVISION`` as a :class:`HubSource`; ValueError (one line, saying
-    the expected form) for anything else. ``FILE`` may lie in a folder (``a/b.safetensors``);
-    ``REVISION`` must be a commit id (40 lowercase hex digits): a branch moves, a pin does not."""
+    """``hf://OWNER/REPO/FILE@REVISION`` as a :class:`HubSource` (``REVISION`` a 40-hex commit id:
+    a branch moves, a pin does not); ValueError saying the expected form otherwise."""
     form = f"{HF_SCHEME}OWNER/REPO/FILE@REVISION (REVISION a 40-hex commit id)"
     if not is_hub_url(url):
         raise ValueError(f"{url!r} is not a Hub source {form}")
@@ -295,10 +294,9 @@ def _download_within(
     storage: Path,
     endpoint: str,
 ) -> str:
-    """``call(answered)`` (``hf_hub_download`` of ``name`` into ``storage``) in a child process:
-    the first byte within ``timeout`` seconds, the whole call within ``deadline``, both from the
-    moment the process runs. :class:`HubCallError` with ``explain`` of what it raised, else
-    :class:`HubTimeout`; a call that gives no file leaves no temporary file."""
+    """``call(answered)`` (``hf_hub_download`` of ``name`` into ``storage``) in a child process,
+    the first byte within ``timeout`` seconds and the whole call within ``deadline`` from its
+    start; :class:`HubCallError` or :class:`HubTimeout`, leaving no temporary file."""
     answered, host = _fork().Event(), hub_host(endpoint)
     blobs = storage / "blobs"
     before = set(blobs.glob("*.incomplete"))
@@ -412,9 +410,7 @@ def fetch_hub_source(
 ) -> tuple[Path | None, str | None, str | None]:
     """Fetch one ``hf://`` source and check it against ``sha256``: ``(path, None, None)`` for a
     verified file, else ``(None, reason, actual)``, ``actual`` the sha256 of complete but wrong
-    bytes (removed from the cache). ``offline`` reads the cache only; ``timeout`` bounds the wait
-    for the first byte, ``deadline`` the whole call (seconds).
-    """
+    bytes (removed from the cache); ``timeout`` bounds the first byte, ``deadline`` the call."""
     source = parse_hub_url(url)
     endpoint, folder = hub_endpoint(), hub_cache_dir(cache)
     end = time.monotonic() + deadline

@@ -71,11 +71,8 @@ def export_hub_folder(
 ) -> HubFolder:
     """Write the Hub model repository of a checkpoint into ``folder``: ``model.safetensors`` (every
     module weight, the config and figures in its metadata), ``config.json`` and the ``README.md``
-    model card (:mod:`.card`). The checkpoint and ``metrics`` are read as
-    :func:`export_checkpoint` reads them; ``name`` (default: the folder's) titles the card and
-    names the entry; ``license``, ``base_model`` and ``repo_id`` go into the card. The files
-    appear together; an existing Hub folder is refused unless ``overwrite``.
-    """
+    model card. The checkpoint and ``metrics`` are read as :func:`export_checkpoint` reads them;
+    ``name`` (default: the folder's) titles the card; an existing folder needs ``overwrite``."""
     ckpt, folder = Path(ckpt), Path(folder)
     name = hub_name(name or folder.resolve().name)
     taken = [folder / n for n in (HUB_WEIGHTS, HUB_CONFIG, HUB_CARD) if (folder / n).exists()]

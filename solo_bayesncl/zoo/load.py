@@ -27,11 +27,9 @@ def load_artifact(
     device: str | torch.device = "cpu",
     as_: LoadAs = "method",
 ) -> torch.nn.Module:
-    """Build the model stored in a local zoo artifact (``.pt`` or safetensors), a Hub folder or any
-    checkpoint :func:`solo_bayesncl.io.checkpoints.load_checkpoint` reads, in eval mode on
-    ``device``: ``as_="method"`` gives the solo-learn LightningModule (weights loaded strictly),
-    ``as_="backbone"`` the bare backbone (no fc), with the stem the config implies.
-    """
+    """Build the model stored in a local zoo artifact, a Hub folder or a checkpoint, in eval mode
+    on ``device``: ``as_="method"`` the solo-learn LightningModule (weights loaded strictly),
+    ``as_="backbone"`` the bare backbone (no fc), with the stem the config implies."""
     if as_ not in _LOAD_AS:
         raise ValueError(f"as_ must be one of {_LOAD_AS}, got {as_!r}")
     if os.path.isdir(path) and os.path.isfile(os.path.join(path, HUB_WEIGHTS)):

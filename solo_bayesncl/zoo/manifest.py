@@ -139,9 +139,8 @@ def _check_url(url: Any, where: str, require_https: bool) -> None:
 def validate_entry(
     data: Mapping[str, Any], source: str = "<entry>", require_https: bool = True
 ) -> None:
-    """Check one manifest entry against the schema; raise :class:`ManifestError` if it fails.
-    ``require_https=False`` also accepts ``http://`` loopback URLs (tests, local mirrors).
-    """
+    """Check one manifest entry against the schema (:class:`ManifestError`); ``require_https=False``
+    also accepts loopback ``http://`` URLs (tests, local mirrors)."""
     if not isinstance(data, Mapping):
         raise ManifestError(f"{source}: an entry must be a JSON object, got {type(data).__name__}")
     where = f"{source}: entry {data.get('name', '<unnamed>')!r}"

@@ -83,12 +83,10 @@ def publish_folder(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> PublishResult:
     """Upload a Hub folder (``zoo export --hub-folder``) to the model repository ``repo_id``,
-    creating it when missing, with the user's token (``token``, else huggingface_hub's); returns
-    the commit and the manifest entry whose first source is the weights at that commit, then
-    ``urls``. The card's ``OWNER/NAME`` placeholder is replaced by ``repo_id`` first. Raises
-    :class:`HubLoginError` without a token and :class:`ZooError` for a bad folder or repository id
-    (both before any network request) or a Hub that fails or outlasts ``timeout``.
-    """
+    creating it when missing, with the user's token; returns the commit and the manifest entry
+    whose first source is the weights at that commit, then ``urls``. :class:`HubLoginError`
+    without a token, :class:`ZooError` for a bad folder or repository id (both before any
+    network request) or a Hub that fails or outlasts ``timeout``."""
     folder = Path(folder)
     check_hub_folder(folder)
     if not REPO_RE.match(repo_id):
