@@ -17,10 +17,8 @@ __all__ = ["StageMeter", "cpu_seconds", "git_state", "load_unreliable"]
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 NOT_RUN_BY_A_BENCHMARK: tuple[str, ...] = ("results/", "records/", "*/records/*", "docs/", "*.md")
-"""Git pathspecs of the checkout whose changes do not make a result's commit dirty: the results
-a benchmark writes into ``results/``, the finished runs' records kept in any ``records/``
-folder (a run that follows another would otherwise count the first one's tables as uncommitted
-code) and the documentation."""
+"""Git pathspecs whose changes do not make a result's commit dirty: ``results/``, kept ``records/``
+(a run after another would count the first one's tables as uncommitted code) and the docs."""
 
 
 def git_state(folder: Path = _PACKAGE_ROOT) -> dict[str, Any]:

@@ -56,8 +56,7 @@ _SECTION_KEYS: dict[str, dict[str, str]] = {
     },
     "knn": {"k": "positive int", "temperature": "positive number"},
 }
-"""``report`` is checked as :class:`~solo_bayesncl.evaluation.options.ReportOptions` checks its
-options (:func:`_report`)."""
+"""``report`` is checked as :class:`~solo_bayesncl.evaluation.options.ReportOptions` checks it."""
 
 
 class PresetError(ValueError):

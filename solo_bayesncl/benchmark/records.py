@@ -33,16 +33,14 @@ __all__ = [
 ]
 
 RUN_RECORDS: tuple[str, ...] = ("result.json", "pretrain_metrics.csv", "gate_measures.json")
-"""The files of a finished run that are kept with its results (a checkout that commits kept
-records tracks exactly these of each run): the run's result, its per-epoch metrics (the budget
-curves) and, once measured, the gate measures read from its final checkpoint."""
+"""The files of a finished run kept with its results: its result, its per-epoch metrics (the
+budget curves) and, once measured, the gate measures read from its final checkpoint."""
 
 RECORDED_PATHS: tuple[str, ...] = ("checkpoint", "pretrain_metrics_csv")
 """The keys of ``result.json`` that name a file of the run."""
 
 COMMIT_FILE = "COMMIT"
-"""The file of a results folder that names, one line per kept run, the commit it was trained at
-(:func:`commit_line`)."""
+"""The file of a results folder naming, one line per kept run, its commit (:func:`commit_line`)."""
 
 
 class RecordsError(ValueError):
@@ -69,8 +67,7 @@ RESULT_FIELDS: dict[str, tuple[str, str | None]] = {
     "gate_open_rate": ("an object or null", "a number or null"),
     "timing": ("an object", "an object or null"),
 }  # fmt: skip
-"""The fields of ``result.json`` its readers use (table, paired differences, plots, resume, the
-study's commands), each checked by :func:`load_result` where present."""
+"""The fields of ``result.json`` its readers use, each checked by :func:`load_result` if present."""
 REQUIRED_FIELDS: tuple[str, ...] = ("method", "seed")
 """The fields every result has: its row and seed."""
 KEPT_FIELDS: tuple[str, ...] = (*REQUIRED_FIELDS, "commit")

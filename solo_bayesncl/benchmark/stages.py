@@ -52,8 +52,7 @@ __all__ = [
 ]
 
 LINEAR_CONFIG = "linear_sgd.yaml"
-"""The linear-probe config of a preset that names none (``linear.config``): SGD with step decay.
-The paper presets name ``linear.yaml``, the official probe of the NCL/BayesNCL papers."""
+"""The linear-probe config of a preset that names none (``linear.config``): SGD, step decay."""
 
 
 class StageUnfinished(RuntimeError):

@@ -84,22 +84,19 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "distributed",  # timeout_s: how long the processes of a job wait for each other
     "threads",  # torch's CPU threads (solo_bayesncl.core.threads)
 )
-"""Top-level keys solo-learn's pretraining and linear scripts or the plugin read (``probe``:
-the linear probe's normalisation, ``standard`` or ``official``); the arguments
-of Lightning's ``Trainer`` (``max_epochs``, ``precision``, ...) are known too."""
+"""Top-level keys solo-learn's scripts or the plugin read (``probe``: ``standard`` or
+``official``); the arguments of Lightning's ``Trainer`` are known too."""
 CHECKPOINT_KEYS: tuple[str, ...] = ("enabled", "dir", "frequency", "keep_prev", "time_interval_s")
 """Every ``checkpoint.*`` key: solo-learn's ``Checkpointer``'s four, and ``time_interval_s``, the
 seconds between the checkpoints a pretraining saves within an epoch (0 or null: none)."""
 DEFAULT_CHECKPOINT_INTERVAL_S = 60.0
-"""``checkpoint.time_interval_s`` when a config does not set it: an interrupted pretraining loses
-at most about a minute of training."""
+"""``checkpoint.time_interval_s`` by default: an interruption loses about a minute at most."""
 PERFORMANCE_KEYS: tuple[str, ...] = (
     "disable_channel_last",
     "compile",
     "small_map_convs",
 )
-"""Every ``performance.*`` key: solo-learn's ``disable_channel_last`` and the plugin's two
-(:class:`~solo_bayesncl.config.runtime.PerformanceSettings`)."""
+"""Every ``performance.*`` key: solo-learn's ``disable_channel_last`` and the plugin's two."""
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "optimizer": (
         "name",
@@ -128,10 +125,8 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "distributed": ("timeout_s",),
     "knn_eval": ("enabled", "k", "distance_func"),
 }
-"""The keys solo-learn's scripts and the plugin read in these sections (linear evaluation's
-``data.augmentations``, a mapping; pretraining's is a list of pipelines); the entry points refuse
-any other, which would be ignored and its default used; a key one method alone reads
-(:func:`~solo_bayesncl.methods.keys.owned_keys`) is known on that method only."""
+"""The keys solo-learn's scripts and the plugin read in these sections; the entry points refuse
+any other (it would be ignored), and a key one method alone reads is known on that method only."""
 SCENE_KEYS: tuple[str, ...] = ("num_backgrounds", "background_seed")
 """``data.*`` keys only ``fashion-mnist-scenes`` reads."""
 
@@ -187,9 +182,8 @@ BACKBONE_CLASSES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "convnext_": ("timm.models.convnext.ConvNeXt", ("depths", "dims")),
 }
-"""The class each of solo-learn's backbones (by name prefix) is built as, whose arguments
-``backbone.kwargs`` are handed to, less those solo-learn's builder gives itself (its WideResNet
-and PoolFormer take any keyword)."""
+"""The class each of solo-learn's backbones (by name prefix) is built as, taking
+``backbone.kwargs``, less the arguments solo-learn's builder gives itself."""
 
 
 def _require_arguments(key: str, cfg: omegaconf.DictConfig, target: Any, given: set[str]) -> None:
@@ -349,8 +343,7 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
 
 SIZED_BACKBONES: tuple[str, ...] = ("vit_", "swin_")
 """Name prefixes of solo-learn's backbones that timm builds for one input size (``img_size``,
-224 unless given): every ViT and Swin; its ResNets, WideResNets, ConvNeXts and PoolFormers take
-any size."""
+224 unless given): every ViT and Swin; the other backbones take any size."""
 
 
 def fit_backbone_to_crops(cfg: omegaconf.DictConfig) -> None:

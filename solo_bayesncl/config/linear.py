@@ -26,8 +26,7 @@ _DATASET_KEYS = (
     ("data.background_seed", "background_seed"),
 )
 """The data settings a linear evaluation takes from the checkpoint while it evaluates on the
-checkpoint's dataset (the scenes' backgrounds included), with their field of the checkpoint's
-:class:`~solo_bayesncl.data.names.DatasetSpec`."""
+checkpoint's dataset, with their :class:`~solo_bayesncl.data.names.DatasetSpec` field."""
 
 
 def _given(key: str, explicit: set[str]) -> bool:

@@ -58,8 +58,7 @@ PRECISIONS: tuple[str, ...] = (
     "64",
     "bf16",
 )
-"""``precision`` values: ``auto`` and those Lightning's Trainer takes (its
-``_PRECISION_INPUT``)."""
+"""``precision`` values: ``auto`` and those Lightning's Trainer takes (``_PRECISION_INPUT``)."""
 _CPU_PRECISIONS = {"32", "32-true", "64", "64-true", "bf16", "bf16-mixed", "bf16-true"}
 
 

@@ -137,9 +137,8 @@ class WandbSpec:
 
 
 PEER_TIMEOUT_S = 300.0
-"""How long the processes of a job wait for each other by default (``distributed.timeout_s``):
-torch's own default is 30 minutes, and a launch whose other node never comes would wait that
-long with no word."""
+"""How long a job's processes wait for each other by default (``distributed.timeout_s``), not
+torch's 30 minutes, which a launch whose other node never comes would wait without a word."""
 
 
 @dataclass(frozen=True)

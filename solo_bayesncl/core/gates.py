@@ -54,8 +54,7 @@ GATE_TYPES: tuple[str, ...] = ("ste", "binary_concrete", "gumbel")
   ``1 - exp(-exp(a))`` at ``t = 0.5``, i.e. ``1 - 1/e = 0.632`` at logit 0."""
 
 GATE_MODES: tuple[str, ...] = ("hard", "soft")
-"""How a trained gate is read: ``hard`` thresholds ``alpha`` (0/1 mask), ``soft`` uses ``alpha``
-itself as the mask (docs/method.md, "The gate")."""
+"""How a trained gate is read: ``hard`` thresholds ``alpha`` (0/1 mask), ``soft`` uses ``alpha``."""
 
 _GATE_ALIASES = {**{name: name for name in GATE_TYPES}, "gumbel_sigmoid": "gumbel"}
 

@@ -41,8 +41,7 @@ def representation_from_output(
 
 
 FEATURES: tuple[str, ...] = ("representation", "backbone")
-"""What :func:`extract_representations` reads: the interpretable representation (the metrics'
-input) or the backbone features (the linear probe's and kNN's input)."""
+"""What :func:`extract_representations` reads: the interpretable representation or the backbone."""
 
 
 @dataclass

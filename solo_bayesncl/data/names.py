@@ -218,5 +218,4 @@ _FIELD_KEYS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "dali_device": ("dali", "device", str),
     "encode_indexes": ("dali", "encode_indexes_into_labels", bool),
 }
-"""Where each :class:`DatasetSpec` field is read (``data``, the first augmentation pipeline or
-``dali``, and the key) and its type; absent or null, the field's default holds."""
+"""Where each :class:`DatasetSpec` field is read and its type; absent or null, the default holds."""

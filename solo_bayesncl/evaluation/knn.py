@@ -25,8 +25,7 @@ from solo_bayesncl.metrics import non_finite_rows
 __all__ = ["BATCH_SIZE", "DISTANCES", "FEATURES", "K", "NUM_WORKERS", "TEMPERATURE", "knn_eval"]
 
 K = 20
-"""Neighbours in the vote, unless a setting says otherwise (the command's ``--k``, a preset's
-``knn.k``); every default of kNN is written here once."""
+"""Neighbours in the vote unless a setting says otherwise; every kNN default is written here."""
 TEMPERATURE = 0.07
 """Temperature of the vote's weights ``exp(similarity / T)`` (solo-learn's)."""
 BATCH_SIZE = 256

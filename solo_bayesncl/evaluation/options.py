@@ -27,8 +27,7 @@ PASS_OPTIONS: tuple[str, ...] = (
     "shuffle_permutations",
     "retrieval_max_samples",
 )
-"""The options that decide what the pass over the images gives (the loader's workers, what is
-drawn and listed, and the protocol's extra figures do not)."""
+"""The options that decide what the pass over the images gives."""
 
 
 class ReportError(ValueError):

@@ -27,8 +27,7 @@ __all__ = [
 ]
 
 RESUME_WARNING = "might generate issues when resuming a checkpoint"
-"""The end of solo-learn's warning about a per-step scheduler (``solo/methods/base.py`` and
-``solo/methods/linear.py``)."""
+"""The end of solo-learn's warning about a per-step scheduler (``solo/methods/base.py``)."""
 
 
 def _not_the_resume_warning(record: logging.LogRecord) -> bool:

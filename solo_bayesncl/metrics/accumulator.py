@@ -101,8 +101,7 @@ def describe_metric(key: str) -> str | None:
 
 
 SHUFFLE_PERMUTATIONS = 5
-"""The permutations of the label-shuffled baseline, unless a setting says otherwise (the training
-callback's, the report's, the accumulator's)."""
+"""The permutations of the label-shuffled baseline, unless a setting says otherwise."""
 
 
 def check_shuffle_permutations(key: str, value: Any) -> int:

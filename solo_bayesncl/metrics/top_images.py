@@ -20,8 +20,8 @@ from solo_bayesncl.metrics.semantics import activity_masks
 __all__ = ["TOP_IMAGES", "TopImages", "top_image_purity", "top_images"]
 
 TOP_IMAGES: int = 8
-"""Top images per dimension that the purity of the top images is taken over, by default in the
-report and in the dashboard alike (the dashboard's cards show these images)."""
+"""Top images per dimension the purity of the top images is taken over, by default (report and
+dashboard alike)."""
 
 
 @dataclass(frozen=True)

@@ -203,8 +203,7 @@ def _check_config_agrees(config: Mapping[str, Any], data: Mapping[str, Any], whe
 
 
 PROJECT_MANIFEST = Path(__file__).resolve().with_name("manifest.json")
-"""The project's manifest, shipped in the wheel beside this module; a checkout also shows it as
-the top-level ``zoo/manifest.json`` (a link to the same file), where solo-learn kept its zoo."""
+"""The project's manifest, shipped beside this module (linked as ``zoo/manifest.json``)."""
 
 
 def manifest_paths() -> list[Path]:
