@@ -27,9 +27,8 @@ def resumed_at(trainer) -> ResumePoint | None:
 
 
 class EpochTimer(Callback):
-    """Wall and CPU seconds of every training epoch in ``<stage>_epoch_times.json``, keyed by
-    epoch (kept across resumes); an epoch resumed part-way through is timed from the resume,
-    with the ``share`` of its batches trained here (1 for a whole epoch)."""
+    """Wall and CPU seconds of every training epoch in ``<stage>_epoch_times.json`` (an epoch
+    resumed part-way through: from the resume, with the ``share`` of its batches trained here)."""
 
     def __init__(self, run_dir: Path, stage: str) -> None:
         self.path = run_dir / f"{stage}_epoch_times.json"

@@ -146,9 +146,8 @@ class StageMeter:
 
 
 def load_unreliable(timing: dict[str, Any], slack: float = 0.5) -> bool:
-    """True when other work competed for the cores while the stage ran: the mean 1-minute load
-    minus the run's own runnable threads (or its own use ``cpu_s / wall_s``) exceeds the cores
-    the run left free by more than ``slack``."""
+    """True when other work competed for the cores: the mean load minus the run's own runnable
+    threads (or its own use) exceeds the cores the run left free by more than ``slack``."""
     load, wall, cores = timing.get("load_mean"), timing.get("wall_s"), timing.get("cpu_count")
     if load is None or not wall or not cores:
         return False

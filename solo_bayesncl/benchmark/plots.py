@@ -192,9 +192,8 @@ _SWEEP_PANELS = (
 
 
 def plot_prior_sweep(results: Sequence[dict[str, Any]], path: Path) -> Path | None:
-    """BayesNCL's figures against rho (at the lambda most runs use) and against lambda (at the
-    rho that has several lambdas), mean ± std over seeds, each seed as a faint dot; NCL's mean ±
-    std as a band. None (nothing drawn) when the runs sweep neither."""
+    """BayesNCL's figures against rho and against lambda, mean ± std over seeds with a faint dot per
+    seed; NCL's mean ± std as a band. None when the runs sweep neither."""
     settings = [(r, prior_settings(r)) for r in results]
     settings = [(r, s) for r, s in settings if s is not None]
     lambdas = [s[1] for _, s in settings]

@@ -189,9 +189,8 @@ def _report(path: Path, value: Any) -> dict[str, Any]:
 
 
 def load_preset(name_or_path: str | Path) -> Preset:
-    """Reads and checks a preset; errors name the file, the key and the allowed values. A
-    relative ``out_dir`` is resolved against the preset file's folder (a shipped preset's: the
-    current folder) into :attr:`Preset.out_dir`."""
+    """Reads and checks a preset (errors name the file, key and allowed values); a relative
+    ``out_dir`` is resolved against the preset file's folder (shipped: the current folder)."""
     path = Path(name_or_path)
     shipped = not path.suffix
     if shipped:

@@ -227,8 +227,7 @@ def commit_line(result: dict[str, Any]) -> str:
 
 def records_to_keep(source_run: Path, kept_run: Path) -> list[str]:
     """The records of the finished run ``source_run`` that ``kept_run`` lacks, ``result.json`` last;
-    writes nothing. :class:`RecordsError` when the run is not finished, a record is unreadable,
-    the run's code was not a commit, or ``kept_run`` holds a differing record."""
+    :class:`RecordsError` for an unfinished, unreadable or uncommitted run or a differing record."""
     result_file = source_run / "result.json"
     if not result_file.is_file():
         raise RecordsError(f"{source_run}: not finished (no result.json); nothing is kept of it")

@@ -189,9 +189,8 @@ def write_tables(
 def keep_records(
     preset: Preset, source_dir: Path, out_dir: Path | None = None, log=print
 ) -> list[dict[str, Any]]:
-    """Copies the records of the preset's runs finished in ``source_dir`` to ``out_dir``, adds
-    their commits to ``COMMIT`` and writes :func:`write_tables`. Every run is checked first
-    (:class:`PresetError` naming the file, nothing written)."""
+    """Copies the records of the preset's runs finished in ``source_dir`` to ``out_dir`` (every run
+    checked first: :class:`PresetError`), adds their ``COMMIT`` lines and writes the tables."""
     out_dir = results_folder(preset, out_dir)
     source_runs = Path(source_dir).expanduser().resolve() / "runs"
     if not source_runs.is_dir():
@@ -257,9 +256,8 @@ def _run_order(
 def benchmark_threads(
     finished: Sequence[dict[str, Any]], given: int | None, runs_dir: Path
 ) -> tuple[int, str]:
-    """The one thread count of every run, and where it comes from: ``given`` (``--threads``),
-    else the ``finished`` runs' count, else as a run resolves it. :class:`PresetError` for a
-    count other than the finished runs': their figures would not compare."""
+    """The one thread count of every run and its source: ``given``, else the ``finished`` runs',
+    else as a run resolves it; :class:`PresetError` for a count other than the finished runs'."""
     recorded = sorted({int(r["threads"]) for r in finished if r.get("threads") is not None})
     if given is not None:
         count, source = resolve_threads(given), "--threads"

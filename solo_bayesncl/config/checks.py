@@ -274,10 +274,9 @@ def _require_probe_callback(probe: Any, enabled: Any) -> None:
 
 
 def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-    """Range checks of the keys every pretraining and linear run reads, before anything is built
-    (``checkpoint.time_interval_s`` unset: :data:`DEFAULT_CHECKPOINT_INTERVAL_S`), only known keys
-    (the scene keys on ``fashion-mnist-scenes`` only), booleans parsed strictly and written back
-    normalised (``"false"`` becomes ``False``)."""
+    """Range checks of the keys every pretraining and linear run reads, before anything is built,
+    only known keys (scene keys on ``fashion-mnist-scenes`` only), booleans parsed strictly and
+    written back normalised (``"false"`` becomes ``False``)."""
 
     def present(key: str) -> Any:
         return OmegaConf.select(cfg, key, default=None, throw_on_missing=False)

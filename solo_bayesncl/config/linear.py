@@ -36,9 +36,8 @@ def _given(key: str, explicit: set[str]) -> bool:
 def inherit_from_checkpoint(
     cfg: omegaconf.DictConfig, trained: DatasetSpec, explicit: Iterable[str] = ()
 ) -> omegaconf.DictConfig:
-    """Takes the pretraining run's data settings (``trained``) into a linear-evaluation config,
-    except the user's overrides in ``explicit`` (``data`` covers every ``data.*``): paths, fractions
-    and normalisation only while the dataset is the checkpoint's; the crop size always."""
+    """Takes the pretraining run's data settings (``trained``) into a linear config, except the
+    keys in ``explicit``: most only while the dataset is the checkpoint's, the crop size always."""
     explicit = {k.split("=", 1)[0].lstrip("+~") for k in explicit}
     if trained.name and not _given("data.dataset", explicit):
         OmegaConf.update(cfg, "data.dataset", trained.name, force_add=True)

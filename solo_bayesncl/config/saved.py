@@ -54,8 +54,7 @@ def _gate_flags(cfg: dict[str, Any], weights: Iterable[str]) -> None:
 
 def official_method_name(cfg: dict[str, Any], weights: Iterable[str]) -> str:
     """The plugin method a config of the official codes means (``simclr`` + gate -> bayesncl,
-    ``simclr`` + ``non_neg`` -> ncl; others as they are); only a gating head in ``weights`` (the
-    checkpoint's weight names) or ``use_bayes: True`` makes a gated model."""
+    ``simclr`` + ``non_neg`` -> ncl); gated only with a gating head (``weights``) or ``use_bayes``."""
     method = str(cfg.get("method", ""))
     kwargs = cfg.get("method_kwargs") or {}
     if method == "simclr":

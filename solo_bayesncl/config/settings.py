@@ -372,9 +372,8 @@ def resolve_with_solo(
     check_data: bool = True,
     pretraining: bool = False,
 ) -> omegaconf.DictConfig:
-    """Machine settings, dataset mapping and early data checks, then solo-learn's ``parse_cfg``,
-    then the plugin datasets' class counts and, for ``pretraining``, a ViT's input size and
-    ``data.augment_on``. The run name says the dataset."""
+    """Machine settings, dataset mapping and early data checks, solo-learn's ``parse_cfg``, then
+    class counts and, for ``pretraining``, a ViT's input size and ``data.augment_on``."""
     cfg = check_run_cfg(cfg)  # every value read as written, or refused, before anything else
     cfg.threads = resolve_threads(OmegaConf.select(cfg, "threads", default=None))  # core.threads
     cfg = apply_global_batch(resolve_runtime(cfg))  # the paper's global batch on any machine

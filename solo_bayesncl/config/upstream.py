@@ -149,9 +149,8 @@ def _checkpoint_backbone(checkpoint: str | None) -> str | None:
 
 
 def upstream_problems(cfg: omegaconf.DictConfig) -> list[str]:
-    """What upstream solo-learn's ``main_pretrain.py``/``main_linear.py`` would read differently
-    from this package's commands in ``cfg``, one sentence per key naming the override to give;
-    empty when the run is the same."""
+    """What upstream solo-learn's scripts would read differently from this package's commands in
+    ``cfg``, one sentence per key naming the override to give."""
     checks = [_devices_problem, _batch_problem, _dataset_problem, _small_stem_problem]
     if _is_linear(cfg):
         checks.append(_linear_backbone_problem)

@@ -53,9 +53,8 @@ FLOPs, which decides whether a CPU run takes minutes or hours."""
 
 
 def small_stem(dataset: str | None, given: Any = None) -> bool:
-    """Whether a ResNet trained on ``dataset`` gets the small-image stem (3x3 stride-1 first
-    convolution, no max-pool): always on :data:`SMALL_IMAGE_DATASETS`, as solo-learn gives it,
-    elsewhere when ``given`` (``backbone.small_stem``). The one place the rule is written."""
+    """Whether a ResNet trained on ``dataset`` gets the small-image stem: always on
+    :data:`SMALL_IMAGE_DATASETS`, elsewhere when ``given``. The one place the rule is written."""
     return dataset in SMALL_IMAGE_DATASETS or bool(given)
 
 
@@ -101,9 +100,8 @@ _NO_AUGMENTATION = {
 def solo_normalization(
     dataset: str, mean: Sequence[float] | None = None, std: Sequence[float] | None = None
 ) -> tuple[list[float], list[float]]:
-    """The mean and std solo-learn's ``build_transform_pipeline`` normalises views of ``dataset``
-    with: its table for CIFAR-10/100, STL-10 and ImageNet, else ``mean``/``std`` (None: ImageNet's).
-    The one place every pipeline and evaluation reads its normalisation from."""
+    """The mean and std solo-learn normalises views of ``dataset`` with (its table, else ``mean`` /
+    ``std``, None: ImageNet's): the one place every pipeline and evaluation reads it from."""
     from solo.data.pretrain_dataloader import build_transform_pipeline
 
     node = OmegaConf.create(_NO_AUGMENTATION)

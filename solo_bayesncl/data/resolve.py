@@ -122,9 +122,8 @@ def resolve_dali_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
 
 
 def resolve_augment_on(cfg: omegaconf.DictConfig, spec: DatasetSpec) -> omegaconf.DictConfig:
-    """Validates ``data.augment_on`` (``batch`` or ``per_image``) against ``spec``: an explicit
-    ``batch`` the data or recipe cannot honour fails with the reason; unset, it becomes ``batch``
-    only where allowed."""
+    """Validates ``data.augment_on`` against ``spec``: an explicit ``batch`` the data or recipe
+    cannot honour fails with the reason; unset, it becomes ``batch`` only where allowed."""
     value = OmegaConf.select(cfg, "data.augment_on", default=None)
     reason = not_batchable(spec, OmegaConf.select(cfg, "augmentations", default=None))
     if value is None:
@@ -267,9 +266,8 @@ def _remove_if_empty(folders: list[Path]) -> None:
 def _check_cifar(
     spec: DatasetSpec, download_timeout: float, train: bool
 ) -> datasets.VisionDataset | None:
-    """Reads (downloading when missing) the CIFAR splits the run needs; returns the training split
-    (None without ``train``). On failure, the folders the attempt created are removed if empty
-    and the error names the key and the layout torchvision looks for."""
+    """Reads (downloading when missing) the CIFAR splits the run needs; returns the training split.
+    On failure, folders the attempt created are removed if empty, and the error names the layout."""
     name = spec.name
     cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
     splits = [("data.train_path", str(spec.train_path), True)] if train else []
