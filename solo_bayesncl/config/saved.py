@@ -54,7 +54,7 @@ def _gate_flags(cfg: dict[str, Any], weights: Iterable[str]) -> None:
 
 def official_method_name(cfg: dict[str, Any], weights: Iterable[str]) -> str:
     """The plugin method a config of the official codes means (``simclr`` + gate -> bayesncl,
-    ``simclr`` + ``non_neg`` -> ncl); gated only with a gating head (``weights``) or ``use_bayes``."""
+    ``simclr`` + ``non_neg`` -> ncl); gated only by a gating head (``weights``) or ``use_bayes``."""
     method = str(cfg.get("method", ""))
     kwargs = cfg.get("method_kwargs") or {}
     if method == "simclr":
