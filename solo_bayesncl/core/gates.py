@@ -122,10 +122,9 @@ def bernoulli_kl(
 
     ``KL = sum_k [alpha_k log(alpha_k / rho) + (1 - alpha_k) log((1 - alpha_k) / (1 - rho))]``
 
-    with ``alpha`` and ``rho`` clamped to ``[kl_eps, 1 - kl_eps]`` (official 0.01), in float32. A
-    sum rounded below 0 (gates at the prior) is 0 with no gradient; NaN stays NaN. Raises
-    ValueError for a prior or clamp outside their ranges, empty ``probs`` and, with
-    ``check_inputs`` (one read back from the device), values outside [0, 1]."""
+    with ``alpha`` and ``rho`` clamped to ``[kl_eps, 1 - kl_eps]`` (official 0.01), in float32; a
+    sum rounded below 0 is 0 with no gradient. ValueError for a bad prior, clamp or empty
+    ``probs`` and, with ``check_inputs`` (one device read), values outside [0, 1]."""
     bayesian_prior_prob = checked("bayesian_prior_prob", bayesian_prior_prob)
     kl_eps = checked("kl_eps", kl_eps)
     if probs.numel() == 0:

@@ -191,9 +191,8 @@ class BayesNCLLoss(NCLLoss):
     (BayesNCL, Cui, Zhang & Hu, arXiv 2605.28441, section 3; docs/method.md, "The objective"), built
     with checked settings by :class:`solo_bayesncl.methods.keys.BayesNCLSettings`.
 
-    ``bayesian_prior_prob`` is ``rho``, ``bayesian_kl_lambda`` ``lambda`` (weighted 0 without
-    ``use_kl``); the gate's settings go to :class:`solo_bayesncl.core.gates.BernoulliGate`.
-    ``forward(z, gate_logits, indexes)``: ``gate_logits`` the gating head's outputs for the rows of ``z``."""
+    ``bayesian_prior_prob`` is ``rho``, ``bayesian_kl_lambda`` ``lambda`` (0 without ``use_kl``).
+    ``forward(z, gate_logits, indexes)``: the gating head's outputs for the rows of ``z``."""
 
     def __init__(
         self,
