@@ -94,9 +94,8 @@ def gather_no_grad(x: torch.Tensor) -> torch.Tensor:
 
 
 def whole_set_in_every_process(loader: DataLoader) -> DataLoader:
-    """``loader`` again, reading every sample once and in order in every process: Lightning's
-    ``DistributedSampler`` pads each share with repeats, so solo-learn's mean of the processes'
-    means would count some twice; this sampler (one replica) makes every process exact."""
+    """``loader`` again, every sample once and in order in every process (Lightning's
+    ``DistributedSampler`` pads shares with repeats, which solo-learn's mean would count twice)."""
     sampler = DistributedSampler(loader.dataset, num_replicas=1, rank=0, shuffle=False)
     return DataLoader(
         loader.dataset,

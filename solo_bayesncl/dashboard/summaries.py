@@ -165,10 +165,9 @@ def summarize_dimensions(
 
 
 def class_specificity(class_counts: np.ndarray, class_sizes: np.ndarray) -> np.ndarray:
-    """Specificity of every dimension to every class, a (k, C) array in [0, 1]:
-    ``score[j, c] = purity_c(j) * coverage_c(j)``, with ``n_jc`` the images of class c that j fires
-    on, ``purity_c(j) = n_jc / sum_c' n_jc'`` and ``coverage_c(j) = n_jc / |c|``. It is 1 only for a
-    dimension that fires on every image of c and nothing else."""
+    """Specificity of every dimension to every class, (k, C) in [0, 1]: ``score[j, c] =
+    purity_c(j) * coverage_c(j)``, ``purity_c(j) = n_jc / sum_c' n_jc'``, ``coverage_c(j) = n_jc /
+    |c|`` (``n_jc``: images of class c that j fires on); 1 only if j fires on all of c alone."""
     counts = np.asarray(class_counts, dtype=np.float64)
     sizes = np.asarray(class_sizes, dtype=np.float64)
     purity = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1.0)

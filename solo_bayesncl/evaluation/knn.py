@@ -68,10 +68,9 @@ def knn_eval(
     model: torch.nn.Module | None = None,
     val_features: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> dict[str, float]:
-    """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set. ``checkpoint``:
-    a path or a loaded checkpoint; ``model``: its model, when the caller holds it;
-    ``val_features``: the ``(features, labels)`` of a pass over the validation images at
-    :func:`validation_transform` already made (the report's), used instead of a pass of its own.
+    """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set. ``model``: the
+    checkpoint's, when the caller holds it; ``val_features``: the ``(features, labels)`` of a pass
+    already made at :func:`validation_transform`, used instead of a pass of its own.
     """
     require_solo_learn("main_knn.py")
     from solo.utils.knn import WeightedKNNClassifier

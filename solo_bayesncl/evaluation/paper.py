@@ -136,12 +136,10 @@ def evaluate_paper_protocol(
     device,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Runs the official evaluation on ``model`` (any of the four methods, left unchanged) and
-    returns ``{"metrics": {...}, "settings": {...}}``: the figures under ``paper_`` names and how
-    they were obtained. ``val_dataset_factory``: ``transform -> dataset``, the report's images;
-    ``batch_size``: the evaluation batch (BatchNorm statistics are per batch); ``seed``: that of
-    the training batch of the singular-value entropy.
-    """
+    """Runs the official evaluation on ``model`` (left unchanged): ``{"metrics": {...},
+    "settings": {...}}``, the figures under ``paper_`` names and how they were obtained.
+    ``val_dataset_factory``: ``transform -> dataset``; ``batch_size``: the evaluation batch
+    (BatchNorm statistics are per batch); ``seed``: the singular-value entropy's training batch."""
     official, features, labels = _official_pass(
         model, spec, val_dataset_factory, paper_representation, batch_size, num_workers, device
     )

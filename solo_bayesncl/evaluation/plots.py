@@ -77,10 +77,9 @@ def plot_top_activations(
     significant: Sequence[bool] | None = None,
     title: str = "most selective",
 ) -> Path:
-    """Grid of the top images of each dimension of ``top`` (one row each), labelled with the
-    dimension, its majority class ("n.s." unless ``significant``), the purity of its top images
-    (``purity_top``) and of all its active images; a thumbnail's border is green when its label is
-    the majority class, red otherwise."""
+    """Grid of the top images of each dimension of ``top``, one row each, labelled with its majority
+    class ("n.s." unless ``significant``) and purities; a thumbnail's border is green when its
+    label is the majority class, red otherwise."""
     dims, per_dim = top.dims.tolist(), top.index.shape[1]
     rows = max(len(dims), 1)
     h, w = thumbnails.shape[1:3] if thumbnails.size else (32, 32)

@@ -88,11 +88,10 @@ def write_report(
     progress: bool = True,
     prepared: PreparedReport | None = None,
 ) -> dict[str, Any]:
-    """Evaluates ``checkpoint`` with ``options`` (None: the defaults), writes the report folder
-    ``out_dir`` and returns the content of ``metrics.json``. ``out_dir`` must be empty (or
-    ``overwrite``) and writable, checked before any work; the report is moved in when complete.
-    ``prepared``: the pass :func:`prepare_report` made, used instead of a pass of its own. Raises
-    :class:`~solo_bayesncl.io.checkpoints.CheckpointError` or :class:`ReportError` (one line).
+    """Evaluates ``checkpoint`` with ``options`` (None: defaults), writes the report folder
+    ``out_dir`` (empty or ``overwrite``, writable; moved in when complete) and returns the content
+    of ``metrics.json``; ``prepared``: a pass :func:`prepare_report` made. Raises
+    ``CheckpointError`` or :class:`ReportError` (one line).
     """
     out_dir = Path(out_dir)
     options = ReportOptions() if options is None else options

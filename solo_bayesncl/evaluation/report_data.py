@@ -238,11 +238,9 @@ def prepare_report(
     progress: bool = True,
     with_backbone: bool = False,
 ) -> PreparedReport:
-    """Loads ``checkpoint`` (its model, the validation images and class names) and makes the one
-    pass over the images (``with_backbone``: the backbone features too). Raises
-    :class:`~solo_bayesncl.io.checkpoints.CheckpointError`,
-    :class:`~solo_bayesncl.data.resolve.DatasetUnavailableError` or :class:`ReportError` (one
-    line, before the pass)."""
+    """Loads ``checkpoint`` (its model, validation images and class names) and makes the one pass
+    over the images (``with_backbone``: backbone features too). ``CheckpointError``,
+    ``DatasetUnavailableError`` or :class:`ReportError` (one line, before the pass)."""
     options = ReportOptions() if options is None else options
     try:
         inputs = load_report_inputs(checkpoint, options)

@@ -168,10 +168,9 @@ def _splitmix64(values: np.ndarray) -> np.ndarray:
 
 
 class RetrievalBuffer:
-    """Keeps the vectors that retrieval needs, optionally capped at ``max_samples``: then a uniform
-    random subset by bottom-k sampling (sample ``i`` of the stream gets the key
-    ``splitmix64(i + seed * 2**32)``, the smallest keys are kept), independent of batching, kept
-    in stream order on ``device`` (default CPU)."""
+    """Keeps the vectors retrieval needs, optionally a uniform random subset of ``max_samples`` by
+    bottom-k sampling (key ``splitmix64(i + seed * 2**32)``, independent of batching), in stream
+    order on ``device``."""
 
     def __init__(
         self,
