@@ -1,10 +1,10 @@
 """Retrieval precision on the most activated dimensions (docs/method.md, "Metrics").
 
 Each sample queries all the others by cosine similarity on the ``m`` most activated dimensions
-(ranked by ``sum_i |F_ij|``, ties by lower index; ``m`` = 32, 64, 128, ... below k, and k);
-P@K is the share of the K nearest neighbours with the query's label, averaged over queries.
-Equal similarities rank by lower sample index; a zero row has cosine 0 with everything. With
-fewer than ``K + 1`` samples P@K uses the ``N - 1`` neighbours; below 2 samples it is NaN."""
+(ranked by ``sum_i |F_ij|``; ``m`` = 32, 64, 128, ... below k, and k); P@K is the share of the K
+nearest neighbours with the query's label, averaged over queries. Ties go to the lower index; a
+zero row has cosine 0 with everything. Below ``K + 1`` samples P@K uses the ``N - 1`` neighbours;
+below 2 it is NaN."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""A checkpoint as a Hugging Face Hub model repository, and the manifest entry of one.
-
-``export_hub_folder`` writes what a Hub model repository holds (upload it with ``zoo publish``)::
-
-    model.safetensors  the same content as the artifact, as safetensors (see :mod:`.artifact`)
-    config.json        the run's config
-    README.md          the model card (:mod:`.card`)
-
-and :func:`hub_entry` turns such a folder into the manifest entry of its published weights.
+"""A checkpoint as a Hugging Face Hub model repository (``model.safetensors``, the artifact's
+content; ``config.json``; the ``README.md`` model card), and the manifest entry of its published
+weights (:func:`hub_entry`).
 """
 
 from __future__ import annotations
