@@ -281,8 +281,7 @@ def build_dashboard(
     """Build the dashboard of ``report_dir`` into ``out_dir``; return the path of ``index.html``.
     ``compare_dir``: a second report over the same classes, shown beside the first; ``top_k``:
     top images kept per dimension (``top_purity_images`` those a card shows); ``n_random``: random
-    firing images; ``min_support``: share of images a dimension must fire on to lead the order.
-    """
+    firing images; ``min_support``: share of images a dimension must fire on to lead the order."""
     if not 0 <= min_support <= 1:
         raise ValueError(f"min_support must lie in [0, 1], got {min_support}")
     if thumb_format not in FORMATS:

@@ -70,8 +70,7 @@ def knn_eval(
 ) -> dict[str, float]:
     """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set. ``model``: the
     checkpoint's, when the caller holds it; ``val_features``: the ``(features, labels)`` of a pass
-    already made at :func:`validation_transform`, used instead of a pass of its own.
-    """
+    already made at :func:`validation_transform`, used instead of a pass of its own."""
     require_solo_learn("main_knn.py")
     from solo.utils.knn import WeightedKNNClassifier
 

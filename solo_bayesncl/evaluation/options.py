@@ -40,8 +40,7 @@ class ReportOptions:
     of range raises :class:`ReportError`. ``dataset``: a name or an image folder (None: the
     checkpoint's); ``max_images``: a seeded random subset; ``device``: None is cuda when available;
     ``images_per_dim``: top images per dimension, shown and the purity taken over (default: the
-    dashboard's count); ``protocol``: one of :data:`PROTOCOLS`.
-    """
+    dashboard's count); ``protocol``: one of :data:`PROTOCOLS`."""
 
     dataset: str | Path | None = None
     batch_size: int = 256

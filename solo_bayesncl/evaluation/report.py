@@ -91,8 +91,7 @@ def write_report(
     """Evaluates ``checkpoint`` with ``options`` (None: defaults), writes the report folder
     ``out_dir`` (empty or ``overwrite``, writable; moved in when complete) and returns the content
     of ``metrics.json``; ``prepared``: a pass :func:`prepare_report` made. Raises
-    ``CheckpointError`` or :class:`ReportError` (one line).
-    """
+    ``CheckpointError`` or :class:`ReportError` (one line)."""
     out_dir = Path(out_dir)
     options = ReportOptions() if options is None else options
     _check_out_dir(out_dir, overwrite)
