@@ -1,24 +1,18 @@
 """solo-bayesncl: Bayesian Gated Non-Negative Contrastive Learning for solo-learn.
 
 Importing the package registers the ``bayesncl`` and ``ncl`` methods into solo-learn's
-``solo.methods.METHODS`` (at once if solo-learn's methods are loaded, else when they are
-imported; see :mod:`solo_bayesncl.host.registration`); ``solo_bayesncl.register()`` does it
-explicitly. Without solo-learn, the host-independent parts (``core``, ``metrics``, ``zoo``,
-``dashboard``) import and work in any training loop.
+``solo.methods.METHODS`` (:mod:`solo_bayesncl.host.registration`). Without solo-learn, ``core``,
+``metrics``, ``zoo`` and ``dashboard`` import and work in any training loop.
 
 The package holds only sub-packages. :data:`LAYERS` lists them, lowest first; a module imports
 only from its own sub-package and from those listed before it (``tests/test_layering.py`` reads
 every import with ``ast``). ``docs/architecture.md`` says what each holds.
 
-Imports sit at the top of each module, with three kinds of exception, inside functions:
-solo-learn and what it brings (Lightning, scikit-learn, timm) or an optional extra (DALI,
-selenium, wandb), so that ``core``, ``metrics``, ``zoo`` and ``dashboard`` import without them;
-``matplotlib.pyplot``, ``kornia`` and ``torch.distributed.nn``, whose import changes global state
-(the plotting backend, the warning filters); and the library imports of the commands (``cli``), so that ``--help`` and
-input errors answer before torch and solo-learn load.
-
-Importing the package changes no environment variable and no torch setting: each command gives
-torch the run's thread count, a setting it records (:mod:`solo_bayesncl.core.threads`).
+Imports sit at the top of each module, except inside functions: solo-learn and what it brings
+or an optional extra (DALI, selenium, wandb); ``matplotlib.pyplot``, ``kornia`` and
+``torch.distributed.nn``, whose import changes global state; and the commands' library imports,
+so that ``--help`` answers before torch loads. Importing the package changes no environment
+variable and no torch setting (:mod:`solo_bayesncl.core.threads`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The Lightning callbacks a benchmark run adds to its fits: epoch timing, the log of sittings
-(to stitch a resumed run's metrics together) and progress for the display. (Seeding every epoch
-and batch from the run's seed, so that a resumed run trains as the uninterrupted one, is
-pretraining's own: :mod:`solo_bayesncl.training.resumable`.)
-
-Imported only by the run process (:mod:`solo_bayesncl.benchmark.run_one`), never by the benchmark
-process, which does not load Lightning.
+(to stitch a resumed run's metrics together) and progress for the display. Imported only by the
+run process (:mod:`solo_bayesncl.benchmark.run_one`): the benchmark process loads no Lightning.
 """
 
 from __future__ import annotations
@@ -31,11 +27,8 @@ def resumed_at(trainer) -> ResumePoint | None:
 
 
 class EpochTimer(Callback):
-    """Wall and CPU seconds of every training epoch in ``<stage>_epoch_times.json``, keyed by
-    epoch (kept across resumes; an epoch run again replaces its earlier figure). An epoch this
-    fit resumed part-way through is timed from the resume, with the ``share`` of its batches
-    trained here (the time of the part before is lost with the sitting that trained it); a
-    whole epoch's share is 1. Sittings shorter than an epoch still time the run."""
+    """Wall and CPU seconds of every training epoch in ``<stage>_epoch_times.json`` (an epoch
+    resumed part-way through: from the resume, with the ``share`` of its batches trained here)."""
 
     def __init__(self, run_dir: Path, stage: str) -> None:
         self.path = run_dir / f"{stage}_epoch_times.json"
@@ -80,8 +73,7 @@ class EpochTimer(Callback):
 
 
 class AttemptLog(Callback):
-    """Appends this sitting's log folder and the checkpoint it resumed from to
-    ``<stage>_attempts.jsonl``, to stitch the metrics of resumed runs together."""
+    """Appends this sitting's log folder and resumed checkpoint to ``<stage>_attempts.jsonl``."""
 
     def __init__(self, run_dir: Path, stage: str) -> None:
         self.path = run_dir / f"{stage}_attempts.jsonl"
@@ -101,8 +93,7 @@ class AttemptLog(Callback):
 
 class Progress(Callback):
     """Epoch and batch of the fit in ``status.json``, with the mean time of the stage's finished
-    epochs (``epoch_s``, from ``timer``) and, for a resumed fit, where it resumed
-    (``resumed``: the epochs finished and the optimizer step)."""
+    epochs and, for a resumed fit, where it resumed."""
 
     def __init__(self, status: StatusFile, stage: str, timer: EpochTimer) -> None:
         self.status, self.stage, self.timer = status, stage, timer
@@ -138,9 +129,7 @@ class Progress(Callback):
 
 
 def stage_callbacks(run_dir: Path, status: StatusFile | None, stage: str) -> list[Callback]:
-    """The callbacks of a stage's fit: pretraining resumes, so it logs its sittings; linear
-    evaluation restarts from scratch when interrupted. ``status`` is None in the processes of
-    ranks 1.. of a pretraining, which record nothing."""
+    """The callbacks of a stage's fit; ``status`` is None on ranks 1.., which record nothing."""
     if status is None:  # a process of rank 1..
         return []
     timer = EpochTimer(run_dir, stage)

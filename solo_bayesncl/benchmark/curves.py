@@ -23,7 +23,6 @@ BUDGET_FIGURES: tuple[tuple[str, str], ...] = (
 
 def epoch_series(metrics_csv: Path, column: str) -> tuple[list[int], list[float]]:
     """The epochs (1-based) at which ``column`` was logged in a run's ``metrics.csv``, and its
-    values there (read by :func:`~solo_bayesncl.benchmark.records.epoch_metrics`, which refuses
-    a file that is not such a log)."""
+    values there (read by :func:`~solo_bayesncl.benchmark.records.epoch_metrics`)."""
     points = epoch_metrics(metrics_csv).get(column, {})
     return list(points), list(points.values())

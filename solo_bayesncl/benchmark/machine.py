@@ -17,10 +17,8 @@ __all__ = ["StageMeter", "cpu_seconds", "git_state", "load_unreliable"]
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 NOT_RUN_BY_A_BENCHMARK: tuple[str, ...] = ("results/", "records/", "*/records/*", "docs/", "*.md")
-"""Git pathspecs of the checkout whose changes do not make a result's commit dirty: the results
-a benchmark writes into ``results/``, the finished runs' records kept in any ``records/``
-folder (a run that follows another would otherwise count the first one's tables as uncommitted
-code) and the documentation."""
+"""Git pathspecs whose changes do not make a result's commit dirty: ``results/``, kept ``records/``
+(a run after another would count the first one's tables as uncommitted code) and the docs."""
 
 
 def git_state(folder: Path = _PACKAGE_ROOT) -> dict[str, Any]:
@@ -51,8 +49,7 @@ def cpu_seconds() -> float:
 
 
 def _own_runnable_threads() -> int | None:
-    """Running or runnable threads of this process and its child processes (Linux ``/proc``);
-    None elsewhere. The load average counts these too, so they are subtracted from it."""
+    """Runnable threads of this process and its children (Linux ``/proc``); None elsewhere."""
     proc = Path("/proc")
     if not (proc / "self" / "task").is_dir():
         return None
@@ -81,12 +78,9 @@ def _own_runnable_threads() -> int | None:
 
 
 class StageMeter:
-    """Measures one stage: ``with StageMeter() as meter: ...`` then ``meter.result()``.
-
-    Wall time, CPU time of this process and its finished children (``os.times``), and every
-    ``interval`` seconds a sample of ``os.getloadavg()[0]`` and of this process tree's runnable
-    threads. With ``samples_file`` the samples are also appended there (one JSON line each), and
-    the load figures cover every sitting of a stage that was resumed."""
+    """Measures one stage (``with StageMeter() as meter: ...``, ``meter.result()``): wall and CPU
+    time and every ``interval`` seconds the load and this process tree's runnable threads, also
+    appended to ``samples_file`` (so a resumed stage's load covers every sitting)."""
 
     def __init__(self, interval: float = 2.0, samples_file: Path | None = None) -> None:
         self.interval = interval
@@ -152,12 +146,8 @@ class StageMeter:
 
 
 def load_unreliable(timing: dict[str, Any], slack: float = 0.5) -> bool:
-    """True when other work competed for the cores while the stage ran.
-
-    The run itself uses ``cpu_s / wall_s`` cores on average; the load it did not cause is the
-    mean 1-minute load minus its own runnable threads (or minus its own use where threads could
-    not be counted). Wall times are unreliable when that foreign load exceeds the cores the run
-    left free, ``cpu_count - own use``, by more than ``slack`` cores."""
+    """True when other work competed for the cores: the mean load minus the run's own runnable
+    threads (or its own use) exceeds the cores the run left free by more than ``slack``."""
     load, wall, cores = timing.get("load_mean"), timing.get("wall_s"), timing.get("cpu_count")
     if load is None or not wall or not cores:
         return False

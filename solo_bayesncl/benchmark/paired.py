@@ -31,8 +31,7 @@ def t_quantile_975(dof: int) -> float:
 
 
 def mean_interval(values: Sequence[float]) -> dict[str, float]:
-    """``mean``, sample ``std``, ``n`` and the two-sided 95% Student-t interval of the mean
-    ``low``/``high`` of ``values`` (NaN std and bounds for a single value)."""
+    """``mean``, ``std``, ``n`` and the 95% Student-t interval ``low``/``high`` of ``values``."""
     n = len(values)
     if n == 0:
         raise ValueError("mean_interval needs at least one value")
@@ -47,9 +46,8 @@ def paired_differences(
     reference: str = REFERENCE,
     columns: Sequence[str] = PAIRED_COLUMNS,
 ) -> list[dict[str, Any]]:
-    """``row - reference`` per seed both have, for each column: mean, std, n and the 95%
-    t-interval of the mean difference (``nan`` bounds with fewer than two pairs). Empty when the
-    reference did not run."""
+    """``row - reference`` per seed both have, for each column: mean, std, n and the 95% t-interval
+    of the mean difference (``nan`` bounds below two pairs); empty without the reference."""
     ref = {int(r["seed"]): r for r in results if run_name(r) == reference}
     if not ref:
         return []

@@ -38,8 +38,7 @@ _SPARE = ("tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:g
 
 
 def _subplots(*grid: int, figsize: tuple[float, float], **kwargs: Any):
-    """``(figure, axes)`` like ``pyplot.subplots``, on the figure's own Agg canvas: no global
-    matplotlib backend is set or used."""
+    """``(figure, axes)`` like ``pyplot.subplots``, on an own Agg canvas (no global backend)."""
     fig = Figure(figsize=figsize)
     FigureCanvasAgg(fig)
     return fig, fig.subplots(*grid, **kwargs)
@@ -90,9 +89,8 @@ def plot_accuracy_vs_consistency(results: Sequence[dict[str, Any]], path: Path) 
 def _epoch_panels(
     results: Sequence[dict[str, Any]], panels: Sequence[tuple[str, str]], path: Path
 ) -> Path | None:
-    """One panel per ``(metrics.csv column, title)`` with a line per run against the epoch; with
-    several seeds the row's mean is drawn thick, with a band of ± one standard deviation, over
-    its seeds' thin lines. Panels no run logged are left out; None when none is left."""
+    """One panel per ``(metrics.csv column, title)``, a line per run against the epoch (with seeds,
+    the row's mean ± std over thin seed lines); panels no run logged are left out, None if all."""
     colors = _colors(results)
     data: dict[str, dict[str, dict[int, dict[int, float]]]] = {}
     for column, _ in panels:
@@ -165,10 +163,7 @@ def plot_budget_curves(results: Sequence[dict[str, Any]], path: Path) -> Path | 
 
 
 def prior_settings(result: dict[str, Any]) -> tuple[float, float] | None:
-    """``(rho, lambda)`` of a BayesNCL run, read from the config saved beside its checkpoint
-    (``args.json``, :func:`~solo_bayesncl.config.settings.saved_run_spec`); lambda is the KL
-    weight the loss used (0 for a ``use_kl: False`` run). None for other methods or when the file
-    is missing."""
+    """``(rho, lambda)`` of a BayesNCL run from its saved config; None otherwise."""
     if result.get("method") != "bayesncl" or not result.get("checkpoint"):
         return None
     args = Path(result["checkpoint"]).parent / "args.json"
@@ -197,9 +192,8 @@ _SWEEP_PANELS = (
 
 
 def plot_prior_sweep(results: Sequence[dict[str, Any]], path: Path) -> Path | None:
-    """BayesNCL's figures against rho (at the lambda most runs use) and against lambda (at the
-    rho that has several lambdas), mean ± std over seeds, each seed as a faint dot; NCL's mean ±
-    std as a band. None (nothing drawn) when the runs sweep neither."""
+    """BayesNCL's figures against rho and against lambda, mean ± std over seeds with a faint dot per
+    seed; NCL's mean ± std as a band. None when the runs sweep neither."""
     settings = [(r, prior_settings(r)) for r in results]
     settings = [(r, s) for r, s in settings if s is not None]
     lambdas = [s[1] for _, s in settings]

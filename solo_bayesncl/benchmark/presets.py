@@ -56,8 +56,7 @@ _SECTION_KEYS: dict[str, dict[str, str]] = {
     },
     "knn": {"k": "positive int", "temperature": "positive number"},
 }
-"""``report`` is checked as :class:`~solo_bayesncl.evaluation.options.ReportOptions` checks its
-options (:func:`_report`)."""
+"""``report`` is checked as :class:`~solo_bayesncl.evaluation.options.ReportOptions` checks it."""
 
 
 class PresetError(ValueError):
@@ -103,8 +102,7 @@ class Preset:
 
 @dataclass(frozen=True)
 class RunOrder:
-    """One run of a preset, all its stages read: what the benchmark hands its child process
-    (``run_one``), saved as ``RUN_DIR/spec.json`` (:meth:`to_json`, :meth:`from_json`)."""
+    """One run of a preset, as the benchmark hands it to ``run_one`` (``RUN_DIR/spec.json``)."""
 
     method: str
     variant: str
@@ -191,12 +189,8 @@ def _report(path: Path, value: Any) -> dict[str, Any]:
 
 
 def load_preset(name_or_path: str | Path) -> Preset:
-    """Reads and checks a preset; errors name the file, the key and the allowed values.
-
-    A relative ``out_dir`` is resolved against the folder of the preset file for a preset given
-    as a file; a shipped preset (given by name) writes under the current folder. Either way the
-    absolute folder is in :attr:`Preset.out_dir` and printed by the benchmark before it starts.
-    """
+    """Reads and checks a preset (errors name the file, key and allowed values); a relative
+    ``out_dir`` is resolved against the preset file's folder (shipped: the current folder)."""
     path = Path(name_or_path)
     shipped = not path.suffix
     if shipped:

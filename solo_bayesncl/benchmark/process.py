@@ -1,16 +1,9 @@
 """The life of a run process, from both ends.
 
-The benchmark starts each run as a child process (:mod:`solo_bayesncl.benchmark.run_one`) in its
-own process group, so that a Ctrl-C in the terminal reaches the benchmark only: it forwards
-SIGINT, SIGTERM and SIGHUP to the run, waits for it to stop (a second signal kills it), and
-raises :class:`Interrupted` (:func:`train_in_child`). The run ends when the benchmark process
-that started it ends (Ctrl-C, SIGTERM or SIGKILL of the parent: :func:`watch_parent`).
-
-A run being trained is locked (``RUN_DIR/lock``, holding the benchmark's process id,
-:func:`run_lock`): a second benchmark on the same results folder gets :class:`RunBusy` instead
-of training it a second time beside the first; the lock of a process that died is taken over.
-A lock that cannot be taken for another reason (a folder in its place) is
-:class:`RunLockError`, naming it.
+Each run is a child process (:mod:`.run_one`) in its own process group, so a Ctrl-C reaches the
+benchmark only, which forwards it (:func:`train_in_child`); the run ends when the benchmark
+does (:func:`watch_parent`). A run being trained is locked (:func:`run_lock`), so a second
+benchmark on the same folder gets :class:`RunBusy`.
 """
 
 from __future__ import annotations
@@ -65,8 +58,7 @@ class RunFailed(RuntimeError):
 
 
 class RunBusy(RuntimeError):
-    """Another live benchmark process is training this run (it holds the run's lock);
-    ``holder`` says which."""
+    """Another live benchmark process is training this run; ``holder`` says which."""
 
     def __init__(self, message: str, holder: str) -> None:
         super().__init__(message)
@@ -74,19 +66,15 @@ class RunBusy(RuntimeError):
 
 
 class RunLockError(RuntimeError):
-    """A run's lock cannot be taken (``RUN_DIR/lock`` is a folder, or cannot be written): the
-    message names it and what to do."""
+    """A run's lock cannot be taken; the message names it and what to do."""
 
 
 class Terminated(BaseException):
-    """Raised by the SIGTERM handler (a BaseException, like KeyboardInterrupt, so that no
-    ``except Exception`` swallows it)."""
+    """Raised by the SIGTERM handler (a BaseException, so no ``except Exception`` swallows it)."""
 
 
 def watch_parent() -> None:
-    """Ends this run when the benchmark process that started it ends, even by SIGKILL: the
-    kernel sends SIGTERM on the parent's death (``prctl(PR_SET_PDEATHSIG)`` on Linux) and a
-    thread checks the parent pid every second elsewhere (and as a second line on Linux)."""
+    """Ends this run when the benchmark process that started it ends, even by SIGKILL."""
     expected = os.environ.get(PARENT_ENV)
     if not expected:
         return  # started by hand
@@ -205,9 +193,8 @@ def _run_child(spec_file: Path, log_file: Path, status_file: Path, display) -> i
 
 @contextlib.contextmanager
 def run_lock(run_dir: Path, label: str):
-    """Holds ``run_dir/lock`` while the run (``label``: "<row> seed <seed>") trains;
-    :class:`RunBusy` when another live benchmark holds it, :class:`RunLockError` when it cannot
-    be taken otherwise (only errors of taking it: the block's own pass through)."""
+    """Holds ``run_dir/lock`` while the run (``label``) trains; :class:`RunBusy` when another live
+    benchmark holds it, :class:`RunLockError` when it cannot be taken otherwise."""
     lock = run_dir / "lock"
     with contextlib.ExitStack() as stack:
         try:
@@ -234,9 +221,8 @@ def run_lock(run_dir: Path, label: str):
 
 
 def train_in_child(order: RunOrder, run_dir: Path, display, run_progress, log) -> None:
-    """Trains one unfinished run, ``order`` (what ``run_one`` reads from ``RUN_DIR/spec.json``),
-    in its child process, shown on ``display``; :class:`RunFailed` when it fails, with the error
-    its log ends with."""
+    """Trains one unfinished run, ``order``, in its child process, shown on ``display``;
+    :class:`RunFailed` with the error its log ends with."""
     label = f"{order.variant} seed {order.seed}"
     result_file = run_dir / "result.json"
     (run_dir / "spec.json").write_text(order.to_json())

@@ -1,10 +1,9 @@
 """The benchmark's progress: the run process writes ``status.json``, the benchmark process shows
 one tqdm bar over every epoch of every run (kNN and the report one step each).
 
-The time left (:class:`RunEstimate`) adds up each stage's remainder at a measured pace, never
-"elapsed over progress": the mean of the stage's finished epochs, else what the finished runs of
-this results folder took (:class:`StageTimes`), else a guess from the pretraining epoch
-(:data:`GUESSED_SHARE`), else the epoch's own pace once a quarter of it is done.
+The time left (:class:`RunEstimate`) adds up each stage's remainder at a measured pace: the
+stage's finished epochs, else the finished runs' (:class:`StageTimes`), else a guess from the
+pretraining epoch (:data:`GUESSED_SHARE`), else the epoch's own pace once a quarter is done.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ __all__ = [
     "RunProgress",
     "StageTimes",
     "StatusFile",
-    "format_seconds",
     "read_status",
 ]
 
@@ -104,8 +102,7 @@ class RunProgress:
         return text
 
     def position(self, status: dict[str, Any]) -> float:
-        """Epochs of the current stage finished according to ``status`` (a fraction within an
-        epoch); 0 outside the stages with epochs."""
+        """Epochs of the current stage finished (fractional); 0 outside the stages with epochs."""
         if status.get("stage") not in ("pretrain", "linear"):
             return 0.0
         epochs = self.pretrain_epochs if status["stage"] == "pretrain" else self.linear_epochs
@@ -116,8 +113,7 @@ class RunProgress:
 
 @dataclass
 class StageTimes:
-    """Wall seconds per pretraining epoch and per linear epoch, and for kNN and the report, as
-    the finished runs of this benchmark measured them (the mean over those runs)."""
+    """Seconds per epoch of each stage, the mean over this benchmark's finished runs."""
 
     measured: dict[str, list[float]] = field(default_factory=dict)
 
@@ -240,8 +236,7 @@ def format_seconds(seconds: float | None) -> str:
 
 
 class ProgressDisplay:
-    """One tqdm bar for the whole benchmark, with :class:`RunEstimate`'s time left for the run in
-    progress and for all ``runs``."""
+    """One tqdm bar for the whole benchmark, with the time left for the run and for all ``runs``."""
 
     def __init__(
         self,

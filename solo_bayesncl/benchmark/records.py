@@ -1,12 +1,9 @@
 """A finished run's records (:data:`RUN_RECORDS`): the few small files its table row, epoch curves
 and gate measures are read from. They name no path of the machine that trained: ``result.json``
-names the run's files relative to the run folder (:func:`recorded_path`; older absolute paths are
-found inside a moved folder by :func:`read_result`). Every reader reads them here:
-:func:`load_result`, :func:`epoch_metrics` and :func:`load_gate_measures` refuse a record that
-is not what its name says with :class:`RecordsError`, one line naming the file and the field
-(line, column) at fault. :func:`keep_run_records` and :func:`add_commit_lines` keep a study's
-finished runs in the committed folder, never replacing a differing record nor keeping a run
-whose code was not a commit."""
+names the run's files relative to the run folder (:func:`recorded_path`). The readers here
+refuse a record that is not what its name says with :class:`RecordsError`, naming the file and
+the field at fault. :func:`keep_run_records` keeps a study's finished runs in the committed
+folder, never replacing a differing record nor keeping a run whose code was not a commit."""
 
 from __future__ import annotations
 
@@ -21,14 +18,9 @@ from typing import Any
 from solo_bayesncl.io.files import replacing, write_text_replacing
 
 __all__ = [
-    "COMMIT_FILE",
-    "KEPT_FIELDS",
-    "RECORDED_PATHS",
-    "RESULT_FIELDS",
     "RUN_RECORDS",
     "RecordsError",
     "add_commit_lines",
-    "commit_line",
     "epoch_metrics",
     "keep_run_records",
     "load_gate_measures",
@@ -41,22 +33,18 @@ __all__ = [
 ]
 
 RUN_RECORDS: tuple[str, ...] = ("result.json", "pretrain_metrics.csv", "gate_measures.json")
-"""The files of a finished run that are kept with its results (a checkout that commits kept
-records tracks exactly these of each run): the run's result, its per-epoch metrics (the budget
-curves) and, once measured, the gate measures read from its final checkpoint."""
+"""The files of a finished run kept with its results: its result, its per-epoch metrics (the
+budget curves) and, once measured, the gate measures read from its final checkpoint."""
 
 RECORDED_PATHS: tuple[str, ...] = ("checkpoint", "pretrain_metrics_csv")
 """The keys of ``result.json`` that name a file of the run."""
 
 COMMIT_FILE = "COMMIT"
-"""The file of a results folder that names, one line per kept run, the commit it was trained at
-(:func:`commit_line`)."""
+"""The file of a results folder naming, one line per kept run, its commit (:func:`commit_line`)."""
 
 
 class RecordsError(ValueError):
-    """A run's records cannot be read or kept: a record is not what its name says (cut short,
-    edited, a field of the wrong kind), the run is not finished, its code was not a commit, or
-    the results folder already holds different records under its name."""
+    """A run's records cannot be read or kept."""
 
 
 _NULL = type(None)
@@ -79,8 +67,7 @@ RESULT_FIELDS: dict[str, tuple[str, str | None]] = {
     "gate_open_rate": ("an object or null", "a number or null"),
     "timing": ("an object", "an object or null"),
 }  # fmt: skip
-"""The fields of ``result.json`` its readers use (table, paired differences, plots, resume, the
-study's commands), each checked by :func:`load_result` where present."""
+"""The fields of ``result.json`` its readers use, each checked by :func:`load_result` if present."""
 REQUIRED_FIELDS: tuple[str, ...] = ("method", "seed")
 """The fields every result has: its row and seed."""
 KEPT_FIELDS: tuple[str, ...] = (*REQUIRED_FIELDS, "commit")
@@ -95,9 +82,8 @@ def _refused(path: Path, what: str, problem: str, redo: str) -> RecordsError:
 
 
 def load_record(path: Path, what: str, redo: str) -> dict[str, Any]:
-    """The JSON object a record (a stage's JSON, ``gate_measures.json``) holds, as written;
-    :class:`RecordsError` naming the file, ``what`` it is and what removing it does (``redo``)
-    when it cannot be read, is not JSON (half-written) or holds no JSON object."""
+    """The JSON object a record holds; :class:`RecordsError` naming the file, ``what`` it is and
+    what removing it does (``redo``) when it is unreadable or not a JSON object."""
     try:
         record = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
@@ -114,9 +100,8 @@ def load_record(path: Path, what: str, redo: str) -> dict[str, Any]:
 
 
 def load_result(result_file: Path, required: Sequence[str] = REQUIRED_FIELDS) -> dict[str, Any]:
-    """A run's ``result.json`` as written, every ``required`` field there and every field of
-    :data:`RESULT_FIELDS` of its kind; :class:`RecordsError` naming the file and the field
-    otherwise (or as :func:`load_record` says)."""
+    """A run's ``result.json`` as written, with every ``required`` field and every field of
+    :data:`RESULT_FIELDS` of its kind, else :class:`RecordsError` naming the file and field."""
     what, redo = "a finished run's result", "the run is trained again"
     result = load_record(result_file, what, redo)
     problems = [f"field '{name}' is missing" for name in required if name not in result]
@@ -141,11 +126,8 @@ def _shown(value: Any) -> str:
 
 
 def epoch_metrics(metrics_csv: Path) -> dict[str, dict[int, float]]:
-    """The figures of a run's per-epoch metrics (``pretrain_metrics.csv``, Lightning's CSV log)
-    logged at an epoch: ``{column: {epoch (from 1): value}}``, an epoch's last value kept, rows
-    without an epoch (the learning-rate monitor's) left out. :class:`RecordsError` naming the
-    file (and the line and column) when it is not CSV text, has no ``epoch`` column or a cell
-    that is not a number. Read once per version of the file: the caller leaves it unchanged."""
+    """A run's per-epoch figures (``pretrain_metrics.csv``): ``{column: {epoch (from 1): value}}``,
+    an epoch's last value kept; :class:`RecordsError` naming the file, line and column."""
     stat = Path(metrics_csv).stat()
     return _epoch_metrics(Path(metrics_csv), stat.st_mtime_ns, stat.st_size)
 
@@ -208,9 +190,8 @@ def recorded_path(run_dir: Path, path: str | Path) -> str:
 
 
 def located(run_dir: Path, recorded: str | Path) -> Path:
-    """Where a file that ``result.json`` names is now: a relative name against ``run_dir``; an
-    absolute one that no longer exists but lies below a folder named like the run's (the results
-    folder was moved or copied from another machine) at the same place below ``run_dir``."""
+    """Where a file that ``result.json`` names is now: a relative name against ``run_dir``; a
+    missing absolute one below a folder named like the run's at the same place below ``run_dir``."""
     path = Path(recorded)
     if not path.is_absolute():
         return run_dir / path
@@ -222,10 +203,7 @@ def located(run_dir: Path, recorded: str | Path) -> Path:
 
 
 def read_result(run_dir: Path) -> dict[str, Any]:
-    """A finished run's ``result.json`` (:func:`load_result`), with the files it names
-    (:data:`RECORDED_PATHS`) resolved by :func:`located` to absolute paths, its per-epoch
-    metrics checked by :func:`epoch_metrics` where they are: :class:`RecordsError` as they
-    say."""
+    """A finished run's ``result.json``, its files :func:`located`, its epoch metrics checked."""
     result = load_result(run_dir / "result.json")
     for key in RECORDED_PATHS:
         if result.get(key):
@@ -242,18 +220,14 @@ def load_gate_measures(path: Path) -> dict[str, Any]:
 
 
 def commit_line(result: dict[str, Any]) -> str:
-    """The ``COMMIT`` line of a finished run: ``<commit> <row> seed <seed>``, the row being its
-    variant name, or its method."""
+    """The ``COMMIT`` line of a finished run: ``<commit> <variant or method> seed <seed>``."""
     row = result.get("variant") or result["method"]
     return f"{result['commit']} {row} seed {result['seed']}"
 
 
 def records_to_keep(source_run: Path, kept_run: Path) -> list[str]:
     """The records of the finished run ``source_run`` that ``kept_run`` lacks, ``result.json`` last;
-    writes nothing. :class:`RecordsError` when the run is not finished, a record cannot be read
-    (:func:`load_result` with :data:`KEPT_FIELDS`, :func:`epoch_metrics`,
-    :func:`load_gate_measures`), the run was trained from uncommitted changes (not
-    ``"dirty": false``), or ``kept_run`` holds a differing record."""
+    :class:`RecordsError` for an unfinished, unreadable or uncommitted run or a differing record."""
     result_file = source_run / "result.json"
     if not result_file.is_file():
         raise RecordsError(f"{source_run}: not finished (no result.json); nothing is kept of it")
@@ -283,9 +257,7 @@ def records_to_keep(source_run: Path, kept_run: Path) -> list[str]:
 
 
 def keep_run_records(source_run: Path, kept_run: Path) -> list[str]:
-    """Copies into ``kept_run`` the :func:`records_to_keep` of ``source_run`` (raising as it
-    does, before anything is written), each file whole or not at all; returns their names
-    (none when ``kept_run`` holds them already)."""
+    """Copies :func:`records_to_keep` into ``kept_run``, each file whole; returns their names."""
     names = records_to_keep(source_run, kept_run)
     for name in names:
         with replacing(kept_run / name) as tmp:
@@ -294,8 +266,7 @@ def keep_run_records(source_run: Path, kept_run: Path) -> list[str]:
 
 
 def add_commit_lines(results_dir: Path, results: Iterable[dict[str, Any]]) -> list[str]:
-    """Appends to ``results_dir/COMMIT`` the :func:`commit_line` of each result it does not list
-    yet, keeping the lines it has; returns the lines added."""
+    """Appends the :func:`commit_line` s missing from ``results_dir/COMMIT``; returns them."""
     commit_file = results_dir / COMMIT_FILE
     lines = commit_file.read_text().splitlines() if commit_file.is_file() else []
     added = [line for line in dict.fromkeys(commit_line(r) for r in results) if line not in lines]

@@ -1,27 +1,13 @@
 """One benchmark run (a method and a seed), executed in its own process so that its peak memory
 is its own: pretraining, offline linear probe, kNN and the interpretability report.
 
-Every stage writes its JSON into the run folder when it has *finished*, and is skipped when that
-file exists, so an interrupted run picks up where it stopped. Finished means reached its target:
-
-- pretraining: the Trainer ran to ``max_epochs`` (Lightning returns normally after Ctrl-C, so its
-  status and epoch are checked) and the checkpoint it leaves is readable and of the last epoch.
-  An interrupted pretraining resumes from its furthest readable checkpoint, an epoch's end or
-  the one saved within an epoch every ``checkpoint.time_interval_s``
-  (:mod:`solo_bayesncl.training.auto_resume`), and trains as the uninterrupted run would
-  (:mod:`solo_bayesncl.training.resumable`: with loader workers, the augmentations of the epoch
-  it resumed within are drawn anew).
-- linear evaluation: the attempt's own Trainer reached ``max_epochs``; its accuracy is read from
-  the ``metrics.csv`` of that Trainer's logger, never from another attempt's folder. It validates
-  once, after the last epoch (the accuracy the table reads).
-- kNN and the report: one pass over the validation images serves both
-  (:class:`~solo_bayesncl.benchmark.stages.ValidationPass`); it is made in the kNN stage, whose
-  time therefore holds it, and the report is written from it. kNN's JSON is written before the
-  report starts, as ever; a run stopped in the report makes the report's pass again.
-
-Each stage records its wall and CPU time and the machine's load
-(:class:`~solo_bayesncl.benchmark.machine.StageMeter`), and the commit it ran at. Progress goes to
-``status.json`` for the benchmark's display. ``result.json`` is written last.
+Every stage writes its JSON into the run folder when it has *finished* (reached its target:
+pretraining and the linear probe their ``max_epochs``), and is skipped when that file exists, so
+an interrupted run picks up where it stopped; pretraining resumes from its furthest readable
+checkpoint (:mod:`solo_bayesncl.training.auto_resume`). kNN and the report share one pass over
+the validation images (:class:`~.stages.ValidationPass`), made in the kNN stage. Each stage
+records its time, the machine's load (:class:`~.machine.StageMeter`) and the commit; progress
+goes to ``status.json``, and ``result.json`` is written last.
 
     python -m solo_bayesncl.benchmark.run_one RUN_DIR/spec.json
 
@@ -85,11 +71,8 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def run(spec_path: Path) -> dict[str, Any]:
-    """Runs every unfinished stage of the run described by ``spec_path``; returns its result.
-
-    With ``devices`` > 1 in the preset, pretraining is one Lightning DDP job started from this
-    process; the processes Lightning starts for the other ranks re-run this module, train, and
-    return ``{}`` (:func:`~solo_bayesncl.benchmark.stages.pretrain_other_rank`)."""
+    """Runs every unfinished stage of the run described by ``spec_path``; returns its result (``{}``
+    in the processes of ranks 1.. of a DDP pretraining, :func:`~.stages.pretrain_other_rank`)."""
     spec = RunOrder.from_json(spec_path.read_text())
     run_dir = spec_path.parent
     if spec.threads is not None:
@@ -182,9 +165,7 @@ def _pretraining_resume_point(run_dir: Path) -> ResumePoint | None:
 
 
 def stopped_message(run_dir: Path, signal_name: str) -> str:
-    """What a run stopped by ``signal_name`` says: the stage it stopped in, what is kept and
-    where the next run of the same command continues (pretraining: from its furthest
-    checkpoint; the other stages start again)."""
+    """What a run stopped by ``signal_name`` says: the stage, what is kept, where it continues."""
     stage = read_status(run_dir / "status.json").get("stage")
     if stage not in STAGES:
         stage = "pretrain"

@@ -50,7 +50,6 @@ __all__ = [
     "check_seeds",
     "run_benchmark",
     "run_key",
-    "write_outputs",
     "write_tables",
 ]
 
@@ -89,9 +88,8 @@ def run_folder_name(preset: Preset, method: str, seed: int) -> str:
 
 
 def check_configs(preset: Preset) -> dict[str, int]:
-    """Composes and checks (as pretraining does, the data excepted) every method's config with
-    the preset's overrides before anything trains, naming preset and method on a refusal;
-    returns each method's ``max_epochs``."""
+    """Composes and checks every method's config with the preset's overrides before anything
+    trains, naming preset and method on a refusal; returns each method's ``max_epochs``."""
     epochs = {}
     for method in preset.methods:
         overrides = preset.run_overrides(method)
@@ -121,9 +119,7 @@ def write_outputs(
     missing: list[str] | tuple[str, ...] = (),
     unreadable: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Path]:
-    """The tables and plots, written into a temporary folder and moved in together; a plot with nothing
-    to draw (no prior sweep, no converged probe) is left out. ``missing`` and ``unreadable``
-    runs are listed under the table."""
+    """The tables and plots, moved in together; ``missing`` and ``unreadable`` runs listed."""
     commit = ", ".join(sorted({_short_commit(r) for r in results})) or "unknown"
     date = dt.date.today().isoformat()
     rows = aggregate(results)
@@ -159,10 +155,8 @@ def write_outputs(
 def write_tables(
     preset: Preset, out_dir: Path | None = None, protocol: str = "standard", log=print
 ) -> list[dict[str, Any]]:
-    """The table and plots of the preset's finished runs, without training; the others are
-    listed as not finished, and a run whose records cannot be read as unreadable, each with its
-    file and what is wrong, before :class:`RecordsError` names the first (the table of the
-    others written; none when no run was readable)."""
+    """The table and plots of the preset's finished runs, without training; the others listed as
+    not finished or unreadable, then :class:`RecordsError` names the first unreadable one."""
     out_dir = results_folder(preset, out_dir)
     results, missing, unreadable = [], [], {}
     for seed in preset.seeds:
@@ -195,11 +189,8 @@ def write_tables(
 def keep_records(
     preset: Preset, source_dir: Path, out_dir: Path | None = None, log=print
 ) -> list[dict[str, Any]]:
-    """Copies the records of the preset's runs finished in ``source_dir`` to ``out_dir`` (the
-    committed folder), adds their commits to ``COMMIT`` and writes :func:`write_tables`. Every
-    run is checked first: a record that cannot be read, a run from uncommitted changes, or one
-    whose kept records differ, raises :class:`PresetError` naming the file and nothing is
-    written (a partial copy would change the study's table unseen)."""
+    """Copies the records of the preset's runs finished in ``source_dir`` to ``out_dir`` (every run
+    checked first: :class:`PresetError`), adds their ``COMMIT`` lines and writes the tables."""
     out_dir = results_folder(preset, out_dir)
     source_runs = Path(source_dir).expanduser().resolve() / "runs"
     if not source_runs.is_dir():
@@ -265,10 +256,8 @@ def _run_order(
 def benchmark_threads(
     finished: Sequence[dict[str, Any]], given: int | None, runs_dir: Path
 ) -> tuple[int, str]:
-    """The one thread count of every run of this benchmark, and where it comes from: ``given``
-    (``--threads``), else the count the ``finished`` runs recorded, else as a run resolves it
-    (``OMP_NUM_THREADS``, else the cores this process may use). A count other than the one the
-    finished runs trained with raises :class:`PresetError`: their figures would not compare."""
+    """The one thread count of every run and its source: ``given``, else the ``finished`` runs',
+    else as a run resolves it; :class:`PresetError` for a count other than the finished runs'."""
     recorded = sorted({int(r["threads"]) for r in finished if r.get("threads") is not None})
     if given is not None:
         count, source = resolve_threads(given), "--threads"
@@ -321,15 +310,9 @@ def run_benchmark(
     leave_busy: bool = False,
     threads: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Runs the preset; returns the results of every run (finished earlier or now).
-
-    Every run trains on one thread count (:func:`benchmark_threads`; ``threads``: ``--threads``).
-
-    ``seeds`` runs only those seeds; ``protocol="paper"`` adds the official evaluation's figures.
-    Interrupted (a signal), :class:`RunFailed` and :class:`RunBusy` (unless ``leave_busy``) keep
-    every finished stage, and the same call resumes. With ``seeds`` or a run left busy the
-    table covers the finished runs and lists the others.
-    """
+    """Runs the preset on one thread count (:func:`benchmark_threads`); returns every run's
+    results. ``seeds``: only those; ``protocol="paper"`` adds the official evaluation's figures.
+    An interrupted or failed run keeps its finished stages, and the same call resumes."""
 
     out_dir = results_folder(preset, out_dir)
     epochs = check_configs(preset)

@@ -16,10 +16,7 @@ __all__ = ["epoch_timing", "merge_metrics", "metrics_rows", "per_epoch"]
 
 def merge_metrics(run_dir: Path, final_folder: str, out: Path) -> Path:
     """One ``metrics.csv`` for a pretraining resumed over several sittings: each sitting's rows
-    from where it started up to where the next sitting resumed, by (epoch, step), so that a
-    sitting resumed within an epoch keeps the steps of that epoch its checkpoint had trained and
-    drops those it trained again (rows without an epoch go by their step alone). Sittings that
-    resumed in their own folder are read from the rows each appended (:func:`_rows_of`)."""
+    by (epoch, step) up to where the next resumed, so steps trained again are not kept twice."""
     log = run_dir / "pretrain_attempts.jsonl"
     entries = [json.loads(x) for x in (log.read_text().splitlines() if log.is_file() else [])]
     chain: list[dict[str, Any]] = []
@@ -65,10 +62,7 @@ def _last_in(entries: list[dict[str, Any]], folder: str, before: int) -> int | N
 def _rows_of(
     sitting: dict[str, Any], entries: list[dict[str, Any]], rows: list[dict[str, str]]
 ) -> list[dict[str, str]]:
-    """The rows of ``metrics.csv`` that ``sitting`` wrote: a run resumed in its own folder
-    appends to the file, and each sitting's entry says how many rows were there when it started
-    (``rows_before``); the next sitting of the same folder's count ends it. An entry without the
-    count (sittings of their own folders) takes the whole file."""
+    """The rows of ``metrics.csv`` that ``sitting`` wrote (from its ``rows_before``)."""
     begin = int(sitting.get("rows_before") or 0)
     later = entries[entries.index(sitting) + 1 :] if sitting in entries else []
     end = next(
@@ -83,8 +77,7 @@ def _rows_of(
 
 
 def metrics_rows(folder: Path) -> int:
-    """The data rows of ``folder``'s ``metrics.csv`` (0 without one): where a sitting resumed in
-    that folder starts appending."""
+    """The data rows of ``folder``'s ``metrics.csv`` (0 without one)."""
     path = folder / "metrics.csv"
     if not path.is_file():
         return 0
@@ -100,9 +93,8 @@ def per_epoch(times: list[dict[str, float]], key: str) -> float | None:
 
 
 def epoch_timing(run_dir: Path, stage: str, epochs: int) -> dict[str, Any]:
-    """Wall and CPU seconds per epoch over the epochs of the finished run (a resumed epoch
-    counted once, one resumed part-way through by the share of it timed), and whether the
-    machine's load made the wall times unreliable."""
+    """Wall and CPU seconds per epoch of the finished run (a resumed epoch counted once, by the
+    share timed), and whether the machine's load made the wall times unreliable."""
     path = run_dir / f"{stage}_epoch_times.json"
     times = json.loads(path.read_text()) if path.is_file() else {}
     kept = [times[str(e)] for e in range(epochs) if str(e) in times]

@@ -2,12 +2,9 @@
 offline linear probe, kNN, the interpretability report and, on the scenes data, the background
 measures. A stage that ends short of its target raises :class:`StageUnfinished`.
 
-kNN and the report read the validation images of the same checkpoint through the same model in
-eval mode, at the same transform and batch size: :class:`ValidationPass` makes that pass once
-and gives both what it found. The linear probe validates once, after its last epoch: the table
-reads only that last accuracy, and the probe's validation draws nothing from the random stream
-of its training (:mod:`solo_bayesncl.training.linear`), so its figure is the one a probe
-validating every epoch ends with."""
+kNN and the report share one pass over the validation images (:class:`ValidationPass`). The
+linear probe validates once, after its last epoch (the accuracy the table reads; validation
+draws nothing from the training's random stream, so the figure is the same)."""
 
 from __future__ import annotations
 
@@ -43,12 +40,10 @@ from solo_bayesncl.training.pretrain import pretrain
 from solo_bayesncl.training.summary import csv_log_dir, last_logged_value, stopping_signal
 
 __all__ = [
-    "LINEAR_CONFIG",
     "StageUnfinished",
     "ValidationPass",
     "check_finished",
     "knn_stage",
-    "linear_probe_label",
     "linear_stage",
     "pretrain_other_rank",
     "pretrain_stage",
@@ -57,8 +52,7 @@ __all__ = [
 ]
 
 LINEAR_CONFIG = "linear_sgd.yaml"
-"""The linear-probe config of a preset that names none (``linear.config``): SGD with step decay.
-The paper presets name ``linear.yaml``, the official probe of the NCL/BayesNCL papers."""
+"""The linear-probe config of a preset that names none (``linear.config``): SGD, step decay."""
 
 
 class StageUnfinished(RuntimeError):
@@ -66,19 +60,10 @@ class StageUnfinished(RuntimeError):
 
 
 class ValidationPass:
-    """The one pass of a run's checkpoint over its validation images that kNN and the report
-    share (:func:`~solo_bayesncl.evaluation.report.prepare_report` with the backbone features),
-    made when the first of the two stages asks for it and dropped once the report is written.
-
-    kNN reads the backbone features of that pass instead of its own pass over the validation
-    set. Both passes are the same computation: the checkpoint's model in eval mode on the
-    checkpoint's validation set at :func:`~solo_bayesncl.data.datasets.validation_transform`,
-    in order, in batches of :data:`~solo_bayesncl.evaluation.knn.BATCH_SIZE`, on the same
-    device. The pass is therefore
-    shared only when the preset's report options keep it so (no other ``dataset``,
-    ``max_images``, ``device`` or ``batch_size``); otherwise each stage makes its own, as
-    before. A run resumed after kNN finished makes the report's pass without the backbone.
-    """
+    """The one pass of a checkpoint over its validation images that kNN and the report share
+    (:func:`~solo_bayesncl.evaluation.report.prepare_report` with the backbone features), made
+    when the first stage asks, dropped once the report is written; shared only when the preset's
+    report options leave the pass the same."""
 
     def __init__(self, options: ReportOptions, ckpt: str) -> None:
         self.ckpt = ckpt
@@ -125,9 +110,8 @@ def compose(config_dir: Path, name: str, overrides: list[str]):
 
 
 def check_finished(trainer, what: str) -> None:
-    """Raises KeyboardInterrupt when Lightning swallowed one (Ctrl-C), :class:`Terminated` when
-    the fit stopped on SIGTERM, StageUnfinished when the fit stopped before ``max_epochs``: a
-    stage interrupted is never reported as finished."""
+    """Raises KeyboardInterrupt (Lightning swallowed a Ctrl-C), :class:`Terminated` (SIGTERM) or
+    StageUnfinished (stopped before ``max_epochs``): never reported as finished."""
     stopped = stopping_signal(trainer)
     if stopped == signal.SIGTERM:
         raise Terminated
@@ -199,9 +183,7 @@ def pretrain_stage(spec: RunOrder, run_dir: Path, status) -> dict[str, Any]:
 
 
 def pretrain_other_rank(spec: RunOrder, run_dir: Path) -> None:
-    """A process that Lightning's launcher started for rank 1.. of a multi-process pretraining
-    (it re-runs the run module): it trains its part and records nothing; rank 0 writes the
-    stage's files, then runs the linear probe, kNN and the report in one process."""
+    """Rank 1.. of a multi-process pretraining: trains its part and records nothing."""
     pretrain(
         _pretrain_cfg(spec, run_dir),
         extra_callbacks=stage_callbacks(run_dir, None, "pretrain"),
@@ -253,11 +235,8 @@ def linear_stage(spec: RunOrder, run_dir: Path, ckpt: str, status) -> dict[str, 
 
 
 def validate_at_end_only(cfg, spec: RunSpec) -> None:
-    """The probe (``cfg``, whose spec is ``spec``) validates once, after its last epoch, and
-    runs no sanity check: the stage reads only the last ``val_acc1``, and validation takes
-    nothing from the training's random stream, so that figure is the one of a probe validating
-    every epoch. A schedule that reads the validation loss (``reduce``) keeps validating every
-    epoch."""
+    """The probe validates once, after its last epoch, with no sanity check; a ``reduce``
+    schedule, which reads the validation loss, keeps validating every epoch."""
     if spec.optimizer.scheduler != "reduce":
         epochs = int(spec.trainer.max_epochs)  # type: ignore[arg-type]  # a probe has one
         cfg.merge_with({"check_val_every_n_epoch": epochs, "num_sanity_val_steps": 0})
@@ -275,9 +254,7 @@ def linear_probe_label(config_name: str, spec: RunSpec) -> str:
 def knn_stage(
     spec: RunOrder, ckpt: str, status, shared: ValidationPass | None = None
 ) -> dict[str, Any]:
-    """kNN top-1 on backbone features; with ``shared`` (when it is shared with kNN) the
-    validation features come from the report's pass (:class:`ValidationPass`), which this
-    stage then makes."""
+    """kNN top-1 on backbone features, from the report's pass when ``shared``."""
     status.update(stage="knn")
     k = int(spec.knn.get("k", knn.K))
     checkpoint, options = ckpt, {}
@@ -303,8 +280,7 @@ def knn_stage(
 def report_stage(
     spec: RunOrder, run_dir: Path, ckpt: str, status, shared: ValidationPass | None = None
 ) -> dict[str, Any]:
-    """The interpretability report, written from ``shared``'s pass when given (made here if
-    kNN did not make it)."""
+    """The interpretability report, from ``shared``'s pass when given."""
     status.update(stage="report")
     report_dir = run_dir / "report"
     write_report(

@@ -14,14 +14,12 @@ from typing import Any
 from solo_bayesncl.host.registration import SUPPORTED_METHODS
 
 __all__ = [
-    "COLUMNS",
     "PAIRED_COLUMNS",
     "REFERENCE",
     "aggregate",
     "column_value",
     "figure",
     "machine_line",
-    "paired_markdown",
     "row_names",
     "run_name",
     "write_csv",
@@ -88,8 +86,7 @@ def run_name(result: dict[str, Any]) -> str:
 
 
 def figure(result: dict[str, Any], dotted: str) -> float:
-    """The figure at ``dotted`` (``metrics.active_dims``) of a run's result, ``nan`` where the
-    run lacks it."""
+    """The figure at ``dotted`` (``metrics.active_dims``) of a run's result, ``nan`` if absent."""
     value: Any = result
     for part in dotted.split("."):
         value = value.get(part) if isinstance(value, dict) else None
@@ -116,10 +113,6 @@ def row_names(results: Sequence[dict[str, Any]]) -> list[str]:
     return sorted(first, key=order)
 
 
-def _column_values(runs: Sequence[dict[str, Any]], source: str) -> list[float]:
-    return [v for v in (figure(r, source) for r in runs) if not math.isnan(v)]
-
-
 def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per method or variant: ``{column: mean, column + "_std": sample std over seeds
     (0 for one seed), column + "_n": how many seeds have the figure, "seeds": n, "method": name,
@@ -135,7 +128,7 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "linear_probe": "; ".join(sorted({str(r.get("linear_probe")) for r in runs})),
         }
         for column, source, _ in COLUMNS:
-            values = _column_values(runs, source)
+            values = [v for v in (figure(r, source) for r in runs) if not math.isnan(v)]
             row[column] = statistics.fmean(values) if values else math.nan
             row[f"{column}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
             row[f"{column}_n"] = len(values)
@@ -147,11 +140,6 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         row["threads"] = " ".join(sorted({str(r["threads"]) for r in runs if r.get("threads")}))
         rows.append(row)
     return rows
-
-
-def _present(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    """The columns with a value in at least one row."""
-    return [c for c in COLUMNS if any(not math.isnan(row[c[0]]) for row in rows)]
 
 
 def _write_rows(path: Path, fields: Sequence[str], lines: Sequence[dict[str, Any]]) -> Path:
@@ -279,8 +267,7 @@ _COLUMN_NOTES: tuple[tuple[Callable[[str], bool], str], ...] = (
 
 
 def machine_line(rows: Sequence[dict[str, Any]]) -> str:
-    """The threads every run trained with (``threads``: the figures depend on the count) and the
-    machine's cores."""
+    """The threads every run trained with and the machine's cores."""
     counts = sorted({c for row in rows for c in str(row.get("threads") or "").split()}, key=int)
     cores = max((row.get("cpu_count") or 0 for row in rows), default=0)
     on = f" on a machine of {cores} cores" if cores else ""
@@ -305,10 +292,9 @@ def write_markdown(
     missing: Sequence[str] = (),
     unreadable: Sequence[str] = (),
 ) -> Path:
-    """The table as Markdown (``mean ± std`` over seeds), the runs not finished and those whose
-    records cannot be read (``unreadable``: each run with its file and what is wrong), then the
-    paired differences."""
-    columns = _present(rows)
+    """The table as Markdown (``mean ± std`` over seeds), the runs not finished or ``unreadable``,
+    then the paired differences."""
+    columns = [c for c in COLUMNS if any(not math.isnan(row[c[0]]) for row in rows)]
     header = ["method", "seeds"] + [c for c, _, _ in columns]
     lines = [
         f"Benchmark preset `{preset}`, commit `{commit}`, {date}.",

@@ -1,9 +1,8 @@
 """``python -m solo_bayesncl.benchmark --preset cpu [--out DIR] [--protocol standard|paper]``.
 
 Exit status: 0 done, 1 a run failed, 2 bad input (preset, override, command line, a run another
-benchmark is training, an unreadable record or lock; ``--table-only`` writes the table of the
-other runs first), 130 interrupted by Ctrl-C (143 by SIGTERM): run the same command again to
-resume.
+benchmark is training, an unreadable record or lock), 130 interrupted by Ctrl-C (143 by SIGTERM):
+run the same command again to resume.
 """
 
 from __future__ import annotations

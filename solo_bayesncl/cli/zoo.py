@@ -171,8 +171,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _check_sources(entry, tmp: Path) -> int:
-    """Download and verify each source of ``entry`` alone (fresh caches); prints one line per
-    source and returns how many gave the entry's bytes."""
+    """Download and verify each source of ``entry`` alone; returns how many gave its bytes."""
     live = 0
     for i, url in enumerate(ordered_sources(entry.urls)):
         one = dataclasses.replace(entry, urls=(url,))

@@ -27,13 +27,7 @@ from solo_bayesncl.core.validation import (
 from solo_bayesncl.data.names import SCENES, dataset_name
 
 __all__ = [
-    "CHECKPOINT_KEYS",
-    "DATA_KEYS",
-    "SECTION_KEYS",
     "DEFAULT_CHECKPOINT_INTERVAL_S",
-    "SCENE_KEYS",
-    "SIZED_BACKBONES",
-    "TOP_LEVEL_KEYS",
     "check_run_cfg",
     "check_solo_names",
     "fit_backbone_to_crops",
@@ -90,22 +84,19 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "distributed",  # timeout_s: how long the processes of a job wait for each other
     "threads",  # torch's CPU threads (solo_bayesncl.core.threads)
 )
-"""Top-level keys solo-learn's pretraining and linear scripts or the plugin read (``probe``:
-the linear probe's normalisation, ``standard`` or ``official``); the arguments
-of Lightning's ``Trainer`` (``max_epochs``, ``precision``, ...) are known too."""
+"""Top-level keys solo-learn's scripts or the plugin read (``probe``: ``standard`` or
+``official``); the arguments of Lightning's ``Trainer`` are known too."""
 CHECKPOINT_KEYS: tuple[str, ...] = ("enabled", "dir", "frequency", "keep_prev", "time_interval_s")
 """Every ``checkpoint.*`` key: solo-learn's ``Checkpointer``'s four, and ``time_interval_s``, the
 seconds between the checkpoints a pretraining saves within an epoch (0 or null: none)."""
 DEFAULT_CHECKPOINT_INTERVAL_S = 60.0
-"""``checkpoint.time_interval_s`` when a config does not set it: an interrupted pretraining loses
-at most about a minute of training."""
+"""``checkpoint.time_interval_s`` by default: an interruption loses about a minute at most."""
 PERFORMANCE_KEYS: tuple[str, ...] = (
     "disable_channel_last",
     "compile",
     "small_map_convs",
 )
-"""Every ``performance.*`` key: solo-learn's ``disable_channel_last`` and the plugin's two
-(:class:`~solo_bayesncl.config.runtime.PerformanceSettings`)."""
+"""Every ``performance.*`` key: solo-learn's ``disable_channel_last`` and the plugin's two."""
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "optimizer": (
         "name",
@@ -134,10 +125,8 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "distributed": ("timeout_s",),
     "knn_eval": ("enabled", "k", "distance_func"),
 }
-"""The keys solo-learn's scripts and the plugin read in these sections (linear evaluation's
-``data.augmentations``, a mapping; pretraining's is a list of pipelines); the entry points refuse
-any other, which would be ignored and its default used; a key one method alone reads
-(:func:`~solo_bayesncl.methods.keys.owned_keys`) is known on that method only."""
+"""The keys solo-learn's scripts and the plugin read in these sections; the entry points refuse
+any other (it would be ignored), and a key one method alone reads is known on that method only."""
 SCENE_KEYS: tuple[str, ...] = ("num_backgrounds", "background_seed")
 """``data.*`` keys only ``fashion-mnist-scenes`` reads."""
 
@@ -159,11 +148,9 @@ def check_solo_names(
     schedulers: Iterable[str],
     backbones: Iterable[str] | None = None,
 ) -> None:
-    """``optimizer.name``, ``scheduler.name`` and (when ``backbones`` is given)
-    ``backbone.name`` among the names solo-learn's model class knows (its ``_OPTIMIZERS``,
-    ``_SCHEDULERS``, ``_BACKBONES``), which it would otherwise only assert once training starts;
-    ``optimizer.kwargs`` and ``backbone.kwargs``, handed on unread, among the arguments of the
-    optimizer and of the backbone's class (:data:`BACKBONE_CLASSES`)."""
+    """``optimizer.name``, ``scheduler.name`` and (with ``backbones``) ``backbone.name`` among the
+    names solo-learn knows, which it would only assert once training starts; ``optimizer.kwargs``
+    and ``backbone.kwargs`` among the arguments of the optimizer and the backbone's class."""
     checks = [("optimizer.name", optimizers), ("scheduler.name", schedulers)]
     if backbones is not None:
         checks.append(("backbone.name", backbones))
@@ -195,9 +182,8 @@ BACKBONE_CLASSES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "convnext_": ("timm.models.convnext.ConvNeXt", ("depths", "dims")),
 }
-"""The class each of solo-learn's backbones (by name prefix) is built as, whose arguments
-``backbone.kwargs`` are handed to, less those solo-learn's builder gives itself (its WideResNet
-and PoolFormer take any keyword)."""
+"""The class each of solo-learn's backbones (by name prefix) is built as, taking
+``backbone.kwargs``, less the arguments solo-learn's builder gives itself."""
 
 
 def _require_arguments(key: str, cfg: omegaconf.DictConfig, target: Any, given: set[str]) -> None:
@@ -260,9 +246,8 @@ def _given(cfg: omegaconf.DictConfig, key: str) -> bool:
 
 
 def _require_given_values(cfg: omegaconf.DictConfig) -> None:
-    """Refuses what would be read as something else: a null ``checkpoint.dir`` (a folder named
-    ``None``), and ``data.augmentations`` (linear evaluation's) in a pretraining config, whose
-    crops are its ``augmentations`` pipelines'."""
+    """Refuses what would be read as something else: a null ``checkpoint.dir`` (a folder ``None``),
+    and linear evaluation's ``data.augmentations`` in a pretraining config."""
     if _given(cfg, "checkpoint.dir") and OmegaConf.select(cfg, "checkpoint.dir") is None:
         raise ConfigError(
             "checkpoint.dir=null: give the folder the runs are written under (a path)"
@@ -277,8 +262,7 @@ def _require_given_values(cfg: omegaconf.DictConfig) -> None:
 
 
 def _require_probe_callback(probe: Any, enabled: Any) -> None:
-    """``interpretability.probe`` asks the interpretability callback for its converged probe;
-    with the callback off (``enabled`` False or left out) nothing would run it."""
+    """``interpretability.probe`` needs the interpretability callback on (nothing else runs it)."""
     if probe is None or not parse_bool("interpretability.probe", probe):
         return
     if enabled is None or not parse_bool("interpretability.enabled", enabled):
@@ -290,12 +274,9 @@ def _require_probe_callback(probe: Any, enabled: Any) -> None:
 
 
 def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-    """Range checks of the keys every pretraining and linear run reads, before anything is built
-    (counts, rates, fractions, the seed, ``checkpoint.time_interval_s``: unset is
-    :data:`DEFAULT_CHECKPOINT_INTERVAL_S`), only known keys (:data:`TOP_LEVEL_KEYS` and Lightning
-    ``Trainer`` arguments at the top, the scene keys on ``fashion-mnist-scenes`` only), and the
-    booleans parsed strictly. Values are written back normalised (``"false"`` becomes ``False``).
-    """
+    """Range checks of the keys every pretraining and linear run reads, before anything is built,
+    only known keys (scene keys on ``fashion-mnist-scenes`` only), booleans parsed strictly and
+    written back normalised (``"false"`` becomes ``False``)."""
 
     def present(key: str) -> Any:
         return OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
@@ -361,14 +342,12 @@ def check_run_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
 
 SIZED_BACKBONES: tuple[str, ...] = ("vit_", "swin_")
 """Name prefixes of solo-learn's backbones that timm builds for one input size (``img_size``,
-224 unless given): every ViT and Swin; its ResNets, WideResNets, ConvNeXts and PoolFormers take
-any size."""
+224 unless given): every ViT and Swin; the other backbones take any size."""
 
 
 def fit_backbone_to_crops(cfg: omegaconf.DictConfig) -> None:
-    """Gives a ViT or Swin backbone (:data:`SIZED_BACKBONES`) the pipelines' crop size as
-    ``backbone.kwargs.img_size`` when it is unset, saying so once; refuses, naming the keys,
-    crops of several sizes or an ``img_size`` the crops do not have, before a model is built."""
+    """Gives a ViT or Swin backbone the crop size as ``backbone.kwargs.img_size`` when unset
+    (saying so once); refuses crops of several sizes or an ``img_size`` the crops do not have."""
     name = str(OmegaConf.select(cfg, "backbone.name", default=""))
     if not name.startswith(SIZED_BACKBONES):
         return

@@ -1,11 +1,9 @@
 """A global batch that does not depend on the machine.
 
-solo-learn reads ``optimizer.batch_size`` per device and scales the learning rate by
-``batch_size * len(devices) * num_nodes / 256``. With ``optimizer.batch_size_scope: global`` (the
-shipped configs) ``optimizer.batch_size`` is the global batch, split evenly over the
-``len(devices) * num_nodes`` processes before solo-learn sees it, so batch and learning rate are
-the papers' (one GPU, batch 256 on CIFAR) on any number of devices; an uneven split is refused.
-``per_device`` (the default when the key is absent) keeps solo-learn's own meaning.
+solo-learn reads ``optimizer.batch_size`` per device. With ``optimizer.batch_size_scope: global``
+(the shipped configs) it is the global batch, split evenly over the processes before solo-learn
+sees it, so batch and learning rate are the papers' on any number of devices (an uneven split is
+refused); ``per_device`` (the default) keeps solo-learn's meaning.
 """
 
 from __future__ import annotations
@@ -38,12 +36,9 @@ def plan_global_batch(global_batch: int, world_size: int) -> int:
 
 
 def apply_global_batch(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-    """Turns a global ``optimizer.batch_size`` into solo-learn's per-device one, in place.
-
-    Call after ``cfg.devices`` is a list (:func:`solo_bayesncl.config.runtime.resolve_runtime`) and
-    before solo-learn's ``parse_cfg``. Records ``optimizer.global_batch_size`` and sets the scope
-    to ``per_device``, so a second call changes nothing.
-    """
+    """Turns a global ``optimizer.batch_size`` into solo-learn's per-device one, in place (after
+    :func:`~solo_bayesncl.config.runtime.resolve_runtime`, before ``parse_cfg``); records
+    ``optimizer.global_batch_size`` and sets the scope to ``per_device`` (idempotent)."""
     scope = str(OmegaConf.select(cfg, "optimizer.batch_size_scope", default="per_device"))
     if scope not in BATCH_SCOPES:
         raise ValueError(

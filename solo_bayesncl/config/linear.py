@@ -26,8 +26,7 @@ _DATASET_KEYS = (
     ("data.background_seed", "background_seed"),
 )
 """The data settings a linear evaluation takes from the checkpoint while it evaluates on the
-checkpoint's dataset (the scenes' backgrounds included), with their field of the checkpoint's
-:class:`~solo_bayesncl.data.names.DatasetSpec`."""
+checkpoint's dataset, with their :class:`~solo_bayesncl.data.names.DatasetSpec` field."""
 
 
 def _given(key: str, explicit: set[str]) -> bool:
@@ -37,11 +36,8 @@ def _given(key: str, explicit: set[str]) -> bool:
 def inherit_from_checkpoint(
     cfg: omegaconf.DictConfig, trained: DatasetSpec, explicit: Iterable[str] = ()
 ) -> omegaconf.DictConfig:
-    """Takes the data settings of the pretraining run (``trained``, the dataset of its
-    ``args.json``) into a linear-evaluation config, except the keys in ``explicit`` (the user's
-    overrides; ``data`` covers every ``data.*``). The dataset follows the checkpoint; paths,
-    fractions and normalisation only while the dataset is the checkpoint's; the crop size always
-    (the backbone was trained at that resolution)."""
+    """Takes the pretraining run's data settings (``trained``) into a linear config, except the
+    keys in ``explicit``: most only while the dataset is the checkpoint's, the crop size always."""
     explicit = {k.split("=", 1)[0].lstrip("+~") for k in explicit}
     if trained.name and not _given("data.dataset", explicit):
         OmegaConf.update(cfg, "data.dataset", trained.name, force_add=True)
@@ -76,8 +72,7 @@ def linear_cfg(
     method: str,
     explicit: Iterable[str] = (),
 ) -> omegaconf.DictConfig:
-    """The config with the checkpoint's data (:func:`inherit_from_checkpoint`), its ``backbone``
-    section and its pretraining ``method`` written in."""
+    """The config with the checkpoint's data, ``backbone`` section and pretraining ``method``."""
     cfg = inherit_from_checkpoint(cfg, trained, explicit)
     cfg.backbone = OmegaConf.create(dict(backbone))
     cfg.pretrain_method = method

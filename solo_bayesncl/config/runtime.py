@@ -1,11 +1,9 @@
 """Resolution of accelerator, devices, precision, strategy and memory format from the machine,
 and the ``performance`` switches (:func:`performance_settings`).
 
-The same config runs on a CPU, one GPU or many: ``accelerator``, ``devices``, ``strategy`` and
-``precision`` set to ``auto`` (or left out) follow the machine, and explicit values are kept.
-solo-learn's ``parse_cfg`` computes ``len(cfg.devices)`` to scale the learning rate, so devices
-are stored as a list of ids for it (:class:`~solo_bayesncl.config.settings.TrainerSpec` holds
-them as Lightning accepts them). :func:`job_processes` is the job's process count.
+``auto`` (or left out) follows the machine, explicit values are kept. Devices are stored as a
+list of ids, since solo-learn's ``parse_cfg`` scales the learning rate by ``len(cfg.devices)``.
+:func:`job_processes` is the job's process count.
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ from solo_bayesncl.core.distributed import launched_as_rank_zero
 from solo_bayesncl.core.validation import ConfigError, parse_bool
 
 __all__ = [
-    "CPU_STRATEGIES",
     "PRECISIONS",
     "PerformanceSettings",
     "cpp_compiler",
@@ -61,8 +58,7 @@ PRECISIONS: tuple[str, ...] = (
     "64",
     "bf16",
 )
-"""``precision`` values: ``auto`` and those Lightning's Trainer takes (its
-``_PRECISION_INPUT``)."""
+"""``precision`` values: ``auto`` and those Lightning's Trainer takes (``_PRECISION_INPUT``)."""
 _CPU_PRECISIONS = {"32", "32-true", "64", "64-true", "bf16", "bf16-mixed", "bf16-true"}
 
 
@@ -84,13 +80,9 @@ def job_processes(cfg: omegaconf.DictConfig) -> int:
 
 def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
     """Fills ``accelerator``, ``devices`` (a list), ``strategy`` and ``precision`` in place
-    (docs/training.md): ``auto`` follows the machine, explicit values are kept. ``devices: n``
-    becomes ``[0, ..., n-1]``; on the CPU only :data:`CPU_STRATEGIES` are taken
-    (:class:`ConfigError` otherwise), a precision it cannot run falls back to ``32`` with a
-    warning, and ``sync_batchnorm`` is off (torch's ``SyncBatchNorm`` runs on GPUs only; one line
-    says so when several processes then normalise each its own part of the batch). A left-out
-    ``performance.disable_channel_last`` is ``True`` on the CPU (contiguous, faster there).
-    """
+    (docs/training.md): ``auto`` follows the machine, explicit values are kept. On the CPU only
+    :data:`CPU_STRATEGIES` are taken, an unrunnable precision falls back to ``32`` (warning),
+    ``sync_batchnorm`` is off and ``performance.disable_channel_last`` defaults to ``True``."""
     accelerator = str(_select(cfg, "accelerator", "auto")).lower()
     if accelerator == "auto":
         accelerator = "gpu" if torch.cuda.is_available() else "cpu"
@@ -157,28 +149,24 @@ def resolve_runtime(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """The device an evaluation runs on: ``device`` when given, else the GPU when there is one,
-    else the CPU."""
+    """The device an evaluation runs on: ``device``, else the GPU if any, else the CPU."""
     return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
 def _inductor_cxx() -> str:
-    """The C++ compiler torch inductor calls on the CPU: ``$CXX``, else ``g++`` (``clang++`` on
-    macOS), the only one it tries (its ``config.cpp.cxx``)."""
+    """The C++ compiler inductor calls on the CPU: ``$CXX``, else ``g++`` (macOS ``clang++``)."""
     return os.environ.get("CXX", "clang++" if sys.platform == "darwin" else "g++")
 
 
 def cpp_compiler() -> str | None:
-    """The path of the C++ compiler inductor would call on the CPU (:func:`_inductor_cxx`), or
-    None when it is not an executable (inductor would then fail at the first step)."""
+    """The path of the C++ compiler inductor would call on the CPU, or None when not executable."""
     return shutil.which(_inductor_cxx()) if _inductor_cxx() else None
 
 
 @dataclass(frozen=True)
 class PerformanceSettings:
     """The ``performance.*`` switches, decided once: ``channels_last`` is solo-learn's memory
-    layout (not ``disable_channel_last``); the others are the modules of the same names in
-    :mod:`solo_bayesncl.training` (``compile``: :mod:`~solo_bayesncl.training.compiled`)."""
+    layout; the others name modules of :mod:`solo_bayesncl.training`."""
 
     channels_last: bool = True
     small_map_convs: bool = True
@@ -196,10 +184,8 @@ def _flag(section: Mapping[str, Any], key: str, default: bool) -> bool:
 def performance_settings(
     section: Mapping[str, Any] | None, accelerator: str, compiles: bool = True
 ) -> PerformanceSettings:
-    """The ``performance`` section read once (None: every default). ``compile=True`` on the CPU
-    without a C++ compiler, which inductor needs there, raises :class:`ConfigError`, before
-    training starts; a value that is not a boolean raises :class:`ConfigError` naming its key.
-    Without ``compiles`` (a run that never compiles) ``compile`` is not read and is off."""
+    """The ``performance`` section read once (None: defaults); :class:`ConfigError` for a non-bool
+    or ``compile=True`` without a C++ compiler on the CPU. Without ``compiles``, no compiling."""
     section = section or {}
     contiguous = _flag(section, "disable_channel_last", False)
     compile_ = compiles and _flag(section, "compile", False)

@@ -26,8 +26,7 @@ __all__ = [
 
 
 class SavedConfigError(ValueError):
-    """A saved config no supported model can be built from; ``in_config``: a key the config
-    lacks (else a method the plugin does not build)."""
+    """A saved config no supported model can be built from (``in_config``: a key it lacks)."""
 
     def __init__(self, message: str, in_config: bool) -> None:
         super().__init__(message)
@@ -55,10 +54,7 @@ def _gate_flags(cfg: dict[str, Any], weights: Iterable[str]) -> None:
 
 def official_method_name(cfg: dict[str, Any], weights: Iterable[str]) -> str:
     """The plugin method a config of the official codes means (``simclr`` + gate -> bayesncl,
-    ``simclr`` + ``non_neg`` -> ncl; other names as they are); ``weights``: the names of the
-    checkpoint's weights. Only a gating head in the weights or ``use_bayes: True`` makes a gated
-    model (the official ``use_bayes: False`` builds no gating head; the other gate keys are in
-    every official config and say nothing)."""
+    ``simclr`` + ``non_neg`` -> ncl); gated only by a gating head (``weights``) or ``use_bayes``."""
     method = str(cfg.get("method", ""))
     kwargs = cfg.get("method_kwargs") or {}
     if method == "simclr":
@@ -70,9 +66,7 @@ def official_method_name(cfg: dict[str, Any], weights: Iterable[str]) -> str:
 
 
 def saved_model(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``method``, ``backbone`` and ``dataset`` a saved config names, as a zoo entry lists
-    them (None where it names none): its method as written, ``backbone.name`` and the dataset
-    trained on (read by :func:`~solo_bayesncl.config.settings.saved_run_spec`)."""
+    """The ``method``, ``backbone`` and ``dataset`` a saved config names (None where none)."""
     spec = saved_run_spec(cfg)
     return {
         "method": spec.method.name,
@@ -100,10 +94,8 @@ def switched_dataset(spec: RunSpec, dataset: str | Path | None) -> RunSpec:
 
 
 def checkpoint_spec(cfg: dict[str, Any], weights: Iterable[str]) -> RunSpec:
-    """The spec of a checkpoint's saved config ``cfg`` (changed in place: its method as the
-    plugin names it, the gate flags of a gated model, no ``wandb_run_id``), ``weights`` the names
-    of its weights. Raises :class:`SavedConfigError` for a method the plugin does not build or a
-    config without ``data.dataset`` or ``backbone.name``."""
+    """The spec of a checkpoint's saved config ``cfg`` (normalised in place), ``weights`` its weight
+    names; :class:`SavedConfigError` for an unbuildable method, dataset or backbone."""
     names = list(weights)
     method = official_method_name(cfg, names)
     if method not in SUPPORTED_METHODS:

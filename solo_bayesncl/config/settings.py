@@ -1,15 +1,9 @@
 """A config resolved once at the boundary and read once into frozen settings.
 
-:func:`resolve_with_solo` is the resolution every command's library half runs before a model is
-built: the run checks (:mod:`solo_bayesncl.config.checks`), the machine settings, the dataset
-mapping and early data checks, then solo-learn's ``parse_cfg``. :func:`run_spec` then reads the
-resolved config once into a frozen :class:`RunSpec`, one sub-spec per section (data: a
-:class:`~solo_bayesncl.data.names.DatasetSpec`, optimizer, trainer and machine, checkpoint,
-interpretability, method), and each builder takes its own; :func:`saved_run_spec` reads a
-checkpoint's config into the same spec.
-
-solo-learn's own classes (the method, its ``Checkpointer``, its DALI data modules) take the
-config itself, ``RunSpec.solo``: it is handed on, not read.
+:func:`resolve_with_solo` resolves a config before a model is built (run checks, machine, dataset,
+then solo-learn's ``parse_cfg``); :func:`run_spec` reads it once into a frozen :class:`RunSpec`,
+one sub-spec per section, and each builder takes its own (:func:`saved_run_spec`: a checkpoint's
+config). solo-learn's own classes take the config itself, ``RunSpec.solo``, handed on unread.
 """
 
 from __future__ import annotations
@@ -61,14 +55,12 @@ if TYPE_CHECKING:
     from solo_bayesncl.methods.keys import ContrastiveSettings
 
 __all__ = [
-    "PEER_TIMEOUT_S",
     "CheckpointSpec",
     "InterpretabilitySpec",
     "MethodSpec",
     "OptimizerSpec",
     "RunSpec",
     "TrainerSpec",
-    "WandbSpec",
     "check_interpretability",
     "resolve_with_solo",
     "run_spec",
@@ -79,9 +71,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class InterpretabilitySpec:
-    """The ``interpretability`` section (its callback:
-    :mod:`solo_bayesncl.training.callback`), defaults filled in; off unless ``enabled``. Each
-    field's default is written here and its rule in :data:`_INTERPRETABILITY_RULES`."""
+    """The ``interpretability`` section (:mod:`solo_bayesncl.training.callback`), defaults filled
+    in; off unless ``enabled``. Rules: :data:`_INTERPRETABILITY_RULES`."""
 
     enabled: bool = False
     frequency: int = 1
@@ -104,13 +95,9 @@ _INTERPRETABILITY_RULES: dict[str, Callable[[str, Any], Any]] = {
 
 
 def check_interpretability(cfg: omegaconf.DictConfig) -> InterpretabilitySpec:
-    """The ``interpretability`` section of ``cfg`` checked (booleans parsed strictly), every
-    setting given or its default; ``cfg`` is only read.
-
-    Raises :class:`~solo_bayesncl.core.validation.ConfigError` naming the key for an
-    unknown key or a value of the wrong type or range, and ``ValueError`` for ``enabled``
-    without labelled validation data. Runs before any model is built.
-    """
+    """The ``interpretability`` section of ``cfg`` (only read) checked, defaults filled in;
+    :class:`~solo_bayesncl.core.validation.ConfigError` naming a bad key or value, ``ValueError``
+    for ``enabled`` without labelled validation data."""
     section: Any = OmegaConf.select(cfg, "interpretability", default=None) or {}
     require_known_keys("interpretability", section, list(_INTERPRETABILITY_RULES))
     spec = InterpretabilitySpec(
@@ -131,8 +118,7 @@ def check_interpretability(cfg: omegaconf.DictConfig) -> InterpretabilitySpec:
 
 @dataclass(frozen=True)
 class OptimizerSpec:
-    """The ``optimizer`` section: ``batch_size`` per process (after
-    :mod:`solo_bayesncl.config.global_batch`); ``scheduler``: ``scheduler.name``."""
+    """The ``optimizer`` section: ``batch_size`` per process; ``scheduler``: ``scheduler.name``."""
 
     name: str | None = None
     lr: float | None = None
@@ -151,20 +137,15 @@ class WandbSpec:
 
 
 PEER_TIMEOUT_S = 300.0
-"""How long the processes of a job wait for each other by default (``distributed.timeout_s``):
-torch's own default is 30 minutes, and a launch whose other node never comes would wait that
-long with no word."""
+"""How long a job's processes wait for each other by default (``distributed.timeout_s``), not
+torch's 30 minutes, which a launch whose other node never comes would wait without a word."""
 
 
 @dataclass(frozen=True)
 class TrainerSpec:
-    """The Trainer and the machine: ``processes`` is the job's
-    (:func:`~solo_bayesncl.config.runtime.job_processes`), ``devices`` as Lightning's Trainer
-    takes them (a process count on the CPU, GPU ids otherwise), ``peer_timeout_s`` how long the
-    processes wait for each other (``distributed.timeout_s``, else :data:`PEER_TIMEOUT_S`),
-    ``threads`` torch's CPU threads (the ``threads`` key as :func:`resolve_with_solo` resolved
-    it; None in a config that has none), ``arguments`` the whole config as plain data, from which
-    the Trainer takes its keys."""
+    """The Trainer and the machine: ``processes`` the job's, ``devices`` as Lightning takes them,
+    ``peer_timeout_s`` (``distributed.timeout_s``, else :data:`PEER_TIMEOUT_S`), ``threads``
+    torch's CPU threads (None in a config without the key), ``arguments`` the whole config."""
 
     name: str = "run"
     seed: int | None = None
@@ -182,9 +163,8 @@ class TrainerSpec:
 
 @dataclass(frozen=True)
 class CheckpointSpec:
-    """The ``checkpoint`` and ``auto_resume`` sections. ``run_root`` is the folder of the
-    method's runs (``checkpoint.dir/<method>``; a linear evaluation, which names no method:
-    ``checkpoint.dir/linear``)."""
+    """The ``checkpoint`` and ``auto_resume`` sections; ``run_root`` is ``checkpoint.dir/<method>``
+    (``checkpoint.dir/linear`` for a linear evaluation)."""
 
     run_root: Path = Path(".")
     enabled: bool = False
@@ -198,10 +178,8 @@ class CheckpointSpec:
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """The method, its backbone (``backbone.name``, ``backbone.kwargs``, whether a ResNet gets the
-    small-image stem: :func:`~solo_bayesncl.data.names.small_stem`) and its ``method_kwargs``;
-    ``settings`` their checked form for the plugin's methods
-    (:data:`~solo_bayesncl.methods.keys.METHOD_SETTINGS`), else None."""
+    """The method, its backbone (name, kwargs, whether a ResNet gets the small-image stem) and its
+    ``method_kwargs``; ``settings`` their checked form for the plugin's methods, else None."""
 
     name: str | None = None
     backbone: str | None = None
@@ -214,9 +192,7 @@ class MethodSpec:
 @dataclass(frozen=True)
 class RunSpec:
     """A resolved pretraining or linear-evaluation config (or a checkpoint's), read once into one
-    frozen sub-spec per section; each builder takes its own. ``solo`` is the same config as
-    solo-learn takes it (its method, its ``Checkpointer``, its DALI module): handed on, never
-    read by the plugin."""
+    frozen sub-spec per section. ``solo`` is the config as solo-learn takes it: never read here."""
 
     data: DatasetSpec
     optimizer: OptimizerSpec
@@ -251,9 +227,8 @@ def _plain(node: Any) -> dict[str, Any]:
 
 
 def _method_spec(cfg: omegaconf.DictConfig, dataset: str, strict: bool) -> MethodSpec:
-    """The method of ``cfg``, its settings parsed (the one parse of a run's ``method_kwargs``;
-    a failure raises with ``strict``, else leaves them None: a checkpoint of another layout,
-    which its method checks when built)."""
+    """The method of ``cfg``, its settings parsed; a failure raises with ``strict``, else leaves
+    them None (a checkpoint of another layout, checked when built)."""
     # the methods package imports solo-learn when it is installed (it defines the method
     # classes): imported here, not at the top, so the commands answer --help and input errors
     # without loading solo-learn, Lightning and timm
@@ -282,10 +257,9 @@ def _method_spec(cfg: omegaconf.DictConfig, dataset: str, strict: bool) -> Metho
 
 
 def _write_back(cfg: omegaconf.DictConfig, interp: InterpretabilitySpec, method: MethodSpec):
-    """Into a pretraining run's own config (``args.json``, the run's fingerprint): the
-    interpretability keys given, normalised; no ``resume_from_checkpoint``; the method's
-    settings with their defaults, and the method it trains (``use_bayes: False``: ``ncl``).
-    Returns the method spec of the method trained."""
+    """Writes into a pretraining run's own config (``args.json``) the interpretability keys given,
+    the method's settings with defaults and the method it trains (no ``resume_from_checkpoint``);
+    returns the spec of the method trained."""
     cfg.pop("resume_from_checkpoint", None)
     section = OmegaConf.select(cfg, "interpretability", default=None)
     if not section:
@@ -303,12 +277,9 @@ def _write_back(cfg: omegaconf.DictConfig, interp: InterpretabilitySpec, method:
 
 
 def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool = False) -> RunSpec:
-    """The spec of a resolved config (see :class:`RunSpec`), or of a checkpoint's saved config
-    (:func:`saved_run_spec`); ``cfg`` itself is only read. A ``pretraining`` config also has its
-    ``interpretability`` section and the method's settings checked, and its spec's ``solo`` is a
-    copy with those written in (:func:`_write_back`); ``performance.compile`` is read only
-    there (elsewhere it is off). From here on the config is handed to solo-learn (its method
-    fills defaults into it, so it is not made read-only) and the plugin reads only the spec."""
+    """The spec of a resolved config (see :class:`RunSpec`); ``cfg`` is only read. A
+    ``pretraining`` config also has its settings checked and written into the spec's ``solo``
+    copy (:func:`_write_back`), and only there is ``performance.compile`` read."""
     resume_from = OmegaConf.select(cfg, "resume_from_checkpoint", default=None)
     cfg = copy.deepcopy(cfg)
     select = partial(OmegaConf.select, cfg)
@@ -379,16 +350,14 @@ def run_spec(cfg: omegaconf.DictConfig, pretraining: bool = False, saved: bool =
 
 
 def saved_run_spec(saved: Mapping[str, Any]) -> RunSpec:
-    """The spec of a checkpoint's saved config (its ``args.json``, a zoo artifact's ``cfg``):
-    the one reader of a checkpoint's config. Nothing is checked here (the checkpoint's method is
-    checked when it is built) and nothing is compiled."""
+    """The spec of a checkpoint's saved config (``args.json``, a zoo artifact's ``cfg``): the one
+    reader of a checkpoint's config; nothing is checked or compiled."""
     return run_spec(OmegaConf.create(dict(saved)), saved=True)
 
 
 def with_threads(spec: RunSpec, threads: int) -> RunSpec:
-    """``spec`` training on ``threads`` (a resumed run's recorded count,
-    :mod:`solo_bayesncl.core.threads`): its trainer settings and its config, which solo-learn's
-    Checkpointer writes into ``args.json``, say that count."""
+    """``spec`` training on ``threads`` (a resumed run's recorded count): its trainer settings and
+    its config (which solo-learn writes into ``args.json``) say that count."""
     if spec.trainer.threads == threads:
         return spec
     spec.solo.threads = threads
@@ -403,12 +372,8 @@ def resolve_with_solo(
     check_data: bool = True,
     pretraining: bool = False,
 ) -> omegaconf.DictConfig:
-    """Machine settings, dataset mapping and early data checks, then solo-learn's ``parse_cfg``
-    (pretraining's or linear evaluation's), then the plugin datasets' class counts and, for
-    ``pretraining``, a ViT's input size
-    (:func:`~solo_bayesncl.config.checks.fit_backbone_to_crops`) and where its views are
-    made (``data.augment_on``). The run name is made to say
-    the dataset (:func:`solo_bayesncl.data.names.dataset_run_name`)."""
+    """Machine settings, dataset mapping and early data checks, solo-learn's ``parse_cfg``, then
+    class counts and, for ``pretraining``, a ViT's input size and ``data.augment_on``."""
     cfg = check_run_cfg(cfg)  # every value read as written, or refused, before anything else
     cfg.threads = resolve_threads(OmegaConf.select(cfg, "threads", default=None))  # core.threads
     cfg = apply_global_batch(resolve_runtime(cfg))  # the paper's global batch on any machine

@@ -1,10 +1,8 @@
 """Where the shipped Hydra configs are, in a source checkout and in an installed package.
 
-The files live in the package, ``solo_bayesncl/configs/{pretrain,linear}/<group>/``, and ship
-in the wheel as package data; a checkout also shows them in solo-learn's layout,
-``scripts/pretrain/<group>/`` and ``scripts/linear/<group>/`` (links to the same folders, so
-there is one copy of each file). Every command and the benchmark presets find them through
-:func:`config_root`, so they work from any folder.
+The files live in ``solo_bayesncl/configs/{pretrain,linear}/<group>/`` (package data); a
+checkout links them into solo-learn's layout, ``scripts/{pretrain,linear}/<group>/``. Every
+command finds them through :func:`config_root`, from any folder.
 """
 
 from __future__ import annotations
@@ -36,8 +34,7 @@ def config_root() -> Path:
 
 def shipped_configs(kind: str) -> dict[str, list[str]]:
     """The shipped configs of ``kind`` (``pretrain`` or ``linear``): for each folder, named as
-    ``--config-path`` takes it (``scripts/<kind>/<group>``), its configs' file names, sorted
-    (sub-folders such as ``budget/`` are groups those configs compose, not configs)."""
+    ``--config-path`` takes it, its configs' sorted file names (sub-folders are groups)."""
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r}; allowed: {', '.join(KINDS)}")
     folders = sorted(p for p in (config_root() / kind).iterdir() if p.is_dir())
@@ -68,9 +65,8 @@ def linear_config_dir(group: str = "cifar") -> Path:
 
 
 def resolve_config_dir(value: str | Path) -> Path:
-    """A config folder given by a user or a preset, as an absolute path: a relative one is read
-    from the current folder when it exists there, else inside the shipped configs, where
-    ``scripts/pretrain/cifar`` and ``pretrain/cifar`` both name ``pretrain/cifar``."""
+    """A user's or preset's config folder as an absolute path: relative to the current folder if
+    there, else in the shipped configs (``scripts/pretrain/cifar``: ``pretrain/cifar``)."""
     path = Path(value).expanduser()
     if path.is_absolute():
         return path
@@ -87,9 +83,7 @@ def resolve_config_dir(value: str | Path) -> Path:
 
 
 def linear_dir_for(pretrain_dir: str | Path) -> Path:
-    """The linear-evaluation config folder matching a pretraining one: ``.../pretrain/<group>``
-    maps to ``.../linear/<group>`` beside it (whole folder names compared, never substrings),
-    else the shipped ``linear/<group>``."""
+    """The linear config folder of a pretraining one (``pretrain/<g>`` -> ``linear/<g>``)."""
     pretrain_dir = Path(pretrain_dir)
     group = pretrain_dir.name
     if pretrain_dir.parent.name == "pretrain":

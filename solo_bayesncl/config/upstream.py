@@ -3,15 +3,11 @@
     python main_pretrain.py --config-path <this package>/scripts/pretrain/cifar \\
         --config-name bayesncl.yaml devices=[0] precision=16-mixed
 
-Upstream's script looks ``cfg.method`` up in ``solo.methods.METHODS``, which gains ``bayesncl``
-and ``ncl`` only once ``solo_bayesncl`` is imported, so every shipped config declares
-:class:`UpstreamScripts` under ``hydra.callbacks``: Hydra calls it in the job's process before
-the task function (why a callback: docs/architecture.md). Upstream's scripts also read some keys
-differently from this package's commands (the learning rate scaled by ``len(devices)``, a
-per-device batch, solo-learn's datasets only, ...); such a config is refused in one line naming
-each key and the override to give (:func:`upstream_problems`). The callback cannot change the
-config the task receives (Hydra hands the task its own copy), so it checks instead of
-translating.
+Upstream's ``solo.methods.METHODS`` gains ``bayesncl`` and ``ncl`` only once ``solo_bayesncl``
+is imported, so every shipped config declares :class:`UpstreamScripts` under ``hydra.callbacks``
+(docs/architecture.md). Keys that upstream's scripts read differently (the learning rate scaled
+by ``len(devices)``, a per-device batch, ...) are refused in one line naming each key and the
+override to give (:func:`upstream_problems`): the callback cannot change the task's config.
 """
 
 from __future__ import annotations
@@ -153,9 +149,8 @@ def _checkpoint_backbone(checkpoint: str | None) -> str | None:
 
 
 def upstream_problems(cfg: omegaconf.DictConfig) -> list[str]:
-    """What upstream solo-learn's ``main_pretrain.py``/``main_linear.py`` would read differently
-    from this package's commands in ``cfg``, one sentence per key naming the override to give;
-    empty when the run is the same."""
+    """What upstream solo-learn's scripts would read differently from this package's commands in
+    ``cfg``, one sentence per key naming the override to give."""
     checks = [_devices_problem, _batch_problem, _dataset_problem, _small_stem_problem]
     if _is_linear(cfg):
         checks.append(_linear_backbone_problem)
@@ -170,9 +165,7 @@ def upstream_problems(cfg: omegaconf.DictConfig) -> list[str]:
 
 
 def check_method_keys(cfg: omegaconf.DictConfig) -> None:
-    """The ``method_kwargs`` of a pretraining config, checked as the method's own
-    ``add_and_assert_specific_cfg`` would inside upstream's task, where Hydra shows the
-    :class:`ConfigError` as a traceback: the keys the method reads and their ranges."""
+    """A pretraining config's ``method_kwargs``, checked as the method would in upstream's task."""
     if _is_linear(cfg):
         return
     method = OmegaConf.select(cfg, "method", default=None)
@@ -185,9 +178,8 @@ def check_method_keys(cfg: omegaconf.DictConfig) -> None:
 
 
 class UpstreamScripts(Callback):
-    """Registers ``bayesncl`` and ``ncl`` into solo-learn before the task function runs and,
-    under upstream's scripts, refuses with exit status 2, in one line, a config they would read
-    differently (:func:`upstream_problems`) or with method keys the method would refuse."""
+    """Registers ``bayesncl`` and ``ncl`` before the task runs and, under upstream's scripts,
+    refuses (exit status 2, one line) a config they would read differently or bad method keys."""
 
     def on_job_start(self, config: omegaconf.DictConfig, **kwargs: Any) -> None:
         register()

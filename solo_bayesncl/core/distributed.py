@@ -40,10 +40,8 @@ def rank() -> int:
 
 
 def launched_as_rank_zero() -> bool:
-    """True for the process that decides for the whole job: the one the user started (Lightning's
-    launcher then starts the others), or global rank 0 of a job an external launcher started.
-    Read from the launchers' environment (:data:`_RANK_ENV`), so it is known before Lightning sets
-    up a process group."""
+    """True for the process that decides for the whole job (the one the user started, or global
+    rank 0 under an external launcher), from the launchers' environment."""
     for key in _RANK_ENV:
         value = os.environ.get(key, "0").strip()
         if value.isdigit() and int(value) > 0:
@@ -52,9 +50,8 @@ def launched_as_rank_zero() -> bool:
 
 
 def rank_seed(seed: int, rank: int) -> int:
-    """The seed of global rank ``rank``'s random streams in a job seeded with ``seed``: rank 0
-    keeps ``seed``; the others are far enough apart (100,003 per rank) that a seed that also
-    counts epochs never gives two ranks the same stream."""
+    """The seed of global rank ``rank``'s random streams: rank 0 keeps ``seed``; the others are
+    100,003 apart, so a seed that also counts epochs never repeats a stream."""
     return (seed + rank * 100_003) % 2**32
 
 
@@ -97,12 +94,8 @@ def gather_no_grad(x: torch.Tensor) -> torch.Tensor:
 
 
 def whole_set_in_every_process(loader: DataLoader) -> DataLoader:
-    """``loader`` again, reading every sample once and in order in every process of a job.
-
-    Lightning's ``DistributedSampler`` pads each process's share with repeated samples (201 images
-    on 2 processes read as 202), so solo-learn's mean of the processes' means counts some twice.
-    Lightning keeps a sampler that already is a ``DistributedSampler``: this one has one replica, so
-    every process computes the exact figures, and their mean is that figure."""
+    """``loader`` again, every sample once and in order in every process (Lightning's
+    ``DistributedSampler`` pads shares with repeats, which solo-learn's mean would count twice)."""
     sampler = DistributedSampler(loader.dataset, num_replicas=1, rank=0, shuffle=False)
     return DataLoader(
         loader.dataset,

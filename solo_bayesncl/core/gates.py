@@ -3,9 +3,8 @@ arXiv 2605.28441, section 3; docs/method.md: "The gate", "The KL to the prior").
 
 The gating head ``q`` reads the stop-gradient backbone features, one logit per dimension; each
 gate is open with probability ``alpha = sigmoid(q(sg(h)) / tau_g)``, hard when ``alpha > t``
-with a straight-through gradient; a Bernoulli(``rho``) prior enters through
-:func:`bernoulli_kl`. The hyperparameters are required arguments under their config names; each
-function and module checks them against :data:`solo_bayesncl.core.hyperparameters.RANGES`."""
+with a straight-through gradient; a Bernoulli(``rho``) prior enters through :func:`bernoulli_kl`.
+Hyperparameters are checked against :data:`solo_bayesncl.core.hyperparameters.RANGES`."""
 
 from __future__ import annotations
 
@@ -55,8 +54,7 @@ GATE_TYPES: tuple[str, ...] = ("ste", "binary_concrete", "gumbel")
   ``1 - exp(-exp(a))`` at ``t = 0.5``, i.e. ``1 - 1/e = 0.632`` at logit 0."""
 
 GATE_MODES: tuple[str, ...] = ("hard", "soft")
-"""How a trained gate is read: ``hard`` thresholds ``alpha`` (0/1 mask), ``soft`` uses ``alpha``
-itself as the mask (docs/method.md, "The gate")."""
+"""How a trained gate is read: ``hard`` thresholds ``alpha`` (0/1 mask), ``soft`` uses ``alpha``."""
 
 _GATE_ALIASES = {**{name: name for name in GATE_TYPES}, "gumbel_sigmoid": "gumbel"}
 
@@ -74,19 +72,15 @@ def resolve_gate_type(name: str, key: str = "gate_type") -> str:
 
 
 def gate_probabilities(logits: torch.Tensor, sigmoid_temperature: float) -> torch.Tensor:
-    """``alpha = sigmoid(logits / tau_g)`` (docs/method.md, "The gate"); at ``tau_g = 1`` the
-    division (an exact no-op) is skipped."""
+    """``alpha = sigmoid(logits / tau_g)`` (docs/method.md, "The gate"); skips the no-op ``/ 1``."""
     tau = checked("sigmoid_temperature", sigmoid_temperature)
     return torch.sigmoid(logits if tau == 1.0 else logits / tau)
 
 
 def hard_threshold_ste(probs: torch.Tensor, gate_threshold: float) -> torch.Tensor:
     """Hard gate ``m = 1[probs > t]`` with a straight-through gradient: ``m + p - sg(p)``, the
-    official code's expression (arXiv 2605.28441, section 3; docs/method.md, "The gate").
-
-    The value is exactly 0 or 1 (NaN where ``probs`` is NaN, so a broken gate stays visible); the
-    gradient with respect to ``probs`` is the identity.
-    """
+    official code's expression (arXiv 2605.28441, section 3; docs/method.md, "The gate"). The
+    value is exactly 0 or 1 (NaN where ``probs`` is NaN); the gradient is the identity."""
     gate_threshold = checked("gate_threshold", gate_threshold)
     return (probs > gate_threshold).to(probs.dtype) + (probs - probs.detach())
 
@@ -128,10 +122,9 @@ def bernoulli_kl(
 
     ``KL = sum_k [alpha_k log(alpha_k / rho) + (1 - alpha_k) log((1 - alpha_k) / (1 - rho))]``
 
-    with ``alpha`` and ``rho`` clamped to ``[kl_eps, 1 - kl_eps]`` (official 0.01), in float32. A
-    sum rounded below 0 (gates at the prior) is 0 with no gradient; NaN stays NaN. Raises
-    ValueError for a prior or clamp outside their ranges, empty ``probs`` and, with
-    ``check_inputs`` (one read back from the device), values outside [0, 1]."""
+    with ``alpha`` and ``rho`` clamped to ``[kl_eps, 1 - kl_eps]`` (official 0.01), in float32; a
+    sum rounded below 0 is 0 with no gradient. ValueError for a bad prior, clamp or empty
+    ``probs`` and, with ``check_inputs`` (one device read), values outside [0, 1]."""
     bayesian_prior_prob = checked("bayesian_prior_prob", bayesian_prior_prob)
     kl_eps = checked("kl_eps", kl_eps)
     if probs.numel() == 0:

@@ -1,8 +1,6 @@
-"""What each hyperparameter of the losses allows, declared once (:data:`RANGES`): the losses and
-gates of :mod:`solo_bayesncl.core` check the values they are given against it, and
-:mod:`solo_bayesncl.methods.keys` builds the config's checks and docstring tables from it, so a
-bad value gets the same one-line message in a config (``method_kwargs.<name>=...``) and in a
-call (``<name>=...``)."""
+"""What each hyperparameter of the losses allows, declared once (:data:`RANGES`): the losses
+check their arguments against it and :mod:`solo_bayesncl.methods.keys` the config, so a bad value
+gets the same one-line message in a config and in a call."""
 
 from __future__ import annotations
 
@@ -27,9 +25,8 @@ __all__ = ["FLAG", "RANGES", "TEMPERATURE", "Rule", "checked", "integer", "numbe
 
 @dataclass(frozen=True)
 class Rule:
-    """What a hyperparameter allows: ``check(key, value)`` returns the value normalised or
-    raises :class:`~solo_bayesncl.core.validation.ConfigError` naming ``key``; ``allowed`` says
-    the same in words, for the docstring table."""
+    """What a hyperparameter allows: ``check(key, value)`` returns the value normalised or raises
+    a ``ConfigError`` naming ``key``; ``allowed`` says it in words (the docstring table)."""
 
     check: Callable[[str, Any], Any]
     allowed: str

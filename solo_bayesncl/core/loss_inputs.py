@@ -31,9 +31,8 @@ NORM_TOLERANCE = 1e-3
 
 
 def norm_tolerance(dtype: torch.dtype) -> float:
-    """How far the L2 norm of a row of ``dtype`` may exceed 1 and still count as normalised:
-    :data:`NORM_TOLERANCE`, or twice the dtype's machine epsilon when larger (a unit row rounded to
-    bf16 reaches 1.005: bf16 gets ``2 * 2^-7``, fp16 ``2 * 2^-10``)."""
+    """How far the L2 norm of a ``dtype`` row may exceed 1 and count as normalised:
+    :data:`NORM_TOLERANCE`, or twice the dtype's epsilon when larger (bf16 ``2 * 2^-7``)."""
     if not dtype.is_floating_point:
         return NORM_TOLERANCE
     return max(NORM_TOLERANCE, 2.0 * torch.finfo(dtype).eps)
@@ -42,10 +41,8 @@ def norm_tolerance(dtype: torch.dtype) -> float:
 def check_unit_rows(
     v: torch.Tensor, different: torch.Tensor, tolerance: float = NORM_TOLERANCE
 ) -> None:
-    """Raises when rows of ``v`` are not finite, not L2-normalised (norm above ``1 +
-    tolerance``, :func:`norm_tolerance`) or have no positive (one device read).
-    ``different[i, j]``: row ``j`` of the gathered batch is another image than row ``i`` (a row
-    is the same image as itself, so it needs two same-image rows)."""
+    """Raises when rows of ``v`` are not finite, not L2-normalised (:func:`norm_tolerance`) or have
+    no positive (one device read). ``different[i, j]``: rows ``i`` and ``j`` are other images."""
     norms = torch.linalg.vector_norm(v, dim=1)
     non_finite, unnormalised, lonely = torch.stack(
         [

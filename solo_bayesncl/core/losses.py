@@ -8,10 +8,8 @@ With ``z`` the projector output of every view, ``phi`` the non-negativity map an
     L_BayesNCL = InfoNCE_T(v) + lambda * KL(alpha || rho)
 
 InfoNCE is SimCLR's NT-Xent (Chen et al., 2020); the gate and its KL are in
-:mod:`solo_bayesncl.core.gates`. Plain PyTorch under autograd: the definition, and what trains.
-The hyperparameters' ranges are declared in :mod:`solo_bayesncl.core.hyperparameters`, against
-which every function and module here checks its arguments; their defaults are in
-:mod:`solo_bayesncl.methods.keys`."""
+:mod:`solo_bayesncl.core.gates`. Arguments are checked against
+:mod:`solo_bayesncl.core.hyperparameters`; defaults are in :mod:`solo_bayesncl.methods.keys`."""
 
 from __future__ import annotations
 
@@ -43,18 +41,14 @@ NORMALIZE_EPS = 1e-12
 
 
 def normalize_rows(x: torch.Tensor, eps: float = NORMALIZE_EPS) -> torch.Tensor:
-    """``x / ||x||`` along the last dim, like ``F.normalize``; an all-zero row stays zero and passes
-    zero gradient (``F.normalize``'s ``1 / eps`` would overflow fp16 there). A NaN or Inf row
-    comes out NaN, so a broken model stays visible."""
+    """``x / ||x||`` along the last dim; an all-zero row stays zero with zero gradient (where
+    ``F.normalize``'s ``1 / eps`` would overflow fp16); a NaN or Inf row comes out NaN."""
     norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
     return (x / norm.clamp_min(eps)).masked_fill(norm == 0, 0.0)
 
 
 def keep_top_k(z: torch.Tensor, k: int) -> torch.Tensor:
-    """Keeps the ``k`` largest entries of every row and zeroes the others (NCL+TopK baseline).
-
-    Exactly ``k`` per row: among tied values, the ones ``torch.topk`` returns are kept.
-    """
+    """Keeps the ``k`` largest entries of every row (ties as ``torch.topk``), zeroes the others."""
     k = checked("topk_k", k, key="k")
     if k >= z.shape[-1]:
         return z
@@ -94,14 +88,10 @@ def info_nce_loss(
     """InfoNCE / NT-Xent over all views of the (global) batch, in log-sum-exp form.
 
     For every row ``i``: ``-log( sum_{j in P(i)} e^{s_ij / T} / sum_{j != i} e^{s_ij / T} )`` with
-    ``s_ij = v_i . v_j``, ``P(i)`` the other views of the same image (same value in ``indexes``)
-    and the denominator over every other row of the gathered batch; the loss is the mean over rows.
-    With one positive per row this is SimCLR's loss (NT-Xent, Chen et al., arXiv 2002.05709,
-    eq. 1). Computed in float32 with autocast disabled.
-
-    ``check_inputs`` refuses (ValueError) rows of ``v`` that are not finite, have a norm above 1
-    beyond ``v``'s rounding (:func:`norm_tolerance`) or no positive; it reads two counts back from
-    the device, so the training steps turn it off. A bad ``temperature`` or shape is always refused."""
+    ``s_ij = v_i . v_j``, ``P(i)`` the other views of the same image (same value in ``indexes``);
+    the loss is the mean over rows. With one positive per row this is SimCLR's loss (NT-Xent, Chen
+    et al., arXiv 2002.05709, eq. 1). Computed in float32 with autocast disabled. ``check_inputs``
+    refuses non-finite, unnormalised or positive-less rows (two device reads: off in training)."""
     temperature = check_contrast(v, indexes, temperature)
     tolerance = norm_tolerance(v.dtype)  # the precision the rows were normalised at
     with torch.autocast(device_type=v.device.type, enabled=False):
@@ -135,13 +125,9 @@ class LossTerms:
 
 class NCLLoss(nn.Module):
     """InfoNCE on ``u = normalize(phi(z))`` (NCL, Wang et al., arXiv 2403.12459), built with checked
-    settings by :class:`solo_bayesncl.methods.keys.NCLSettings`.
-
-    ``dimension_dropout``: in training, each entry of ``u`` is kept with probability ``1 - p`` and
-    ``v = normalize(u * m)`` compared; a random gate with no head and no prior, the control for
-    BayesNCL's noisy gate. ``check_inputs``: see :func:`info_nce_loss`.
-    ``forward(z, indexes)``: ``z`` the ``(n, k)`` projector outputs of every view, ``indexes`` the
-    image of each row (views of one image are positives)."""
+    settings by :class:`solo_bayesncl.methods.keys.NCLSettings`. ``dimension_dropout``: in
+    training each entry of ``u`` is kept with probability ``1 - p`` (a random gate, the control for
+    BayesNCL's). ``forward(z, indexes)``: every view's projector outputs, each row's image."""
 
     def __init__(
         self,
@@ -175,9 +161,8 @@ class NCLLoss(nn.Module):
         )
 
     def dropout_mask(self, z: torch.Tensor) -> torch.Tensor | None:
-        """The mask of ``dimension_dropout`` for the rows of ``z``, drawn from torch's global
-        generator (so a seeded run draws the same masks): in training mode with ``p > 0``, True
-        where an entry is kept (probability ``1 - p``); None otherwise."""
+        """The mask of ``dimension_dropout`` for the rows of ``z`` (torch's global generator): in
+        training with ``p > 0``, True where an entry is kept; None otherwise."""
         if not self.training or self.dimension_dropout == 0.0:
             return None
         return torch.rand(z.shape, device=z.device) >= self.dimension_dropout
@@ -206,9 +191,8 @@ class BayesNCLLoss(NCLLoss):
     (BayesNCL, Cui, Zhang & Hu, arXiv 2605.28441, section 3; docs/method.md, "The objective"), built
     with checked settings by :class:`solo_bayesncl.methods.keys.BayesNCLSettings`.
 
-    ``bayesian_prior_prob`` is ``rho``, ``bayesian_kl_lambda`` ``lambda`` (weighted 0 without
-    ``use_kl``); the gate's settings go to :class:`solo_bayesncl.core.gates.BernoulliGate`.
-    ``forward(z, gate_logits, indexes)``: ``gate_logits`` the gating head's outputs for the rows of ``z``."""
+    ``bayesian_prior_prob`` is ``rho``, ``bayesian_kl_lambda`` ``lambda`` (0 without ``use_kl``).
+    ``forward(z, gate_logits, indexes)``: the gating head's outputs for the rows of ``z``."""
 
     def __init__(
         self,

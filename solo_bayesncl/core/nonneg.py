@@ -35,12 +35,9 @@ class _RepReLU(torch.autograd.Function):
 
 
 def rep_relu(z: torch.Tensor) -> torch.Tensor:
-    """ReLU in the forward pass with GELU's gradient in the backward pass.
-
-    The value equals ``relu(z)`` exactly and the gradient is ``gelu'(z)`` (NCL, arXiv
-    2403.12459, official code's ``rep_relu``, written there as ``gelu(z) - sg(gelu(z)) +
-    sg(relu(z))``); computed as one autograd function, so neither pass evaluates GELU's value.
-    """
+    """ReLU in the forward pass with GELU's gradient in the backward pass (NCL, arXiv 2403.12459,
+    official code's ``rep_relu``: ``gelu(z) - sg(gelu(z)) + sg(relu(z))``), as one autograd
+    function, so neither pass evaluates GELU's value."""
     return _RepReLU.apply(z)
 
 
@@ -66,11 +63,8 @@ _ALIASES: dict[str, str] = {"leakyrelu": "leaky_relu", "null": "none", "identity
 
 
 def resolve_non_neg(name: str | None, key: str = "non_neg") -> str:
-    """Returns the canonical name of a non-negativity map.
-
-    Accepts the official codes' spellings (``None``/``null`` for no map, ``leakyrelu``) and any
-    letter case. Raises ``ValueError`` naming ``key``, the value and the allowed values.
-    """
+    """The canonical name of a non-negativity map, from any letter case or the official codes'
+    spellings (``None``/``null``, ``leakyrelu``); ``ValueError`` naming ``key`` otherwise."""
     if name is None:
         return "none"
     canonical = _ALIASES.get(str(name).lower(), str(name).lower())

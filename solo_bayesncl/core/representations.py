@@ -21,7 +21,6 @@ __all__ = [
     "RepresentationBatch",
     "extract_representations",
     "representation_batch",
-    "representation_from_output",
 ]
 
 
@@ -42,15 +41,13 @@ def representation_from_output(
 
 
 FEATURES: tuple[str, ...] = ("representation", "backbone")
-"""What :func:`extract_representations` reads: the interpretable representation (the metrics'
-input) or the backbone features (the linear probe's and kNN's input)."""
+"""What :func:`extract_representations` reads: the interpretable representation or the backbone."""
 
 
 @dataclass
 class RepresentationBatch:
-    """One batch of extracted features, on CPU: ``features`` ``(n, k)`` float32 (the requested
-    feature), ``labels``; when asked, BayesNCL's ``soft_features``, the ``backbone_features``, the
-    input ``images``; ``gate_open`` the hard gate of BayesNCL (None for other methods)."""
+    """One batch of extracted features, on CPU: ``features`` ``(n, k)`` float32, ``labels``; when
+    asked ``soft_features``, ``backbone_features``, ``images``; ``gate_open`` (BayesNCL) or None."""
 
     features: torch.Tensor
     labels: torch.Tensor
@@ -74,10 +71,9 @@ def extract_representations(
     represent: Callable[[nn.Module, dict[str, Any]], torch.Tensor] | None = None,
     train_mode: bool = False,
 ) -> Iterator[RepresentationBatch]:
-    """Yields the features of every ``(images, labels)`` batch of ``loader``, on the model's device,
-    in eval mode (or training mode with ``train_mode``, as the official BayesNCL evaluation), the
-    mode restored afterwards. ``represent(model, out)`` replaces
-    :func:`representation_from_output` for ``feature="representation"``."""
+    """Yields the features of every ``(images, labels)`` batch of ``loader`` in eval mode (or
+    training mode with ``train_mode``), the mode restored afterwards; ``represent(model, out)``
+    replaces :func:`representation_from_output` for ``feature="representation"``."""
     if feature not in FEATURES:
         raise ValueError(
             f"feature={feature!r} is not supported; allowed values: {', '.join(FEATURES)}"
@@ -117,10 +113,7 @@ def representation_batch(
     images: torch.Tensor | None = None,
     represent: Callable[[nn.Module, dict[str, Any]], torch.Tensor] | None = None,
 ) -> RepresentationBatch:
-    """The batch :func:`extract_representations` yields for the forward output ``out`` of
-    ``model`` on images labelled ``labels``, with the same options: a caller that already holds
-    that output (the validation loop's forward, in eval mode) reads the batch from it without a
-    forward of its own."""
+    """The batch :func:`extract_representations` yields for the forward output ``out``."""
     if feature == "backbone":
         features = out["feats"]
     elif represent is not None:

@@ -133,8 +133,7 @@ def describe_int(low: int, high: int | None = None) -> str:
 
 
 def require_choice(key: str, value: Any, allowed: Iterable[str]) -> str:
-    """``value`` when it is one of ``allowed`` (compared as strings); raises
-    :class:`ConfigError` naming the key and the allowed values otherwise."""
+    """``value`` if one of ``allowed`` (as strings), else :class:`ConfigError` naming them."""
     allowed = tuple(str(a) for a in allowed)
     if str(value) not in allowed:
         raise ConfigError(f"{key}={value!r} is not supported; allowed values: {', '.join(allowed)}")
@@ -155,9 +154,8 @@ def require_fraction(key: str, value: Any) -> float:
 
 
 def require_known_keys(section: str, node: Mapping[str, Any] | None, known: Iterable[str]) -> None:
-    """Raises :class:`ConfigError` when the mapping ``node`` (the config's ``section``) holds keys
-    outside ``known`` (a misspelt key would otherwise be ignored and its default used); None (no
-    such section) passes."""
+    """Raises :class:`ConfigError` when ``node`` (the config's ``section``; None passes) holds keys
+    outside ``known``: a misspelt key would otherwise be ignored."""
     if node is None:
         return
     known = tuple(known)

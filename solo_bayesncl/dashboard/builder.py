@@ -1,11 +1,9 @@
 """Turn one report folder (optionally two) into a static, offline HTML dashboard (opens from
 ``file://``): ``index.html`` (cards of the active dimensions, best-evidenced first),
 ``dim.html?d=ID``, ``data.js`` (``window.DASHBOARD_DATA``: browsers block ``fetch()`` of local
-files), ``thumbs/`` sprite sheets, ``assets/``; with a second report ``compare.html`` and its
-dashboard in ``b/``. ``.dashboard-files.json`` lists every file a build wrote: a rebuild
-removes only those, and a non-empty folder without it is refused. A build is written into a
-hidden sibling folder and moved in once complete, so a failed one (a full disk) leaves the
-folder as it was."""
+files), ``thumbs/`` sprite sheets, ``assets/``; with a second report ``compare.html`` and ``b/``.
+A rebuild removes only the files ``.dashboard-files.json`` lists; a build is written into a
+hidden sibling folder and moved in once complete."""
 
 from __future__ import annotations
 
@@ -281,15 +279,9 @@ def build_dashboard(
     min_support: float = MIN_SUPPORT,
 ) -> Path:
     """Build the dashboard of ``report_dir`` into ``out_dir``; return the path of ``index.html``.
-
-    Args:
-        compare_dir: a second report over the same classes, shown beside the first.
-        top_k: top-activating images kept per dimension; ``top_purity_images`` those a card
-            shows (default: the report's own count, else :data:`solo_bayesncl.metrics.TOP_IMAGES`).
-        n_random: random firing images shown per dimension; n_bins: histogram bins.
-        min_support: share of the images a dimension must fire on to lead the default order
-            (:func:`solo_bayesncl.metrics.evidence_order`).
-    """
+    ``compare_dir``: a second report over the same classes, shown beside the first; ``top_k``:
+    top images kept per dimension (``top_purity_images`` those a card shows); ``n_random``: random
+    firing images; ``min_support``: share of images a dimension must fire on to lead the order."""
     if not 0 <= min_support <= 1:
         raise ValueError(f"min_support must lie in [0, 1], got {min_support}")
     if thumb_format not in FORMATS:

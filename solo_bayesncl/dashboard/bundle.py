@@ -1,11 +1,10 @@
 """The feature bundle: what an evaluation report folder holds for the dashboard.
 
-``features.npz``: ``features`` (N, k) float16/float32, the representation the metrics read
-(docs/method.md); ``labels`` (N,) class ids in ``[0, C)``; ``class_names`` (C,);
-``thumbnails`` (N, h, w, 3) uint8; optional ``gate_open_rate`` (k,), BayesNCL's share of images
-whose hard gate is open on each dimension. Optional ``metrics.json``: ``{"method", "checkpoint",
-"dataset", "metrics": {name: float}}``, and a report's ``selectivity.top_images``, which its
-dashboard takes. :func:`write_feature_bundle` writes, :func:`load_feature_bundle` reads and checks."""
+``features.npz``: ``features`` (N, k) float16/float32, the representation the metrics read;
+``labels`` (N,) in ``[0, C)``; ``class_names`` (C,); ``thumbnails`` (N, h, w, 3) uint8; optional
+``gate_open_rate`` (k,), BayesNCL's hard-gate open share per dimension. Optional
+``metrics.json``: ``{"method", "checkpoint", "dataset", "metrics": {name: float}}``.
+:func:`write_feature_bundle` writes, :func:`load_feature_bundle` reads and checks."""
 
 from __future__ import annotations
 
@@ -158,9 +157,8 @@ def write_feature_bundle(
     dataset: str = "",
     metrics: Mapping[str, float] | None = None,
 ) -> Path:
-    """Write ``features.npz`` (and ``metrics.json`` when ``method`` is given, else it is left as it
-    is) into ``path``; return the folder. Arrays may be anything ``np.asarray`` accepts;
-    ``features`` keeps float16/float32, other floats are stored as float32."""
+    """Write ``features.npz`` (and ``metrics.json`` when ``method`` is given) into ``path``; return
+    the folder. ``features`` keeps float16/float32, other floats are stored as float32."""
     out = Path(path)
     feats, labs, names, thumbs, gate = _validate(
         features, labels, class_names, thumbnails, gate_open_rate, source=str(out)

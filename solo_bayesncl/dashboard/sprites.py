@@ -44,11 +44,9 @@ def write_sprite_sheets(
     max_sheet_px: int = 2048,
     margin: int = 1,
 ) -> SpriteLayout:
-    """Write ``tiles`` (M, h, w, 3) uint8 into sprite sheets under ``out_dir``.
-
-    ``fmt`` is one of ``jpeg`` (default; 4:4:4 chroma so colours do not bleed), ``png`` or ``webp``.
-    File names in the layout are relative to ``out_dir``'s parent (``thumbs/sheet_000.jpg``).
-    """
+    """Write ``tiles`` (M, h, w, 3) uint8 into sprite sheets under ``out_dir`` as ``fmt``: ``jpeg``
+    (4:4:4 chroma, so colours do not bleed), ``png`` or ``webp``; the layout's file names are
+    relative to ``out_dir``'s parent (``thumbs/sheet_000.jpg``)."""
     if fmt not in FORMATS:
         raise ValueError(f"thumb format must be one of {sorted(FORMATS)}, got {fmt!r}")
     if tiles.ndim != 4 or tiles.shape[-1] != 3 or tiles.dtype != np.uint8:

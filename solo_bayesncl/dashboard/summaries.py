@@ -25,20 +25,12 @@ from solo_bayesncl.metrics import (
 
 @dataclass
 class DimensionSummaries:
-    """Summaries of the k dimensions of an (N, k) feature matrix.
-
-    Attributes:
-        active_count, class_counts: (k,), (k, C) images each dimension fires on, in all and by class.
-        majority, purity: (k,) its most frequent class among them (-1 if none) and that class's
-            share (0 if none), the per-dimension term of semantic consistency.
-        p_value: (k,) permutation p-value of the purity (:func:`solo_bayesncl.metrics.majority_p_values`).
-        top_purity: (k,) purity of the first ``top_purity_images`` top images
-            (:func:`solo_bayesncl.metrics.top_image_purity`).
-        mean_active: (k,) mean |activation| over the images a dimension fires on.
-        top_index, top_value: (k, K) top images (:func:`solo_bayesncl.metrics.top_images`), signed.
-        random_index, random_value: (k, R) a seeded random sample of the firing images.
-            Both pad with index -1 / value 0.
-        hist_counts: (k, B) histogram of the firing values over ``[hist_low, hist_high]``."""
+    """Summaries of the k dimensions of an (N, k) feature matrix: ``active_count``, ``class_counts``
+    (k,), (k, C) of the images each fires on; ``majority`` (-1 if none) and ``purity`` (0 if none);
+    ``p_value`` (:func:`solo_bayesncl.metrics.majority_p_values`); ``top_purity`` of the first
+    ``top_purity_images`` top images; ``mean_active`` |activation|; ``top_index``/``top_value`` and
+    ``random_index``/``random_value`` (k, K), (k, R), padded with -1 / 0; ``hist_counts`` (k, B)
+    over ``[hist_low, hist_high]``."""
 
     active_count: np.ndarray
     class_counts: np.ndarray
@@ -87,8 +79,7 @@ def summarize_dimensions(
     block: int = 256,
 ) -> DimensionSummaries:
     """The :class:`DimensionSummaries` of every column of ``features`` (N, k) given integer
-    ``labels`` (N,). Memory is O(N * block) plus a float32 copy of ``features`` for the metrics'
-    statistics; the random samples depend only on ``seed`` and ``block``."""
+    ``labels`` (N,); memory O(N * block), the random samples set by ``seed`` and ``block``."""
     if top_k < 1 or top_purity_images < 1 or n_random < 0 or n_bins < 1:
         raise ValueError(
             "top_k and top_purity_images must be >= 1, n_random >= 0, n_bins >= 1; got "
@@ -174,10 +165,9 @@ def summarize_dimensions(
 
 
 def class_specificity(class_counts: np.ndarray, class_sizes: np.ndarray) -> np.ndarray:
-    """Specificity of every dimension to every class, a (k, C) array in [0, 1]:
-    ``score[j, c] = purity_c(j) * coverage_c(j)``, with ``n_jc`` the images of class c that j fires
-    on, ``purity_c(j) = n_jc / sum_c' n_jc'`` and ``coverage_c(j) = n_jc / |c|``. It is 1 only for a
-    dimension that fires on every image of c and nothing else."""
+    """Specificity of every dimension to every class, (k, C) in [0, 1]: ``score[j, c] =
+    purity_c(j) * coverage_c(j)``, ``purity_c(j) = n_jc / sum_c' n_jc'``, ``coverage_c(j) = n_jc /
+    |c|`` (``n_jc``: images of class c that j fires on); 1 only if j fires on all of c alone."""
     counts = np.asarray(class_counts, dtype=np.float64)
     sizes = np.asarray(class_sizes, dtype=np.float64)
     purity = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1.0)

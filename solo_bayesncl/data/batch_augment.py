@@ -3,12 +3,10 @@ build_transform_pipeline``) applied to whole ``(B, C, H, W)`` uint8 batches on t
 random parameter drawn per image and per view (kornia's samplers with ``same_on_batch=False``, and
 ``torch.rand``), from torch's global generator, which the training seeds per rank and batch.
 
-The glue that makes kornia follow solo-learn's recipe: the crop box is kornia's
-``RandomResizedCrop`` sampler, resampled with PIL's half-pixel convention (box edges onto output
-edges) by one bicubic ``grid_sample``; the colour-jitter order is drawn per image, as torchvision
-does (kornia draws one per call); single-channel images stay single-channel until normalisation
-(saturation, hue and grayscale change nothing on them). Equalization is refused. How this path
-differs from solo-learn's per-image one: docs/fidelity.md.
+The crop box is kornia's ``RandomResizedCrop`` sampler, resampled with PIL's half-pixel
+convention by one bicubic ``grid_sample``; the colour-jitter order is drawn per image, as
+torchvision does; single-channel images stay so until normalisation. Equalization is refused.
+Differences from solo-learn's per-image path: docs/fidelity.md.
 """
 
 from __future__ import annotations
@@ -23,11 +21,9 @@ import torch.nn.functional as F
 from torch import nn
 
 __all__ = [
-    "BLUR_SIGMA",
     "BatchAugmentation",
     "MultiViewAugmentation",
     "Recipe",
-    "SOLARIZE_THRESHOLD",
     "unsupported_reason",
 ]
 
@@ -104,9 +100,8 @@ class Recipe:
 
 
 def unsupported_reason(recipe: Recipe, image_size: int) -> str | None:
-    """Why the batched path would not match solo-learn's transforms for ``recipe`` on square
-    images of side ``image_size`` (equalization; downscaling crops, which PIL antialiases and
-    ``grid_sample`` does not), or None when it does."""
+    """Why the batched path would not match solo-learn for ``recipe`` on images of side
+    ``image_size`` (equalization; downscaling crops, which PIL antialiases), or None."""
     if recipe.equalization_prob > 0:
         return "equalization.prob > 0 (equalization is only in the per-image path)"
     if recipe.crop_size < image_size:
@@ -125,12 +120,9 @@ def _blur_kernel_size(crop_size: int) -> int:
 
 
 class BatchAugmentation(nn.Module):
-    """One solo-learn augmentation pipeline on a ``(B, C, H, W)`` uint8 batch (``C`` 1 or 3).
-
-    Returns ``(B, 3, crop_size, crop_size)`` float32 views, normalised with the recipe's mean and
-    std, on the input's device. Every image gets its own crop box, jitter factors and order,
-    and its own draws for grayscale, blur (and sigma), solarization and flip.
-    """
+    """One solo-learn augmentation pipeline on a ``(B, C, H, W)`` uint8 batch (``C`` 1 or 3):
+    returns ``(B, 3, crop_size, crop_size)`` float32 views, normalised, on the input's device,
+    every image with its own random draws."""
 
     def __init__(self, recipe: Recipe) -> None:
         super().__init__()
@@ -167,8 +159,7 @@ class BatchAugmentation(nn.Module):
         return repr(self.recipe)
 
     def crop_boxes(self, batch: int, height: int, width: int) -> torch.Tensor:
-        """``(B, 4)`` crop boxes ``x0, y0, w, h`` in pixels, one per image (the whole image when
-        ``rrc.enabled`` is False)."""
+        """``(B, 4)`` crop boxes ``x0, y0, w, h``, one per image (whole image without ``rrc``)."""
         if not self.recipe.rrc:
             return torch.tensor([[0.0, 0.0, width, height]]).expand(batch, 4)
         src = self.crop.forward_parameters((batch, 1, height, width))["src"]
@@ -254,9 +245,7 @@ class BatchAugmentation(nn.Module):
 
 
 class MultiViewAugmentation(nn.Module):
-    """All of a config's pipelines: ``num_crops`` views from each, in solo-learn's order (the
-    crops of the first pipeline, then of the second, ...). Each pipeline augments its crops in
-    one batched call."""
+    """All of a config's pipelines: ``num_crops`` views from each, in solo-learn's order."""
 
     def __init__(self, recipes: Sequence[Recipe]) -> None:
         super().__init__()

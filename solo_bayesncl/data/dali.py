@@ -1,9 +1,8 @@
 """The checks and settings of ``data.format=dali``, made before any model is built.
 
-solo-learn's DALI pipelines hand every entry of the class folders to DALI's decoder: a file that
-is not an image stops DALI in the middle of an epoch, and an empty folder fails inside solo-learn
-with an unpacking error, so both are checked here first with a message naming the folder or the
-file. ``dali.device`` (:data:`DALI_DEVICES`) is explained in docs/training.md.
+A file that is not an image stops DALI mid-epoch, and an empty folder fails inside solo-learn
+with an unpacking error, so both are checked here first, naming the folder or the file.
+``dali.device`` (:data:`DALI_DEVICES`) is explained in docs/training.md.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ __all__ = [
     "check_dali_folder",
     "check_linear_dali",
     "dali_available",
-    "dali_file_list",
 ]
 
 INSTALL_DALI = 'pip install "solo-bayesncl[dali]"'
@@ -85,9 +83,8 @@ def _not_an_image(path: Path) -> str | None:
 def check_dali_folder(
     folder: str | Path, key: str, no_labels: bool = False, batch_size: int | None = None
 ) -> int:
-    """Checks an image folder as solo-learn's DALI reader will read it (every entry a readable
-    file with an image header; with ``batch_size``, at least one full batch, as DALI drops the
-    last partial one); returns its image count."""
+    """Checks an image folder as solo-learn's DALI reader will read it (readable image files; with
+    ``batch_size``, one full batch, as DALI drops a partial one); returns its image count."""
     path = Path(str(folder))
     if not path.is_dir():
         raise DaliDataError(f"{key}={str(folder)!r} is not a folder")
@@ -112,9 +109,8 @@ def check_dali_folder(
 
 
 def check_linear_dali(data: DatasetSpec) -> None:
-    """Linear evaluation through solo-learn's DALI classification pipeline, which trains on
-    224 px random resized crops normalised with ImageNet's mean and std whatever the config says:
-    the config must say the same, so that validation sees what training saw."""
+    """Linear evaluation through solo-learn's DALI pipeline trains on 224 px crops with ImageNet's
+    mean and std whatever the config says: the config must say the same, for validation."""
     crop = data.crop_size
     if crop != LINEAR_DALI_CROP:
         raise DaliDataError(

@@ -1,10 +1,8 @@
 """solo-learn's DALI data modules, made to run on the CPU as well.
 
-solo-learn builds its DALI pipelines with the local rank as DALI's ``device_id``, and DALI then
-asks for CUDA even when every operator runs on the CPU. With ``dali_device="cpu"`` the
-subclasses here build the same pipelines (solo-learn's builders, augmentations and iterator
-wrappers) with ``device_id=None``; with ``"gpu"`` ``setup`` is solo-learn's own. Importing this
-module imports solo-learn and NVIDIA DALI.
+solo-learn passes the local rank as DALI's ``device_id``, so DALI asks for CUDA even on the CPU.
+With ``dali_device="cpu"`` the subclasses here build the same pipelines with ``device_id=None``;
+with ``"gpu"`` ``setup`` is solo-learn's own. Imports solo-learn and NVIDIA DALI.
 """
 
 from __future__ import annotations
@@ -25,8 +23,6 @@ from solo.data.pretrain_dataloader import FullTransformPipeline, NCropAugmentati
 from solo_bayesncl.data.names import DatasetSpec
 
 __all__ = [
-    "ClassificationDALIData",
-    "PretrainDALIData",
     "build_linear_dali_datamodule",
     "build_pretrain_dali_datamodule",
 ]
@@ -52,8 +48,7 @@ def _ranks(module) -> None:
 
 
 class PretrainDALIData(PretrainDALIDataModule):
-    """solo-learn's pretraining DALI data module; on ``dali_device="cpu"`` its pipeline is built
-    without a CUDA device."""
+    """solo-learn's pretraining DALI module; no CUDA device on ``dali_device="cpu"``."""
 
     def setup(self, stage: str | None = None) -> None:
         if self.dali_device != "cpu":
@@ -91,8 +86,7 @@ class PretrainDALIData(PretrainDALIDataModule):
 
 
 class ClassificationDALIData(ClassificationDALIDataModule):
-    """solo-learn's classification (linear evaluation) DALI data module; on
-    ``dali_device="cpu"`` its pipelines are built without a CUDA device."""
+    """solo-learn's classification DALI module; without a CUDA device on ``dali_device="cpu"``."""
 
     def setup(self, stage: str | None = None) -> None:
         if self.dali_device != "cpu":
@@ -128,9 +122,7 @@ class ClassificationDALIData(ClassificationDALIDataModule):
 def build_pretrain_dali_datamodule(
     data: DatasetSpec, batch_size: int, solo_cfg: omegaconf.DictConfig
 ) -> PretrainDALIData:
-    """The pretraining data module of a resolved run, as solo-learn's ``main_pretrain.py`` builds
-    it: its DALI augmentation recipe for every pipeline of solo-learn's config (``solo_cfg``,
-    handed on), ``batch_size`` per process."""
+    """The pretraining DALI data module of a run, as ``main_pretrain.py`` builds it."""
     transform = FullTransformPipeline(
         [
             NCropAugmentation(
@@ -156,8 +148,7 @@ def build_pretrain_dali_datamodule(
 
 
 def build_linear_dali_datamodule(data: DatasetSpec, batch_size: int) -> ClassificationDALIData:
-    """The linear-evaluation data module of a resolved run, as solo-learn's ``main_linear.py``
-    builds it, ``batch_size`` per process."""
+    """The linear-evaluation data module of a run, as ``main_linear.py`` builds it."""
     return ClassificationDALIData(
         dataset=data.loader,
         train_data_path=data.train_path,

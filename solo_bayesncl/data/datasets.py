@@ -43,8 +43,7 @@ __all__ = [
 
 
 def scene_args(num: Any, seed: Any) -> tuple[int, int]:
-    """``(data.num_backgrounds, data.background_seed)`` from the values given (None: the
-    default); a bad value names its key."""
+    """``(data.num_backgrounds, data.background_seed)`` checked (None: the default)."""
     num = DEFAULT_BACKGROUNDS if num is None else num
     seed = DEFAULT_BACKGROUND_SEED if seed is None else seed
     try:
@@ -110,9 +109,8 @@ def build_train_dataset(spec: DatasetSpec, transform) -> Dataset:
 def official_transforms(
     spec: DatasetSpec,
 ) -> tuple[transforms.Compose, transforms.Compose] | None:
-    """solo-learn's classification ``(train, validation)`` transforms of the dataset, which the
-    official NCL/BayesNCL probe and evaluation use (CIFAR-10's mean/std for CIFAR-100 too);
-    None for datasets solo-learn does not know by name."""
+    """solo-learn's classification ``(train, validation)`` transforms, as the official NCL/BayesNCL
+    probe and evaluation use them; None for datasets solo-learn does not know by name."""
     name = spec.name
     if name not in SOLO_LOADER_DATASETS:
         return None
@@ -131,13 +129,8 @@ def _normalized_as(transform: transforms.Compose, mean, std) -> transforms.Compo
 
 
 def validation_transform(spec: DatasetSpec) -> transforms.Compose:
-    """Resize and centre-crop to the training crop size, normalised like the training views
-    (:attr:`~solo_bayesncl.data.names.DatasetSpec.normalization`, so that every evaluation feeds
-    what the backbone was trained on).
-
-    Small images (crop <= 64 px) are resized straight to the crop size, larger ones to
-    ``crop / 0.875`` first (224 px crops read a 256 px resize, as in solo-learn).
-    """
+    """Resize and centre-crop to the training crop size, normalised like the training views; crops
+    above 64 px read a ``crop / 0.875`` resize first (224 px crops a 256 px one, as solo-learn)."""
     crop, (mean, std) = spec.crop_size, spec.normalization
     resize = crop if crop <= 64 else int(round(crop / 0.875))
     return transforms.Compose(
@@ -207,13 +200,9 @@ def build_val_dataset(spec: DatasetSpec, transform=None) -> Dataset | None:
 def build_val_loader(
     spec: DatasetSpec, batch_size: int, transform=None, processes: int = 1
 ) -> DataLoader | None:
-    """Validation loader in solo-learn's ``(X, y)`` format, None when there is no labelled data.
-    With several ``processes`` every process reads the whole set (the figures are those of the
-    whole set, each image counted once). ``transform`` defaults to solo-learn's classification
-    validation transform for the datasets it knows by name, normalised with the pretraining
-    views' mean/std in place of its own (CIFAR-10's for CIFAR-100 too), else
-    :func:`validation_transform`.
-    """
+    """Validation loader in solo-learn's ``(X, y)`` format, None without labelled data; with several
+    ``processes`` each reads the whole set. ``transform`` defaults to solo-learn's classification
+    transform (with the pretraining views' mean/std), else :func:`validation_transform`."""
     if transform is None:
         official = official_transforms(spec)
         mean, std = spec.normalization
@@ -261,8 +250,7 @@ def seeded_subset(dataset, max_images: int | None, seed: int = 0):
 
 @dataclass
 class LabelledImages:
-    """Labelled validation images: the dataset, one name per class, the dataset's name (as a
-    report names it) and the normalisation of the images."""
+    """Labelled validation images: the dataset, class names, its name and its normalisation."""
 
     dataset: Dataset
     class_names: list[str]
@@ -273,8 +261,7 @@ class LabelledImages:
 
 def labelled_val_images(spec: DatasetSpec, max_images: int | None = None) -> LabelledImages | None:
     """The labelled validation images of ``spec`` at the training resolution (a seeded subset of
-    ``max_images``), or None when the config has none. Raises ValueError when the dataset names
-    no classes and ``data.num_classes`` is unset, or for a ``max_images`` below 1."""
+    ``max_images``), or None; ValueError without class names and ``data.num_classes``."""
     val = build_val_dataset(spec, validation_transform(spec))
     if val is None:
         return None

@@ -20,7 +20,6 @@ from torch.utils.data import Dataset
 
 __all__ = [
     "CLASS_NAMES",
-    "DEFAULT_ROOT",
     "FashionMNIST",
     "fashion_mnist_root",
     "read_idx",
@@ -66,9 +65,8 @@ def _find(root: Path, stem: str) -> Path:
 
 
 def read_idx(path: str | Path, ndim: int | None = None) -> np.ndarray:
-    """Reads an IDX file (optionally gzipped), the MNIST family's format, checking the magic
-    number (unsigned bytes), ``ndim`` when given and that the data holds exactly the bytes the
-    header announces; a truncated or corrupt file raises ``ValueError`` naming it."""
+    """Reads an IDX file (optionally gzipped), checking the magic number, ``ndim`` when given and
+    the byte count; ``ValueError`` naming a truncated or corrupt file."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     try:
@@ -122,14 +120,9 @@ def read_split(images_path: Path, labels_path: Path) -> tuple[np.ndarray, np.nda
 
 
 class FashionMNIST(Dataset):
-    """Fashion-MNIST split ``train`` (60,000) or ``val`` (the 10,000 test images).
-
-    Args:
-        split: ``train`` or ``val``.
-        transform: applied to the RGB PIL image.
-        root: folder of the IDX files; :func:`fashion_mnist_root` by default.
-        limit: keep only the first ``limit`` images (quick runs); None keeps all.
-    """
+    """Fashion-MNIST split ``train`` (60,000) or ``val`` (the 10,000 test images); ``transform`` is
+    applied to the RGB PIL image, ``root`` defaults to :func:`fashion_mnist_root`, ``limit`` keeps
+    only the first images."""
 
     classes = list(CLASS_NAMES)
 

@@ -1,10 +1,7 @@
-"""The dataset vocabulary (which names exist, which solo-learn reads itself, which the plugin adds,
-their aliases) and :func:`dataset_spec`, the one place a config's dataset is read: once, into a
-frozen :class:`DatasetSpec`.
-
-The plugin's ``fashion-mnist`` and ``fashion-mnist-scenes`` are presented to solo-learn as
-``custom``, the real name kept in ``data.offline_dataset``
-(:func:`solo_bayesncl.data.resolve.resolve_dataset_cfg`).
+"""The dataset vocabulary (names, which solo-learn reads itself, which the plugin adds, aliases)
+and :func:`dataset_spec`, the one place a config's dataset is read, into a :class:`DatasetSpec`.
+The plugin's datasets are presented to solo-learn as ``custom``, the real name kept in
+``data.offline_dataset``.
 """
 
 from __future__ import annotations
@@ -56,10 +53,8 @@ FLOPs, which decides whether a CPU run takes minutes or hours."""
 
 
 def small_stem(dataset: str | None, given: Any = None) -> bool:
-    """Whether a ResNet trained on ``dataset`` (``data.dataset`` as solo-learn reads it) gets the
-    small-image stem (3x3 stride-1 first convolution, no max-pool): always on
-    :data:`SMALL_IMAGE_DATASETS`, where solo-learn's ``BaseMethod`` gives it, elsewhere when
-    ``given`` (``backbone.small_stem``) says so. The one place the rule is written."""
+    """Whether a ResNet trained on ``dataset`` gets the small-image stem: always on
+    :data:`SMALL_IMAGE_DATASETS`, elsewhere when ``given``. The one place the rule is written."""
     return dataset in SMALL_IMAGE_DATASETS or bool(given)
 
 
@@ -78,9 +73,8 @@ def canonical_name(name: str) -> str:
 
 
 def dataset_run_name(name: str, dataset: str) -> str:
-    """The run name with the dataset actually trained on: the first dataset named in ``name``
-    is replaced (``bayesncl-cifar100`` on Fashion-MNIST is ``bayesncl-fashion-mnist``), and a
-    name that names none gets ``-<dataset>`` appended. Checkpoint files carry this name."""
+    """The run name with the dataset trained on: the first dataset in ``name`` is replaced
+    (``bayesncl-cifar100`` -> ``bayesncl-fashion-mnist``), else ``-<dataset>`` appended."""
     if _DATASET_IN_NAME.search(name):
         return _DATASET_IN_NAME.sub(dataset, name, count=1)
     return f"{name}-{dataset}"
@@ -106,11 +100,8 @@ _NO_AUGMENTATION = {
 def solo_normalization(
     dataset: str, mean: Sequence[float] | None = None, std: Sequence[float] | None = None
 ) -> tuple[list[float], list[float]]:
-    """The mean and std solo-learn's ``build_transform_pipeline`` normalises views of
-    ``dataset`` (``data.dataset`` as solo-learn reads it) with: its table for CIFAR-10,
-    CIFAR-100, STL-10 and ImageNet, else ``mean``/``std`` (the augmentation pipeline's; None:
-    ImageNet's). The one place every pipeline and evaluation reads its normalisation from;
-    solo-learn is asked with every augmentation switched off."""
+    """The mean and std solo-learn normalises views of ``dataset`` with (its table, else ``mean`` /
+    ``std``, None: ImageNet's): the one place every pipeline and evaluation reads it from."""
     from solo.data.pretrain_dataloader import build_transform_pipeline
 
     node = OmegaConf.create(_NO_AUGMENTATION)
@@ -125,13 +116,10 @@ def solo_normalization(
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """A config's dataset, decoded once by :func:`dataset_spec`; every reader of the dataset
-    reads these attributes rather than the config. ``name`` is the canonical name of the dataset
-    trained on (the plugin's, which solo-learn sees as ``custom``, by their own name); ``loader``
-    is ``data.dataset`` as solo-learn reads it. ``crop_size``, ``mean`` and ``std`` (None when
-    absent) are those of the first augmentation pipeline of a pretraining config, or of
-    ``data.augmentations`` of a linear one; ``dali_device``, ``encode_indexes`` and the crop
-    counts are what solo-learn's DALI data modules take."""
+    """A config's dataset, decoded once by :func:`dataset_spec`, read instead of the config.
+    ``name`` is the canonical name trained on; ``loader`` is ``data.dataset`` as solo-learn reads
+    it (``custom`` for the plugin's). ``crop_size``, ``mean`` and ``std`` (None when absent) are the
+    first pretraining pipeline's, or ``data.augmentations``' of a linear config."""
 
     name: str
     loader: str
@@ -167,8 +155,7 @@ class DatasetSpec:
 
     @property
     def normalization(self) -> tuple[list[float], list[float]]:
-        """The mean and std of the views the backbone trains on (:func:`solo_normalization`),
-        which every pipeline and evaluation feeds it. Needs solo-learn."""
+        """The mean and std of the views the backbone trains on (:func:`solo_normalization`)."""
         return solo_normalization(self.loader, self.mean, self.std)
 
     @property
@@ -182,17 +169,14 @@ def _numbers(values: Sequence[Any]) -> tuple[float, ...]:
 
 
 def dataset_name(cfg: Mapping[str, Any]) -> str:
-    """The canonical name of the dataset a config trains on: ``data.offline_dataset`` once
-    resolved, else ``data.dataset`` ("" when unset)."""
+    """The canonical dataset name: ``data.offline_dataset`` once resolved, else ``data.dataset``."""
     data = cfg.get("data", None) or {}
     return canonical_name(str(data.get("offline_dataset", None) or data.get("dataset", None) or ""))
 
 
 def dataset_spec(cfg: Mapping[str, Any]) -> DatasetSpec:
-    """The dataset of a config (a DictConfig or the plain mapping of a checkpoint's config),
-    read once: see :class:`DatasetSpec`. Reads ``data.*``, the first ``augmentations`` pipeline
-    (pretraining) or ``data.augmentations`` (linear evaluation); a key absent or null takes the
-    field's default. Checks nothing (the run checks do, :mod:`solo_bayesncl.config.checks`)."""
+    """The dataset of a config (or a checkpoint's plain mapping) read once into a
+    :class:`DatasetSpec`; an absent or null key takes the default. Checks nothing."""
     data = cfg.get("data", None) or {}
     pipelines = cfg.get("augmentations", None)
     sections = {
@@ -232,5 +216,4 @@ _FIELD_KEYS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "dali_device": ("dali", "device", str),
     "encode_indexes": ("dali", "encode_indexes_into_labels", bool),
 }
-"""Where each :class:`DatasetSpec` field is read (``data``, the first augmentation pipeline or
-``dali``, and the key) and its type; absent or null, the field's default holds."""
+"""Where each :class:`DatasetSpec` field is read and its type; absent or null, the default holds."""

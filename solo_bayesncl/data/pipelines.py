@@ -1,10 +1,9 @@
 """The pretraining data pipeline picked by ``data.augment_on`` (docs/training.md): ``per_image``
-is solo-learn's path (its dataset applies ``build_transform_pipeline`` to one PIL image at a time
-in the loader); ``batch`` serves in-memory uint8 arrays and augments whole batches on the training
-device in the data module's ``on_after_batch_transfer``
-(:class:`~solo_bayesncl.data.batch_augment.MultiViewAugmentation`). Both data modules shuffle
-with :class:`~solo_bayesncl.data.sampler.EpochSampler`, so a run resumed within an epoch
-continues with the batches the checkpoint had not trained.
+is solo-learn's path (one PIL image at a time in the loader); ``batch`` augments whole in-memory
+uint8 batches on the training device
+(:class:`~solo_bayesncl.data.batch_augment.MultiViewAugmentation`). Both shuffle with
+:class:`~solo_bayesncl.data.sampler.EpochSampler`, so a run resumed within an epoch continues
+with the batches not yet trained.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from solo_bayesncl.data.sampler import EpochSampler
 __all__ = [
     "AUGMENT_ON",
     "augmentations",
-    "IN_MEMORY_DATASETS",
     "InMemoryImages",
     "batch_datamodule",
     "collate_batch",
@@ -48,8 +46,7 @@ IN_MEMORY_DATASETS: dict[str, int] = {
 
 
 def not_batchable(spec: DatasetSpec, pipelines: Any) -> str | None:
-    """Why the dataset ``spec`` with the augmentation ``pipelines`` cannot use the batched path,
-    or None."""
+    """Why ``spec`` with the augmentation ``pipelines`` cannot use the batched path, or None."""
     name = spec.name
     if name not in IN_MEMORY_DATASETS:
         return (
@@ -66,9 +63,8 @@ def not_batchable(spec: DatasetSpec, pipelines: Any) -> str | None:
 
 
 class InMemoryImages(Dataset):
-    """uint8 images ``(N, C, H, W)`` and their labels, served as ``(index, image, label)``;
-    ``__getitems__`` returns a whole batch as three tensors (the loader's ``collate_fn`` must be
-    :func:`collate_batch`)."""
+    """uint8 images ``(N, C, H, W)`` and labels, served as ``(index, image, label)``;
+    ``__getitems__`` returns a batch as three tensors (``collate_fn``: :func:`collate_batch`)."""
 
     def __init__(self, images: torch.Tensor, targets: torch.Tensor) -> None:
         if images.dtype != torch.uint8 or images.ndim != 4:
@@ -100,8 +96,7 @@ def collate_batch(batch: Any) -> list:
 
 
 def load_in_memory(spec: DatasetSpec) -> Dataset:
-    """The training split of the dataset as uint8 tensors, with ``data.fraction`` applied the way
-    the per-image path applies it (stratified, same seed)."""
+    """The training split as uint8 tensors, ``data.fraction`` applied as on the per-image path."""
     name = spec.name
     if name in OFFLINE_DATASETS:
         source = offline_dataset(spec, "train", root=spec.train_path)
@@ -159,9 +154,7 @@ def _datamodule_class():
 
         @property
         def sampler(self) -> EpochSampler:
-            """This process's sampler, made once the job's processes are known: asked before a
-            Trainer is attached (to count an epoch's batches), it is a one-process sampler that
-            is not kept, so the processes of a job still split the data once they are known."""
+            """This process's sampler, made once the job's processes are known."""
             trainer = self.trainer
             if trainer is None:
                 return EpochSampler(self.dataset, seed=self.seed)
@@ -204,13 +197,8 @@ def batch_datamodule(
     num_workers: int = 0,
 ):
     """The ``batch`` path as a Lightning data module: in-memory uint8 batches, augmented on the
-    training device in ``on_after_batch_transfer`` (training batches only).
-
-    The training loader runs in the training process (``num_workers=0``; ``data.num_workers``
-    still sets the validation loader's workers): it only indexes a tensor, and on two CPU cores
-    loader workers made the step slower, not faster (``microbenchmarks/bench_pipeline.py``,
-    variants ``batch/w0`` and ``batch/w2``).
-    """
+    training device in ``on_after_batch_transfer``; no training loader workers (they were slower,
+    ``microbenchmarks/bench_pipeline.py``)."""
     from lightning.fabric.utilities.warnings import PossibleUserWarning
 
     # Lightning advises workers for any loader without them; here that advice is measured wrong
@@ -263,9 +251,8 @@ def per_image_datamodule(
     batch_size: int,
     val_loader: DataLoader | None = None,
 ):
-    """solo-learn's path as a Lightning data module: its dataset applies the per-image views in
-    the loader (``data.num_workers`` workers), shuffled with the last partial batch dropped as
-    solo-learn's ``prepare_dataloader`` does, in the order of the plugin's sampler."""
+    """solo-learn's path as a Lightning data module: per-image views in the loader's workers, the
+    last partial batch dropped as ``prepare_dataloader`` does, in the plugin sampler's order."""
 
     class PerImagePretrainDataModule(_datamodule_class()):
         pass

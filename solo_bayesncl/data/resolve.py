@@ -1,10 +1,6 @@
-"""Resolving the dataset of a config before anything is built: the name checked against
-:mod:`solo_bayesncl.data.names`, the plugin's datasets mapped onto solo-learn's ``custom``, and
-the checks (files, downloads, DALI folders) that fail early with a message naming the key or file.
-
-``fashion-mnist`` reads Debian's offline package; ``fashion-mnist-scenes`` puts the same items on
-shared background textures (:mod:`solo_bayesncl.data.scenes`; ``data.num_backgrounds`` 4-8,
-``data.background_seed``).
+"""Resolving the dataset of a config before anything is built: the name checked, the plugin's
+datasets mapped onto solo-learn's ``custom``, and the checks (files, downloads, DALI folders)
+that fail early naming the key or file.
 """
 
 from __future__ import annotations
@@ -39,8 +35,6 @@ __all__ = [
     "DatasetUnavailableError",
     "check_dataset_available",
     "resolve_augment_on",
-    "cifar_layout",
-    "check_subset_sizes",
     "resolve_dali_cfg",
     "resolve_dataset_cfg",
 ]
@@ -52,8 +46,7 @@ class DatasetUnavailableError(RuntimeError):
 
 def resolve_dataset_cfg(cfg: omegaconf.DictConfig) -> DatasetSpec:
     """Validates ``data.dataset``, maps the plugin's datasets onto solo-learn's ``custom`` in
-    ``cfg`` and returns the dataset's spec as resolved (the one decoding before solo-learn's
-    ``parse_cfg``). Must run before ``parse_cfg``."""
+    ``cfg`` and returns the dataset's spec; must run before ``parse_cfg``."""
     name = dataset_name(cfg)
     allowed = (*SOLO_DATASETS, *OFFLINE_DATASETS)
     if name not in allowed:
@@ -102,10 +95,7 @@ def _as_custom(cfg: omegaconf.DictConfig, name: str) -> None:
 
 
 def resolve_dali_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
-    """Checks that DALI is installed and sets ``dali.device`` to ``cpu`` or ``gpu``.
-
-    Runs after the accelerator is resolved (:func:`solo_bayesncl.config.runtime.resolve_runtime`).
-    """
+    """Checks that DALI is installed and sets ``dali.device`` to ``cpu`` or ``gpu``."""
     if not dali.dali_available():
         raise dali.DaliDataError(
             f"data.format=dali needs NVIDIA DALI, not installed: {dali.INSTALL_DALI}"
@@ -132,11 +122,8 @@ def resolve_dali_cfg(cfg: omegaconf.DictConfig) -> omegaconf.DictConfig:
 
 
 def resolve_augment_on(cfg: omegaconf.DictConfig, spec: DatasetSpec) -> omegaconf.DictConfig:
-    """Validates ``data.augment_on`` (``batch`` or ``per_image``) and fills it when unset.
-
-    Runs after the dataset was resolved into ``spec``. An explicit ``batch`` that the data or recipe cannot honour fails
-    here with the reason; unset, it becomes ``batch`` only where it is allowed.
-    """
+    """Validates ``data.augment_on`` against ``spec``: an explicit ``batch`` the data or recipe
+    cannot honour fails with the reason; unset, it becomes ``batch`` only where allowed."""
     value = OmegaConf.select(cfg, "data.augment_on", default=None)
     reason = not_batchable(spec, OmegaConf.select(cfg, "augmentations", default=None))
     if value is None:
@@ -158,9 +145,8 @@ def _check_folder(path: str | None, key: str) -> None:
 
 
 def _subset_size(key: str, fraction: float, total: int, classes: int, batch: int | None) -> None:
-    """Refuses a ``fraction`` whose stratified subset of ``total`` images cannot be drawn (fewer
-    images than classes kept, or left out) or, with ``batch``, holds fewer images than one batch
-    (the training loaders drop the last incomplete batch, so no step would run)."""
+    """Refuses a ``fraction`` whose stratified subset of ``total`` cannot be drawn or, with
+    ``batch``, holds less than one batch (loaders drop an incomplete one: no step would run)."""
     if not 0 < fraction < 1:
         kept = total
     else:  # scikit-learn's train_test_split: floor(f * n) kept, the rest left out
@@ -197,16 +183,10 @@ def check_dataset_available(
     download_timeout: float = 30.0,
     train: bool = True,
 ) -> None:
-    """Fails early, with a message naming the key or file, when the data is not usable: both
-    splits are read (``train=False``: the validation split only, for evaluations that read no
-    training data), and the data fractions must leave a stratified subset and, for training,
-    one batch of ``batch_size`` images in each of the ``processes`` (:func:`check_subset_sizes`).
-
-    CIFAR is downloaded into ``data.train_path`` when missing (as solo-learn does); if that is not
-    possible the error says so, states the folder layout torchvision reads there
-    (:func:`cifar_layout`) and points at the offline ``data.dataset=fashion-mnist`` option, and
-    the folders the attempt created are not left behind empty.
-    """
+    """Fails early, naming the key or file, when the data is unusable: both splits read
+    (``train=False``: validation only), the fractions leaving a stratified subset and a batch per
+    process. CIFAR is downloaded when missing, as solo-learn does; a failure states the layout
+    torchvision reads and points at the offline ``data.dataset=fashion-mnist``."""
     name = spec.name
     batch = None if batch_size is None else batch_size * processes
     if spec.is_offline:
@@ -258,8 +238,7 @@ def _check_folder_batch(spec: DatasetSpec, batch: int | None) -> None:
 
 
 def cifar_layout(name: str, root: str | Path) -> str:
-    """Where torchvision's CIFAR-10/100 (the CIFAR configs' loader) looks under ``root``: the
-    folder and its files, and the archive that unpacks into it."""
+    """Where torchvision's CIFAR-10/100 looks under ``root``: folder, files and archive."""
     cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
     files = [entry[0] for entry in (*cls.train_list, *cls.test_list)] + [cls.meta["filename"]]
     return (
@@ -287,13 +266,8 @@ def _remove_if_empty(folders: list[Path]) -> None:
 def _check_cifar(
     spec: DatasetSpec, download_timeout: float, train: bool
 ) -> datasets.VisionDataset | None:
-    """Reads (downloading when missing, as solo-learn does) the CIFAR splits the run needs: the
-    training split from ``data.train_path`` (``train``), the test split from ``data.val_path``
-    (default ``data.train_path``). Returns the training split (None without ``train``).
-
-    When that fails, the folders the attempt created (torchvision creates the root before it
-    downloads) are removed again if still empty, and the error names the key and the layout
-    torchvision looks for there."""
+    """Reads (downloading when missing) the CIFAR splits the run needs; returns the training split.
+    On failure, folders the attempt created are removed if empty, and the error names the layout."""
     name = spec.name
     cls = datasets.CIFAR10 if name == "cifar10" else datasets.CIFAR100
     splits = [("data.train_path", str(spec.train_path), True)] if train else []

@@ -12,10 +12,8 @@ __all__ = ["EpochSampler"]
 
 
 class EpochSampler(DistributedSampler):
-    """torch's ``DistributedSampler`` (shuffled, the order of epoch ``e`` a function of ``seed``
-    and ``e`` only) that :meth:`continue_epoch` makes start the next pass over an epoch after
-    the samples a checkpoint already trained; the length stays the whole epoch's, as Lightning
-    counts the batches already trained itself."""
+    """torch's ``DistributedSampler`` whose :meth:`continue_epoch` skips the samples a checkpoint
+    already trained (the length stays the whole epoch's: Lightning counts those batches)."""
 
     def __init__(self, dataset: Sized, seed: int, num_replicas: int = 1, rank: int = 0) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed)

@@ -2,13 +2,11 @@
 
 A testbed for BayesNCL's mechanism (arXiv 2605.28441, section 3: features common to many images,
 the "blue sky", should be closed by the gate), which the real data, items on black, lacks. Every
-image gets one of ``num_backgrounds`` (4-8) textures filling the 28x28 frame, the item pasted on
-top with its own intensity as alpha (``out = a * item + (1 - a) * texture``, ``a = item / 255``),
-all from Debian's IDX files and a seed. The textures differ in structure (orientation, period),
-so they stay distinguishable in grayscale, under colour jitter and in small crops; each is
-shifted by a seeded random phase per image. Background and class are independent by
-construction (:func:`assign_backgrounds`). The dataset yields ``(image, class)``; the background
-labels are in ``backgrounds`` (and ``background_names``).
+image gets one of ``num_backgrounds`` (4-8) textures, differing in orientation and period and
+shifted by a seeded random phase, with the item on top at its own intensity as alpha (``out = a *
+item + (1 - a) * texture``, ``a = item / 255``). Background and class are independent
+(:func:`assign_backgrounds`). The dataset yields ``(image, class)``; the background labels are in
+``backgrounds`` (and ``background_names``).
 """
 
 from __future__ import annotations
@@ -24,8 +22,6 @@ from solo_bayesncl.data.fashion_mnist import FashionMNIST
 __all__ = [
     "DEFAULT_BACKGROUNDS",
     "DEFAULT_BACKGROUND_SEED",
-    "MAX_BACKGROUNDS",
-    "MIN_BACKGROUNDS",
     "TEXTURE_NAMES",
     "FashionMNISTScenes",
     "assign_backgrounds",
@@ -101,8 +97,7 @@ def texture(index: int, shifts: np.ndarray) -> np.ndarray:
 
 def assign_backgrounds(labels: np.ndarray, num_backgrounds: int, seed: int) -> np.ndarray:
     """A background per image, independent of the class: within each class the images (in a
-    seeded random order) are dealt backgrounds 0, 1, ..., K-1, 0, ... starting at a seeded random
-    background, so each (class, background) count is ``n_class / K`` up to one image."""
+    seeded order) are dealt backgrounds 0, 1, ..., K-1, 0, ... from a seeded start."""
     num_backgrounds, seed = check_scene_args(num_backgrounds, seed)
     labels = np.asarray(labels)
     rng = np.random.default_rng(seed)
@@ -158,18 +153,9 @@ def scenes_mean_std(
 
 
 class FashionMNISTScenes(FashionMNIST):
-    """Fashion-MNIST on shared background textures (see the module docstring).
-
-    Args:
-        split, transform, root, limit: as :class:`FashionMNIST` (the backgrounds are assigned
-            on the whole split).
-        num_backgrounds: how many textures (4-8), the first of :data:`TEXTURE_NAMES`.
-        seed: seeds the background assignment and the texture phases (train and val get
-            different streams from it).
-
-    Attributes:
-        targets: (N,) class labels; backgrounds: (N,) background labels; background_names.
-    """
+    """Fashion-MNIST on shared background textures (module docstring): ``split``, ``transform``,
+    ``root``, ``limit`` as :class:`FashionMNIST`; ``num_backgrounds`` (4-8) textures; ``seed``
+    seeds their assignment and phases. ``backgrounds`` (N,) holds the background labels."""
 
     def __init__(
         self,
@@ -195,8 +181,7 @@ class FashionMNISTScenes(FashionMNIST):
 
 
 def background_labels(dataset) -> np.ndarray:
-    """The background label of every item of ``dataset`` (a scenes dataset or a ``Subset`` of
-    one), in the dataset's order."""
+    """The background label of every item of a scenes ``dataset`` (or ``Subset``), in order."""
     indices = None
     while not hasattr(dataset, "backgrounds"):
         if not hasattr(dataset, "dataset"):

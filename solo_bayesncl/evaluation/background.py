@@ -40,8 +40,7 @@ __all__ = ["background_measures", "gate_selectivity", "scenes_checkpoint"]
 
 
 def _ungated_and_gate(model, loader) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``u = normalize(phi(z))``, the hard gate ``m`` and the gate probabilities ``alpha`` of
-    every image of ``loader``, in eval mode."""
+    """``u = normalize(phi(z))``, the hard gate and ``alpha`` of every image, in eval mode."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -73,8 +72,7 @@ def scenes_checkpoint(checkpoint: str | Path, device: str | None):
 def gate_selectivity(
     model, num_backgrounds: int, val_data, batch_size: int, num_workers: int
 ) -> dict[str, float]:
-    """The gate's measures of the module docstring for a gated ``model`` on ``val_data`` (scenes
-    drawn on ``num_backgrounds`` backgrounds)."""
+    """The gate's measures (module docstring) of a gated ``model`` on ``val_data``."""
     loader = DataLoader(val_data, batch_size=batch_size, num_workers=num_workers)
     ungated, mask, probs = _ungated_and_gate(model, loader)
     return gate_background_selectivity(

@@ -25,8 +25,7 @@ from solo_bayesncl.metrics import non_finite_rows
 __all__ = ["BATCH_SIZE", "DISTANCES", "FEATURES", "K", "NUM_WORKERS", "TEMPERATURE", "knn_eval"]
 
 K = 20
-"""Neighbours in the vote, unless a setting says otherwise (the command's ``--k``, a preset's
-``knn.k``); every default of kNN is written here once."""
+"""Neighbours in the vote unless a setting says otherwise; every kNN default is written here."""
 TEMPERATURE = 0.07
 """Temperature of the vote's weights ``exp(similarity / T)`` (solo-learn's)."""
 BATCH_SIZE = 256
@@ -69,14 +68,9 @@ def knn_eval(
     model: torch.nn.Module | None = None,
     val_features: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> dict[str, float]:
-    """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set.
-
-    ``checkpoint``: a path or a loaded checkpoint. ``model``: its model as
-    :func:`~solo_bayesncl.io.checkpoints.load_method` built it, when the caller already holds it.
-    ``val_features``: the ``(features, labels)`` a pass of that model over the validation images
-    at :func:`validation_transform` already gave, in loader order (the evaluation report's), used
-    instead of a validation pass of its own, with the same accuracies.
-    """
+    """Top-1/top-5 kNN accuracy of the checkpoint's features on its validation set. ``model``: the
+    checkpoint's, when the caller holds it; ``val_features``: the ``(features, labels)`` of a pass
+    already made at :func:`validation_transform`, used instead of a pass of its own."""
     require_solo_learn("main_knn.py")
     from solo.utils.knn import WeightedKNNClassifier
 

@@ -28,8 +28,7 @@ _PAPER_BESIDE_STANDARD = (
 
 
 def _paper_markdown(report: dict[str, Any]) -> list[str]:
-    """The paper-protocol section of ``metrics.md``: its main figures beside the standard ones,
-    then every official figure."""
+    """The paper-protocol section of ``metrics.md``: main figures beside the standard, then all."""
     paper = report.get("metrics_paper")
     if paper is None:
         return []

@@ -27,8 +27,7 @@ PASS_OPTIONS: tuple[str, ...] = (
     "shuffle_permutations",
     "retrieval_max_samples",
 )
-"""The options that decide what the pass over the images gives (the loader's workers, what is
-drawn and listed, and the protocol's extra figures do not)."""
+"""The options that decide what the pass over the images gives."""
 
 
 class ReportError(ValueError):
@@ -37,22 +36,11 @@ class ReportError(ValueError):
 
 @dataclass(frozen=True)
 class ReportOptions:
-    """Every option of the evaluation report; the command's flags of the same names. An option
-    out of range raises :class:`ReportError`, named as the command spells it.
-
-    Attributes:
-        dataset: a dataset name (``fashion-mnist``, ``cifar10``, ...) or an image folder; None
-            reads the checkpoint's own validation data.
-        max_images: evaluate a seeded random subset of this many images.
-        device: ``cpu`` or ``cuda`` (None: cuda when available).
-        thumbnail_size: longest side of the stored thumbnails, in pixels.
-        shuffle_permutations: permutations of the label-shuffled consistency baseline.
-        retrieval_max_samples: cap on the vectors used for retrieval precision.
-        top_dims: dimensions shown in the top-activation grid and class histograms.
-        images_per_dim: top images per dimension: those the grid shows and the purity of the
-            top images is taken over (default: the dashboard's count).
-        protocol: one of :data:`PROTOCOLS`.
-    """
+    """Every option of the evaluation report (the command's flags of the same names); an option out
+    of range raises :class:`ReportError`. ``dataset``: a name or an image folder (None: the
+    checkpoint's); ``max_images``: a seeded random subset; ``device``: None is cuda when available;
+    ``images_per_dim``: top images per dimension, shown and the purity taken over (default: the
+    dashboard's count); ``protocol``: one of :data:`PROTOCOLS`."""
 
     dataset: str | Path | None = None
     batch_size: int = 256

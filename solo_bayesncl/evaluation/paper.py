@@ -92,8 +92,7 @@ def _official_pass(
     device,
 ) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     """``(model copy, features, labels)``: the ``represent`` features of every validation image
-    through the official evaluations' pass (solo-learn's classification transform, unshuffled,
-    BatchNorm on each batch's statistics), on a training-mode copy of ``model``."""
+    through the official pass, on a training-mode copy of ``model``."""
     val = val_dataset_factory(paper_val_transform(spec.data))
     loader = DataLoader(val, batch_size=batch_size, shuffle=False, num_workers=num_workers)
     official = copy.deepcopy(model).to(device).train()
@@ -106,8 +105,7 @@ def _official_pass(
 def _training_batch_entropy(
     model: nn.Module, spec: RunSpec, batch_size: int, device, seed: int
 ) -> float | None:
-    """Singular-value entropy of the features of one training batch (two augmented views per
-    image, the pretraining augmentations), or None when the config has no training data here."""
+    """Singular-value entropy of one training batch's features (two views), or None without data."""
     if not augmentations(spec.solo):
         return None
     transform = per_image_transform(spec.data, spec.solo)  # solo-learn's views
@@ -138,15 +136,10 @@ def evaluate_paper_protocol(
     device,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Runs the official evaluation on ``model`` (any of the four methods, left unchanged) and
-    returns ``{"metrics": {...}, "settings": {...}}``: the figures under ``paper_`` names
-    (:func:`solo_bayesncl.metrics.paper_protocol.paper_metrics`) and how they were obtained.
-
-    ``spec``: the checkpoint's, its data resolved; ``val_dataset_factory``: ``transform ->
-    dataset``, the report's validation images with that transform; ``batch_size``: the
-    evaluation batch (BatchNorm statistics are per batch); ``seed``: that of the training batch
-    of the singular-value entropy.
-    """
+    """Runs the official evaluation on ``model`` (left unchanged): ``{"metrics": {...},
+    "settings": {...}}``, the figures under ``paper_`` names and how they were obtained.
+    ``val_dataset_factory``: ``transform -> dataset``; ``batch_size``: the evaluation batch
+    (BatchNorm statistics are per batch); ``seed``: the singular-value entropy's training batch."""
     official, features, labels = _official_pass(
         model, spec, val_dataset_factory, paper_representation, batch_size, num_workers, device
     )
@@ -175,10 +168,8 @@ def evaluate_ncl_paper_protocol(
     num_workers: int,
     device,
 ) -> dict[str, Any]:
-    """Runs the NCL repository's evaluation on ``model`` (left unchanged): the pass of
-    :func:`evaluate_paper_protocol` on :func:`ncl_paper_representation`, and the formulas of
-    :mod:`solo_bayesncl.metrics.ncl_paper_protocol`; arguments and result as there, the figures
-    under ``ncl_paper_`` names."""
+    """Runs the NCL repository's evaluation on ``model``: the pass of
+    :func:`evaluate_paper_protocol` on :func:`ncl_paper_representation` (``ncl_paper_`` names)."""
     _, features, labels = _official_pass(
         model, spec, val_dataset_factory, ncl_paper_representation, batch_size, num_workers, device
     )

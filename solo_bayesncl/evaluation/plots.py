@@ -48,12 +48,6 @@ def _class_name(class_names: Sequence[str], index: int) -> str:
     return class_names[index] if 0 <= index < len(class_names) else "none"
 
 
-def _bordered(thumb: np.ndarray, colour: np.ndarray, width: int) -> np.ndarray:
-    out = thumb.copy()
-    out[:width], out[-width:], out[:, :width], out[:, -width:] = colour, colour, colour, colour
-    return out
-
-
 def _strip(thumbs: np.ndarray, labels: np.ndarray, majority: int, columns: int) -> np.ndarray:
     """One row of thumbnails side by side with a coloured border, padded to ``columns`` cells."""
     h, w = thumbs.shape[1:3]
@@ -63,7 +57,9 @@ def _strip(thumbs: np.ndarray, labels: np.ndarray, majority: int, columns: int) 
     for i in range(columns):
         if i < len(thumbs):
             colour = _MATCH if labels[i] == majority else _MISMATCH
-            cells.append(_bordered(thumbs[i], colour, width))
+            cell = thumbs[i].copy()
+            cell[:width], cell[-width:], cell[:, :width], cell[:, -width:] = (colour,) * 4
+            cells.append(cell)
         else:
             cells.append(np.full((h, w, 3), 255, dtype=np.uint8))
         cells.append(gap)
@@ -81,12 +77,9 @@ def plot_top_activations(
     significant: Sequence[bool] | None = None,
     title: str = "most selective",
 ) -> Path:
-    """Grid of the top images of each dimension of ``top`` (one row each, as
-    :func:`solo_bayesncl.metrics.top_images` chose them), whose purity is ``purity_top`` (one
-    value a row). The row's label gives the dimension, its majority class ("n.s." when
-    ``significant`` says the label-shuffled baseline reaches its purity), the purity of the
-    top images, over all its active images and how many those are. A thumbnail's border is
-    green when its label is the majority class, red otherwise."""
+    """Grid of the top images of each dimension of ``top``, one row each, labelled with its majority
+    class ("n.s." unless ``significant``) and purities; a thumbnail's border is green when its
+    label is the majority class, red otherwise."""
     dims, per_dim = top.dims.tolist(), top.index.shape[1]
     rows = max(len(dims), 1)
     h, w = thumbnails.shape[1:3] if thumbnails.size else (32, 32)
@@ -158,8 +151,7 @@ def plot_class_histograms(
     class_names: Sequence[str],
     columns: int = 4,
 ) -> Path:
-    """Small multiples: for each dimension of ``dims``, the number of its active samples per
-    class, the majority class highlighted."""
+    """For each dimension of ``dims``, its active samples per class, the majority highlighted."""
     dims = list(dims)
     num_classes = stats.class_histogram.shape[1]
     columns = max(1, min(columns, len(dims) or 1))
@@ -211,8 +203,7 @@ def retrieval_curves(metrics: Mapping[str, float]) -> dict[int, list[tuple[int, 
 def plot_retrieval_precision(
     path: str | Path, metrics_by_setting: Mapping[str, Mapping[str, float]]
 ) -> Path:
-    """P@K against the number of dims kept (the most activated ones), one line per K and per
-    setting (e.g. ``{"hard gate": metrics, "soft gate": metrics}``)."""
+    """P@K against the number of most activated dims kept, one line per K and per setting."""
     fig = _figure(figsize=(6, 4))
     ax = fig.subplots()
     styles = ["-", "--", ":", "-."]

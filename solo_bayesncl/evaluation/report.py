@@ -2,11 +2,8 @@
 (``python -m solo_bayesncl.evaluation CHECKPOINT --out REPORT_DIR``, flags in
 :mod:`solo_bayesncl.cli.evaluate`).
 
-:func:`write_report` makes one pass over the validation images
-(:func:`~solo_bayesncl.evaluation.report_data.prepare_report`), computes the report's figures and
-writes the folder that docs/evaluation.md describes: ``metrics.json``, ``metrics.md``, the
-pictures of :mod:`~solo_bayesncl.evaluation.plots` and ``features.npz`` (the dashboard's input).
-``metrics.json`` lists the files written (``files``); ``--overwrite`` replaces them and removes
+:func:`write_report` makes one pass over the validation images and writes the folder that
+docs/evaluation.md describes. ``metrics.json`` lists the files written; ``--overwrite`` removes
 only the files the previous report listed that the new one does not write.
 """
 
@@ -53,7 +50,6 @@ __all__ = [
     "PreparedReport",
     "ReportError",
     "ReportOptions",
-    "gate_summary",
     "prepare_report",
     "write_report",
 ]
@@ -92,18 +88,10 @@ def write_report(
     progress: bool = True,
     prepared: PreparedReport | None = None,
 ) -> dict[str, Any]:
-    """Evaluates ``checkpoint`` (any layout :func:`~solo_bayesncl.io.checkpoints.load_checkpoint`
-    reads) with ``options`` (None: the defaults), writes the report folder ``out_dir`` and
-    returns the content of ``metrics.json``.
-
-    ``out_dir`` must be empty (or ``overwrite``) and writable, checked before any work; the
-    report is written into a hidden sibling folder and moved in when complete, so an interrupted
-    run leaves an earlier report intact. ``prepared``: the pass :func:`prepare_report` made for
-    ``checkpoint`` with the same pass options, written instead of a pass of its own.
-
-    Raises :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint and
-    :class:`ReportError` for any other bad input (one line, before any work).
-    """
+    """Evaluates ``checkpoint`` with ``options`` (None: defaults), writes the report folder
+    ``out_dir`` (empty or ``overwrite``, writable; moved in when complete) and returns the content
+    of ``metrics.json``; ``prepared``: a pass :func:`prepare_report` made. Raises
+    ``CheckpointError`` or :class:`ReportError` (one line)."""
     out_dir = Path(out_dir)
     options = ReportOptions() if options is None else options
     _check_out_dir(out_dir, overwrite)
@@ -162,8 +150,7 @@ def report_files(gated: bool) -> list[str]:
 
 
 def _previous_files(out_dir: Path) -> set[str]:
-    """The files the report already in ``out_dir`` says it wrote (its ``metrics.json``'s
-    ``files``); empty when there is none, or it predates that list."""
+    """The files the report already in ``out_dir`` lists in its ``metrics.json`` (else none)."""
     try:
         listed = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8")).get("files")
     except (OSError, ValueError, AttributeError):
@@ -191,9 +178,7 @@ def gate_summary(gate_open: np.ndarray) -> dict[str, float]:
 
 
 def shown_images(dims: np.ndarray, data: ReportData, count: int) -> tuple[TopImages, torch.Tensor]:
-    """The top ``count`` images of each dimension of ``dims`` and their purity
-    (:func:`solo_bayesncl.metrics.top_image_purity`, the dashboard's figure): what a dimension
-    table of ``metrics.json`` and its picture both show."""
+    """The top ``count`` images of each dimension of ``dims`` and their purity."""
     top = top_images(data.features, count, dims=dims)
     return top, top_image_purity(top.index, data.labels, data.stats.majority_class[top.dims])
 
@@ -205,9 +190,7 @@ def report_content(
     shown: list[tuple[TopImages, torch.Tensor]],
     images_per_dim: int,
 ) -> dict[str, Any]:
-    """The content of ``metrics.json`` (without the paper protocol's figures); ``shown``: the
-    top ``images_per_dim`` images of the most and of the least selective dimensions
-    (:func:`shown_images`)."""
+    """The content of ``metrics.json``; ``shown``: the most and least selective dims' top images."""
     method = inputs.loaded.method
     report: dict[str, Any] = {
         "method": method,
@@ -235,9 +218,7 @@ def report_content(
 def describe_dimensions(
     top: TopImages, purity_top: torch.Tensor, data: ReportData, names: list[str]
 ) -> list[dict[str, Any]]:
-    """One row per dimension of ``top``: its majority class, whether that majority beats the
-    label-shuffled baseline, the purity of its top images (``purity_top``) and of all its
-    active images."""
+    """One row per dimension of ``top``: majority class, significance, top-image and all purity."""
     majority = data.stats.majority_class[top.dims]
     return [
         {
@@ -260,9 +241,7 @@ def write_report_files(
     data: ReportData,
     shown: list[tuple[TopImages, torch.Tensor]],
 ) -> None:
-    """Writes the report's files into ``folder``: the dashboard bundle, the pictures (the top
-    images of ``shown``, as :func:`report_content` lists them), then ``metrics.json`` and
-    ``metrics.md``."""
+    """Writes the bundle, the pictures, ``metrics.json`` and ``metrics.md`` into ``folder``."""
     names, gated = inputs.class_names, inputs.gated
     significant = data.p_value <= SIGNIFICANCE
     write_feature_bundle(

@@ -71,10 +71,8 @@ def thumbnails(
 
 @dataclass
 class ReportInputs:
-    """What the report is computed from (:func:`load_report_inputs`): the checkpoint as read,
-    its spec with the data switched to the report's dataset, the method in eval mode on
-    ``device``, and the report's validation images (a seeded subset of ``max_images``, None:
-    all) with their class names and normalisation."""
+    """What the report is computed from (:func:`load_report_inputs`): the checkpoint, its spec on
+    the report's dataset, the method in eval mode on ``device`` and the validation images."""
 
     loaded: LoadedCheckpoint
     spec: RunSpec
@@ -98,9 +96,8 @@ class ReportInputs:
 
 
 def load_report_inputs(checkpoint: str | Path, options: ReportOptions) -> ReportInputs:
-    """Reads ``checkpoint``, builds its model on ``options.device`` and the validation set of
-    ``options.dataset`` (a name or an image folder; None: the checkpoint's own), a seeded subset
-    of ``options.max_images`` images when given; errors as :func:`prepare_report`."""
+    """Reads ``checkpoint``, builds its model and the validation set of ``options``; raises as
+    :func:`prepare_report`."""
     where, max_images = pick_device(options.device), options.max_images
     loaded = load_checkpoint(checkpoint)
     model = load_method(loaded, device=where)
@@ -121,12 +118,9 @@ def load_report_inputs(checkpoint: str | Path, options: ReportOptions) -> Report
 @dataclass
 class ReportData:
     """Everything the report's files are made of, from one pass over the validation set:
-    ``features`` ``(N, k)`` float32 (the hard-gate representation), ``labels`` ``(N,)``,
-    ``thumbnails`` ``(N, h, w, 3)`` uint8, the active dimensions of each image, the
-    accumulator's metrics and per-dimension statistics of ``features``, each dimension's
-    permutation ``p_value`` (:func:`solo_bayesncl.metrics.majority_p_values`); for BayesNCL the
-    ``(N, k)`` bool hard gate and the soft gate's metrics; the ``(N, d)`` backbone features when
-    the pass was asked for them (kNN reads them). None where absent."""
+    ``features`` ``(N, k)`` (the hard-gate representation), ``labels``, ``thumbnails``, the
+    accumulator's metrics and per-dimension statistics, each dimension's ``p_value``; for BayesNCL
+    the hard gate and the soft gate's metrics; the backbone features when asked (None: absent)."""
 
     features: np.ndarray
     labels: np.ndarray
@@ -147,10 +141,8 @@ def extract_report_data(
     progress: bool = True,
     with_backbone: bool = False,
 ) -> ReportData:
-    """One pass of the model over the report's images in order; ``with_backbone`` keeps the
-    backbone features of the same pass too (for kNN). Raises :class:`ReportError` for an empty
-    dataset, and naming the checkpoint when the model gives NaN or Inf features (once a batch
-    holds one, the pass only counts such rows)."""
+    """One pass of the model over the report's images in order (``with_backbone``: the backbone
+    features too). :class:`ReportError` for an empty dataset or NaN or Inf features."""
     num_classes, model, source = len(inputs.class_names), inputs.model, inputs.loaded.path
     figures = {
         "shuffle_permutations": options.shuffle_permutations,
@@ -219,10 +211,8 @@ def extract_report_data(
 
 @dataclass(frozen=True)
 class PreparedReport:
-    """What the report needs, from :func:`prepare_report`: the checkpoint file as given, the
-    options of the pass, the model with the validation images, and the pass. A caller may read
-    the pass for something else (the benchmark's kNN reads its backbone features) before
-    :func:`~solo_bayesncl.evaluation.report.write_report` writes the report from it."""
+    """What the report needs, from :func:`prepare_report`: the checkpoint, the pass's options, the
+    model with the validation images, and the pass (which the benchmark's kNN also reads)."""
 
     checkpoint: str
     options: ReportOptions
@@ -230,8 +220,7 @@ class PreparedReport:
     data: ReportData
 
     def check_made_for(self, checkpoint: str | Path, options: ReportOptions) -> None:
-        """Raises :class:`ReportError` unless this pass is the one ``checkpoint`` and the
-        :data:`~solo_bayesncl.evaluation.options.PASS_OPTIONS` of ``options`` give."""
+        """Raises :class:`ReportError` unless this pass is ``checkpoint``'s with ``options``."""
         mine = {"checkpoint": self.checkpoint, **self.options.pass_settings()}
         asked = {"checkpoint": str(Path(checkpoint)), **options.pass_settings()}
         for key in ("checkpoint", *PASS_OPTIONS):
@@ -249,12 +238,9 @@ def prepare_report(
     progress: bool = True,
     with_backbone: bool = False,
 ) -> PreparedReport:
-    """The report's one trip down and back: loads ``checkpoint`` (its model, the validation
-    images and their class names) and makes the one pass over the images; ``with_backbone``
-    keeps the backbone features of that pass. Raises
-    :class:`~solo_bayesncl.io.checkpoints.CheckpointError` for a bad checkpoint,
-    :class:`~solo_bayesncl.data.resolve.DatasetUnavailableError` for missing data files and
-    :class:`ReportError` for any other bad input (one line, before the pass)."""
+    """Loads ``checkpoint`` (its model, validation images and class names) and makes the one pass
+    over the images (``with_backbone``: backbone features too). ``CheckpointError``,
+    ``DatasetUnavailableError`` or :class:`ReportError` (one line, before the pass)."""
     options = ReportOptions() if options is None else options
     try:
         inputs = load_report_inputs(checkpoint, options)

@@ -9,7 +9,6 @@ import sys
 import warnings
 
 __all__ = [
-    "INSTALL_SOLO_LEARN",
     "quiet_third_party_warnings",
     "require_solo_learn",
     "solo_learn_available",
@@ -54,11 +53,8 @@ _HARMLESS: tuple[tuple[type[Warning], str], ...] = (
 
 
 def quiet_third_party_warnings() -> None:
-    """Hides the known-harmless warnings that importing solo-learn and its dependencies prints
-    (listed above; nothing else). Called by the entry points only, never at import.
-
-    Does nothing when the user chose warning filters (``python -W ...`` or ``PYTHONWARNINGS``).
-    """
+    """Hides the known-harmless warnings above that importing solo-learn prints (entry points only;
+    not when the user chose warning filters)."""
     if sys.warnoptions:
         return
     for category, message in _HARMLESS:

@@ -1,17 +1,10 @@
 """Building a solo-learn method or a bare backbone from a run's spec, with the small-image stem.
 
-solo-learn replaces a ResNet's first convolution by a 3x3 stride-1 one and drops the max-pool
-only when ``data.dataset`` is ``cifar10``/``cifar100``; ``backbone.small_stem: True`` asks for the
-same stem on any dataset, for any method. :func:`build_method` is the one place that builds a
-method (pretraining, checkpoint loading, the micro-benchmarks) and :func:`build_backbone` the one
-place that builds a bare backbone (linear evaluation, zoo), so the stem rule cannot drift
-between them.
-
-solo-learn's ``BaseMethod`` and ``LinearModel`` log, on the root logger and whenever their
-scheduler steps per batch (solo-learn's default), that this "might generate issues when resuming a
-checkpoint". :func:`without_resume_warning` drops that one record while a model that resumes
-nothing is built: one read from a checkpoint (kNN, the report, zoo export) or a linear probe
-(``training.linear``, which never resumes). Pretraining keeps it: its checkpoints are resumed.
+solo-learn uses the CIFAR stem (3x3 stride-1 first convolution, no max-pool) only for
+``cifar10``/``cifar100``; ``backbone.small_stem: True`` asks for it on any dataset.
+:func:`build_method` and :func:`build_backbone` are the one place each that builds a method or a
+bare backbone, so the stem rule cannot drift. :func:`without_resume_warning` drops solo-learn's
+"might generate issues when resuming a checkpoint" log record for models that resume nothing.
 """
 
 from __future__ import annotations
@@ -28,15 +21,13 @@ from torch import nn
 from solo_bayesncl.host.registration import register
 
 __all__ = [
-    "apply_small_stem",
     "build_backbone",
     "build_method",
     "without_resume_warning",
 ]
 
 RESUME_WARNING = "might generate issues when resuming a checkpoint"
-"""The end of solo-learn's warning about a per-step scheduler (``solo/methods/base.py`` and
-``solo/methods/linear.py``)."""
+"""The end of solo-learn's warning about a per-step scheduler (``solo/methods/base.py``)."""
 
 
 def _not_the_resume_warning(record: logging.LogRecord) -> bool:
@@ -61,10 +52,7 @@ def without_resume_warning() -> Iterator[None]:
 
 
 def apply_small_stem(backbone: nn.Module) -> nn.Module:
-    """Gives a torchvision-style ResNet a 3x3 stride-1 ``conv1`` and no max-pool, in place.
-
-    A backbone that already has that stem (solo-learn's CIFAR models) is left as it is.
-    """
+    """Gives a torchvision-style ResNet a 3x3 stride-1 ``conv1`` and no max-pool, in place."""
     conv = backbone.conv1
     if conv.kernel_size != (3, 3) or conv.stride != (1, 1):
         backbone.conv1 = nn.Conv2d(
@@ -81,11 +69,9 @@ def build_method(
     fresh_config: bool = False,
     settings: Any = None,
 ) -> nn.Module:
-    """The method ``name`` from solo-learn's registry (``bayesncl`` and ``ncl`` included), freshly
-    initialised from its config (handed on to solo-learn, which fills its defaults in; a copy
-    with ``fresh_config``, for a checkpoint's), with the ResNet ``small_stem`` when asked (the
-    momentum backbone too, then re-synchronised with the online one). A plugin method takes its
-    parsed ``settings`` (the spec's) when given."""
+    """The method ``name`` from solo-learn's registry, freshly initialised from its config (a copy
+    with ``fresh_config``), with the ResNet ``small_stem`` when asked (the momentum backbone too,
+    re-synchronised); a plugin method takes the spec's parsed ``settings`` when given."""
     register()
     from solo.methods import METHODS
 
@@ -102,11 +88,8 @@ def build_method(
 def build_backbone(
     name: str | None, method: str, kwargs: Mapping[str, Any], small_stem: bool
 ) -> nn.Module:
-    """The bare backbone ``name`` (``backbone.name``, with its ``backbone.kwargs``) of ``method``,
-    classification head removed, freshly initialised, with the ResNet ``small_stem`` when asked.
-
-    Raises ValueError naming the backbone when it is not one of solo-learn's.
-    """
+    """The bare backbone ``name`` (with ``backbone.kwargs``) of ``method``, head removed, with the
+    ResNet ``small_stem`` when asked; ValueError for an unknown backbone."""
     from solo.methods.base import BaseMethod
 
     if name not in BaseMethod._BACKBONES:

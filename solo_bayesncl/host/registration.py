@@ -3,19 +3,11 @@
 solo-learn's pipelines look methods up in the dict ``solo.methods.METHODS``. Two ways in:
 
 - :func:`register` (``solo_bayesncl.register()``) imports ``solo.methods`` and registers the
-  methods; idempotent. Every entry point and the checkpoint loader call it.
-- ``import solo_bayesncl`` registers them too, whichever package is imported first: at once if
-  ``solo.methods`` is already imported, otherwise through an import hook that registers them
-  right after ``solo.methods`` is imported, so ``import solo_bayesncl`` stays fast (no
-  solo-learn, Lightning or timm import) for the parts that do not need the host. The hook stays
-  in ``sys.meta_path`` until registration has succeeded: if an import of ``solo.methods`` fails,
-  the next successful one still registers the methods. When ``solo_bayesncl.methods`` is what
-  imports ``solo.methods`` (``from solo_bayesncl.methods import BayesNCL`` first), its classes do
-  not exist yet at that moment: the hook then registers them when ``solo_bayesncl.methods`` has
-  finished loading.
-
-Whether solo-learn is installed, and what the commands say when it is not, is
-:mod:`solo_bayesncl.host.availability`.
+  methods; idempotent.
+- ``import solo_bayesncl`` registers them at once if ``solo.methods`` is imported, else through
+  an import hook run right after it is (so the import stays fast: no solo-learn, Lightning or
+  timm). The hook stays in ``sys.meta_path`` until registration succeeds; when
+  ``solo_bayesncl.methods`` itself imports ``solo.methods``, it registers once that has loaded.
 """
 
 from __future__ import annotations
@@ -32,14 +24,10 @@ from types import ModuleType
 from solo_bayesncl.host.availability import solo_learn_available
 
 __all__ = [
-    "PLUGIN_METHODS",
     "SUPPORTED_METHODS",
     "install_registration_hook",
     "register",
 ]
-
-PLUGIN_METHODS: tuple[str, ...] = ("bayesncl", "ncl")
-"""The methods this plugin adds to solo-learn."""
 
 SUPPORTED_METHODS: tuple[str, ...] = ("simclr", "mocov2plus", "ncl", "bayesncl")
 """Every method the project compares, evaluates, loads from checkpoints and publishes: solo-learn's
@@ -60,11 +48,8 @@ def _register_into(registry: ModuleType) -> None:
 
 
 def register() -> bool:
-    """Imports ``solo.methods`` and adds ``bayesncl`` and ``ncl`` to its ``METHODS``.
-
-    Idempotent. Returns False, registering nothing, when solo-learn is not installed; an error
-    while importing solo-learn or the plugin's methods propagates.
-    """
+    """Imports ``solo.methods`` and adds ``bayesncl`` and ``ncl`` to its ``METHODS``; idempotent.
+    False, registering nothing, without solo-learn."""
     if not solo_learn_available():
         return False
     if "solo.methods" not in sys.modules:
@@ -112,12 +97,8 @@ class _RegisteringLoader(importlib.abc.Loader):
 
 
 class _SoloMethodsFinder(importlib.abc.MetaPathFinder):
-    """Finds the watched modules (:data:`_HOOKED_MODULES`) through the other finders and wraps
-    their loaders.
-
-    Stays installed until :func:`_register_into` has run, so a failed import of
-    ``solo.methods`` does not lose the registration.
-    """
+    """Finds the watched modules (:data:`_HOOKED_MODULES`) and wraps their loaders; stays
+    installed until :func:`_register_into` has run."""
 
     def __init__(self) -> None:
         self._busy = threading.local()
@@ -141,10 +122,7 @@ def _remove_hook() -> None:
 
 
 def install_registration_hook() -> bool:
-    """Registers now if ``solo.methods`` is loaded, else on its first successful import.
-
-    Returns whether solo-learn is installed.
-    """
+    """Registers now if ``solo.methods`` is loaded, else on its import; True with solo-learn."""
     if not solo_learn_available():
         return False
     if "solo.methods" in sys.modules:

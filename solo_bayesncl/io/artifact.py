@@ -14,16 +14,11 @@ loads with ``torch.load(..., weights_only=True)`` (no pickled code runs)::
       "omitted": {key: {"shape": [...], "dtype": "float32"}},  # state keys left out
     }
 
-``omitted`` lists the state keys dropped at export (by default MoCo's momentum copies and queue,
-training state). :func:`open_artifact` restores them so the state dict loads strictly: a
-``momentum_<part>.*`` key gets a copy of the online ``<part>.*`` weight (as solo-learn initialises
-momentum networks), any other gets zeros of the recorded shape. Resume training from the original
-``.ckpt``, not from an artifact.
+:func:`open_artifact` restores the ``omitted`` keys so the state dict loads strictly: a
+``momentum_<part>.*`` key copies the online ``<part>.*`` weight, any other gets zeros.
 
-The same content can be a safetensors file (a Hugging Face Hub model repository's,
-:func:`write_safetensors_artifact`): the state dict as its tensors, ``format``, ``method`` and
-``dtype`` as string metadata, ``cfg``, ``metrics`` and ``omitted`` as JSON text. Every reader here
-accepts both forms, told apart by their first bytes.
+The same content can be a safetensors file (:func:`write_safetensors_artifact`), ``cfg``,
+``metrics`` and ``omitted`` as JSON metadata; every reader here accepts both forms.
 """
 
 from __future__ import annotations
@@ -188,8 +183,7 @@ def _load_dict(path: Path, map_location: Any, mmap: bool = False) -> dict[str, A
 
 
 def is_artifact(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` is a readable zoo artifact, in either form (its tensors are
-    memory-mapped, not read)."""
+    """True when ``path`` is a readable zoo artifact in either form (tensors memory-mapped)."""
     try:
         _load_dict(Path(path), "cpu", mmap=True)
     except ArtifactError:
@@ -215,9 +209,8 @@ def _restore_omitted(
 def open_artifact(
     path: str | os.PathLike[str], map_location: Any = "cpu", restore: bool = True
 ) -> Artifact:
-    """Reads a zoo artifact with ``weights_only=True``. With ``restore`` the weights are cast
-    back to float32 and the omitted keys filled, so that the state dict loads strictly; without,
-    the stored tensors are returned as they are."""
+    """Reads a zoo artifact with ``weights_only=True``; with ``restore`` cast back to float32 and
+    the omitted keys filled, so the state dict loads strictly."""
     path = Path(path)
     data = _load_dict(path, map_location)
     if data["dtype"] not in _DTYPES:

@@ -42,8 +42,7 @@ class CheckpointError(ValueError):
 
 @dataclass
 class LoadedCheckpoint:
-    """A checkpoint: its config read once into its ``spec``, its weights and the method name it
-    builds."""
+    """A checkpoint: its config read once into ``spec``, its weights and the method it builds."""
 
     spec: RunSpec
     state_dict: dict[str, torch.Tensor]
@@ -116,8 +115,7 @@ def _load_weights(module: nn.Module, weights: dict[str, torch.Tensor], loaded) -
 
 
 def load_checkpoint(path: str | Path) -> LoadedCheckpoint:
-    """Reads a checkpoint of any supported layout; raises :class:`CheckpointError` naming the
-    file for a missing, unreadable or unknown one."""
+    """Reads a checkpoint of any supported layout; :class:`CheckpointError` naming a bad file."""
     path = Path(path)
     if path.is_dir():
         inside = sorted(p.name for p in path.glob("*.ckpt"))[:3]
@@ -184,9 +182,8 @@ def check_finite_weights(loaded: LoadedCheckpoint) -> None:
 
 
 def load_method(loaded: LoadedCheckpoint, device: str | torch.device = "cpu") -> nn.Module:
-    """The solo-learn method of the checkpoint with its weights loaded strictly, in eval mode:
-    the one check every command runs on a checkpoint (its config passes the method's own checks,
-    its weights fit that model and are finite), else :class:`CheckpointError` naming the file."""
+    """The checkpoint's solo-learn method, weights loaded strictly, in eval mode: the check every
+    command runs on a checkpoint, else :class:`CheckpointError` naming the file."""
     registration.register()
     _check_config_ranges(loaded)
     method = loaded.spec.method

@@ -1,10 +1,7 @@
 """Writing output without losing what a user wrote: an early write check, atomic replacement
-through a temporary, the removal of temporaries a killed process left behind, and lock files.
-A disk that fills up while a temporary is written raises :class:`NoSpaceError`, naming the
-folder, and leaves the final path as it was.
-
-A temporary is a hidden sibling of its final path, ``.<name>.<pid>.<random><suffix>``, so a later
-run can tell a temporary of a live process (kept) from one whose process is gone (removed).
+through a temporary, the removal of temporaries a killed process left behind, and lock files. A
+temporary is a hidden sibling ``.<name>.<pid>.<random><suffix>`` of its final path, so a later
+run can tell one of a live process (kept) from one whose process is gone (removed).
 """
 
 from __future__ import annotations
@@ -79,9 +76,7 @@ def _is_no_space(err: BaseException, folder: Path) -> bool:
 
 @contextlib.contextmanager
 def no_space_named(folder: str | os.PathLike[str]) -> Iterator[None]:
-    """Turns a full disk inside the block (:func:`_is_no_space`) into :class:`NoSpaceError`
-    naming ``folder`` (the outermost block's, a folder the user named, not a temporary inside
-    it); other errors pass unchanged."""
+    """Turns a full disk inside the block into :class:`NoSpaceError` naming ``folder``."""
     try:
         yield
     except NoSpaceError as err:
@@ -103,9 +98,8 @@ class LockedError(RuntimeError):
 
 @contextlib.contextmanager
 def hold_lock(path: str | os.PathLike[str]) -> Iterator[None]:
-    """Holds the lock file ``path`` (with this process's id in it) for the block; raises
-    :class:`LockedError` at once while a live process holds it. The lock is the kernel's
-    (``flock``), so it ends with its process, however the process ends."""
+    """Holds the lock file ``path`` (holding this process's id) for the block; :class:`LockedError`
+    at once while a live process holds it. The lock is ``flock``'s, so it ends with its process."""
     path = Path(path)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -182,9 +176,8 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def replacing(final: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[Path]:
-    """Yields a new temporary path beside ``final`` (its name ending in ``suffix``) that replaces
-    ``final`` in one atomic rename when the block ends, so a reader sees the old file or the whole
-    new one. On an error, or when the block removed the temporary, ``final`` is left as it was."""
+    """Yields a temporary path beside ``final`` (ending in ``suffix``) that replaces it in one
+    atomic rename when the block ends; on an error, or without the temporary, ``final`` stays."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     with no_space_named(final.parent):
@@ -205,11 +198,9 @@ def replacing_folder(
     stale: tuple[str, ...] = (),
     last: tuple[str, ...] = (),
 ) -> Iterator[Path]:
-    """Yields a new temporary folder beside ``final`` whose files move into ``final`` when the
-    block ends: one rename when ``final`` does not exist, else one atomic replace per file, those
-    of sub-folders too (the paths in ``last`` last, in that order), after removing the ``stale``
-    paths (relative to ``final``); other files of ``final`` are kept. On an error, ``final`` is
-    left as it was; a full disk raises :class:`NoSpaceError` naming ``final``."""
+    """Yields a new temporary folder beside ``final`` whose files move into ``final`` when the block
+    ends (one rename, or one atomic replace per file, the ``last`` paths last), after removing
+    the ``stale`` paths; other files are kept. On an error ``final`` is left as it was."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     with no_space_named(final):
@@ -243,8 +234,7 @@ def write_text_replacing(final: str | os.PathLike[str], text: str) -> Path:
 def remove_stale_temporaries(
     final: Path, suffix: str, max_age_s: float = _STALE_AFTER_S
 ) -> list[Path]:
-    """Removes the temporaries of ``final`` (see :func:`_make_temporary`) whose process is gone
-    or that are older than ``max_age_s``; returns what was removed."""
+    """Removes ``final``'s temporaries whose process is gone or older than ``max_age_s``."""
     removed = []
     if not final.parent.is_dir():
         return removed

@@ -25,12 +25,8 @@ __all__ = ["BayesNCL"]
 
 
 class BayesNCL(NCL):
-    """Bayesian Gated Non-Negative Contrastive Learning (arXiv 2605.28441).
-
-    It takes its settings (:attr:`SETTINGS`, the table below) parsed, or parses them from the
-    config (:class:`~solo_bayesncl.methods.ncl.NCL`). ``use_bayes: False`` has the official
-    meaning: no gate at all, so the run trains plain ``ncl`` (with a warning).
-    """
+    """Bayesian Gated Non-Negative Contrastive Learning (arXiv 2605.28441), settings as in
+    :class:`~solo_bayesncl.methods.ncl.NCL` (table below); ``use_bayes: False`` trains ``ncl``."""
 
     SETTINGS: type[BayesNCLSettings] = BayesNCLSettings
 
@@ -73,8 +69,7 @@ class BayesNCL(NCL):
         return self.gate(gate_logits, mode=gate)
 
     def representation(self, out: dict[str, Any], gate: str | None = None) -> torch.Tensor:
-        """``v = normalize(u * m)`` (hard gate) or ``normalize(u * alpha)`` (soft gate);
-        ``gate`` defaults to ``method_kwargs.eval_gate``."""
+        """``normalize(u * m)`` (hard) or ``normalize(u * alpha)`` (soft; default ``eval_gate``)."""
         return self.objective.gated(
             out["z"], self.gate_output(out["gate_logits"], gate or self.eval_gate)
         )

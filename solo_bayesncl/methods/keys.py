@@ -1,10 +1,8 @@
 """The hyperparameters of each method, declared once: one frozen dataclass per method
 (:class:`NCLSettings`, :class:`BayesNCLSettings`) whose fields carry their default, meaning and
-allowed values, the ranges read from :data:`solo_bayesncl.core.hyperparameters.RANGES` (which
-the losses check too). From it come the refusal of a bad value (naming ``method_kwargs.<key>``),
-the table in the method's docstring (:func:`settings_table`), the defaults written into the
-config, and the loss module (``settings.objective()``); :mod:`solo_bayesncl.core` takes every
-hyperparameter as a required argument under its config name. Needs no solo-learn."""
+allowed values (:data:`solo_bayesncl.core.hyperparameters.RANGES`). From it come the refusal of a
+bad value, the method's docstring table (:func:`settings_table`), the defaults written into the
+config and the loss module (``settings.objective()``). Needs no solo-learn."""
 
 from __future__ import annotations
 
@@ -28,7 +26,6 @@ from solo_bayesncl.core.validation import (
 
 __all__ = [
     "METHOD_SETTINGS",
-    "UPSTREAM_METHOD_KWARGS",
     "BayesNCLSettings",
     "ContrastiveSettings",
     "NCLSettings",
@@ -66,12 +63,11 @@ def setting(
     default_from: str | None = None,
     section: str = SECTION,
 ) -> Any:
-    """One hyperparameter: its ``meaning`` (the docstring table's words, and the hint of a
-        missing required key), the ``rule`` a value must follow and its ``default`` (none: required).
-        ``when`` names a flag field: the rule applies only when that flag is true (the value is kept
-        as written otherwise). ``default_from`` names the field whose value is the default; ``section``
-    the config section the key is read from (another than ``method_kwargs``: a key of that section
-    only this method reads, refused for the others by :func:`check_owned_keys`)."""
+    """One hyperparameter: its ``meaning`` (the docstring table's words, and the hint of a missing
+    required key), the ``rule`` a value must follow and its ``default`` (none: required); the rule
+    applies only when the flag field ``when`` is true; ``default_from`` names the field whose value
+    is the default; ``section`` the config section (not ``method_kwargs``: a key this method
+    alone reads, :func:`check_owned_keys`)."""
     metadata = {
         "meaning": meaning,
         "rule": rule,
@@ -104,9 +100,8 @@ class ContrastiveSettings:
     def check_kwargs(
         cls, kwargs: Mapping[str, Any], optimizer: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Every field's value from ``kwargs`` (a method's ``method_kwargs``; other keys are
-        ignored here, :func:`check_method_kwargs` refuses them) or, for a field of the
-        ``optimizer`` section, from ``optimizer``, defaults filled in, each checked by its rule in
+        """Every field's value from ``kwargs`` (other keys are ignored here) or, for an
+        ``optimizer`` field, from ``optimizer``, defaults filled in, each checked by its rule in
         declaration order; stops after :attr:`STOP_WHEN_FALSE` when it is false."""
         values: dict[str, Any] = {}
         sections = {SECTION: kwargs, "optimizer": optimizer or {}}
@@ -162,8 +157,7 @@ class ContrastiveSettings:
         return method, self
 
     def objective(self, gather_distributed: bool = True, check_inputs: bool = True) -> NCLLoss:
-        """The method's loss module with these hyperparameters (``check_inputs``: as
-        :class:`~solo_bayesncl.core.losses.NCLLoss`)."""
+        """The method's loss module with these hyperparameters."""
         raise NotImplementedError
 
 
@@ -305,8 +299,7 @@ UPSTREAM_METHOD_KWARGS: dict[str, tuple[str, ...]] = {
 
 
 def settings_table(settings: type[ContrastiveSettings]) -> str:
-    """The docstring table of a method's hyperparameters: one line per field with its default,
-    what it allows and its meaning, from the field declarations."""
+    """The docstring table of a method's hyperparameters, one line per field."""
     lines = [f"Hyperparameters (``{SECTION}``), from :class:`{settings.__name__}`:", ""]
     for f in dataclasses.fields(settings):
         meta = f.metadata
@@ -334,10 +327,9 @@ def checked_method(cfg: Mapping[str, Any], known: Iterable[str]) -> str:
 
 
 def check_method_kwargs(method: str | None, kwargs: Mapping[str, Any] | None) -> None:
-    """Refuses ``method_kwargs`` keys the method does not read (:data:`METHOD_SETTINGS`,
-    :data:`UPSTREAM_METHOD_KWARGS`) and, for solo-learn's ``simclr`` and ``mocov2plus``, values
-    out of their ranges (NCL and BayesNCL: their settings'); called by the pretraining entry
-    point only, so that checkpoints of the official codes (with their extra keys) still load."""
+    """Refuses ``method_kwargs`` keys the method does not read and, for solo-learn's ``simclr`` and
+    ``mocov2plus``, values out of range; called by the pretraining entry point only, so that
+    checkpoints of the official codes (with their extra keys) still load."""
     settings = METHOD_SETTINGS.get(str(method))
     if settings is not None:
         known = tuple(
@@ -367,8 +359,7 @@ def owned_keys() -> dict[str, str]:
 
 
 def check_owned_keys(cfg: Mapping[str, Any]) -> None:
-    """Refuses, naming it, a key of :func:`owned_keys` in a config whose method does not read
-    it (it would be ignored)."""
+    """Refuses a key of :func:`owned_keys` in a config whose method would ignore it."""
     method = cfg.get("method", None)
     for key, owner in owned_keys().items():
         section, _, name = key.partition(".")

@@ -22,7 +22,6 @@ from solo_bayesncl.metrics import EPS
 __all__ = [
     "NCL",
     "NonFiniteTrainingError",
-    "batch_feature_stats",
     "scheduled_dimension_dropout",
 ]
 
@@ -30,8 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def batch_feature_stats(v: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Per-step feature statistics of a representation batch: active dimensions and sparsity
-    (an entry is active when ``|v_ij| > EPS``, the metrics' threshold)."""
+    """Per-step active dimensions and sparsity of a representation batch (``|v_ij| > EPS``)."""
     active = v.detach().abs() > EPS
     return {
         "train_active_dims": active.any(dim=0).sum().float(),
@@ -40,9 +38,8 @@ def batch_feature_stats(v: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def scheduled_dimension_dropout(start: float, epochs: int, progress: float) -> float:
-    """The dropout share after ``progress`` epochs of training (fractional) when it falls
-    linearly from ``start`` to 0 over ``epochs`` epochs, and stays 0 after; ``epochs=0`` keeps
-    ``start`` throughout."""
+    """The dropout share after ``progress`` (fractional) epochs, falling linearly from ``start``
+    to 0 over ``epochs`` epochs (``epochs=0``: ``start`` throughout)."""
     if epochs <= 0:
         return start
     return start * max(0.0, 1.0 - progress / epochs)
@@ -55,12 +52,8 @@ class NonFiniteTrainingError(FloatingPointError):
 class NCL(BaseMethod):
     """Non-negative Contrastive Learning (arXiv 2403.12459): InfoNCE on ``normalize(phi(z))``.
 
-    It takes its settings (:attr:`SETTINGS`, the table below) as ``self.settings``, parsed by
-    the run's spec, or parses them from ``cfg.method_kwargs`` when not given.
-    With ``dimension_dropout_epochs`` the dropout share falls as
-    :func:`scheduled_dimension_dropout` says, as the binary-concrete gate's random closures fall
-    while its gate probabilities leave 0.5.
-    """
+    Its settings (:attr:`SETTINGS`, the table below) come parsed by the run's spec, else from
+    ``cfg.method_kwargs``; :func:`scheduled_dimension_dropout` lowers ``dimension_dropout``."""
 
     SETTINGS: type[NCLSettings] = NCLSettings
 
@@ -110,8 +103,7 @@ class NCL(BaseMethod):
         return self.settings.top_k
 
     def representation(self, out: dict[str, Any], gate: str = "hard") -> torch.Tensor:
-        """The representation the interpretability metrics read: ``normalize(phi(z))``;
-        ``gate`` is accepted for a uniform interface with BayesNCL and ignored."""
+        """The representation the metrics read: ``normalize(phi(z))`` (``gate`` is ignored)."""
         return self.objective.representation(out["z"])
 
     def contrastive_terms(self, out: dict[str, Any], indexes: torch.Tensor) -> LossTerms:
@@ -120,8 +112,7 @@ class NCL(BaseMethod):
         return self.objective.terms(torch.cat(out["z"]), indexes)
 
     def training_step(self, batch: Sequence[Any], batch_idx: int) -> torch.Tensor:
-        """The method's objective (:meth:`contrastive_terms`) over all crops plus the online
-        classifier loss; logs every term and stops on a non-finite step."""
+        """The objective over all crops plus the online classifier loss, every term logged."""
         out = super().training_step(batch, batch_idx)
         indexes = batch[0].repeat(self.num_large_crops + self.num_small_crops)
         scheduled = self.schedule_dimension_dropout(batch_idx)
@@ -140,9 +131,8 @@ class NCL(BaseMethod):
         return loss
 
     def schedule_dimension_dropout(self, batch_idx: int) -> dict[str, float]:
-        """With ``dimension_dropout_epochs``, sets the loss's dropout share for this step from
-        the (fractional) epochs trained so far, so a resumed run continues the schedule, and
-        returns it to log; without, returns nothing."""
+        """With ``dimension_dropout_epochs``, sets the loss's dropout share for this step from the
+        epochs trained (so a resumed run continues the schedule) and returns it to log."""
         if not self.dimension_dropout_epochs:
             return {}
         progress = self.current_epoch + batch_idx / max(1, self.trainer.num_training_batches)
@@ -166,10 +156,9 @@ class NCL(BaseMethod):
         self._health = health if self._health is None else self._health + health
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """Stops training, before the weights change, when a step since the last optimizer step
-        gave a non-finite ``z`` or loss, or (without a loss scaler, which skips such steps
-        itself) a non-finite gradient: one read from the device per optimizer step (under DDP
-        after one all-reduce, so that every process stops together)."""
+        """Stops training before the weights change when a step gave a non-finite ``z`` or loss,
+        or (without a loss scaler, which skips such steps) gradient: one device read per optimizer
+        step (under DDP after one all-reduce, so every process stops together)."""
         super().on_before_optimizer_step(optimizer)
         health, self._health = self._health, None
         if health is None:

@@ -14,8 +14,7 @@ _SHIFTS = (7, 6, 5, 4, 3, 2, 1, 0)
 
 
 def pack_tensor(mask: torch.Tensor) -> torch.Tensor:
-    """``(B, k)`` bool (or zeros and ones) to ``(B, ceil(k / 8))`` uint8 with tensor operations
-    (any device)."""
+    """``(B, k)`` bool (or 0/1) to ``(B, ceil(k / 8))`` uint8 with tensor operations."""
     rows, cols = mask.shape
     bits = mask.to(torch.uint8)
     if cols % 8:
@@ -32,8 +31,7 @@ def unpack_tensor(packed: torch.Tensor, num_dims: int, dtype: torch.dtype) -> to
 
 
 def pack_mask(mask: torch.Tensor) -> torch.Tensor:
-    """Pack a ``(B, k)`` mask, bool or zeros and ones of any dtype (NumPy on the CPU,
-    :func:`pack_tensor` elsewhere)."""
+    """Pack a ``(B, k)`` mask of 0/1 (NumPy on the CPU, :func:`pack_tensor` elsewhere)."""
     if mask.device.type == "cpu":
         bits = mask.numpy()
         return torch.from_numpy(np.packbits(bits if bits.dtype == np.bool_ else bits != 0, axis=1))

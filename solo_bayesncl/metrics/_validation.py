@@ -112,12 +112,8 @@ def absolute_column_sums(features: torch.Tensor) -> torch.Tensor:
 
 
 def normalize_abs_rows_(magnitudes: torch.Tensor) -> torch.Tensor:
-    """In place: divide each row of the non-negative ``magnitudes`` (``|F|``) by its L2 norm.
-
-    Returns the rows' largest entries (``(B, 1)``, taken before the division). The result equals
-    ``row_normalize(F).abs()`` entry for entry (the same operations in the same order, hence the
-    same rounding) without its two temporaries. An all-zero row stays zero.
-    """
+    """In place: divide each row of the non-negative ``magnitudes`` (``|F|``) by its L2 norm;
+    returns the rows' largest entries. Equals ``row_normalize(F).abs()`` bit for bit."""
     tiny = torch.finfo(magnitudes.dtype).tiny
     peaks = magnitudes.amax(dim=1, keepdim=True)
     magnitudes.div_(peaks.clamp_min(tiny))
@@ -127,12 +123,8 @@ def normalize_abs_rows_(magnitudes: torch.Tensor) -> torch.Tensor:
 
 
 def row_normalize(features: torch.Tensor) -> torch.Tensor:
-    """Divide each row by its L2 norm; an all-zero row stays all zero (no NaN).
-
-    Each row is first divided by its largest absolute value, so the norm cannot overflow (rows of
-    ``1e30`` in float32, whose squares exceed its range) or underflow: the result depends on the
-    direction of a row only, as the metrics defined on row-normalised features require.
-    """
+    """Divide each row by its L2 norm (an all-zero row stays zero), after its largest absolute
+    value, so the norm cannot overflow or underflow."""
     tiny = torch.finfo(features.dtype).tiny
     scaled = features / features.abs().amax(dim=1, keepdim=True).clamp_min(tiny)
     norms = torch.linalg.vector_norm(scaled, dim=1, keepdim=True)

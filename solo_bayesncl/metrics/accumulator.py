@@ -1,13 +1,9 @@
 """Streaming computation of every interpretability metric in one pass over the data.
 
-:class:`InterpretabilityAccumulator` takes batches (``update(features, labels)``) and keeps only
-float64 running sums, plus what the two set-level metrics need: per-dimension active counts and
-sums (``16 k`` bytes: active dims, sparsity, retrieval's ranking), C x k class counts and sums
-(``16 C k`` bytes: consistency, entropies, dimension stats), the k x k Gram ``F^T F`` (``8 k^2``
-bytes: effective rank, orthogonality), bit-packed masks and labels (``N k / 8 + 8 N`` bytes: the
-label-shuffled baseline) and the kept vectors and labels (``N_r k`` values, ``N_r`` = N or
-``retrieval_max_samples``: retrieval). Under DDP, gather the features and labels across processes
-before ``update``; :func:`compute_interpretability_metrics` is the one-shot form."""
+:class:`InterpretabilityAccumulator` keeps float64 running sums (per-dimension and per-class
+counts and sums, the Gram ``F^T F``), bit-packed masks and labels for the label-shuffled baseline
+and the vectors retrieval keeps. Under DDP, gather the features and labels before ``update``;
+:func:`compute_interpretability_metrics` is the one-shot form."""
 
 from __future__ import annotations
 
@@ -100,36 +96,25 @@ _DESCRIBED = [
 
 def describe_metric(key: str) -> str | None:
     """The one-line description of a key of :meth:`InterpretabilityAccumulator.compute`
-    (``retrieval_p@5_m64`` reads the ``retrieval_p@{K}_m{m}`` entry of
-    :data:`METRIC_DESCRIPTIONS`), or None for a key it does not return."""
+    (``retrieval_p@5_m64`` reads ``retrieval_p@{K}_m{m}``), or None for an unknown key."""
     return next((text for pattern, text in _DESCRIBED if pattern.match(key)), None)
 
 
 SHUFFLE_PERMUTATIONS = 5
-"""The permutations of the label-shuffled baseline, unless a setting says otherwise (the training
-callback's, the report's, the accumulator's)."""
+"""The permutations of the label-shuffled baseline, unless a setting says otherwise."""
 
 
 def check_shuffle_permutations(key: str, value: Any) -> int:
-    """The permutations of the label-shuffled baseline: an integer >= 1 (the consistency gain is
-    measured against it); else :class:`~solo_bayesncl.core.validation.ConfigError` naming
-    ``key``. The one rule of every setting of it."""
+    """The label-shuffled baseline's permutations: an integer >= 1, else a ``ConfigError``."""
     return require_int(key, value, low=1)
 
 
 class InterpretabilityAccumulator:
     """Accumulates batches and computes every interpretability metric (docs/method.md, "Metrics").
-
-    Args:
-        num_classes: C; labels must lie in ``0..C-1``.
-        eps: activity threshold (``|F_ij| > eps`` is active).
-        shuffle_permutations: permutations of the label-shuffled baseline
-            (:func:`check_shuffle_permutations`).
-        seed: seed of the permutations and of the retrieval cap's sample choice.
-        track_gram: keep the k x k Gram (effective rank, orthogonality).
-        retrieval, retrieval_dim_counts: retrieval precision (P@1, 5, 10) and its m.
-        retrieval_max_samples, retrieval_device: cap on the kept vectors (None = all), and where.
-        chunk_size: rows processed at a time inside ``update``."""
+    ``num_classes``: C (labels in ``0..C-1``); ``eps``: activity threshold (``|F_ij| > eps``);
+    ``seed``: of the permutations and of the retrieval cap's sample; ``track_gram``: keep the
+    k x k Gram (effective rank, orthogonality); ``retrieval_max_samples``: cap on the kept
+    vectors (None = all); ``chunk_size``: rows processed at a time inside ``update``."""
 
     def __init__(
         self,

@@ -46,9 +46,7 @@ def background_figures(
     num_classes: int,
     num_backgrounds: int,
 ) -> dict[str, float]:
-    """``background_consistency`` (``_shuffled``, ``_gain``), ``background_dims_share``,
-    ``background_dims`` and ``active_dims`` of ``representation`` (one row per validation image)
-    for its class and background labels (module docstring)."""
+    """The background figures of ``representation`` (module docstring)."""
     bg = torch.as_tensor(np.asarray(backgrounds))
     metrics = compute_interpretability_metrics(
         representation, bg, num_backgrounds, retrieval=False, track_gram=False

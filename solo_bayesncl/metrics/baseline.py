@@ -83,9 +83,8 @@ def shuffled_consistencies_from_masks(
     permutations: int = 5,
     seed: int = 0,
 ) -> torch.Tensor:
-    """Float64 ``(permutations,)`` semantic consistencies under the label permutations, on the
-    masks' device; ``mask_chunks`` yields the (b x k) activity ``|Fn_ij| > eps`` of consecutive
-    samples, together the N rows that ``labels`` label in the same order."""
+    """Float64 ``(permutations,)`` semantic consistencies under the label permutations;
+    ``mask_chunks`` yields the activity ``|Fn_ij| > eps`` of consecutive samples."""
     counts = _shuffled_class_counts(mask_chunks, labels, num_classes, permutations, seed)
     return consistencies_from_counts(counts)
 
@@ -129,12 +128,8 @@ WILSON_Z = 1.96
 
 def wilson_lower_bound(share: np.ndarray, trials: np.ndarray, z: float = WILSON_Z) -> np.ndarray:
     """Lower end of the Wilson score interval (Wilson 1927) of a proportion ``share`` observed
-    over ``trials`` draws::
-
-        (p + z^2 / 2n - z * sqrt(p (1 - p) / n + z^2 / 4n^2)) / (1 + z^2 / n)
-
-    It is close to ``p`` when ``n`` is large and shrinks towards 0 when ``n`` is small: 5 of 5
-    gives 0.57, 50 of 100 gives 0.40. 0 where ``trials`` is 0."""
+    over ``trials`` draws, ``(p + z^2 / 2n - z * sqrt(p (1 - p) / n + z^2 / 4n^2)) / (1 + z^2 /
+    n)``: 5 of 5 gives 0.57, 50 of 100 gives 0.40; 0 where ``trials`` is 0."""
     p = np.asarray(share, dtype=np.float64)
     n = np.asarray(trials, dtype=np.float64)
     safe = np.maximum(n, 1.0)
@@ -151,10 +146,8 @@ def evidence_order(
     *,
     min_support: float = MIN_SUPPORT,
 ) -> np.ndarray:
-    """The dimensions that fire on at least one image, the best-evidenced first: by
-    :func:`wilson_lower_bound` of their purity over the images they fire on (then more images, then
-    lower index), those firing on under ``min_support`` of ``n_images`` after all others. Returns
-    int64 dimension indices."""
+    """The dimensions that fire on an image, best-evidenced first: by :func:`wilson_lower_bound` of
+    their purity (then more images, then lower index), those under ``min_support`` last; int64."""
     count = np.asarray(active_count, dtype=np.int64)
     active = np.flatnonzero(count > 0)
     evidence = wilson_lower_bound(np.asarray(purity)[active], count[active])
@@ -171,9 +164,8 @@ def shuffled_semantic_consistency(
     permutations: int = 5,
     seed: int = 0,
 ) -> float:
-    """Label-shuffled semantic consistency: the mean of
-    :func:`~solo_bayesncl.metrics.semantics.semantic_consistency` over ``permutations`` seeded
-    permutations of the labels (module docstring)."""
+    """Label-shuffled semantic consistency: the mean of :func:`semantic_consistency` over
+    ``permutations`` seeded permutations of the labels (module docstring)."""
     features, labels, num_classes, eps = as_inputs(features, labels, num_classes, eps)
     masks = activity_masks(features, eps)
     values = shuffled_consistencies_from_masks(masks, labels, num_classes, permutations, seed)

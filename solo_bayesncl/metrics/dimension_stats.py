@@ -13,16 +13,10 @@ from solo_bayesncl.metrics.semantics import ClassStatistics, class_statistics_ch
 @dataclass(frozen=True)
 class DimensionStats:
     """Statistics of each of the k feature dimensions (CPU tensors); activity as in semantic
-    consistency (``|Fn_ij| > eps`` on rows L2-normalised), activation sums on the features as given.
-
-    Attributes:
-        num_samples: N.
-        active_count: (k,) int64, samples active in each dimension.
-        class_histogram: (k, C) int64, active samples of each class per dimension.
-        majority_class: (k,) int64, the most frequent class (lowest on ties), -1 if none active.
-        purity: (k,) float64, the majority class's share (semantic consistency), 0.0 if none.
-        class_activation_sum: (k, C) float64, sum of ``|Fn_ij|`` over the samples of each class.
-        activation_sum: (k,) float64, ``sum_i |F_ij|`` (retrieval's ranking); activation_mean: / N."""
+    consistency, activation sums on the features as given: ``active_count`` (k,),
+    ``class_histogram`` (k, C), ``majority_class`` (k,) (lowest on ties, -1 if none active),
+    ``purity`` (k,) float64 (0.0 if none), ``class_activation_sum`` (k, C) of ``|Fn_ij|``,
+    ``activation_sum`` (k,) of ``|F_ij|`` and ``activation_mean`` (its mean over N)."""
 
     num_samples: int
     active_count: torch.Tensor

@@ -1,10 +1,8 @@
 """The ``ncl-paper`` evaluation protocol: the metrics as the NCL repository's own evaluation
 computes them (Wang et al., "Non-negative Contrastive Learning", arXiv 2403.12459, its
-``main_eval.py``), so that numbers can be put beside the NCL paper's table. They differ from the
-BayesNCL evaluation (:mod:`solo_bayesncl.metrics.paper_protocol`) and from this project's
-definitions on purpose (docs/fidelity.md tabulates how); the features are not row-normalised
-before sparsity and orthogonality (NCL evaluates ``z``, or ``relu(z)``, as the projector gives
-it). Plain PyTorch on whatever device the tensors are on."""
+``main_eval.py``), to be put beside the NCL paper's table. They differ from the BayesNCL
+evaluation and this project's definitions on purpose (docs/fidelity.md tabulates how); the
+features are not row-normalised before sparsity and orthogonality."""
 
 from __future__ import annotations
 
@@ -102,9 +100,8 @@ def ncl_paper_retrieval(
 
 
 def ncl_paper_metrics(features: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
-    """Every figure of the NCL repository's evaluation, flat, under ``ncl_paper_`` names:
-    percentages (sparsity, consistency) as the NCL code prints them, retrieval as
-    ``ncl_paper_retrieval_p@10_m{M}``."""
+    """Every figure of the NCL repository's evaluation, flat, under ``ncl_paper_`` names, as the
+    NCL code prints them (retrieval as ``ncl_paper_retrieval_p@10_m{M}``)."""
     consistency = ncl_paper_semantic_consistency(features, labels)
     metrics = {
         "ncl_paper_sparsity_x100": ncl_paper_sparsity(features),

@@ -1,8 +1,7 @@
 """The ``paper`` evaluation protocol: the metrics exactly as the official BayesNCL evaluation
 computes them (arXiv 2605.28441, its ``main_eval.py`` and evaluation helpers), so that numbers can
-be put beside the paper's table. They differ from this project's shared definitions
-(:mod:`solo_bayesncl.metrics`) on purpose; docs/fidelity.md tabulates how. Plain PyTorch on
-whatever device the tensors are on."""
+be put beside the paper's table; docs/fidelity.md tabulates how they differ from this project's
+definitions (:mod:`solo_bayesncl.metrics`)."""
 
 from __future__ import annotations
 
@@ -62,10 +61,9 @@ def _entropy_rows(mass: torch.Tensor) -> torch.Tensor:
 
 
 def paper_semantic_entropies(features: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
-    """The three semantic entropies of the official evaluation, averaged over dimensions whose
-    absolute sum is above 1e-5: of each dimension's activation sum per class
-    (``sum_activation``), class-mean activation (``mean_activation``) and count of active samples
-    per class (``frequency``). 0 when no dimension qualifies, as the official code returns."""
+    """The official evaluation's three semantic entropies over dimensions with absolute sum above
+    1e-5: of each one's per-class activation sum (``sum_activation``), class-mean activation
+    (``mean_activation``) and active count (``frequency``); 0 when none qualifies, as officially."""
     f = features.float()
     f = f[:, f.abs().sum(dim=0) > PAPER_EPS].abs()
     one_hot = _one_hot_present(labels, f.dtype)

@@ -17,8 +17,7 @@ from sklearn.preprocessing import StandardScaler
 __all__ = ["MAX_ITER", "ProbeResult", "logistic_probe"]
 
 MAX_ITER = 5000
-"""L-BFGS iterations allowed; fits on 512-d ResNet-18 features of 5,000 images end in a few
-hundred."""
+"""L-BFGS iterations allowed; fits on 512-d features of 5,000 images end in a few hundred."""
 
 
 @dataclass(frozen=True)

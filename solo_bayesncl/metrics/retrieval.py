@@ -1,10 +1,10 @@
 """Retrieval precision on the most activated dimensions (docs/method.md, "Metrics").
 
 Each sample queries all the others by cosine similarity on the ``m`` most activated dimensions
-(ranked by ``sum_i |F_ij|``, ties by lower index; ``m`` = 32, 64, 128, ... below k, and k);
-P@K is the share of the K nearest neighbours with the query's label, averaged over queries.
-Equal similarities rank by lower sample index; a zero row has cosine 0 with everything. With
-fewer than ``K + 1`` samples P@K uses the ``N - 1`` neighbours; below 2 samples it is NaN."""
+(ranked by ``sum_i |F_ij|``; ``m`` = 32, 64, 128, ... below k, and k); P@K is the share of the K
+nearest neighbours with the query's label, averaged over queries. Ties go to the lower index; a
+zero row has cosine 0 with everything. Below ``K + 1`` samples P@K uses the ``N - 1`` neighbours;
+below 2 it is NaN."""
 
 from __future__ import annotations
 
@@ -99,11 +99,8 @@ def retrieval_precision_from_vectors(
     query_indices: torch.Tensor | None = None,
     chunk_size: int = 1024,
 ) -> dict[str, float]:
-    """P@K on kept vectors, for each ``m`` in ``dim_counts`` (dims taken from ``dim_order``).
-
-    ``features`` (N x k) and ``labels`` (N,) are the gallery; queries are all rows, or the rows
-    ``query_indices``. Returns ``{retrieval_key(K, m, k): precision}``.
-    """
+    """P@K on kept vectors for each ``m`` in ``dim_counts`` (dims from ``dim_order``); the queries
+    are all rows or ``query_indices``."""
     ks = _check_ks(ks)
     num_samples, num_dims = features.shape
     dim_counts = retrieval_dim_counts(num_dims) if dim_counts is None else list(dim_counts)
@@ -144,9 +141,8 @@ def retrieval_precision(
     query_indices: torch.Tensor | None = None,
     chunk_size: int = 1024,
 ) -> dict[str, float]:
-    """Retrieval precision P@K on the ``m`` most activated dimensions (the module docstring), under
-    ``retrieval_p@{K}_m{m}`` for ``m < k`` and ``retrieval_p@{K}`` for ``m = k``.
-    ``query_indices`` restricts the queries; the gallery stays all samples."""
+    """Retrieval precision P@K on the ``m`` most activated dimensions (module docstring), under
+    ``retrieval_p@{K}_m{m}`` (``retrieval_p@{K}`` for ``m = k``); the gallery is every sample."""
     features = as_features(features)
     num_samples = features.shape[0]
     labels = torch.as_tensor(np.asarray(labels)) if not isinstance(labels, torch.Tensor) else labels
@@ -159,9 +155,7 @@ def retrieval_precision(
 
 
 def check_retrieval_max_samples(key: str, value: Any) -> int | None:
-    """The cap on the vectors kept for retrieval: None (all of them) or an integer >= 2 (a query
-    needs one other sample); else :class:`~solo_bayesncl.core.validation.ConfigError` naming
-    ``key``. The one rule of every setting of the cap."""
+    """The retrieval cap: None (all) or an integer >= 2, else a ``ConfigError`` naming ``key``."""
     return None if value is None else require_int(key, value, low=2)
 
 
@@ -174,10 +168,9 @@ def _splitmix64(values: np.ndarray) -> np.ndarray:
 
 
 class RetrievalBuffer:
-    """Keeps the vectors that retrieval needs, optionally capped at ``max_samples``: then a uniform
-    random subset by bottom-k sampling (sample ``i`` of the stream gets the key
-    ``splitmix64(i + seed * 2**32)``, the smallest keys are kept), independent of batching, kept
-    in stream order on ``device`` (default CPU)."""
+    """Keeps the vectors retrieval needs, optionally a uniform random subset of ``max_samples`` by
+    bottom-k sampling (key ``splitmix64(i + seed * 2**32)``, independent of batching), in stream
+    order on ``device``."""
 
     def __init__(
         self,

@@ -59,11 +59,9 @@ def batch_class_sums(
     workspace: Workspace | None = None,
 ) -> BlockSums:
     """Class statistics of one block of rows in the feature dtype (at least float32; counts exact
-    below ``2**24`` rows per block), its activity ``|Fn| > eps`` as zeros and ones, ``peak``
-    (``max |F_ij|``) and, when asked, ``raw_active`` (count of ``|F_ij| > eps``) and
-    ``raw_abs_sum`` (``sum_i |F_ij|``) of the features as given; fields not asked for are empty.
-    Class sums are ``index_add_`` scatter-adds (``B k`` additions whatever C). With a
-    ``workspace`` the temporaries, the activity included, are its buffers, reused by the next block."""
+    below ``2**24`` rows), its activity ``|Fn| > eps`` as 0/1, ``peak`` (``max |F_ij|``) and, when
+    asked, ``raw_active`` and ``raw_abs_sum`` of the features as given (else empty); class sums are
+    ``index_add_`` scatter-adds. A ``workspace`` holds the temporaries, reused by the next block."""
     magnitudes = magnitudes_of(features, workspace)
     dtype, device = magnitudes.dtype, features.device
     empty = torch.zeros(0, dtype=dtype, device=device)
@@ -95,9 +93,8 @@ def class_statistics_chunked(
     keep_masks: bool = False,
     raw_abs_sum: torch.Tensor | None = None,
 ) -> tuple[ClassStatistics, list[torch.Tensor]]:
-    """:func:`batch_class_sums` over a whole matrix in large blocks of rows, summed in float64; with
-    ``keep_masks`` also each block's activity. A float64 ``(k,)`` ``raw_abs_sum`` receives
-    ``sum_i |F_ij|`` from the same pass."""
+    """:func:`batch_class_sums` over a whole matrix in blocks of rows, summed in float64 (with
+    ``keep_masks`` each block's activity; ``raw_abs_sum`` receives ``sum_i |F_ij|``)."""
     if features.shape[0] == 0:
         raise ValueError("features has no rows; the metrics need at least one sample")
     shape = (num_classes, features.shape[1])
@@ -163,9 +160,8 @@ def semantic_consistency(
     features: torch.Tensor, labels: torch.Tensor, num_classes: int, eps: float = EPS
 ) -> float:
     """Semantic consistency: for each dimension with an active sample (``|Fn_ij| > eps``, rows
-    L2-normalised), the share of the most frequent class among its active samples, averaged over
-    those dimensions; 0.0 if none. Dense features sit at chance (about 1/C): read it beside
-    :func:`shuffled_semantic_consistency`."""
+    L2-normalised), the majority class's share of its active samples, averaged; 0.0 if none.
+    Dense features sit at chance (about 1/C): read it beside the shuffled baseline."""
     features, labels, num_classes, eps = as_inputs(features, labels, num_classes, eps)
     stats, _ = class_statistics_chunked(features, labels, num_classes, eps, with_sums=False)
     return consistency_from_counts(stats.class_active)

@@ -49,8 +49,7 @@ def sparsity(features: torch.Tensor, eps: float = EPS) -> float:
 
 
 def active_dims_per_sample(features: torch.Tensor, eps: float = EPS) -> torch.Tensor:
-    """Number of active entries (``|F_ij| > eps``) of each row, an ``(N,)`` int64 tensor; its
-    mean over rows is ``k * (1 - sparsity)``."""
+    """Number of active entries of each row, ``(N,)`` int64; mean ``k * (1 - sparsity)``."""
     features = as_features(features)
     eps = check_eps(eps)
     counts = [(block.abs() > eps).sum(dim=1) for _, block in row_blocks(features)]

@@ -21,10 +21,8 @@ class EffectiveRank(NamedTuple):
 
 class RunningGram:
     """``G = F^T F`` summed over blocks of rows in float64, up to a positive scale factor (both
-    metrics read here are scale-invariant). Float32 products are exact in float64; once a float64
-    block arrives, ``G / s^2`` is kept, ``s`` the largest ``|F_ij|`` so far, so squares near
-    ``1e300`` cannot overflow. Only a block is copied to float64; memory ``8 k^2`` bytes (32 MiB
-    for k = 2048, 2 GiB for k = 16384)."""
+    metrics are scale-invariant): once a float64 block arrives, ``G / s^2`` is kept, ``s`` the
+    largest ``|F_ij|`` so far, so squares cannot overflow. Memory ``8 k^2`` bytes."""
 
     def __init__(self, num_dims: int, device: torch.device | str | None = None) -> None:
         self.gram = torch.zeros(num_dims, num_dims, dtype=torch.float64, device=device)
@@ -34,8 +32,7 @@ class RunningGram:
         self._workspace = Workspace()
 
     def add(self, block: torch.Tensor, peak: torch.Tensor | None = None) -> None:
-        """Add ``block^T block``; ``peak`` (``max |block_ij|``, a 0-d tensor) saves a pass when the
-        caller has it."""
+        """Add ``block^T block``; ``peak`` (``max |block_ij|``) saves a pass when given."""
         values = self._workspace.take("float64", block, torch.float64)
         if block.dtype == torch.float64 or self._scaled:
             if not self._scaled:
@@ -66,9 +63,8 @@ def gram_matrix(features: torch.Tensor, columns: torch.Tensor | None = None) -> 
 
 
 def singular_values_from_gram(gram: torch.Tensor) -> torch.Tensor:
-    """Singular values ``s = sqrt(lambda)`` of ``F`` (descending) from ``eigvalsh(F^T F)``.
-    Eigenvalues below ``k * float64_eps * lambda_max`` are the Gram route's rounding noise and
-    are set to 0 (for k = 2048, a singular value below ``6.7e-7 * s_max`` counts as 0)."""
+    """Singular values of ``F`` (descending) from ``eigvalsh(F^T F)``; eigenvalues below
+    ``k * float64_eps * lambda_max`` are the Gram route's rounding noise, set to 0."""
     eigenvalues = torch.linalg.eigvalsh(gram.double())
     if eigenvalues.numel() == 0:
         return eigenvalues

@@ -20,8 +20,8 @@ from solo_bayesncl.metrics.semantics import activity_masks
 __all__ = ["TOP_IMAGES", "TopImages", "top_image_purity", "top_images"]
 
 TOP_IMAGES: int = 8
-"""Top images per dimension that the purity of the top images is taken over, by default in the
-report and in the dashboard alike (the dashboard's cards show these images)."""
+"""Top images per dimension the purity of the top images is taken over, by default (report and
+dashboard alike)."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,8 @@ def top_images(
 
 
 def top_image_purity(index: Any, labels: Any, majority: Any) -> torch.Tensor:
-    """``(d,)`` float64: for each row of ``index`` (top image indices, -1 padded, as in
-    :class:`TopImages`), the share of the images shown whose label is that row's ``majority``
-    class; 0 for a row with no image (a dimension that never fires)."""
+    """``(d,)`` float64: for each row of ``index`` (as in :class:`TopImages`), the share of its
+    images whose label is that row's ``majority`` class; 0 for a row with no image."""
     index = torch.from_numpy(np.array(index, dtype=np.int64))
     labels = torch.from_numpy(np.array(labels, dtype=np.int64))
     majority = torch.from_numpy(np.array(majority, dtype=np.int64)).reshape(-1)

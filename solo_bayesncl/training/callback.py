@@ -1,10 +1,9 @@
 """A Lightning callback that computes the interpretability metrics (docs/method.md, "Metrics") on the
 whole validation set every ``interpretability.frequency`` epochs, for any of the four methods.
 
-Its settings, their defaults and rules:
-:class:`~solo_bayesncl.config.settings.InterpretabilitySpec` (docs/training.md). Metrics
-are logged as ``interp/<metric>``: with ``probe``, ``probe_top1`` and ``probe_converged``; on
-``fashion-mnist-scenes``, the measures of :mod:`solo_bayesncl.metrics.background` too.
+Settings: :class:`~solo_bayesncl.config.settings.InterpretabilitySpec`. Metrics are logged as
+``interp/<metric>`` (with ``probe``: ``probe_top1``, ``probe_converged``; on scenes data the
+measures of :mod:`solo_bayesncl.metrics.background` too).
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from solo_bayesncl.metrics.background import background_figures
 from solo_bayesncl.metrics.probe import logistic_probe
 
 __all__ = [
-    "Backgrounds",
     "InterpretabilityCallback",
     "build_interpretability_callback",
 ]
@@ -46,25 +44,12 @@ class Backgrounds:
     num_backgrounds: int
 
 
-def _autocast_enabled() -> bool:
-    return any(torch.is_autocast_enabled(kind) for kind in ("cpu", "cuda"))
-
-
-def _clone(tensor: torch.Tensor | None) -> torch.Tensor | None:
-    return None if tensor is None else tensor.clone()
-
-
 @dataclass(eq=False)
 class InterpretabilityCallback(Callback):
     """Evaluates the interpretable representation on ``val_loader`` at the end of training epochs,
-    on the global-zero process only, so its figures are those of a one-process evaluation however
-    many processes train.
-
-    With ``share_validation``, an evaluated epoch reads the forward outputs of the epoch's own
-    validation (kept by a forward hook: same weights, eval mode, same loader, so the same figures)
-    instead of a pass of its own, when that validation ran after the epoch's last optimizer step,
-    without autocast, one forward per batch, over every image of ``val_loader``.
-    """
+    on the global-zero process only. With ``share_validation`` an epoch reads the forward outputs
+    of its own validation instead of a pass of its own, when that validation ran after the epoch's
+    last optimizer step, without autocast, over every image of ``val_loader``."""
 
     share_validation: ClassVar[bool] = True
 
@@ -114,7 +99,7 @@ class InterpretabilityCallback(Callback):
             # calls it through the module), not a forward of images.
             if self._kept is None or not isinstance(out, dict) or "feats" not in out:
                 return
-            if _autocast_enabled():
+            if any(torch.is_autocast_enabled(kind) for kind in ("cpu", "cuda")):
                 self._kept = None  # another computation than the callback's own pass
                 return
             self._pending.append(self._batch_of(module, out))
@@ -145,15 +130,17 @@ class InterpretabilityCallback(Callback):
             self._hook = None
 
     def _validation_batches(self, trainer: Trainer) -> list[RepresentationBatch] | None:
-        """The kept batches of this epoch's validation when they are usable (class docstring),
-        else None."""
+        """This epoch's kept validation batches when usable (class docstring), else None."""
         kept, self._kept = self._kept, None
         if kept is None or self._kept_step != trainer.global_step:
             return None
         if sum(b.labels.shape[0] for b in kept) != len(self.val_loader.dataset):
             return None
         # the validation loop ran in inference mode: clones are ordinary tensors
-        return [RepresentationBatch(**{k: _clone(v) for k, v in vars(b).items()}) for b in kept]
+        return [
+            RepresentationBatch(**{k: None if v is None else v.clone() for k, v in vars(b).items()})
+            for b in kept
+        ]
 
     def evaluate(
         self, pl_module: LightningModule, batches: list[RepresentationBatch] | None = None
@@ -238,9 +225,7 @@ class InterpretabilityCallback(Callback):
 def build_interpretability_callback(
     settings: InterpretabilitySpec, data: DatasetSpec, batch_size: int, val_loader
 ) -> InterpretabilityCallback | None:
-    """The callback ``settings`` configure on the run's ``data`` (the probe reads the labelled
-    training images in batches of ``batch_size``), or None when off. Raises ``ValueError`` when
-    it is on without labelled validation data."""
+    """The callback ``settings`` configure, or None when off; ``ValueError`` without labels."""
     if not settings.enabled:
         return None
     if val_loader is None:

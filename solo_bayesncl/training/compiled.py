@@ -1,10 +1,8 @@
 """The backbone's training forward compiled with ``torch.compile`` (``performance.compile``).
 
 Off by default: it did not win where measured (docs/training.md, "Compiled training step").
-Only the backbone's forward in training mode with gradients on is compiled, so evaluation runs the
-eager code and there is one graph to compile. The compiled forward is set on the module instance:
-parameters and ``state_dict`` keys, hence checkpoints, are unchanged. Compiled and eager training
-agree to float tolerance, not bit for bit.
+Only the training forward with gradients is compiled (evaluation runs eager), set on the module
+instance, so ``state_dict`` keys and checkpoints are unchanged; results agree to float tolerance.
 """
 
 from __future__ import annotations

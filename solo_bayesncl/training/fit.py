@@ -56,9 +56,8 @@ def seed_and_layout(
 
 
 def run_threads(spec: RunSpec, run: JobRun) -> RunSpec:
-    """Gives torch the run's thread count: the resolved ``threads`` key, or for a resumed run the
-    count its checkpoint recorded (one line says so when they differ); returns ``spec`` with that
-    count (:func:`~solo_bayesncl.config.settings.with_threads`: ``args.json`` records it)."""
+    """Gives torch the run's thread count (a resumed run: its checkpoint's, saying so when they
+    differ); returns ``spec`` with that count, which ``args.json`` records."""
     requested = spec.trainer.threads or torch.get_num_threads()
     recorded = None
     if run.ckpt_path is not None:
@@ -110,19 +109,13 @@ def fit(
     val_transform: Callable | None = None,
     pretraining: bool = False,
 ):
-    """Trains ``model`` on the data of ``spec``, in the folder of ``run`` (resumed from
-    ``run.ckpt_path`` when set); returns the Trainer.
+    """Trains ``model`` on the data of ``spec`` in the folder of ``run`` (resumed from
+    ``run.ckpt_path`` when set); returns the Trainer, ``trainer.interrupted`` set when stopped.
 
-    The training data is ``dali_datamodule(spec)`` with ``data.format=dali``, else the
-    ``Trainer.fit`` arguments ``fit_data(spec, val_loader)`` give. ``callbacks(val_loader)`` join
-    the Trainer's. A ``pretraining`` fit saves within epochs and resumes there as if never stopped
-    (:mod:`solo_bayesncl.training.resumable`, last, so that its seeding comes right before each
-    batch is drawn), and with ``performance.compile`` compiles the backbone's training forward.
-
-    Torch trains on the run's thread count (:func:`run_threads`), which every checkpoint records.
-    An interrupted fit (Ctrl-C, SIGTERM) returns its Trainer too, ``trainer.interrupted`` set,
-    its run folder removed when no checkpoint is in it. Processes that do not all connect in
-    ``distributed.timeout_s`` raise :class:`~solo_bayesncl.training.trainer.PeersNotMet`.
+    The data is ``dali_datamodule(spec)`` with ``data.format=dali``, else ``fit_data(spec,
+    val_loader)``; ``callbacks(val_loader)`` join the Trainer's. A ``pretraining`` fit resumes
+    within epochs as if never stopped (:mod:`solo_bayesncl.training.resumable`). Processes that do
+    not all connect raise :class:`~solo_bayesncl.training.trainer.PeersNotMet`.
     """
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 

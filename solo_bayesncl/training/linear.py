@@ -1,12 +1,10 @@
 """Offline linear evaluation of a pretrained backbone, with solo-learn's ``LinearModel``.
 
-The backbone (any layout :mod:`solo_bayesncl.io.checkpoints` reads) and the data it was trained on
-come from the checkpoint, each data setting unless given as an override
+The backbone and its data come from the checkpoint unless overridden
 (:func:`~solo_bayesncl.config.linear.inherit_from_checkpoint`); the config gives the optimizer and
-the schedule. ``probe`` picks the transforms (:data:`~solo_bayesncl.config.linear.PROBES`):
-``standard`` normalises both sides with the pretraining views' mean/std, what the backbone was
-trained on; ``official`` uses solo-learn's classification transforms, as the official NCL/BayesNCL
-probe does (CIFAR-10's mean/std for CIFAR-100 too, bilinear random resized crops).
+schedule. ``probe`` picks the transforms (:data:`~solo_bayesncl.config.linear.PROBES`):
+``standard`` uses the pretraining views' mean/std, ``official`` solo-learn's classification
+transforms, as the official NCL/BayesNCL probe does.
 """
 
 from __future__ import annotations
@@ -42,7 +40,6 @@ from solo_bayesncl.training.auto_resume import decide_job_run
 from solo_bayesncl.training.fit import fit, seed_and_layout
 
 __all__ = [
-    "PreparedLinear",
     "linear_eval",
     "prepare_linear",
     "train_linear",
@@ -51,8 +48,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PreparedLinear:
-    """A linear evaluation read once: its spec, the checkpoint it probes and the ``probe``
-    (:data:`~solo_bayesncl.config.linear.PROBES`)."""
+    """A linear evaluation read once: its spec, the checkpoint and the ``probe``."""
 
     spec: RunSpec
     loaded: LoadedCheckpoint
@@ -60,8 +56,7 @@ class PreparedLinear:
 
 
 def prepare_linear(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()) -> PreparedLinear:
-    """Checks the config, loads and checks the checkpoint
-    (:func:`solo_bayesncl.io.checkpoints.load_method`) and reads the config once into its spec,
+    """Checks the config, loads and checks the checkpoint and reads the config once into its spec,
     the data settings from the checkpoint except the keys in ``explicit``."""
     require_solo_learn("main_linear.py")
     register()
@@ -90,8 +85,7 @@ def prepare_linear(cfg: omegaconf.DictConfig, explicit: Iterable[str] = ()) -> P
 
 
 def _finite_features_hook(checkpoint: Path):
-    """A forward hook that stops linear evaluation on NaN/Inf backbone features (a classifier
-    trained on them would report chance accuracy)."""
+    """A forward hook stopping linear evaluation on NaN/Inf backbone features."""
 
     def hook(_module, _inputs, output):
         bad = non_finite_rows(output.flatten(1))
@@ -143,12 +137,8 @@ def train_linear(prepared: PreparedLinear, extra_callbacks: list | None = None):
 
 
 def _fit_data(spec: RunSpec, val_loader: DataLoader | None, train_transform: Callable) -> dict:
-    """The ``fit_data`` of :func:`solo_bayesncl.training.fit.fit`: the labelled training images
-    through ``train_transform``, and the validation loader.
-
-    The validation loader gets a generator of its own (each of its iterators draws a worker seed,
-    from torch's global generator otherwise), so the probe trains the same whatever
-    ``check_val_every_n_epoch``."""
+    """The ``fit_data`` of :func:`solo_bayesncl.training.fit.fit`: the labelled training images and
+    the validation loader, with its own generator (the probe trains the same at any frequency)."""
     if val_loader is not None:
         val_loader.generator = torch.Generator().manual_seed(int(spec.trainer.seed))
     train_loader = DataLoader(

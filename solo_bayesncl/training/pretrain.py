@@ -1,9 +1,8 @@
 """Self-supervised pretraining through solo-learn's pipeline, for any method in its registry.
 
-solo-learn provides the backbones, augmentations, data loading, optimizers, schedulers, the online
-linear evaluation and checkpointing; this adds configs that follow the machine
-(:mod:`solo_bayesncl.config.runtime`), early checks, the offline datasets and the shared training
-skeleton (:mod:`solo_bayesncl.training.fit`).
+solo-learn provides the models, data, optimisation and checkpointing; this adds configs that
+follow the machine, early checks, the offline datasets and the training skeleton
+(:mod:`solo_bayesncl.training.fit`).
 """
 
 from __future__ import annotations
@@ -48,8 +47,7 @@ def pretrain(cfg: omegaconf.DictConfig, extra_callbacks: list | None = None):
 
 
 def train_pretrain(spec: RunSpec, extra_callbacks: list | None = None):
-    """Trains the method of a prepared ``spec``, with ``extra_callbacks`` too; returns the
-    Trainer."""
+    """Trains the method of a prepared ``spec`` (with ``extra_callbacks``); returns the Trainer."""
     from lightning.pytorch.callbacks import LearningRateMonitor
 
     from solo_bayesncl.training.callback import build_interpretability_callback  # Lightning

@@ -20,10 +20,8 @@ __all__ = ["resumable_fit", "seed_position"]
 
 
 def seed_position(seed: int, epoch: int, batch: int, rank: int) -> None:
-    """Seeds Python, NumPy and torch (every device) before batch ``batch`` of epoch ``epoch`` on
-    global rank ``rank`` of a run seeded with ``seed``, from NumPy's ``SeedSequence`` of the four
-    (no two positions or ranks share a stream), so whatever a batch draws (augmentations, the
-    gate's noise) does not depend on what ran before it in this process."""
+    """Seeds Python, NumPy and torch before batch ``batch`` of epoch ``epoch`` on global rank
+    ``rank`` from the ``SeedSequence`` of the four, so a batch's draws depend on nothing before."""
     value = int(np.random.SeedSequence([seed, epoch, batch, rank]).generate_state(1)[0])
     random.seed(value)
     np.random.seed(value)
@@ -31,9 +29,8 @@ def seed_position(seed: int, epoch: int, batch: int, rank: int) -> None:
 
 
 def _complete_the_saved_batch(checkpoint: dict[str, Any], accumulate_grad_batches: int) -> None:
-    """Marks the batch a checkpoint was saved after as completed, as its optimizer step is:
-    Lightning 2.1 counts it only after ``on_train_batch_end``, where a checkpoint within an epoch
-    is saved. Nothing changes when the counts already agree or at an epoch's end."""
+    """Marks the batch a checkpoint was saved after as completed, as its optimizer step is
+    (Lightning 2.1 counts it only after ``on_train_batch_end``, where the checkpoint is saved)."""
     loops = (checkpoint.get("loops") or {}).get("fit_loop")
     if not loops:
         return
@@ -50,8 +47,7 @@ def _complete_the_saved_batch(checkpoint: dict[str, Any], accumulate_grad_batche
 
 
 def resumable_fit(seed: int):
-    """The callback of a pretraining fit seeded with ``seed`` that resumes within an epoch (module
-    docstring)."""
+    """The callback of a pretraining fit seeded with ``seed`` that resumes within an epoch."""
     from lightning.pytorch import Callback
 
     class ResumableFit(Callback):

@@ -8,12 +8,9 @@ output's ``O x H' x W'`` values: flattening the pixels (``q`` of the input, ``p`
     y[n, o, p] = sum over c, q of x[n, c, q] * w[o, c, t(p, q)]  (+ bias[o])
 
 where ``t(p, q)`` is the tap linking output pixel ``p`` to input pixel ``q`` (zero weight where
-none does). The convolution multiplies all ``k_h k_w`` taps per output pixel, padding included, the
-product all ``H W`` input pixels: with no more input pixels than taps the product does no more
-multiplications. oneDNN's CPU kernels handled these shapes poorly on the AVX2 CPU measured
-(docs/training.md, "Convolutions on small maps", has the figures). Parameters, buffers and
-``state_dict`` keys stay the same; results agree with the convolution to float rounding, not bit
-for bit.
+none does). With no more input pixels than taps this does no more multiplications, and oneDNN's
+CPU kernels handled these shapes poorly (docs/training.md, "Convolutions on small maps").
+Parameters and ``state_dict`` keys stay the same; results agree to float rounding.
 """
 
 from __future__ import annotations
@@ -34,9 +31,8 @@ __all__ = [
 def tap_of_each_pixel_pair(conv: nn.Conv2d, height: int, width: int) -> torch.Tensor | None:
     """For an input of ``height`` x ``width`` pixels, the ``(H', W', H W)`` tensor whose entry
     ``[i, j, q]`` is the flat kernel index ``t(p, q)`` linking output pixel ``p = (i, j)`` to input
-    pixel ``q``, or ``k_h k_w`` where no tap does. None when the product would do more
-    multiplications (more input pixels than taps), is not what the convolution computes (groups,
-    padding other than zeros or ``"same"``), or the input is too small for one output pixel."""
+    pixel ``q`` (``k_h k_w`` where none does); None when the product would do more
+    multiplications, differ from the convolution (groups, padding) or the input is too small."""
     if conv.groups != 1 or conv.padding_mode != "zeros" or isinstance(conv.padding, str):
         return None
     return _tap_index(conv.kernel_size, conv.stride, conv.padding, conv.dilation, height, width)
@@ -76,16 +72,14 @@ def _tap_index(
 def _tap_selection(
     index: torch.Tensor, taps: int, dtype: torch.dtype, device: torch.device
 ) -> torch.Tensor:
-    """The ``(k_h k_w, H' W' H W)`` 0/1 matrix placing each of the ``taps`` taps at the pixel
-    pairs it links (``index``: :func:`tap_of_each_pixel_pair`'s, cached, so one entry per shape):
-    the weight times it is the linear map, a matrix product whose backward is one too."""
+    """The ``(k_h k_w, H' W' H W)`` 0/1 matrix placing each tap at the pixel pairs it links
+    (``index``: :func:`tap_of_each_pixel_pair`'s, cached per shape)."""
     one_hot = F.one_hot(index.flatten(), num_classes=taps + 1)[:, :taps]
     return one_hot.t().to(device=device, dtype=dtype).contiguous()
 
 
 class SmallMapConv2d(nn.Conv2d):
-    """An ``nn.Conv2d`` computing its output as one matrix product where
-    :func:`tap_of_each_pixel_pair` allows it, else as ``nn.Conv2d``."""
+    """An ``nn.Conv2d`` computing one matrix product where :func:`tap_of_each_pixel_pair` allows."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - nn.Conv2d's name
         if input.dim() != 4:
@@ -110,9 +104,8 @@ class SmallMapConv2d(nn.Conv2d):
 
 
 def small_map_convs_as_products(model: nn.Module) -> int:
-    """Turns every module of ``model`` whose class is exactly ``nn.Conv2d`` (a subclass may compute
-    something else) into :class:`SmallMapConv2d`, in place; only ``forward`` changes, so
-    parameters, ``state_dict`` keys and checkpoints stay. Returns how many."""
+    """Turns every module of ``model`` whose class is exactly ``nn.Conv2d`` into
+    :class:`SmallMapConv2d`, in place (only ``forward`` changes); returns how many."""
     convs = [m for m in model.modules() if type(m) is nn.Conv2d]
     for conv in convs:
         conv.__class__ = SmallMapConv2d

@@ -1,12 +1,8 @@
 """The model card of a Hub folder: the ``README.md`` a Hugging Face model repository shows.
 
-It is written from the run alone (its spec, its config as stored and the evaluation figures given
-to the export):
-YAML front matter that the Hub indexes (license, datasets, tags, ``base_model`` when given, and
-the figures as ``model-index`` results), then the method, the data, the training budget, the
-recipe, the figures, how to load the weights with this package and with plain PyTorch and
-safetensors, and the paper to cite. Nothing in it is invented: a setting the config does not
-hold is left out, and without figures the card says none were measured.
+Written from the run alone (spec, stored config, the export's figures): YAML front matter the
+Hub indexes, then the method, data, budget, recipe, figures, how to load the weights and the
+paper to cite. A setting the config does not hold is left out; nothing is invented.
 """
 
 from __future__ import annotations

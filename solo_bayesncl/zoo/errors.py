@@ -1,8 +1,5 @@
-"""Exceptions raised by the model zoo (and :class:`~solo_bayesncl.io.artifact.ArtifactError`, which
-the artifact format raises).
-
-Every error names what it is about (the entry, the file, the URL) so that a user reading a
-traceback knows which download or which manifest line to look at.
+"""Exceptions raised by the model zoo (and :class:`~solo_bayesncl.io.artifact.ArtifactError`);
+each names what it is about (the entry, the file, the URL).
 """
 
 from __future__ import annotations
@@ -69,9 +66,8 @@ class DownloadError(ZooError, OSError):
 
 
 class DownloadDeadlineError(DownloadError):
-    """The download, every URL together, took longer than its overall deadline; one line naming
-    the deadline, where it was set (``source``), what each URL tried did and the setting that
-    gives a slow connection more time (``setting``)."""
+    """The download, every URL together, outlasted its overall deadline; one line naming the
+    deadline, its ``source``, what each URL did and the ``setting`` that gives more time."""
 
     def __init__(
         self,

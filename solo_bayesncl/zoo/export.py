@@ -1,18 +1,15 @@
 """Turn a trained checkpoint into a zoo artifact, its sha256 and its manifest entry.
 
-``export_checkpoint`` reads a solo-learn ``.ckpt`` (or one of the official BayesNCL / NCL codes,
-through :func:`solo_bayesncl.io.checkpoints.load_checkpoint`) and calls :func:`export_state_dict`,
-which needs nothing but torch: it keeps the module weights only (no optimizer or scheduler
-state), optionally in float16, drops MoCo's momentum copies and queue unless asked to keep
-them, and writes three files into ``out_dir``::
+``export_checkpoint`` reads a checkpoint and calls :func:`export_state_dict` (torch only), which
+keeps the module weights, optionally in float16, without MoCo's momentum copies and queue unless
+asked, and writes three files into ``out_dir``::
 
     <name>.pt          the artifact (format in :mod:`.artifact`)
     <name>.pt.sha256   "<hex>  <name>.pt", checkable with ``sha256sum -c``
     <name>.entry.json  the manifest entry to add to a manifest once the file is uploaded
 
-The entry's ``sha256`` and ``size`` are computed from the bytes just written.
-
-:mod:`.hub_folder` writes the same content as a Hugging Face Hub model repository instead.
+The entry's ``sha256`` and ``size`` are those of the bytes written. :mod:`.hub_folder` writes the
+same content as a Hugging Face Hub model repository.
 """
 
 from __future__ import annotations
@@ -88,9 +85,8 @@ def _plain_config(cfg: Any) -> dict[str, Any]:
 
 
 def report_metrics(report: Mapping[str, Any]) -> dict[str, float]:
-    """The figures of an evaluation report's ``metrics.json`` (:mod:`solo_bayesncl.evaluation`):
-    its ``metrics`` as they are and its soft-gate ones as ``soft_gate/<name>``; a figure the
-    report could not compute (``null``) is left out."""
+    """The figures of an evaluation report's ``metrics.json``, its soft-gate ones as
+    ``soft_gate/<name>``; a figure the report could not compute (``null``) is left out."""
     figures = {k: v for k, v in report["metrics"].items() if v is not None}
     soft = report.get("metrics_soft_gate") or {}
     figures.update({f"soft_gate/{k}": v for k, v in soft.items() if v is not None})
@@ -107,8 +103,7 @@ def _is_report(metrics: Any) -> bool:
 
 
 def _plain_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
-    """Flat ``{name: number}``; nested mappings are flattened with '/' (``{"knn": {"top1": x}}``
-    gives ``knn/top1``)."""
+    """Flat ``{name: number}``, nested mappings flattened with '/' (``knn/top1``)."""
     flat: dict[str, float] = {}
 
     def walk(prefix: str, node: Mapping[str, Any]) -> None:
@@ -130,11 +125,6 @@ def _plain_metrics(metrics: Mapping[str, Any] | None) -> dict[str, float]:
     return flat
 
 
-def _expand_urls(urls: Iterable[str], filename: str) -> list[str]:
-    """A URL ending in '/' is a folder: the artifact's file name is appended."""
-    return [u + filename if u.endswith("/") else u for u in urls]
-
-
 def build_artifact(
     state_dict: Mapping[str, torch.Tensor],
     cfg: Any,
@@ -143,9 +133,8 @@ def build_artifact(
     metrics: Mapping[str, Any] | None,
     keep_momentum: bool,
 ) -> Artifact:
-    """The artifact content of a model's weights: module weights only, momentum copies and
-    MoCo's queue left out unless ``keep_momentum`` (listed in ``omitted``), float16 when
-    ``fp16``; the arguments as in :func:`export_state_dict`."""
+    """The artifact content of a model's weights (arguments as in :func:`export_state_dict`):
+    momentum copies and MoCo's queue listed in ``omitted`` unless ``keep_momentum``."""
     saved = _plain_config(cfg)
     method = method or saved_model(saved)["method"]
     if method not in ZOO_METHODS:
@@ -187,20 +176,17 @@ def export_state_dict(
     """Write the zoo artifact of a model's weights, its sha256 file and its manifest entry.
 
     Args:
-        state_dict: the module state (``LightningModule.state_dict()`` or a checkpoint's
-            ``"state_dict"``); non-tensor values are rejected.
+        state_dict: the module state (non-tensor values are rejected).
         cfg: the training config (DictConfig or mapping, solo-learn's args.json content).
         name: the entry name (lowercase letters, digits, '.', '_', '-').
         out_dir: folder for the three files.
-        method: method name; default ``cfg["method"]``. Written into the stored config.
-        fp16: store floating tensors as float16 (half the size; loading casts back).
+        method: method name; default ``cfg["method"]``.
+        fp16: store floating tensors as float16 (loading casts back).
         metrics: evaluation figures; nested mappings are flattened with '/'.
         urls: where the file will be uploaded (https); a URL ending in '/' gets the file name.
-            Without URLs the entry's ``urls`` is empty and must be filled before publishing.
         keep_momentum: keep ``momentum_*`` copies and MoCo's queue (training state).
         description: optional one-line description.
-        overwrite: replace an earlier export of ``name`` in ``out_dir``; without it, an existing
-            file of that name is refused (nothing is written).
+        overwrite: replace an earlier export of ``name`` in ``out_dir`` (else refused).
     """
     artifact = build_artifact(state_dict, cfg, method, fp16, metrics, keep_momentum)
     method, plain, dtype = artifact.method, artifact.cfg, artifact.dtype
@@ -211,7 +197,7 @@ def export_state_dict(
         "method": method,
         "dataset": saved_model(plain)["dataset"],
         "backbone": saved_model(plain)["backbone"],
-        "urls": _expand_urls(urls, filename),
+        "urls": [u + filename if u.endswith("/") else u for u in urls],  # '/': a folder
         "sha256": "0" * 64,  # placeholder while validating the rest before writing
         "size": 1,
         "config": plain,
@@ -286,15 +272,9 @@ def export_checkpoint(
     overwrite: bool = False,
 ) -> ExportResult:
     """Export a trained checkpoint of bayesncl, ncl, simclr or mocov2plus (see
-    :func:`export_state_dict`).
-
-    ``ckpt`` is a Lightning ``.ckpt`` with solo-learn's ``args.json`` beside it, in solo-learn's
-    layout or the official BayesNCL / NCL codes' (read by
-    :func:`solo_bayesncl.io.checkpoints.load_checkpoint`), or a zoo artifact (re-export, e.g. to
-    fp16). ``metrics`` is a mapping or a JSON file (flat or nested figures, or an evaluation
-    report's ``metrics.json`` as written, see :func:`report_metrics`); by default an artifact's
-    own figures, else ``metrics.json`` beside the checkpoint when it exists, else none.
-    """
+    :func:`export_state_dict`) or a zoo artifact (re-export, e.g. to fp16). ``metrics``: a mapping
+    or a JSON file (figures, or a report's ``metrics.json``); by default an artifact's own figures,
+    else ``metrics.json`` beside the checkpoint when it exists."""
     ckpt = Path(ckpt)
     require_writable(out_dir)  # before any work
     if not overwrite:
@@ -318,8 +298,7 @@ def export_checkpoint(
 def _read_run(
     ckpt: Path, metrics: Mapping[str, Any] | str | os.PathLike[str] | None
 ) -> tuple[Any, Mapping[str, Any] | None]:
-    """The checkpoint, checked as every reader checks it, and its figures (see
-    :func:`export_checkpoint` for where they come from)."""
+    """The checkpoint, checked as every reader checks it, and its figures."""
     try:
         loaded = load_checkpoint(ckpt)
         if solo_learn_available():  # the checks linear evaluation and the report run

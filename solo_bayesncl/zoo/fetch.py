@@ -1,37 +1,17 @@
 """Download a zoo entry by name: verified, cached, with mirrors on the Hub and on plain URLs.
 
-An entry's sources (its ``urls``) are ``hf://OWNER/REPO/FILE@REVISION`` files of Hugging Face
-Hub repositories, fetched by :mod:`.hub` into the Hugging Face cache through huggingface_hub
-(its cache, token and offline mode), and HTTP(S)/FTP/SFTP/DOI URLs, fetched here into this
-package's cache. Hub sources are tried first, then the URLs, each group in its listed order,
-until one gives the entry's bytes: one dead host does not kill an entry.
+An entry's sources (its ``urls``) are ``hf://OWNER/REPO/FILE@REVISION`` Hub files, fetched by
+:mod:`.hub` into the Hugging Face cache, and HTTP(S)/FTP/SFTP/DOI URLs, fetched here into
+``$SOLO_BAYESNCL_CACHE`` (default ``~/.cache/solo-bayesncl``). Hub sources are tried first, then
+the URLs, each group in its listed order, until one gives the entry's bytes.
 
-The cache folder of URL downloads is ``$SOLO_BAYESNCL_CACHE`` when set, else ``~/.cache/solo-bayesncl``. A file
-under its final name is always complete and verified.
-
-HTTP(S) is read with requests (pooch's own HTTP client) and a tqdm progress bar, FTP, SFTP and
-DOI through pooch's downloaders; what this module adds is the safety policy of the zoo:
-
-- a verified file already in either cache is returned without any network request (a Hub
-  source pinned to a commit that is cached needs none);
-- bytes go to a hidden temporary ``.part`` file in the cache folder, are checked (size, then
-  sha256) and only then renamed atomically to the final name, so an interrupted transfer or a
-  wrong checksum never leaves a file that looks complete; the ``.part`` file of a killed
-  download is removed by the next download of that entry (see :mod:`solo_bayesncl.io.files`);
-- the entry's URLs are tried in order until one gives the right bytes;
-- an HTTP(S) transfer is abandoned (and the next URL tried) when no byte comes for ``timeout``
-  seconds, and also when the whole transfer takes longer than its deadline (``timeout`` plus the
-  size at :data:`MIN_RATE`): a server that trickles a byte now and then never trips a per-read
-  timeout, and would otherwise keep the download waiting forever;
-- the download as a whole, every URL together, has an overall deadline
-  (``$SOLO_BAYESNCL_DOWNLOAD_DEADLINE`` seconds, or ``total_deadline``; by default an hour, or
-  one URL's deadline when that is longer): past it no further URL is tried and
-  :class:`~.errors.DownloadDeadlineError` says so in one line, the partial file removed. A
-  transfer under way learns it at its next byte, or at its read timeout, which is never longer
-  than the time left;
-- a wrong checksum raises :class:`~.errors.ChecksumError` naming the entry and both hashes,
-  and nothing that failed it stays in either cache;
-- offline (``$SOLO_BAYESNCL_OFFLINE`` or ``$HF_HUB_OFFLINE``) only the caches are read.
+The safety policy (details in :func:`download`): a verified cached file needs no network; bytes go
+to a ``.part`` file, are checked (size, then sha256) and only then renamed to the final name, so a
+file under its final name is always complete and verified; an HTTP(S) transfer is abandoned when
+no byte comes for ``timeout`` seconds or it outlasts its deadline (``timeout`` plus the size at
+:data:`MIN_RATE`: a server trickling a byte now and then never trips a read timeout); the whole
+download has an overall deadline (:func:`overall_deadline`), past which
+:class:`~.errors.DownloadDeadlineError` says so in one line; offline, only the caches are read.
 """
 
 from __future__ import annotations
@@ -59,8 +39,6 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 60
 #: Slowest average transfer rate (bytes/s) a download may have before it is abandoned.
 MIN_RATE = 10 * 1024
-#: Bytes per read while downloading (pooch defaults to 1 KiB, slow for 45 MB weights).
-_CHUNK = CHUNK
 
 #: Seconds a whole download (every URL of the entry) may take, by default: an hour.
 DEFAULT_TOTAL_DEADLINE = 3600.0
@@ -89,16 +67,13 @@ def is_offline() -> bool:
 
 
 def ordered_sources(urls: tuple[str, ...] | list[str]) -> list[str]:
-    """The sources in the order they are tried: ``hf://`` ones first, then the URLs, each
-    group in its listed order."""
+    """The sources in the order tried: ``hf://`` ones first, then the URLs, each as listed."""
     return [u for u in urls if is_hub_url(u)] + [u for u in urls if not is_hub_url(u)]
 
 
 def cached_path(entry: ZooEntry, root: str | os.PathLike[str] | None = None) -> Path:
-    """Final location of ``entry`` in the cache: ``<cache>/<name>-<sha256[:12]>-<file>``.
-
-    The hash prefix keeps two versions of one name apart when a manifest entry is updated.
-    """
+    """Final location of ``entry`` in the cache: ``<cache>/<name>-<sha256[:12]>-<file>`` (the
+    hash prefix keeps two versions of one name apart)."""
     return cache_dir(root) / f"{entry.name}-{entry.sha256[:12]}-{entry.filename}"
 
 
@@ -110,11 +85,9 @@ def is_verified(path: Path, entry: ZooEntry) -> bool:
 
 
 def overall_deadline(total_deadline: float | None, url_deadline: float) -> tuple[float, str]:
-    """Seconds a whole download may take and where that comes from: ``total_deadline`` when
-    given, else ``$SOLO_BAYESNCL_DOWNLOAD_DEADLINE``, else :data:`DEFAULT_TOTAL_DEADLINE` or
-    one URL's deadline ``url_deadline`` when that is longer (a mirror that keeps the minimal
-    rate is never cut by the default). :class:`~.errors.ZooError` for a value that is not a
-    number of seconds > 0."""
+    """Seconds a whole download may take and where that comes from: ``total_deadline``, else
+    ``$SOLO_BAYESNCL_DOWNLOAD_DEADLINE``, else :data:`DEFAULT_TOTAL_DEADLINE` or ``url_deadline``
+    when longer. :class:`~.errors.ZooError` for a value that is not a number of seconds > 0."""
     if total_deadline is not None:
         where, text = f"total_deadline={total_deadline:g}", total_deadline
     elif os.environ.get(DEADLINE_ENV, "").strip():
@@ -145,7 +118,7 @@ def _http_fetch(url: str, dest: Path, progress: bool, timeout: float, deadline: 
         total = int(response.headers.get("content-length") or 0) or None
         bar = tqdm(total=total, unit="B", unit_scale=True, disable=not progress, leave=True)
         with bar, open(dest, "wb") as out:
-            while chunk := response.raw.read1(_CHUNK, decode_content=True):
+            while chunk := response.raw.read1(CHUNK, decode_content=True):
                 out.write(chunk)
                 bar.update(len(chunk))
                 if time.monotonic() - start > deadline:
@@ -175,29 +148,21 @@ def download(
     """Path of the verified artifact of ``entry`` (a name or a :class:`ZooEntry`).
 
     Args:
-        entry: a manifest name (looked up with :func:`~.manifest.find_entry`) or an entry.
         cache: cache folder of URL downloads; default ``$SOLO_BAYESNCL_CACHE`` or
             ``~/.cache/solo-bayesncl``.
         progress: show a tqdm progress bar on stderr.
         timeout: seconds without data before a URL is given up.
-        deadline: seconds a source's whole transfer may take before it is given up; default
-            ``timeout + size / MIN_RATE`` (at least 10 KiB/s on average).
-        total_deadline: seconds the whole download, every source together, may take; default
-            ``$SOLO_BAYESNCL_DOWNLOAD_DEADLINE``, else an hour (or ``deadline`` when longer).
-        hub_cache: the Hugging Face cache for ``hf://`` sources; default huggingface_hub's
-            (``$HF_HUB_CACHE``, ``$HF_HOME/hub``, ``~/.cache/huggingface/hub``).
-
-    Returns:
-        the file in this package's cache (a URL source) or in the Hugging Face cache (a Hub
-        source).
+        deadline: seconds a source's whole transfer may take; default
+            ``timeout + size / MIN_RATE``.
+        total_deadline: seconds the whole download may take (:func:`overall_deadline`).
+        hub_cache: the Hugging Face cache for ``hf://`` sources; default huggingface_hub's.
 
     Raises:
-        ChecksumError: a source completed its transfer but the bytes have another sha256, and
-            no other source served the right ones. Nothing is left in either cache.
-        DownloadError: every source failed (HTTP error, refused connection, truncated
-            transfer, unknown revision), or offline and the file is in no cache; the message is
-            one line naming each source and why; :class:`~.errors.DownloadDeadlineError` past
-            the overall deadline.
+        ChecksumError: a source's bytes have another sha256, and no other source served the
+            right ones; nothing is left in either cache.
+        DownloadError: every source failed, or offline and the file is in no cache (one line
+            naming each source and why); :class:`~.errors.DownloadDeadlineError` past the
+            overall deadline.
         ZooError: an overall deadline that is not a number of seconds > 0.
     """
     entry = find_entry(entry) if isinstance(entry, str) else entry
@@ -263,12 +228,8 @@ def download(
 def _try_url(
     entry: ZooEntry, url: str, target: Path, progress: bool, limits: tuple[float, float]
 ) -> tuple[str, str | None] | None:
-    """Fetch ``url`` into ``target`` through a temporary file; ``limits`` is
-    ``(timeout, deadline)``.
-
-    Returns None on success, else ``(reason, actual_sha256)`` where the hash is given only when
-    the transfer completed but its bytes are not the entry's.
-    """
+    """Fetch ``url`` into ``target`` through a temporary file within ``limits``; None on success,
+    else ``(reason, actual_sha256)`` (the hash only for complete but wrong bytes)."""
     with replacing(target, ".part") as tmp:  # only verified bytes replace the target
         problem = _fetch_checked(entry, url, tmp, progress, limits)
         if problem is not None:

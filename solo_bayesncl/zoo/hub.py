@@ -1,27 +1,16 @@
 """Zoo sources on the Hugging Face Hub: ``hf://OWNER/REPO/FILE@REVISION``.
 
-A manifest entry lists its sources in ``urls``; an ``hf://`` source names a file of a Hub model
-repository at a pinned revision (a 40-hex commit id, which :func:`publish_folder` prints). It is
-fetched with :func:`huggingface_hub.hf_hub_download`, so it lands in the Hugging Face cache
-(``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``), is shared with every
-other library that reads the Hub, uses the user's token (``hf auth login`` or ``$HF_TOKEN``) for a
-private or gated repository and honours ``$HF_HUB_OFFLINE`` (the cache only). ``$HF_ENDPOINT``,
-``$HF_HUB_OFFLINE`` and ``$HF_HUB_CACHE`` are read at each download (huggingface_hub reads them
-once, at import), so setting them later in a process takes effect.
+An ``hf://`` source names a file of a Hub model repository at a pinned commit (which
+:func:`publish_folder` prints). :func:`huggingface_hub.hf_hub_download` fetches it into the
+Hugging Face cache with the user's token, honouring ``$HF_HUB_OFFLINE``; ``$HF_ENDPOINT``,
+``$HF_HUB_OFFLINE`` and ``$HF_HUB_CACHE`` are read at each download, not only at import. Bytes
+that fail the entry's sha256 are removed from the cache (the snapshot link and its blob).
 
-Whatever huggingface_hub returns is then checked against the entry's sha256, as every zoo
-download is: bytes that fail it are removed from the cache (the snapshot link and its blob), so
-the cache never holds a file under a name that promises other bytes.
-
-Every Hub call keeps the deadlines of an https mirror (:mod:`.fetch`). huggingface_hub bounds
-each read but not a call: it retries a silent or failing metadata request for minutes, and reads
-a file in 10 MiB chunks, so a host sending a byte every few seconds never trips its read timeout
-nor reaches its progress bar. Each call therefore runs in a child process (forked, so it sees
-the caller's settings) that is killed at its deadline: no transfer, retry or log line outlives
-the call, and the temporary file of a killed download is removed, so its bytes never reach the
-cache. In that process huggingface_hub logs nothing (the caller says what happened, in one
-line), and a download stops at the first error status the Hub or its CDN answers, which the
-reason names (a 500 is not retried for minutes behind "cannot reach").
+Every Hub call keeps the deadlines of an https mirror (:mod:`.fetch`): huggingface_hub bounds
+each read but not a call (it retries metadata requests for minutes and reads 10 MiB chunks), so
+each call runs in a forked child process killed at its deadline, with the temporary file of a
+killed download removed. There huggingface_hub logs nothing, and a download stops at the first
+error status, which the reason names (a 500 is not retried for minutes behind "cannot reach").
 """
 
 from __future__ import annotations
@@ -89,9 +78,8 @@ def is_hub_url(url: Any) -> bool:
 
 
 def parse_hub_url(url: str) -> HubSource:
-    """``hf://OWNER/REPO/FILE@REVISION`` as a :class:`HubSource`; ValueError (one line, saying
-    the expected form) for anything else. ``FILE`` may lie in a folder (``a/b.safetensors``);
-    ``REVISION`` must be a commit id (40 lowercase hex digits): a branch moves, a pin does not."""
+    """``hf://OWNER/REPO/FILE@REVISION`` as a :class:`HubSource` (``REVISION`` a 40-hex commit id:
+    a branch moves, a pin does not); ValueError saying the expected form otherwise."""
     form = f"{HF_SCHEME}OWNER/REPO/FILE@REVISION (REVISION a 40-hex commit id)"
     if not is_hub_url(url):
         raise ValueError(f"{url!r} is not a Hub source {form}")
@@ -169,9 +157,8 @@ def _raise_error_status(response: Any) -> None:
 
 
 def _stop_at_error_statuses() -> None:
-    """In a download's process: every client huggingface_hub makes raises at an error status.
-    Wraps the client factory in effect (the user's, if one was set); huggingface_hub has no
-    public getter for it."""
+    """In a download's process: every client huggingface_hub makes raises at an error status
+    (wrapping the factory in effect; huggingface_hub has no public getter for it)."""
     made_by = getattr(hub_http, "_GLOBAL_CLIENT_FACTORY", None)
     if made_by is None:  # another huggingface_hub: its own handling of statuses
         return
@@ -197,8 +184,7 @@ def _fork() -> Any:
 
 
 def _serve(call: Callable[[], Any], explain: Callable[[BaseException], str], answer: Any) -> None:
-    """The child process of :class:`_Transfer`: ``call()``'s value, or ``explain`` of what it
-    raised, sent on the pipe ``answer``."""
+    """The child process of :class:`_Transfer`: sends ``call()``'s value or error on ``answer``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the caller, which kills us
     logging.disable(logging.CRITICAL)  # the caller reports, in one line
     answer.send(("started", None))
@@ -213,10 +199,8 @@ def _serve(call: Callable[[], Any], explain: Callable[[BaseException], str], ans
 
 
 class _Transfer:
-    """``call()`` in a forked child process, which :meth:`stop` kills: a thread cannot be
-    killed, and one abandoned at its deadline went on retrying and logging after the call.
-    Made once the process runs, so that a deadline counts the host's time, not a busy
-    machine's delay in starting a process."""
+    """``call()`` in a forked child process, which :meth:`stop` kills (a thread cannot be killed).
+    Made once the process runs, so a deadline counts the host's time, not the process start."""
 
     def __init__(self, call: Callable[[], Any], explain: Callable[[BaseException], str]) -> None:
         self._answer, sender = _fork().Pipe(duplex=False)
@@ -284,15 +268,13 @@ def call_within(
 
 
 def _seconds(value: float) -> str:
-    """A deadline in messages: up to the next tenth (the time spent before the clock started
-    does not turn 60 s into 59.9)."""
+    """A deadline in messages, up to the next tenth (60 s never reads 59.9)."""
     return f"{math.ceil(round(value * 10, 6)) / 10:g}"
 
 
 def _answer_bar(answered: Any, progress: bool) -> type[tqdm]:
     """A tqdm class for huggingface_hub's transfer that sets ``answered`` (an event shared with
-    the caller's process) when it is made: the file's host has answered (huggingface_hub makes
-    it once the response's headers came)."""
+    the caller) when made, i.e. when the file's host has answered."""
 
     class AnswerBar(tqdm):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -312,12 +294,9 @@ def _download_within(
     storage: Path,
     endpoint: str,
 ) -> str:
-    """``call(answered)`` (``hf_hub_download`` of ``name`` into the repository folder ``storage``,
-    with an :func:`_answer_bar`) in a child process, within the deadlines: the first byte within
-    ``timeout`` seconds, the whole call within ``deadline`` seconds, both counted from the
-    moment the process runs (a busy machine's delay in starting it is not the host's time).
-    :class:`HubCallError` with ``explain`` of what it raised, else :class:`HubTimeout` (the
-    process killed); a call that gives no file leaves no temporary file."""
+    """``call(answered)`` (``hf_hub_download`` of ``name`` into ``storage``) in a child process,
+    the first byte within ``timeout`` seconds and the whole call within ``deadline`` from its
+    start; :class:`HubCallError` or :class:`HubTimeout`, leaving no temporary file."""
     answered, host = _fork().Event(), hub_host(endpoint)
     blobs = storage / "blobs"
     before = set(blobs.glob("*.incomplete"))
@@ -429,14 +408,9 @@ def fetch_hub_source(
     timeout: float = 60.0,
     deadline: float = 3600.0,
 ) -> tuple[Path | None, str | None, str | None]:
-    """Fetch one ``hf://`` source and check it against ``sha256``.
-
-    Returns ``(path, None, None)`` for a verified file (its path in the Hugging Face cache), else
-    ``(None, reason, actual)``: a one-line reason, and the sha256 of bytes that completed but are
-    not the expected ones (None when no complete file came). Bytes failing the hash are removed
-    from the cache. ``offline`` reads the cache only; ``timeout`` bounds the wait for the first
-    byte (the metadata answer, then the file's), ``deadline`` the whole call (seconds).
-    """
+    """Fetch one ``hf://`` source and check it against ``sha256``: ``(path, None, None)`` for a
+    verified file, else ``(None, reason, actual)``, ``actual`` the sha256 of complete but wrong
+    bytes (removed from the cache); ``timeout`` bounds the first byte, ``deadline`` the call."""
     source = parse_hub_url(url)
     endpoint, folder = hub_endpoint(), hub_cache_dir(cache)
     end = time.monotonic() + deadline
@@ -479,17 +453,12 @@ def fetch_hub_source(
 
 
 __all__ = [
-    "HF_SCHEME",
     "HUB_CARD",
     "HUB_CONFIG",
     "HUB_WEIGHTS",
-    "HubCallError",
     "HubSource",
-    "HubStatusError",
-    "HubTimeout",
     "call_within",
     "fetch_hub_source",
-    "hub_cache_dir",
     "hub_endpoint",
     "hub_host",
     "hub_offline",

@@ -1,12 +1,6 @@
-"""A checkpoint as a Hugging Face Hub model repository, and the manifest entry of one.
-
-``export_hub_folder`` writes what a Hub model repository holds (upload it with ``zoo publish``)::
-
-    model.safetensors  the same content as the artifact, as safetensors (see :mod:`.artifact`)
-    config.json        the run's config
-    README.md          the model card (:mod:`.card`)
-
-and :func:`hub_entry` turns such a folder into the manifest entry of its published weights.
+"""A checkpoint as a Hugging Face Hub model repository (``model.safetensors``, the artifact's
+content; ``config.json``; the ``README.md`` model card), and the manifest entry of its published
+weights (:func:`hub_entry`).
 """
 
 from __future__ import annotations
@@ -69,16 +63,10 @@ def export_hub_folder(
     repo_id: str | None = None,
     overwrite: bool = False,
 ) -> HubFolder:
-    """Write the Hub model repository of a checkpoint into ``folder``: ``model.safetensors``
-    (backbone, projector, gating head and every other module weight, with the config and the
-    figures in its metadata), ``config.json`` and the ``README.md`` model card (:mod:`.card`).
-
-    The checkpoint and ``metrics`` are read as :func:`export_checkpoint` reads them; ``name``
-    (default: the folder's name) titles the card and becomes the manifest entry's name;
-    ``license``, ``base_model`` and ``repo_id`` (the repository it will be published to, for
-    the card's loading code) go into the card. The files appear together, once all are
-    written; an existing Hub folder is refused unless ``overwrite``.
-    """
+    """Write the Hub model repository of a checkpoint into ``folder``: ``model.safetensors`` (every
+    module weight, the config and figures in its metadata), ``config.json`` and the ``README.md``
+    model card. The checkpoint and ``metrics`` are read as :func:`export_checkpoint` reads them;
+    ``name`` (default: the folder's) titles the card; an existing folder needs ``overwrite``."""
     ckpt, folder = Path(ckpt), Path(folder)
     name = hub_name(name or folder.resolve().name)
     taken = [folder / n for n in (HUB_WEIGHTS, HUB_CONFIG, HUB_CARD) if (folder / n).exists()]

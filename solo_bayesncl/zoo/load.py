@@ -1,9 +1,8 @@
 """Load zoo weights as a ready solo-learn method or as a bare backbone.
 
 The model is built by :func:`solo_bayesncl.io.checkpoints.load_method` /
-:func:`~solo_bayesncl.io.checkpoints.load_backbone` from the config stored in the artifact, so a
-zoo model is constructed exactly like a checkpoint of the same run; this module only feeds
-them the artifact's content.
+:func:`~solo_bayesncl.io.checkpoints.load_backbone` from the artifact's config, exactly like a
+checkpoint of the same run.
 """
 
 from __future__ import annotations
@@ -28,17 +27,9 @@ def load_artifact(
     device: str | torch.device = "cpu",
     as_: LoadAs = "method",
 ) -> torch.nn.Module:
-    """Build the model stored in a local zoo artifact, in eval mode on ``device``.
-
-    ``path`` is a zoo artifact in either form (``.pt`` or safetensors), or a Hub folder
-    (``zoo export --hub-folder``, or a downloaded Hub repository), whose ``model.safetensors``
-    is read. Any checkpoint that :func:`solo_bayesncl.io.checkpoints.load_checkpoint` reads is accepted too
-    (a solo-learn ``.ckpt`` with its ``args.json``, the official codes' layout).
-
-    ``as_="method"`` gives the solo-learn LightningModule (``METHODS[cfg.method](cfg)`` with the
-    weights loaded strictly); ``as_="backbone"`` gives the bare backbone (no fc), with the stem
-    the config implies.
-    """
+    """Build the model stored in a local zoo artifact, a Hub folder or a checkpoint, in eval mode
+    on ``device``: ``as_="method"`` the solo-learn LightningModule (weights loaded strictly),
+    ``as_="backbone"`` the bare backbone (no fc), with the stem the config implies."""
     if as_ not in _LOAD_AS:
         raise ValueError(f"as_ must be one of {_LOAD_AS}, got {as_!r}")
     if os.path.isdir(path) and os.path.isfile(os.path.join(path, HUB_WEIGHTS)):

@@ -4,15 +4,10 @@ Format ``solo-bayesncl-zoo-manifest/1``::
 
     {"format": "solo-bayesncl-zoo-manifest/1", "models": [ENTRY, ...]}
 
-An ENTRY has the required fields of :data:`REQUIRED_FIELDS` and may have the optional ones of
-:data:`OPTIONAL_FIELDS`; :data:`FIELD_DOCS` is the one documentation of every field
-(``python -m solo_bayesncl.zoo fields`` prints it). :func:`validate_entry` is the schema: it
-checks every field and the agreement between the entry and the config it carries.
-
-Where manifests are read from (:func:`manifest_paths`): the project's manifest, shipped in the
-package from the top-level ``zoo/manifest.json``, then every file named in the environment variable
-``SOLO_BAYESNCL_MANIFEST`` (separated by ``os.pathsep``), which is how a user lists their own
-published weights.
+An ENTRY has the fields of :data:`REQUIRED_FIELDS` and may have those of
+:data:`OPTIONAL_FIELDS`, documented in :data:`FIELD_DOCS`; :func:`validate_entry` is the schema.
+Manifests are read (:func:`manifest_paths`) from the project's ``zoo/manifest.json``, then every
+file in ``$SOLO_BAYESNCL_MANIFEST`` (``os.pathsep``-separated): a user's own published weights.
 """
 
 from __future__ import annotations
@@ -144,11 +139,8 @@ def _check_url(url: Any, where: str, require_https: bool) -> None:
 def validate_entry(
     data: Mapping[str, Any], source: str = "<entry>", require_https: bool = True
 ) -> None:
-    """Check one manifest entry against the schema; raise :class:`ManifestError` if it fails.
-
-    ``require_https=False`` also accepts ``http://`` URLs on the loopback interface (for tests
-    and local mirrors); published manifests always require https.
-    """
+    """Check one manifest entry against the schema (:class:`ManifestError`); ``require_https=False``
+    also accepts loopback ``http://`` URLs (tests, local mirrors)."""
     if not isinstance(data, Mapping):
         raise ManifestError(f"{source}: an entry must be a JSON object, got {type(data).__name__}")
     where = f"{source}: entry {data.get('name', '<unnamed>')!r}"
@@ -211,8 +203,7 @@ def _check_config_agrees(config: Mapping[str, Any], data: Mapping[str, Any], whe
 
 
 PROJECT_MANIFEST = Path(__file__).resolve().with_name("manifest.json")
-"""The project's manifest, shipped in the wheel beside this module; a checkout also shows it as
-the top-level ``zoo/manifest.json`` (a link to the same file), where solo-learn kept its zoo."""
+"""The project's manifest, shipped beside this module (linked as ``zoo/manifest.json``)."""
 
 
 def manifest_paths() -> list[Path]:

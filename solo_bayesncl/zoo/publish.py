@@ -1,11 +1,9 @@
 """``zoo publish``: upload a Hub folder to a Hugging Face model repository with the user's token,
 and give the manifest entry that downloads its weights pinned to the uploaded commit.
 
-Without a token (``hf auth login`` stores one; ``$HF_TOKEN`` gives one) nothing is sent: the
-refusal is one line saying how to log in. Each call to the Hub keeps a download's deadlines
-(:mod:`.fetch`): the repository's creation must be answered within ``timeout`` seconds, the
-upload must end within ``timeout`` plus the folder's size at :data:`~.fetch.MIN_RATE`; a call
-past its deadline, or any failure, is one line naming the host.
+Without a token nothing is sent. Each Hub call keeps a download's deadlines (:mod:`.fetch`):
+``timeout`` seconds for the repository's creation, plus the folder's size at
+:data:`~.fetch.MIN_RATE` for the upload; a failure is one line naming the host.
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ class PublishResult:
 
 
 def require_token(token: str | None = None) -> str:
-    """``token``, else the user's Hugging Face token; :class:`HubLoginError` (one line saying
-    how to log in) when there is none."""
+    """``token``, else the user's Hugging Face token; :class:`HubLoginError` when there is none."""
     token = token or get_token()
     if not token:
         raise HubLoginError(
@@ -86,16 +83,10 @@ def publish_folder(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> PublishResult:
     """Upload a Hub folder (``zoo export --hub-folder``) to the model repository ``repo_id``,
-    creating it when missing, with the user's token (``token``, else huggingface_hub's:
-    ``$HF_TOKEN`` or ``hf auth login``); returns the commit and the manifest entry whose first
-    source is the weights at that commit, followed by ``urls`` (mirrors holding the same file).
-
-    The card's ``OWNER/NAME`` placeholder (a folder exported without ``--repo``) is replaced by
-    ``repo_id`` first. Raises :class:`HubLoginError` without a token and :class:`ZooError` for a
-    folder that is not a Hub folder or a repository id that is not ``OWNER/NAME``, both before
-    any network request, and :class:`ZooError` (one line naming the host) for a Hub that fails,
-    cannot be reached or does not answer within the deadlines (``timeout``, module docstring).
-    """
+    creating it when missing, with the user's token; returns the commit and the manifest entry
+    whose first source is the weights at that commit, then ``urls``. :class:`HubLoginError`
+    without a token, :class:`ZooError` for a bad folder or repository id (both before any
+    network request) or a Hub that fails or outlasts ``timeout``."""
     folder = Path(folder)
     check_hub_folder(folder)
     if not REPO_RE.match(repo_id):
