@@ -31,7 +31,7 @@ TINY_FASHION_MNIST = [
 """Overrides of a one-epoch CPU pretraining on 1% of Fashion-MNIST (600 training images)."""
 
 
-def run_command(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
+def run_command(args: list[str], timeout: float = 900) -> subprocess.CompletedProcess:
     """Runs ``python ARGS`` in the checkout, as a user would from its root; output captured."""
     return subprocess.run(
         [sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
@@ -57,7 +57,7 @@ def signal_after(
     children: bool = False,
     env: dict[str, str] | None = None,
     cwd: Path = REPO,
-    timeout: float = 240,
+    timeout: float = 900,  # a guard against a run that hangs, not a measure of speed
 ) -> tuple[int, str, str]:
     """Starts ``command`` with its signals at their defaults (:func:`signals_at_default`), sends
     ``signum`` once a file matching ``pattern`` exists under ``root`` (``group``: to its whole
