@@ -45,6 +45,20 @@ def _command(out: Path, *extra: str) -> list[str]:
     ]
 
 
+def _ddp_command(out: Path) -> list[str]:
+    """Two processes (``strategy=ddp devices=2``), 3 epochs of 6 steps, a checkpoint each step."""
+    return _command(
+        out,
+        "strategy=ddp",
+        "devices=2",
+        "data.fraction=0.05",
+        "optimizer.batch_size=16",
+        "max_epochs=3",
+        "++limit_train_batches=6",
+        "++checkpoint.time_interval_s=0.000001",
+    )
+
+
 def _env() -> dict[str, str]:
     """This environment without what an in-process run of an earlier test may have left in it
     (a benchmark parent's pid, a job's run): the command must start as a user starts it."""
@@ -114,16 +128,7 @@ def test_ctrl_c_to_a_two_process_ddp_run_says_interrupted_and_exits_130(tmp_path
     """A terminal's Ctrl-C reaches both processes of ``strategy=ddp devices=2``: the job stops,
     the launching process tells the story once and exits 130, and the checkpoint it names
     exists."""
-    command = _command(
-        tmp_path,
-        "strategy=ddp",
-        "devices=2",
-        "data.fraction=0.05",
-        "optimizer.batch_size=16",
-        "max_epochs=3",
-        "++limit_train_batches=6",
-        "++checkpoint.time_interval_s=0.000001",
-    )
+    command = _ddp_command(tmp_path)
     code, out, err = _signal_after(
         command, "bayesncl/*/*-step=*.ckpt", tmp_path, signal.SIGINT, group=True
     )
@@ -140,16 +145,7 @@ def test_a_signal_that_reaches_one_process_of_a_ddp_run_stops_the_whole_job(
     collective, one not): the job stops only where all of them agree. Sent to the rank-1
     process alone, the launching process still stops, says interrupted and exits 130 (143),
     where it used to wait in a collective its peer had left, and be killed."""
-    command = _command(
-        tmp_path,
-        "strategy=ddp",
-        "devices=2",
-        "data.fraction=0.05",
-        "optimizer.batch_size=16",
-        "max_epochs=3",
-        "++limit_train_batches=6",
-        "++checkpoint.time_interval_s=0.000001",
-    )
+    command = _ddp_command(tmp_path)
     code, out, err = _signal_after(
         command, "bayesncl/*/*-step=*.ckpt", tmp_path, signum, children=True
     )
