@@ -265,15 +265,14 @@ def _train(out: Path, extra: list[str], stop=None, preexec_fn=None) -> str:
     return done.stdout
 
 
-def _pretrain_command(out: Path, extra: list[str], preexec_fn=None) -> str:
+def _pretrain_command(out: Path, extra: list[str], **environ: str) -> str:
     done = subprocess.run(
         [sys.executable, str(REPO / "main_pretrain.py"), *TINY, *extra, f"checkpoint.dir={out}"],
         cwd=REPO,
         capture_output=True,
         text=True,
-        env=_env(),
+        env=_env(**environ),
         timeout=600,
-        preexec_fn=preexec_fn,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
@@ -312,6 +311,28 @@ def test_the_same_pretraining_idle_and_beside_busy_cores_ends_with_the_same_weig
         one, _ = _last_checkpoint(tmp_path / "one")
         with pytest.raises(AssertionError, match="tensors differ"):
             _same_bits(first, one)
+
+
+@pytest.mark.slow
+@pytest.mark.solo
+@needs_data
+def test_how_idle_threads_wait_changes_no_weight(tmp_path):
+    """``OMP_WAIT_POLICY`` (libgomp's spin-or-sleep choice, which docs/benchmark.md suggests on a
+    shared machine) only decides how a waiting thread waits, never how a sum is split."""
+    runs = {
+        policy: _pretrain_command(tmp_path / policy, ["max_epochs=1", "threads=2"], **environ)
+        for policy, environ in {
+            "default": {},
+            "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
+            "active": {"OMP_WAIT_POLICY": "ACTIVE"},
+        }.items()
+    }
+    assert all(runs.values())
+    default, _ = _last_checkpoint(tmp_path / "default")
+    for policy in ("passive", "active"):
+        other, args = _last_checkpoint(tmp_path / policy)
+        _same_bits(default, other)
+        assert other[CHECKPOINT_KEY] == args["threads"] == 2
 
 
 @pytest.mark.slow
