@@ -192,11 +192,18 @@ def per_rank_random_streams():
 
 
 def stop_together():
-    """A callback that stops the processes of a multi-process job at one training step. A Ctrl-C
-    or SIGTERM reaches each process at another point of its step, one inside a collective and
-    one not; one that stopped there would leave its peers waiting in a collective it never
-    joins, and they would crash. So during the fit a signal only marks its process (a second
-    Ctrl-C stops it at once), and after each training step the processes agree in one
+    """A callback that stops a fit on Ctrl-C or SIGTERM at one training step, in every process of
+    a job, and never loses a Ctrl-C.
+
+    One process: Ctrl-C raises KeyboardInterrupt where it lands, as Python does, and is marked.
+    C code that probes an attribute swallows what is raised inside the probe (``torch.as_tensor``
+    asking a config's list for ``__array__`` in the data pipeline, say), and the fit would train
+    on as if no one had pressed it; so a marked Ctrl-C is raised again after the batch.
+
+    Several processes: a signal reaches each at another point of its step, one inside a
+    collective and one not; one that stopped there would leave its peers waiting in a collective
+    it never joins, and they would crash. So during the fit a signal only marks its process (a
+    second Ctrl-C stops it at once), and after each training step the processes agree in one
     all-reduce: when any was signalled, all stop there (on SIGTERM when any got one, else as on
     Ctrl-C). The all-reduce reads one number back each step, as the progress bar already does."""
     from lightning.pytorch import Callback
@@ -205,24 +212,27 @@ def stop_together():
 
     class StopTogether(Callback):
         def __init__(self) -> None:
-            self.agreeing = False  # a multi-process fit, its handlers set from the main thread
+            self.handling = False  # its SIGINT handler is set (only the main thread sets one)
+            self.agreeing = False  # a multi-process fit
             self.marked = 0
             self.sigterm_handler = None
 
         def _mark(self, signum, frame) -> None:
-            if signum == signal.SIGINT and self.marked:
-                raise KeyboardInterrupt
-            if signum == signal.SIGINT and launched_as_rank_zero():
+            at_once = signum == signal.SIGINT and (self.marked or not self.agreeing)
+            if signum == signal.SIGINT and not at_once and launched_as_rank_zero():
                 print(
                     "Ctrl-C: every process of the job stops after this training step "
                     "(Ctrl-C again stops this one at once)",
                     flush=True,
                 )
             self.marked = max(self.marked, stops[signum])
+            if at_once:
+                raise KeyboardInterrupt
 
         def setup(self, trainer, pl_module, stage: str) -> None:
-            if trainer.world_size > 1 and threading.current_thread() is threading.main_thread():
-                self.agreeing = True
+            if threading.current_thread() is threading.main_thread():
+                self.handling = True
+                self.agreeing = trainer.world_size > 1
                 signal.signal(signal.SIGINT, self._mark)
 
         def on_train_start(self, trainer, pl_module) -> None:
@@ -231,6 +241,7 @@ def stop_together():
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
             if not self.agreeing:
+                self._raise_if_swallowed()
                 return
             flag = torch.tensor(self.marked, device=trainer.strategy.root_device)
             agreed = int(trainer.strategy.reduce(flag, reduce_op="max"))
@@ -239,18 +250,26 @@ def stop_together():
             elif agreed:
                 raise KeyboardInterrupt
 
-        def _stop_agreeing(self) -> None:
-            if self.agreeing:
-                self.agreeing = False
+        def on_validation_batch_end(self, trainer, pl_module, *args, **kwargs) -> None:
+            if not self.agreeing:
+                self._raise_if_swallowed()
+
+        def _raise_if_swallowed(self) -> None:
+            if self.handling and self.marked:
+                raise KeyboardInterrupt
+
+        def _stop_handling(self) -> None:
+            if self.handling:
+                self.handling = self.agreeing = False
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 if self.sigterm_handler is not None:
                     signal.signal(signal.SIGTERM, self.sigterm_handler)
 
         def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-            self._stop_agreeing()
+            self._stop_handling()
 
         def teardown(self, trainer, pl_module, stage: str) -> None:
-            self._stop_agreeing()
+            self._stop_handling()
 
     return StopTogether()
 
