@@ -212,8 +212,8 @@ def stop_together():
 
     class StopTogether(Callback):
         def __init__(self) -> None:
-            self.handling = False  # its SIGINT handler is set (only the main thread sets one)
-            self.agreeing = False  # a multi-process fit
+            self.handling_ctrl_c = False  # its SIGINT handler is set (not where SIGINT is ignored)
+            self.agreeing = False  # a multi-process fit, its handlers set from the main thread
             self.marked = 0
             self.sigterm_handler = None
 
@@ -230,9 +230,11 @@ def stop_together():
                 raise KeyboardInterrupt
 
         def setup(self, trainer, pl_module, stage: str) -> None:
-            if threading.current_thread() is threading.main_thread():
-                self.handling = True
-                self.agreeing = trainer.world_size > 1
+            if threading.current_thread() is not threading.main_thread():
+                return  # only the main thread sets handlers
+            self.agreeing = trainer.world_size > 1
+            if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # nohup ... &: no Ctrl-C
+                self.handling_ctrl_c = True
                 signal.signal(signal.SIGINT, self._mark)
 
         def on_train_start(self, trainer, pl_module) -> None:
@@ -255,15 +257,16 @@ def stop_together():
                 self._raise_if_swallowed()
 
         def _raise_if_swallowed(self) -> None:
-            if self.handling and self.marked:
+            if self.marked:
                 raise KeyboardInterrupt
 
         def _stop_handling(self) -> None:
-            if self.handling:
-                self.handling = self.agreeing = False
+            if self.handling_ctrl_c:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
-                if self.sigterm_handler is not None:
-                    signal.signal(signal.SIGTERM, self.sigterm_handler)
+            if self.sigterm_handler is not None:
+                signal.signal(signal.SIGTERM, self.sigterm_handler)
+            self.handling_ctrl_c = self.agreeing = False
+            self.sigterm_handler = None
 
         def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
             self._stop_handling()

@@ -29,9 +29,17 @@ class _CtrlCInsideAProbe(list):
         raise AttributeError(key)
 
 
+@pytest.fixture(autouse=True)
+def _ctrl_c_raises():
+    """SIGINT raising KeyboardInterrupt, as in a terminal, even where the tests were started in
+    the background (``make test &``, where SIGINT is ignored); the test runner's after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def test_a_ctrl_c_inside_an_attribute_probe_is_swallowed_by_torch():
     """Why the callback is needed: without it the KeyboardInterrupt never reaches the caller."""
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert torch.as_tensor(_CtrlCInsideAProbe([1.0, 2.0])).tolist() == [1.0, 2.0]
 
 
@@ -95,3 +103,11 @@ def test_a_ctrl_c_that_lands_normally_still_stops_at_once():
 
     trainer = _fit("nowhere", [stop_together(), CtrlC()])
     assert trainer.interrupted and trainer.global_step == 1  # before the second step trained
+
+
+def test_a_fit_started_with_ctrl_c_ignored_keeps_it_ignored():
+    """``nohup python main_pretrain.py ... &`` ignores SIGINT; the fit must not take it back."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    trainer = _fit("training", [stop_together()])
+    assert not trainer.interrupted and trainer.global_step == 12
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
