@@ -229,19 +229,26 @@ def batch_datamodule(
 
 
 def per_image_transform(data: DatasetSpec, solo_cfg: omegaconf.DictConfig):
-    """solo-learn's per-image views: ``build_transform_pipeline`` per pipeline and crop."""
+    """solo-learn's per-image views: ``build_transform_pipeline`` per pipeline and crop, with
+    ``Normalize``'s mean and std as tuples. Given the config's lists, torch's C code would ask
+    them for attributes at every image through OmegaConf's Python ``__getattr__``, where the
+    KeyboardInterrupt of a Ctrl-C can land: the probe then swallows it, or fails with "could not
+    determine the shape of object type 'ListConfig'"."""
     from solo.data.pretrain_dataloader import (
         FullTransformPipeline,
         NCropAugmentation,
         build_transform_pipeline,
     )
+    from torchvision.transforms import Normalize
 
-    return FullTransformPipeline(
-        [
-            NCropAugmentation(build_transform_pipeline(data.loader, aug), aug.num_crops)
-            for aug in augmentations(solo_cfg)
-        ]
-    )
+    views = []
+    for aug in augmentations(solo_cfg):
+        pipeline = build_transform_pipeline(data.loader, aug)
+        for step in pipeline.transforms:
+            if isinstance(step, Normalize):
+                step.mean, step.std = tuple(step.mean), tuple(step.std)
+        views.append(NCropAugmentation(pipeline, aug.num_crops))
+    return FullTransformPipeline(views)
 
 
 def per_image_datamodule(

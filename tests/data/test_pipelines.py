@@ -98,6 +98,31 @@ def test_shipped_paper_configs_augment_per_image(config_dir, dataset, method):
 
 
 @pytest.mark.solo
+def test_per_image_views_normalize_with_tuples_not_the_configs_lists():
+    """torch probes a ListConfig through Python code at every image, where a Ctrl-C is lost."""
+    from solo.data.pretrain_dataloader import build_transform_pipeline
+    from torchvision.transforms import Normalize
+
+    from solo_bayesncl.data.pipelines import augmentations, per_image_transform
+    from solo_bayesncl.training.pretrain import prepare_pretrain
+
+    overrides = ["data.dataset=fashion-mnist", "data.augment_on=per_image", "accelerator=cpu"]
+    cfg = compose("scripts/pretrain/cifar", "bayesncl.yaml", overrides)
+    spec = prepare_pretrain(cfg, check_data=False)
+    solo_steps = build_transform_pipeline(spec.data.loader, augmentations(spec.solo)[0]).transforms
+    (solo_normalize,) = (s for s in solo_steps if isinstance(s, Normalize))
+    assert type(solo_normalize.std).__name__ == "ListConfig"  # what would reach torch per image
+
+    views = per_image_transform(spec.data, spec.solo)
+    steps = [s for view in views.transforms for s in view.transform.transforms]
+    normalizes = [s for s in steps if isinstance(s, Normalize)]
+    assert len(normalizes) == len(views.transforms) > 0
+    for step in normalizes:
+        assert type(step.mean) is tuple and type(step.std) is tuple
+        assert step.mean == tuple(solo_normalize.mean) and step.std == tuple(solo_normalize.std)
+
+
+@pytest.mark.solo
 def test_cpu_preset_chooses_the_batched_pipeline():
     from solo_bayesncl.benchmark.presets import load_preset
 

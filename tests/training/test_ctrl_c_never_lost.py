@@ -1,8 +1,9 @@
 """A Ctrl-C is never lost in a fit. C code that probes an attribute swallows what is raised inside
-the probe: ``torch.as_tensor`` asks a sequence for ``__array__``, and in the data pipeline that
-sequence is a config's list (``Normalize``'s mean and std), whose Python ``__getattr__`` may be
-where Python raises the KeyboardInterrupt of a Ctrl-C. The run then trained to its end and said
-"finished". ``stop_together`` marks the Ctrl-C and raises it again after the batch."""
+the probe: ``torch.as_tensor`` asks a sequence for ``__array__``, and when the sequence has a
+Python ``__getattr__`` (a config's list was ``Normalize``'s mean and std in the data pipeline,
+until ``per_image_transform`` made them tuples) that may be where Python raises the
+KeyboardInterrupt of a Ctrl-C. The run then trained to its end and said "finished".
+``stop_together`` marks the Ctrl-C and raises it again after the batch."""
 
 from __future__ import annotations
 
