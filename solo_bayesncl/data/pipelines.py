@@ -16,6 +16,7 @@ import omegaconf
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 from torchvision import datasets
+from torchvision.transforms import Normalize
 
 from solo_bayesncl.data.batch_augment import MultiViewAugmentation, Recipe, unsupported_reason
 from solo_bayesncl.data.datasets import build_train_dataset, offline_dataset, stratified_subset
@@ -239,7 +240,6 @@ def per_image_transform(data: DatasetSpec, solo_cfg: omegaconf.DictConfig):
         NCropAugmentation,
         build_transform_pipeline,
     )
-    from torchvision.transforms import Normalize
 
     views = []
     for aug in augmentations(solo_cfg):
